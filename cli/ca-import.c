@@ -1,0 +1,140 @@
+/* hwid ca import: the offline-root case, second half.  Installs the
+ * intermediate certificate the root signed for the key from hwid ca init
+ * --csr, checks it against the key and the chain, and finishes the setup. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+
+#include "ca-setup.h"
+#include "cli.h"
+#include "error.h"
+#include "fsutil.h"
+#include "ossl-util.h"
+
+#define PEM_MAX (256 * 1024)
+
+typedef struct import_opts {
+        ca_setup s;
+        const char *cert, *chain;
+} import_opts;
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: hwid ca import --key URI --cert FILE --chain FILE --dir DIR\n"
+                   "                      [--tls-key URI] [--tls-names LIST] [--listen ADDR:PORT] [--tcti TCTI]\n\n"
+                   "Installs the intermediate CA certificate FILE (signed by an offline root for the\n"
+                   "key at URI, see hwid ca init --csr) after checking that it belongs to the key, is\n"
+                   "a CA, and chains to the root in --chain; then sets up hwidd as ca init does.\n");
+}
+
+static int parse(int argc, char **argv, import_opts *o) {
+        static const struct option opts[] = {
+                { "key", required_argument, NULL, 'k' }, { "cert", required_argument, NULL, 'c' },
+                { "chain", required_argument, NULL, 'C' }, { "dir", required_argument, NULL, 'd' },
+                { "tls-key", required_argument, NULL, 'K' }, { "tls-names", required_argument, NULL, 'N' },
+                { "listen", required_argument, NULL, 'l' }, { "tcti", required_argument, NULL, 'T' },
+                { "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, {},
+        };
+        int c;
+
+        *o = (import_opts) { .s = { .tls_names = "localhost,127.0.0.1", .listen = "127.0.0.1:8443",
+                                    .type = HWID_KEY_TYPE_DEFAULT, .chain_file = "ca-chain.pem" } };
+        while ((c = getopt_long(argc, argv, "k:c:d:fh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'k': o->s.ca_key_uri = optarg; break;
+                case 'c': o->cert = optarg; break;
+                case 'C': o->chain = optarg; break;
+                case 'd': o->s.dir = optarg; break;
+                case 'K': o->s.tls_key_uri = optarg; break;
+                case 'N': o->s.tls_names = optarg; break;
+                case 'l': o->s.listen = optarg; break;
+                case 'T': o->s.tcti = optarg; break;
+                case 'f': o->s.force = true; break;
+                case 'h': usage(stdout); exit(0);
+                default: return cli_usage("ca import", "unknown option");
+                }
+        }
+        if (!o->s.ca_key_uri || !o->cert || !o->chain || !o->s.dir || optind != argc)
+                return cli_usage("ca import", "needs --key, --cert, --chain and --dir");
+        return 0;
+}
+
+static int read_certs(const char *path, STACK_OF(X509) **ret) {
+        _cleanup_free_ char *pem = NULL;
+        _cleanup_(BIO_free_allp) BIO *b = NULL;
+        STACK_OF(X509) *sk = sk_X509_new_null();
+        X509 *x;
+        size_t len;
+        int r;
+
+        if (!sk)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = read_file_capped(path, PEM_MAX, &pem, &len)) < 0 || !(b = BIO_new_mem_buf(pem, (int) len))) {
+                sk_X509_free(sk);
+                return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        while ((x = PEM_read_bio_X509(b, NULL, NULL, NULL)))
+                sk_X509_push(sk, x);
+        ERR_clear_error();
+        if (sk_X509_num(sk) == 0) {
+                sk_X509_free(sk);
+                return hwid_fail(HWID_E_INVALID, "%s holds no PEM certificate", path);
+        }
+        *ret = sk;
+        return 0;
+}
+
+/* Self-signed certificates in the chain are the trust anchors. */
+static int verify_chain(X509 *cert, STACK_OF(X509) *chain) {
+        _cleanup_(X509_STORE_freep) X509_STORE *st = X509_STORE_new();
+        _cleanup_(X509_STORE_CTX_freep) X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+
+        if (!st || !ctx)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (int i = 0; i < sk_X509_num(chain); i++)
+                if (X509_self_signed(sk_X509_value(chain, i), 0) == 1)
+                        X509_STORE_add_cert(st, sk_X509_value(chain, i));
+        if (!X509_STORE_CTX_init(ctx, st, cert, chain))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (X509_verify_cert(ctx) != 1)
+                return hwid_fail(HWID_E_INVALID, "the certificate does not chain to a root in the chain file: %s",
+                                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
+        return 0;
+}
+
+static int check_intermediate(hwid_key *k, X509 *cert, STACK_OF(X509) *chain) {
+        if (EVP_PKEY_eq(X509_get0_pubkey(cert), hwid_key_public(k)) != 1)
+                return hwid_fail(HWID_E_INVALID, "the certificate is not for the key %s", hwid_key_uri(k));
+        if (X509_check_ca(cert) <= 0 || !(X509_get_key_usage(cert) & KU_KEY_CERT_SIGN))
+                return hwid_fail(HWID_E_INVALID, "the certificate is not a CA certificate (CA:TRUE, keyCertSign)");
+        return verify_chain(cert, chain);
+}
+
+int cmd_ca_import(int argc, char **argv) {
+        _cleanup_(hwid_key_freep) hwid_key *k = NULL;
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *certs = NULL, *chain = NULL;
+        _cleanup_free_ char *ca_path = NULL, *chain_path = NULL, *chain_pem = NULL;
+        hsm_options ho;
+        import_opts o;
+        size_t len;
+        int r;
+
+        if ((r = parse(argc, argv, &o)) != 0)
+                return r;
+        ho = (hsm_options) { .tcti = o.s.tcti };
+        ca_path = path_join(o.s.dir, "ca.pem");
+        chain_path = path_join(o.s.dir, "ca-chain.pem");
+        if (!ca_path || !chain_path)
+                return cli_fail(hwid_fail(HWID_E_NOMEM, NULL));
+        if ((r = ca_prepare_dir(&o.s)) < 0 || (r = hwid_key_open(o.s.ca_key_uri, &ho, &k)) < 0 ||
+            (r = read_certs(o.cert, &certs)) < 0 || (r = read_certs(o.chain, &chain)) < 0 ||
+            (r = check_intermediate(k, sk_X509_value(certs, 0), chain)) < 0 ||
+            (r = read_file_capped(o.chain, PEM_MAX, &chain_pem, &len)) < 0 ||
+            (r = write_file_atomic(chain_path, chain_pem, len, 0644)) < 0 ||
+            (r = write_cert_pem(ca_path, sk_X509_value(certs, 0))) < 0 ||
+            (r = ca_finish(&o.s, k, sk_X509_value(certs, 0))) < 0)
+                return cli_fail(r);
+        return 0;
+}

@@ -1,0 +1,284 @@
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/pem.h>
+#include <p11-kit/uri.h>
+
+#include "buf.h"
+#include "ca-setup.h"
+#include "error.h"
+#include "fsutil.h"
+#include "issuer.h"
+#include "ossl-util.h"
+#include "policy.h"
+#include "store.h"
+#include "uri.h"
+#include "x509-util.h"
+
+/* The configuration ca init writes: everything hwidd needs, with two
+ * profiles to start from.  See docs/CONFIG.md for every field. */
+#define CONFIG_TEMPLATE                                                                          \
+        "# hwidd configuration written by hwid ca init on %s.\n"                                 \
+        "# Reference: docs/CONFIG.md.  Relative paths are relative to this file.\n"             \
+        "listen: \"%s\"\n"                                                                       \
+        "database: hwid.db\n"                                                                    \
+        "%stcti: \"%s\"\n"                                                                       \
+        "\n"                                                                                     \
+        "ca:\n"                                                                                  \
+        "  key: \"%s\"\n"                                                                        \
+        "  certificate: ca.pem\n"                                                                \
+        "  %schain: ca-chain.pem\n"                                                              \
+        "  crl_url: \"https://%s/crl\"\n"                                                        \
+        "  crl_validity: 7d\n"                                                                   \
+        "\n"                                                                                     \
+        "tls:\n"                                                                                 \
+        "  key: \"%s\"\n"                                                                        \
+        "  certificate: tls.pem\n"                                                               \
+        "\n"                                                                                     \
+        "limits:\n"                                                                              \
+        "  max_body: 64KiB\n"                                                                    \
+        "  timeout: 30s\n"                                                                       \
+        "  retry_after: 5s\n"                                                                    \
+        "\n"                                                                                     \
+        "policy:\n"                                                                              \
+        "  audit_only: false\n"                                                                  \
+        "\n"                                                                                     \
+        "profiles:\n"                                                                            \
+        "  # Devices enrolling with a token are signed at once.\n"                               \
+        "  default:\n"                                                                           \
+        "    validity: 30d\n"                                                                    \
+        "    key_types: [ec-p256, ec-p384, rsa]\n"                                               \
+        "    extended_key_usage: [clientAuth]\n"                                                 \
+        "    subject:\n"                                                                         \
+        "      allowed_rdns: [CN, O, OU]\n"                                                      \
+        "    san:\n"                                                                             \
+        "      dns: [\"{cn}\"]\n"                                                                \
+        "    approval: auto\n"                                                                   \
+        "    renewal:\n"                                                                         \
+        "      window: 0.3333\n"                                                                 \
+        "  # Devices an administrator approves by hand (hwid request approve).\n"                \
+        "  manual:\n"                                                                            \
+        "    validity: 30d\n"                                                                    \
+        "    key_types: [ec-p256, ec-p384, rsa]\n"                                               \
+        "    extended_key_usage: [clientAuth]\n"                                                 \
+        "    subject:\n"                                                                         \
+        "      allowed_rdns: [CN, O, OU]\n"                                                      \
+        "    approval: manual\n"                                                                 \
+        "    renewal:\n"                                                                         \
+        "      window: 0.3333\n"
+
+#define TLS_VALIDITY (365 * 86400)
+#define TLS_IDENTITY "hwidd"
+
+int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options *o, hwid_key **ret,
+                          bool *ret_created) {
+        int r = hwid_key_open(uri, o, ret);
+
+        *ret_created = false;
+        if (r != -HWID_E_KEY_NOT_FOUND)
+                return r;
+        r = hwid_key_create(uri, type, false, o, ret);
+        if (r >= 0)
+                *ret_created = true;
+        return r;
+}
+
+int ca_prepare_dir(const ca_setup *s) {
+        _cleanup_free_ char *ca = path_join(s->dir, "ca.pem");
+        int r;
+
+        if (!ca)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (access(ca, F_OK) == 0 && !s->force)
+                return hwid_fail(HWID_E_EXISTS, "%s already exists: this directory holds a CA "
+                                                "(use --force to replace it)", ca);
+        if ((r = mkdir_parents(s->dir, 0750)) < 0)
+                return r;
+        return 0;
+}
+
+int write_cert_pem(const char *path, X509 *x) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        if (!b || !PEM_write_bio_X509(b, x))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode a certificate");
+        n = BIO_get_mem_data(b, &data);
+        return write_file_atomic(path, data, (size_t) n, 0644);
+}
+
+/* pkcs11:...;object=ca-key... -> the same token with object=ca-key-tls;
+ * a TPM CA key -> a TPM key file next to the CA. */
+static int derive_tls_uri(const ca_setup *s, char **ret) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL;
+        int r;
+
+        if ((r = key_uri_parse(s->ca_key_uri, &u)) < 0)
+                return r;
+        if (u->scheme == KEY_URI_TPM2) {
+                _cleanup_free_ char *path = path_join(s->dir, "tls.tss2.pem");
+                return path && asprintf(ret, "tpm2:file=%s", path) >= 0 ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        {
+                char label[256];
+                CK_ATTRIBUTE attr = { CKA_LABEL, label, 0 };
+                snprintf(label, sizeof(label), "%s-tls", u->object ? u->object : "hwidd");
+                attr.ulValueLen = strlen(label);
+                p11_kit_uri_clear_attribute(u->p11, CKA_ID);
+                if (p11_kit_uri_set_attribute(u->p11, &attr) != P11_KIT_URI_OK ||
+                    p11_kit_uri_format(u->p11, P11_KIT_URI_FOR_ANY, ret) != P11_KIT_URI_OK)
+                        return hwid_fail(HWID_E_URI, "cannot derive the TLS key URI from %s", s->ca_key_uri);
+        }
+        return 0;
+}
+
+/* hwidd's own TLS certificate, issued by the CA like any other and
+ * recorded in the store. */
+static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, X509 **ret) {
+        _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
+        _cleanup_free_ char *list = NULL;
+        bool rsa = EVP_PKEY_is_a(hwid_key_public(tls_key), "RSA");
+        issue_request in;
+        int r;
+
+        if ((r = dn_parse("/CN=" TLS_IDENTITY, &name)) < 0)
+                return r;
+        if (!(list = malloc(strlen(s->tls_names) * 2 + 16)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        list[0] = '\0';
+        /* "localhost,127.0.0.1" -> "dns:localhost,ip:127.0.0.1" */
+        for (const char *p = s->tls_names; *p;) {
+                size_t n = strcspn(p, ",");
+                bool ip = memchr(p, ':', n) || strspn(p, "0123456789.") == n;
+                sprintf(list + strlen(list), "%s%s%.*s", list[0] ? "," : "", ip ? "ip:" : "dns:", (int) n, p);
+                p += n + (p[n] == ',');
+        }
+        if ((r = san_parse(list, &sans)) < 0)
+                return r;
+        in = (issue_request) {
+                .subject_key = hwid_key_public(tls_key), .subject = name, .sans = sans,
+                .key_usage = KU_DIGITAL_SIGNATURE | (rsa ? KU_KEY_ENCIPHERMENT : 0),
+                .eku = EKU_SERVER_AUTH, .validity = TLS_VALIDITY, .now = (int64_t) time(NULL),
+        };
+        return issuer_sign(is, &in, ret);
+}
+
+static int record_tls_cert(store *st, X509 *x) {
+        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+        _cleanup_free_ char *serial = NULL, *subject = NULL;
+        int64_t now = (int64_t) time(NULL);
+        int len = i2d_X509(x, &der), r;
+        store_cert c = { 0 };
+        struct tm tm;
+        store_audit a = { .at = now, .actor = "admin:ca-init", .action = "issue-tls", .target = TLS_IDENTITY,
+                          .outcome = "allow", .reason = "hwidd's TLS server certificate" };
+        store_issue how = { .cert = &c, .replace_live = true, .audit = &a };
+
+        if (len <= 0 || (r = serial_to_hex(X509_get0_serialNumber(x), &serial)) < 0 ||
+            (r = name_to_string(X509_get_subject_name(x), &subject)) < 0 ||
+            (r = spki_sha256_hex(X509_get0_pubkey(x), c.spki_sha256)) < 0)
+                return len <= 0 ? hwid_fail(HWID_E_CRYPTO, "cannot encode the TLS certificate") : r;
+        c.serial = serial;
+        c.identity = (char *) TLS_IDENTITY;
+        c.subject = subject;
+        c.profile = (char *) "hwidd-tls";
+        c.der = der;
+        c.der_len = (size_t) len;
+        ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm);
+        c.not_before = (int64_t) timegm(&tm);
+        ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm);
+        c.not_after = (int64_t) timegm(&tm);
+        c.status = CERT_VALID;
+        c.created_at = now;
+        return store_cert_commit(st, &how, now);
+}
+
+static int write_config(const ca_setup *s, const char *tls_uri) {
+        _cleanup_free_ char *path = path_join(s->dir, "hwidd.yaml");
+        _cleanup_buf_ buf b;
+        char when[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        int r;
+
+        if (!path)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        /* Values go into double-quoted YAML scalars. */
+        if (strpbrk(s->ca_key_uri, "\"\\\n") || strpbrk(tls_uri, "\"\\\n") || strpbrk(s->listen, "\"\\\n"))
+                return hwid_fail(HWID_E_INVALID, "key URIs and the listen address may not contain quotes or backslashes");
+        buf_init(&b, 64 * 1024);
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
+        r = buf_printf(&b, CONFIG_TEMPLATE, when, s->listen, s->tcti ? "" : "# ", s->tcti ? s->tcti : "swtpm:...",
+                       s->ca_key_uri, s->chain_file ? "" : "# ", s->listen, tls_uri);
+        if (r < 0)
+                return r;
+        return write_file_atomic(path, b.data, b.len, 0640);
+}
+
+static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, char **ret_tls_uri, X509 **ret_cert) {
+        _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
+        _cleanup_(issuer_freep) issuer *is = NULL;
+        _cleanup_free_ char *uri = NULL, *crl_url = NULL;
+        hsm_options o = { .tcti = s->tcti };
+        bool created;
+        int r;
+
+        if (!s->tls_key_uri)
+                r = derive_tls_uri(s, &uri);
+        else
+                r = (uri = strdup(s->tls_key_uri)) ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        if (r < 0)
+                return r;
+        if (asprintf(&crl_url, "https://%s/crl", s->listen) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = ca_key_open_or_create(uri, s->type, &o, &tls_key, &created)) < 0 ||
+            (r = issuer_new(ca_key, ca_cert, crl_url, &is)) < 0 ||
+            (r = issue_tls_cert(s, is, tls_key, ret_cert)) < 0)
+                return r;
+        printf("%s hwidd's TLS key %s\n", created ? "created" : "using", uri);
+        *ret_tls_uri = TAKE_PTR(uri);
+        return 0;
+}
+
+static int write_tls_pem(const ca_setup *s, X509 *tls, X509 *ca_cert) {
+        _cleanup_free_ char *path = path_join(s->dir, "tls.pem");
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        /* Leaf first, then the CA, so that clients can build the chain. */
+        if (!path || !b || !PEM_write_bio_X509(b, tls) || !PEM_write_bio_X509(b, ca_cert))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        n = BIO_get_mem_data(b, &data);
+        return write_file_atomic(path, data, (size_t) n, 0644);
+}
+
+int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
+        _cleanup_(X509_freep) X509 *tls = NULL;
+        _cleanup_(store_freep) store *st = NULL;
+        _cleanup_free_ char *tls_uri = NULL, *db = path_join(s->dir, "hwid.db");
+        char pin[72];
+        int r;
+
+        if (!db)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = setup_tls(s, ca_key, ca_cert, &tls_uri, &tls)) < 0 ||
+            (r = write_tls_pem(s, tls, ca_cert)) < 0 ||
+            (r = store_open(db, &st)) < 0 ||
+            (r = record_tls_cert(st, tls)) < 0 ||
+            (r = write_config(s, tls_uri)) < 0 ||
+            (r = spki_sha256_pin(X509_get0_pubkey(ca_cert), pin)) < 0)
+                return r;
+        printf("\nCA ready in %s\n  ca.pem       the CA certificate\n  tls.pem      hwidd's TLS certificate\n"
+               "  hwid.db      the store\n  hwidd.yaml   configuration\n\nCA pin: %s\n\n"
+               "Start the service:   hwidd --config %s/hwidd.yaml\n"
+               "Create a join token: hwid token create --config %s/hwidd.yaml --profile default\n",
+               s->dir, pin, s->dir, s->dir);
+        return 0;
+}

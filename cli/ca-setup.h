@@ -1,0 +1,36 @@
+/* What hwid ca init and hwid ca import share: the CA key, the TLS identity
+ * of hwidd (its key in the same HSM/TPM, its certificate from the CA), the
+ * ready-to-run configuration and the store. */
+#pragma once
+
+#include <stdbool.h>
+
+#include <openssl/x509.h>
+
+#include "hsm.h"
+
+typedef struct ca_setup {
+        const char *dir;
+        const char *ca_key_uri;
+        const char *tls_key_uri;   /* NULL: derived from the CA key's URI */
+        const char *tls_names;     /* "localhost,127.0.0.1" */
+        const char *listen;        /* "127.0.0.1:8443" */
+        const char *tcti;
+        const char *chain_file;    /* intermediate case: the chain above ca.pem */
+        hwid_key_type type;
+        bool force;
+} ca_setup;
+
+/* Opens the key at uri, or creates it (of type) if there is none. */
+int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options *o, hwid_key **ret,
+                          bool *ret_created);
+
+/* Refuses to overwrite DIR/ca.pem unless force; creates DIR (0750). */
+int ca_prepare_dir(const ca_setup *s);
+
+/* With the CA key and certificate in place: TLS key + certificate,
+ * DIR/hwidd.yaml, the database; prints what to do next. */
+int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert);
+
+/* Writes a PEM certificate to path (0644). */
+int write_cert_pem(const char *path, X509 *x);

@@ -1,0 +1,35 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "error.h"
+#include "fsutil.h"
+
+int cli_fail(int r) {
+        fprintf(stderr, "hwid: %s\n", hwid_strerror(r));
+        return hwid_err_exit_code(r);
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...) {
+        va_list ap;
+
+        fprintf(stderr, "hwid %s: ", cmd);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, " (see hwid %s --help)\n", cmd);
+        return EXIT_USAGE;
+}
+
+void cli_hsm_options(hsm_options *o, const char *tcti) {
+        *o = (hsm_options) { .tcti = tcti };
+}
+
+int cli_write_output(const char *path, const char *text) {
+        if (!path) {
+                fputs(text, stdout);
+                return fflush(stdout) == 0 ? 0 : hwid_fail(HWID_E_IO, "cannot write to standard output");
+        }
+        return write_file_atomic(path, text, strlen(text), 0644);
+}

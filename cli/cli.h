@@ -1,0 +1,35 @@
+/* Shared pieces of the hwid command line: one file per subcommand, each
+ * exporting cmd_<name>(argc, argv) and returning the process exit code
+ * (0 success, 1 operational failure, 2 usage error). */
+#pragma once
+
+#include <stdbool.h>
+
+#include "hsm.h"
+
+#define EXIT_USAGE 2
+
+/* Prints "hwid: <detail of r>" (one line) and returns the exit code for r. */
+int cli_fail(int r);
+/* Prints a usage error naming the subcommand and returns EXIT_USAGE. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Fills hsm options from --tcti (may be NULL). */
+void cli_hsm_options(hsm_options *o, const char *tcti);
+/* Writes text to path atomically (mode 0644), or to stdout when path is NULL. */
+int cli_write_output(const char *path, const char *text);
+
+int cmd_key_create(int argc, char **argv);
+int cmd_key_show(int argc, char **argv);
+int cmd_csr(int argc, char **argv);
+int cmd_ca_init(int argc, char **argv);
+int cmd_ca_import(int argc, char **argv);
+int cmd_ca_hash(int argc, char **argv);
+int cmd_token_create(int argc, char **argv);
+int cmd_token_list(int argc, char **argv);
+int cmd_token_revoke(int argc, char **argv);
+int cmd_request_list(int argc, char **argv);
+int cmd_request_approve(int argc, char **argv);
+int cmd_request_deny(int argc, char **argv);
+int cmd_cert_list(int argc, char **argv);
+int cmd_cert_show(int argc, char **argv);
+int cmd_cert_revoke(int argc, char **argv);

@@ -1,0 +1,103 @@
+/* hwid: one command line for the CA admin and for devices. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "error.h"
+
+typedef struct command {
+        const char *group; /* NULL for top-level commands */
+        const char *name;
+        int (*run)(int argc, char **argv);
+        const char *summary;
+} command;
+
+static const command commands[] = {
+        { "key", "create", cmd_key_create, "generate a key inside a TPM or PKCS#11 token" },
+        { "key", "show", cmd_key_show, "show a key's public part, fingerprint and custody" },
+        { NULL, "csr", cmd_csr, "build a certificate request signed inside the device" },
+        { "ca", "init", cmd_ca_init, "create the CA (key in the HSM/TPM), hwidd's TLS identity and config" },
+        { "ca", "import", cmd_ca_import, "install an intermediate CA certificate signed by an offline root" },
+        { "ca", "hash", cmd_ca_hash, "print the CA pin (sha256 of the SubjectPublicKeyInfo)" },
+        { "token", "create", cmd_token_create, "create a bootstrap token and print the join command" },
+        { "token", "list", cmd_token_list, "list bootstrap tokens" },
+        { "token", "revoke", cmd_token_revoke, "revoke a bootstrap token" },
+        { "request", "list", cmd_request_list, "list requests waiting for approval" },
+        { "request", "approve", cmd_request_approve, "approve a pending request" },
+        { "request", "deny", cmd_request_deny, "deny a pending request" },
+        { "cert", "list", cmd_cert_list, "list issued certificates" },
+        { "cert", "show", cmd_cert_show, "show an issued certificate" },
+        { "cert", "revoke", cmd_cert_revoke, "revoke a certificate (by serial or identity)" },
+};
+
+static void help(FILE *f) {
+        fprintf(f, "Usage: hwid COMMAND [ARGS...]\n\n"
+                   "Hardware-backed identities: keys live in a TPM or HSM and never leave it.\n\n"
+                   "Commands:\n");
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+                char full[64];
+                snprintf(full, sizeof(full), "%s%s%s", commands[i].group ? commands[i].group : "",
+                         commands[i].group ? " " : "", commands[i].name);
+                fprintf(f, "  %-16s %s\n", full, commands[i].summary);
+        }
+        fprintf(f, "\nKey URIs:\n"
+                   "  pkcs11:token=LABEL;object=LABEL?pin-source=file:/path   (RFC 7512, via p11-kit)\n"
+                   "  tpm2:file=/path/key.tss2.pem | tpm2:handle=0x81000001  (TPM via $HWID_TCTI or --tcti)\n"
+                   "\nRun 'hwid COMMAND --help' for a command's options.\n"
+                   "Exit codes: 0 success, 1 failure (reason on stderr), 2 usage error.\n");
+}
+
+static const command *find(const char *group, const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+                const command *c = &commands[i];
+                if (c->group ? (group && name && strcmp(c->group, group) == 0 && strcmp(c->name, name) == 0)
+                             : (strcmp(c->name, group) == 0))
+                        return c;
+        }
+        return NULL;
+}
+
+static int group_usage(const char *group) {
+        fprintf(stderr, "hwid %s: needs a subcommand:", group);
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (commands[i].group && strcmp(commands[i].group, group) == 0)
+                        fprintf(stderr, " %s", commands[i].name);
+        fprintf(stderr, " (see hwid --help)\n");
+        return EXIT_USAGE;
+}
+
+static bool is_group(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (commands[i].group && strcmp(commands[i].group, s) == 0)
+                        return true;
+        return false;
+}
+
+int main(int argc, char **argv) {
+        const command *c;
+
+        /* tpm2-tss prints its own warnings to stderr; hwid reports every
+         * failure itself in one line, so silence it unless asked for. */
+        setenv("TSS2_LOG", "all+NONE", 0);
+        if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+                help(argc < 2 ? stderr : stdout);
+                return argc < 2 ? EXIT_USAGE : 0;
+        }
+        if (strcmp(argv[1], "--version") == 0) {
+                printf("hwid %s\n", HWID_VERSION);
+                return 0;
+        }
+        if (is_group(argv[1])) {
+                c = argc > 2 ? find(argv[1], argv[2]) : NULL;
+                if (!c)
+                        return group_usage(argv[1]);
+                return c->run(argc - 2, argv + 2);
+        }
+        c = find(argv[1], NULL);
+        if (!c) {
+                fprintf(stderr, "hwid: unknown command '%s' (see hwid --help)\n", argv[1]);
+                return EXIT_USAGE;
+        }
+        return c->run(argc - 1, argv + 1);
+}

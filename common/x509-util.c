@@ -1,0 +1,176 @@
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+
+#include "buf.h"
+#include "error.h"
+#include "ossl-util.h"
+#include "x509-util.h"
+
+static int has_control(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char) *s < 0x20 || *s == 0x7f)
+                        return 1;
+        return 0;
+}
+
+/* Splits one "TYPE=value" component off *p (unescaping "\/"), advancing *p. */
+static int dn_next(const char **p, char *out, size_t outsz) {
+        size_t n = 0;
+
+        for (; **p && **p != '/'; (*p)++) {
+                char ch = **p;
+                if (ch == '\\' && (*p)[1]) {
+                        (*p)++;
+                        ch = **p;
+                }
+                if (n + 1 >= outsz)
+                        return hwid_fail(HWID_E_INVALID, "subject component too long");
+                out[n++] = ch;
+        }
+        out[n] = '\0';
+        return 0;
+}
+
+static int dn_add(X509_NAME *name, char *comp) {
+        char *eq = strchr(comp, '=');
+
+        if (!eq || eq == comp)
+                return hwid_fail(HWID_E_INVALID, "subject component '%s' is not TYPE=value", comp);
+        *eq = '\0';
+        if (!eq[1])
+                return hwid_fail(HWID_E_INVALID, "subject attribute %s has an empty value", comp);
+        if (!X509_NAME_add_entry_by_txt(name, comp, MBSTRING_UTF8, (unsigned char *) eq + 1, -1, -1, 0)) {
+                ERR_clear_error();
+                return hwid_fail(HWID_E_INVALID, "subject attribute '%s=%s' is not valid "
+                                                 "(unknown type or value too long)", comp, eq + 1);
+        }
+        return 0;
+}
+
+int dn_parse(const char *s, X509_NAME **ret) {
+        _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
+        char comp[DN_MAX + 1];
+        const char *p = s;
+        int r;
+
+        if (!s || strnlen(s, DN_MAX + 1) > DN_MAX)
+                return hwid_fail(HWID_E_INVALID, "subject is empty or longer than %d bytes", DN_MAX);
+        if (s[0] != '/')
+                return hwid_fail(HWID_E_INVALID, "subject must look like /CN=name/O=org");
+        if (has_control(s))
+                return hwid_fail(HWID_E_INVALID, "subject contains a control character");
+        name = X509_NAME_new();
+        if (!name)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        while (*p == '/') {
+                p++;
+                if ((r = dn_next(&p, comp, sizeof(comp))) < 0 || (r = dn_add(name, comp)) < 0)
+                        return r;
+        }
+        if (X509_NAME_entry_count(name) == 0)
+                return hwid_fail(HWID_E_INVALID, "subject has no attributes");
+        *ret = TAKE_PTR(name);
+        return 0;
+}
+
+static int san_one(const char *item, GENERAL_NAME **ret) {
+        static const struct { const char *prefix; int type; } kinds[] = {
+                { "dns:", GEN_DNS }, { "uri:", GEN_URI }, { "email:", GEN_EMAIL }, { "ip:", GEN_IPADD },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
+                size_t pl = strlen(kinds[i].prefix);
+                GENERAL_NAME *gn;
+
+                if (strncasecmp(item, kinds[i].prefix, pl) != 0)
+                        continue;
+                if (!item[pl])
+                        return hwid_fail(HWID_E_INVALID, "subjectAltName '%s' has no value", item);
+                gn = a2i_GENERAL_NAME(NULL, NULL, NULL, kinds[i].type, item + pl, 0);
+                if (!gn) {
+                        ERR_clear_error();
+                        return hwid_fail(HWID_E_INVALID, "subjectAltName '%s' is not valid", item);
+                }
+                *ret = gn;
+                return 0;
+        }
+        return hwid_fail(HWID_E_INVALID, "subjectAltName '%s' must start with dns:, ip:, uri: or email:", item);
+}
+
+int san_parse(const char *s, GENERAL_NAMES **ret) {
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = NULL;
+        _cleanup_free_ char *copy = NULL;
+        char *save = NULL;
+        int r;
+
+        if (!s || !*s || strlen(s) > SAN_LIST_MAX)
+                return hwid_fail(HWID_E_INVALID, "subjectAltName list is empty or longer than %d bytes",
+                                 SAN_LIST_MAX);
+        if (has_control(s))
+                return hwid_fail(HWID_E_INVALID, "subjectAltName list contains a control character");
+        copy = strdup(s);
+        gens = GENERAL_NAMES_new();
+        if (!copy || !gens)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+                GENERAL_NAME *gn = NULL;
+                if ((r = san_one(item, &gn)) < 0)
+                        return r;
+                if (!sk_GENERAL_NAME_push(gens, gn)) {
+                        GENERAL_NAME_free(gn);
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                }
+        }
+        if (sk_GENERAL_NAME_num(gens) == 0)
+                return hwid_fail(HWID_E_INVALID, "subjectAltName list is empty");
+        *ret = TAKE_PTR(gens);
+        return 0;
+}
+
+int spki_sha256_hex(EVP_PKEY *pkey, char ret[65]) {
+        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+        unsigned char md[32];
+        int len = i2d_PUBKEY(pkey, &der);
+
+        if (len <= 0 || !EVP_Digest(der, (size_t) len, md, NULL, EVP_sha256(), NULL))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the public key");
+        for (int i = 0; i < 32; i++)
+                snprintf(ret + 2 * i, 3, "%02x", md[i]);
+        return 0;
+}
+
+int spki_sha256_pin(EVP_PKEY *pkey, char ret[72]) {
+        char hex[65];
+        int r = spki_sha256_hex(pkey, hex);
+
+        if (r < 0)
+                return r;
+        snprintf(ret, 72, "sha256:%s", hex);
+        return 0;
+}
+
+int pubkey_to_pem(EVP_PKEY *pkey, char **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        if (!b || !PEM_write_bio_PUBKEY(b, pkey))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the public key");
+        n = BIO_get_mem_data(b, &data);
+        *ret = strndup(data, (size_t) n);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+int name_to_string(const X509_NAME *name, char **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        if (!b || X509_NAME_print_ex(b, name, 0, XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) < 0)
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot print a name");
+        n = BIO_get_mem_data(b, &data);
+        *ret = strndup(data, (size_t) n);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}

@@ -1,0 +1,31 @@
+/* Small X.509 helpers shared by the CSR builder, the issuer and the CLI. */
+#pragma once
+
+#include <stddef.h>
+
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+/* Longest DN / SAN list hwid accepts on its command lines. */
+#define DN_MAX 1024
+#define SAN_LIST_MAX 4096
+
+/* Parses "/CN=edge-0001/O=acme" (OpenSSL's one-line form; "\/" escapes a
+ * slash) into a name.  Attribute names are checked by OpenSSL; values are
+ * UTF-8 and may not be empty or hold control characters. */
+int dn_parse(const char *s, X509_NAME **ret);
+
+/* Parses "dns:a.example,ip:10.0.0.1,uri:spiffe://x/y,email:a@b" into
+ * subjectAltName general names. */
+int san_parse(const char *s, GENERAL_NAMES **ret);
+
+/* "sha256:<hex>" of the DER SubjectPublicKeyInfo: the CA pin form. */
+int spki_sha256_pin(EVP_PKEY *pkey, char ret[72]);
+/* Lower-case hex SHA-256 of the DER SubjectPublicKeyInfo. */
+int spki_sha256_hex(EVP_PKEY *pkey, char ret[65]);
+
+/* The public key as PEM (SubjectPublicKeyInfo); caller frees. */
+int pubkey_to_pem(EVP_PKEY *pkey, char **ret);
+
+/* One-line RFC 2253 rendering of a name; caller frees. */
+int name_to_string(const X509_NAME *name, char **ret);

@@ -1,0 +1,112 @@
+/* hsm/: keys that never leave their device.
+ *
+ * A hwid_key is a private key held by a PKCS#11 token (through p11-kit) or
+ * a TPM 2.0 (through tpm2-tss), named by a key URI:
+ *
+ *   pkcs11:token=ca;object=ca-key?pin-source=file:/etc/hwid/pin
+ *   tpm2:file=/var/lib/hwid/device.tss2.pem
+ *   tpm2:handle=0x81000001
+ *
+ * Whatever holds the key, it is exposed to OpenSSL as an EVP_PKEY served
+ * by hwid's own built-in provider, so all X.509 code signs through one
+ * path: EVP_DigestSignInit_ex(ctx, NULL, md, NULL, HSM_PROPQ, pkey, NULL).
+ * The provider hashes in software and sends the device one signing
+ * command per signature.
+ *
+ * Library code: returns 0 or -hwid_err with a detail (common/error.h),
+ * never prints. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+
+#include "cleanup.h"
+
+/* Property query that selects hwid's provider for signing and falls back
+ * to the default provider for everything else (digests, verification). */
+#define HSM_PROPQ "?provider=hwid"
+
+typedef enum hwid_key_type {
+        HWID_KEY_EC_P256,
+        HWID_KEY_EC_P384,
+        HWID_KEY_RSA_2048,
+        HWID_KEY_RSA_3072,
+        _HWID_KEY_TYPE_MAX,
+        _HWID_KEY_TYPE_INVALID = -1,
+} hwid_key_type;
+
+#define HWID_KEY_TYPE_DEFAULT HWID_KEY_EC_P256
+
+/* "ec-p256", "ec-p384", "rsa-2048", "rsa-3072" */
+const char *hwid_key_type_to_string(hwid_key_type t);
+int hwid_key_type_from_string(const char *s, hwid_key_type *ret);
+/* Type of a public key, or -HWID_E_KEY_TYPE if it is none of the above. */
+int hwid_key_type_of_pkey(const EVP_PKEY *pkey, hwid_key_type *ret);
+
+typedef struct hsm_options {
+        /* TCTI configuration for TPM keys; NULL means $HWID_TCTI, else the
+         * tpm2-tss default. */
+        const char *tcti;
+} hsm_options;
+
+/* What the device itself reports about how it holds the key. */
+typedef struct hwid_custody {
+        const char *backend; /* "pkcs11" or "tpm2" */
+        /* PKCS#11 private key attributes, read back from the token. */
+        bool sensitive;
+        bool always_sensitive;
+        bool extractable;
+        bool never_extractable;
+        bool local;          /* generated on the token */
+        bool value_readable; /* did the token hand out CKA_VALUE? (must not) */
+        /* TPM: the key's public area as loaded by the TPM. */
+        uint32_t tpm_attributes;
+        bool fixed_tpm;
+        bool fixed_parent;
+        bool sensitive_data_origin;
+        bool user_with_auth;
+        bool sign;
+        bool decrypt;
+        bool restricted;
+        /* Where the key lives, e.g. "SoftHSM slot 0x2a, token 'ca'". */
+        char location[256];
+} hwid_custody;
+
+typedef struct hwid_key hwid_key;
+
+/* Loads the providers once per process; safe to call repeatedly. */
+int hsm_init(void);
+
+/* Generates a new key inside the device at uri.  Refuses (-HWID_E_KEY_EXISTS)
+ * if a key is already there unless force is set.  On any failure nothing
+ * is left behind on the device or on disk. */
+int hwid_key_create(const char *uri, hwid_key_type type, bool force,
+                    const hsm_options *opts, hwid_key **ret);
+
+/* Opens an existing key (-HWID_E_KEY_NOT_FOUND if there is none). */
+int hwid_key_open(const char *uri, const hsm_options *opts, hwid_key **ret);
+
+/* Removes the key from the device (and its TPM key file). */
+int hwid_key_delete(hwid_key *k);
+
+/* The device-backed private key, for signing (borrowed reference). */
+EVP_PKEY *hwid_key_pkey(hwid_key *k);
+/* The public part as a plain default-provider key (borrowed reference). */
+EVP_PKEY *hwid_key_public(hwid_key *k);
+hwid_key_type hwid_key_get_type(const hwid_key *k);
+/* The key's URI for messages, with any pin-value= masked. */
+const char *hwid_key_uri(const hwid_key *k);
+/* The digest hwid signs with for this key type (SHA256, or SHA384 for P-384). */
+const char *hwid_key_default_digest(const hwid_key *k);
+
+/* Reads the custody attributes back from the device. */
+int hwid_key_custody(hwid_key *k, hwid_custody *ret);
+
+/* Initialises mctx for signing with k: the one signing path for every
+ * backend.  md may be NULL for the key's default digest. */
+int hwid_key_sign_init(hwid_key *k, EVP_MD_CTX *mctx, const char *md);
+
+void hwid_key_free(hwid_key *k);
+DEFINE_TRIVIAL_CLEANUP_FUNC(hwid_key *, hwid_key_free)

@@ -1,0 +1,513 @@
+/* PKCS#11 plumbing: modules loaded once per process through p11-kit, the
+ * token a URI names, login, and a small pool of sessions per token.
+ *
+ * Everything here that is shared between keys lives in one registry under
+ * one lock: the loaded module sets (p11-kit's registered modules, or one
+ * module-path=) and the tokens found in them.  Both are reference counted
+ * so that the last key freed finalizes the modules.  Signing never takes
+ * the registry lock, only its token's pool lock. */
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "p11-internal.h"
+#include "secret.h"
+
+#define PIN_MAX 256
+
+struct p11_modset {
+        char *path; /* module-path=, or NULL for p11-kit's registered modules */
+        CK_FUNCTION_LIST **mods; /* NULL-terminated */
+        int refs;
+        struct p11_modset *next;
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static p11_modset *modsets;
+static p11_token *tokens;
+
+int p11_fail(CK_RV rv, const char *token, const char *what) {
+        switch (rv) {
+        case CKR_PIN_INCORRECT:
+        case CKR_PIN_LEN_RANGE:
+                return hwid_fail(HWID_E_PIN_INCORRECT, "wrong PIN for token '%s'", token);
+        case CKR_PIN_LOCKED:
+                return hwid_fail(HWID_E_PIN_LOCKED, "the user PIN of token '%s' is locked "
+                                                    "(unlock it with the SO PIN)", token);
+        case CKR_HOST_MEMORY:
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        case CKR_KEY_HANDLE_INVALID:
+        case CKR_OBJECT_HANDLE_INVALID:
+                return hwid_fail(HWID_E_KEY_NOT_FOUND, "%s: the key is no longer on token '%s'",
+                                 what, token);
+        case CKR_USER_NOT_LOGGED_IN:
+                return hwid_fail(HWID_E_HSM, "%s: token '%s' is no longer logged in (was it reset?); "
+                                             "open the key again", what, token);
+        case CKR_TOKEN_NOT_PRESENT:
+        case CKR_DEVICE_REMOVED:
+                return hwid_fail(HWID_E_HSM, "%s: token '%s' was removed", what, token);
+        default:
+                /* Device errors, lost sessions, lost login and everything
+                 * else: the HSM is (for now) unusable for this request. */
+                return hwid_fail(HWID_E_HSM, "%s on token '%s' failed: %s (0x%lx)",
+                                 what, token, p11_kit_strerror(rv), (unsigned long) rv);
+        }
+}
+
+/* ---- module sets ---- */
+
+static const char *p11_kit_reason(void) {
+        const char *m = p11_kit_message();
+
+        return m ? m : "unknown error";
+}
+
+static int modset_load(const char *path, CK_FUNCTION_LIST ***ret) {
+        CK_FUNCTION_LIST **mods = calloc(2, sizeof(*mods));
+        CK_RV rv;
+
+        if (!mods)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (!path) {
+                free(mods);
+                /* Modules that fail to initialize are skipped by p11-kit
+                 * unless marked critical in their configuration. */
+                mods = p11_kit_modules_load_and_initialize(0);
+                if (!mods)
+                        return hwid_fail(HWID_E_HSM, "cannot load the PKCS#11 modules registered "
+                                                     "with p11-kit: %s", p11_kit_reason());
+                *ret = mods;
+                return 0;
+        }
+        mods[0] = p11_kit_module_load(path, 0);
+        if (!mods[0]) {
+                free(mods);
+                return hwid_fail(HWID_E_HSM, "cannot load PKCS#11 module %s: %s", path, p11_kit_reason());
+        }
+        rv = p11_kit_module_initialize(mods[0]);
+        if (rv != CKR_OK) {
+                p11_kit_module_release(mods[0]);
+                free(mods);
+                return hwid_fail(HWID_E_HSM, "cannot initialize PKCS#11 module %s: %s",
+                                 path, p11_kit_strerror(rv));
+        }
+        *ret = mods;
+        return 0;
+}
+
+/* Called with the registry lock held. */
+static int modset_get(const char *path, p11_modset **ret) {
+        p11_modset *ms = NULL;
+        int r;
+
+        for (ms = modsets; ms; ms = ms->next)
+                if ((!path && !ms->path) || (path && ms->path && strcmp(path, ms->path) == 0)) {
+                        ms->refs++;
+                        *ret = ms;
+                        return 0;
+                }
+        ms = calloc(1, sizeof(*ms));
+        if (!ms || (path && !(ms->path = strdup(path)))) {
+                free(ms);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        r = modset_load(path, &ms->mods);
+        if (r < 0) {
+                free(ms->path);
+                free(ms);
+                return r;
+        }
+        ms->refs = 1;
+        ms->next = modsets;
+        *ret = modsets = ms;
+        return 0;
+}
+
+/* Called with the registry lock held. */
+static void modset_put(p11_modset *ms) {
+        if (--ms->refs > 0)
+                return;
+        for (p11_modset **p = &modsets; *p; p = &(*p)->next)
+                if (*p == ms) {
+                        *p = ms->next;
+                        break;
+                }
+        if (ms->path) {
+                p11_kit_module_finalize(ms->mods[0]);
+                p11_kit_module_release(ms->mods[0]);
+                free(ms->mods);
+        } else
+                p11_kit_modules_finalize_and_release(ms->mods);
+        free(ms->path);
+        free(ms);
+}
+
+/* ---- finding the token ---- */
+
+/* RFC 7512 module-name is the library name without prefix and suffix
+ * ("softhsm2" for libsofthsm2.so); p11-kit's config name also counts. */
+static bool module_name_matches(CK_FUNCTION_LIST *mod, const char *want) {
+        _cleanup_free_ char *name = p11_kit_module_get_name(mod);
+        _cleanup_free_ char *file = p11_kit_module_get_filename(mod);
+        const char *base;
+        size_t n;
+
+        if (name && strcmp(name, want) == 0)
+                return true;
+        if (!file)
+                return false;
+        base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+        if (strncmp(base, "lib", 3) == 0 && strncmp(want, "lib", 3) != 0)
+                base += 3;
+        n = strcspn(base, ".");
+        return strlen(want) == n && strncmp(base, want, n) == 0;
+}
+
+static void module_display_name(CK_FUNCTION_LIST *mod, char *buf, size_t size) {
+        _cleanup_free_ char *name = p11_kit_module_get_name(mod);
+        _cleanup_free_ char *file = NULL;
+
+        if (!name)
+                file = p11_kit_module_get_filename(mod);
+        snprintf(buf, size, "%s", name ? name : file ? file : "?");
+}
+
+typedef struct slot_match {
+        CK_FUNCTION_LIST *mod;
+        CK_SLOT_ID slot;
+        CK_TOKEN_INFO info;
+        unsigned count;
+} slot_match;
+
+static bool slot_matches(CK_FUNCTION_LIST *mod, CK_SLOT_ID slot, const key_uri *uri, CK_TOKEN_INFO *ti) {
+        CK_SLOT_ID want = p11_kit_uri_get_slot_id(uri->p11);
+        CK_SLOT_INFO si;
+
+        if (want != (CK_SLOT_ID) -1 && want != slot)
+                return false;
+        if (mod->C_GetSlotInfo(slot, &si) != CKR_OK || !(si.flags & CKF_TOKEN_PRESENT) ||
+            !p11_kit_uri_match_slot_info(uri->p11, &si))
+                return false;
+        return mod->C_GetTokenInfo(slot, ti) == CKR_OK && p11_kit_uri_match_token_info(uri->p11, ti);
+}
+
+/* Looks through one module's slots; a module that cannot list its slots
+ * is skipped (and named so) rather than hiding the others' tokens. */
+static void search_module(CK_FUNCTION_LIST *mod, const key_uri *uri, slot_match *m,
+                          char *looked, size_t size) {
+        CK_SLOT_ID slots[256]; /* more would be reported as a listing failure */
+        CK_ULONG n = ELEMENTSOF(slots);
+        CK_INFO info;
+        char name[128];
+        CK_RV rv;
+
+        if (uri->module_name && !module_name_matches(mod, uri->module_name))
+                return;
+        if (mod->C_GetInfo(&info) != CKR_OK || !p11_kit_uri_match_module_info(uri->p11, &info))
+                return;
+        module_display_name(mod, name, sizeof(name));
+        rv = mod->C_GetSlotList(CK_TRUE, slots, &n);
+        snprintf(looked + strlen(looked), size - strlen(looked), "%s%s%s%s%s", looked[0] ? ", " : "", name,
+                 rv == CKR_OK ? "" : " (cannot list slots: ", rv == CKR_OK ? "" : p11_kit_strerror(rv),
+                 rv == CKR_OK ? "" : ")");
+        if (rv != CKR_OK)
+                return;
+        for (CK_ULONG i = 0; i < n; i++) {
+                CK_TOKEN_INFO ti;
+
+                if (!slot_matches(mod, slots[i], uri, &ti))
+                        continue;
+                if (m->count++ == 0) {
+                        m->mod = mod;
+                        m->slot = slots[i];
+                        m->info = ti;
+                }
+        }
+}
+
+static int find_slot(p11_modset *ms, const key_uri *uri, slot_match *ret) {
+        slot_match m = { 0 };
+        char looked[256] = "";
+
+        for (size_t i = 0; ms->mods[i]; i++)
+                search_module(ms->mods[i], uri, &m, looked, sizeof(looked));
+        if (m.count == 0 && !looked[0])
+                return hwid_fail(HWID_E_TOKEN_NOT_FOUND, "no PKCS#11 token labelled '%s': no module %s%s",
+                                 uri->token,
+                                 uri->module_name ? "matches module-name=" : "is registered with p11-kit",
+                                 uri->module_name ? uri->module_name : "");
+        if (m.count == 0)
+                return hwid_fail(HWID_E_TOKEN_NOT_FOUND, "no PKCS#11 token labelled '%s' (looked in: %s)",
+                                 uri->token, looked);
+        if (m.count > 1)
+                return hwid_fail(HWID_E_INVALID, "%u PKCS#11 tokens are labelled '%s'; add serial= "
+                                                 "or module-name= to the URI", m.count, uri->token);
+        *ret = m;
+        return 0;
+}
+
+/* ---- tokens ---- */
+
+static char *module_desc(CK_FUNCTION_LIST *mod) {
+        _cleanup_free_ char *file = p11_kit_module_get_filename(mod);
+        _cleanup_free_ char *manuf = NULL;
+        const char *base = file ? (strrchr(file, '/') ? strrchr(file, '/') + 1 : file) : "?";
+        CK_INFO info;
+        char *s;
+
+        if (mod->C_GetInfo(&info) == CKR_OK)
+                manuf = p11_kit_space_strdup(info.manufacturerID, sizeof(info.manufacturerID));
+        if (asprintf(&s, "%s (%s)", manuf ? manuf : "?", base) < 0)
+                return NULL;
+        return s;
+}
+
+static void token_free(p11_token *t) {
+        for (size_t i = 0; i < t->n_idle; i++)
+                t->mod->C_CloseSession(t->idle[i]);
+        pthread_cond_destroy(&t->cond);
+        pthread_mutex_destroy(&t->lock);
+        free(t->label);
+        free(t->module_desc);
+        free(t);
+}
+
+/* The pool never holds more sessions than the token says it allows. */
+static size_t pool_size(const CK_TOKEN_INFO *ti) {
+        size_t n = P11_POOL_MAX;
+
+        if (ti->ulMaxSessionCount != CK_EFFECTIVELY_INFINITE &&
+            ti->ulMaxSessionCount != CK_UNAVAILABLE_INFORMATION && ti->ulMaxSessionCount < n)
+                n = ti->ulMaxSessionCount;
+        if (ti->ulMaxRwSessionCount != CK_EFFECTIVELY_INFINITE &&
+            ti->ulMaxRwSessionCount != CK_UNAVAILABLE_INFORMATION && ti->ulMaxRwSessionCount < n)
+                n = ti->ulMaxRwSessionCount;
+        return n > 0 ? n : 1;
+}
+
+/* Called with the registry lock held; takes over the caller's modset ref. */
+static int token_new(p11_modset *ms, const slot_match *m, p11_token **ret) {
+        p11_token *t = calloc(1, sizeof(*t));
+
+        if (!t)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        t->label = p11_kit_space_strdup(m->info.label, sizeof(m->info.label));
+        t->module_desc = module_desc(m->mod);
+        pthread_mutex_init(&t->lock, NULL);
+        pthread_cond_init(&t->cond, NULL);
+        if (!t->label || !t->module_desc) {
+                token_free(t);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        t->modset = ms;
+        t->mod = m->mod;
+        t->slot = m->slot;
+        t->token_flags = m->info.flags;
+        t->max_open = pool_size(&m->info);
+        t->refs = 1;
+        t->next = tokens;
+        *ret = tokens = t;
+        return 0;
+}
+
+/* Called with the registry lock held. */
+static int token_get_locked(const key_uri *uri, p11_token **ret) {
+        p11_modset *ms = NULL;
+        slot_match m;
+        int r;
+
+        r = modset_get(uri->module_path, &ms);
+        if (r < 0)
+                return r;
+        r = find_slot(ms, uri, &m);
+        if (r < 0) {
+                modset_put(ms);
+                return r;
+        }
+        for (p11_token *t = tokens; t; t = t->next)
+                if (t->mod == m.mod && t->slot == m.slot) {
+                        t->refs++;
+                        modset_put(ms); /* the token already holds one */
+                        *ret = t;
+                        return 0;
+                }
+        r = token_new(ms, &m, ret);
+        if (r < 0)
+                modset_put(ms);
+        return r;
+}
+
+void p11_token_release(p11_token *t) {
+        p11_modset *ms = t->modset;
+
+        pthread_mutex_lock(&registry_lock);
+        if (--t->refs == 0) {
+                for (p11_token **p = &tokens; *p; p = &(*p)->next)
+                        if (*p == t) {
+                                *p = t->next;
+                                break;
+                        }
+                token_free(t);
+                modset_put(ms);
+        }
+        pthread_mutex_unlock(&registry_lock);
+}
+
+/* ---- login ---- */
+
+/* pin-source is a file: URI or a bare path (RFC 7512 leaves the form to
+ * the application); nothing else is accepted. */
+static int pin_get(const key_uri *uri, const char *label, char **ret) {
+        const char *path = uri->pin_source;
+        char *pin;
+
+        if (uri->pin_value) {
+                pin = strdup(uri->pin_value);
+                if (!pin)
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                *ret = pin;
+                return 0;
+        }
+        if (!path)
+                return hwid_fail(HWID_E_PIN_MISSING, "token '%s' needs a PIN: add pin-source=file:PATH "
+                                                     "to the key URI", label);
+        if (strncmp(path, "file://", 7) == 0)
+                path += 7;
+        else if (strncmp(path, "file:", 5) == 0)
+                path += 5;
+        else if (strchr(path, ':') && (!strchr(path, '/') || strchr(path, ':') < strchr(path, '/')))
+                return hwid_fail(HWID_E_URI, "pin-source must be file:PATH or a path");
+        return secret_read_file(path, PIN_MAX, ret);
+}
+
+static int login_on(p11_token *t, CK_SESSION_HANDLE s, const key_uri *uri) {
+        _cleanup_secret_ char *pin = NULL;
+        CK_SESSION_INFO si;
+        CK_RV rv;
+        int r;
+
+        /* Asking for the PIN even when another key already logged the
+         * token in keeps the outcome independent of what else is open. */
+        r = pin_get(uri, t->label, &pin);
+        if (r < 0)
+                return r;
+        rv = t->mod->C_GetSessionInfo(s, &si);
+        if (rv != CKR_OK)
+                return p11_fail(rv, t->label, "C_GetSessionInfo");
+        if (si.state == CKS_RW_USER_FUNCTIONS || si.state == CKS_RO_USER_FUNCTIONS)
+                return 0;
+        rv = t->mod->C_Login(s, CKU_USER, (CK_UTF8CHAR *) pin, strlen(pin));
+        if (rv != CKR_OK && rv != CKR_USER_ALREADY_LOGGED_IN)
+                return p11_fail(rv, t->label, "C_Login");
+        return 0;
+}
+
+static int token_login(p11_token *t, const key_uri *uri) {
+        CK_SESSION_HANDLE s;
+        int r;
+
+        if (!(t->token_flags & CKF_LOGIN_REQUIRED))
+                return 0;
+        r = p11_session_get(t, &s);
+        if (r < 0)
+                return r;
+        r = login_on(t, s, uri);
+        p11_session_put(t, s, false);
+        return r;
+}
+
+int p11_token_acquire(const key_uri *uri, p11_token **ret) {
+        _cleanup_(p11_token_releasep) p11_token *t = NULL;
+        int r;
+
+        pthread_mutex_lock(&registry_lock);
+        r = token_get_locked(uri, &t);
+        pthread_mutex_unlock(&registry_lock);
+        if (r < 0)
+                return r;
+        r = token_login(t, uri);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+/* ---- session pool ---- */
+
+static CK_RV session_open(p11_token *t, CK_SESSION_HANDLE *ret) {
+        return t->mod->C_OpenSession(t->slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, ret);
+}
+
+/* Gives up a borrowed session's place in the pool. */
+static void pool_forget(p11_token *t) {
+        pthread_mutex_lock(&t->lock);
+        t->n_open--;
+        /* Waiters want either an idle session or room for a new one. */
+        pthread_cond_broadcast(&t->cond);
+        pthread_mutex_unlock(&t->lock);
+}
+
+int p11_session_get(p11_token *t, CK_SESSION_HANDLE *ret) {
+        CK_RV rv;
+
+        pthread_mutex_lock(&t->lock);
+        while (t->n_idle == 0 && t->n_open >= t->max_open)
+                pthread_cond_wait(&t->cond, &t->lock);
+        if (t->n_idle > 0) {
+                *ret = t->idle[--t->n_idle];
+                pthread_mutex_unlock(&t->lock);
+                return 0;
+        }
+        t->n_open++; /* reserve the place, then open outside the lock */
+        pthread_mutex_unlock(&t->lock);
+        rv = session_open(t, ret);
+        if (rv != CKR_OK) {
+                pool_forget(t);
+                return p11_fail(rv, t->label, "C_OpenSession");
+        }
+        return 0;
+}
+
+/* Swaps *s for a new session.  The new one is opened before the old one
+ * is closed, because closing a token's last session logs the token out.
+ * If the login is gone anyway (the token was reset) the PIN is long
+ * wiped, so this fails and gives up the session's place in the pool. */
+static CK_RV session_swap(p11_token *t, CK_SESSION_HANDLE *s) {
+        CK_SESSION_HANDLE old = *s;
+        CK_SESSION_INFO si;
+        CK_RV rv;
+
+        *s = CK_INVALID_HANDLE;
+        rv = session_open(t, s);
+        t->mod->C_CloseSession(old);
+        if (rv == CKR_SESSION_COUNT) /* at the token's limit: now there is room */
+                rv = session_open(t, s);
+        if (rv == CKR_OK && (t->token_flags & CKF_LOGIN_REQUIRED)) {
+                rv = t->mod->C_GetSessionInfo(*s, &si);
+                if (rv == CKR_OK && si.state != CKS_RW_USER_FUNCTIONS)
+                        rv = CKR_USER_NOT_LOGGED_IN;
+                if (rv != CKR_OK)
+                        t->mod->C_CloseSession(*s);
+        }
+        if (rv != CKR_OK) {
+                *s = CK_INVALID_HANDLE;
+                pool_forget(t);
+        }
+        return rv;
+}
+
+void p11_session_put(p11_token *t, CK_SESSION_HANDLE s, bool discard) {
+        /* Swapped, not just closed: it may be the token's last session. */
+        if (discard && session_swap(t, &s) != CKR_OK)
+                return;
+        pthread_mutex_lock(&t->lock);
+        t->idle[t->n_idle++] = s;
+        pthread_cond_broadcast(&t->cond);
+        pthread_mutex_unlock(&t->lock);
+}
+
+int p11_session_replace(p11_token *t, CK_SESSION_HANDLE *s) {
+        CK_RV rv = session_swap(t, s);
+
+        return rv == CKR_OK ? 0 : p11_fail(rv, t->label, "replacing a lost session");
+}

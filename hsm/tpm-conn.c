@@ -1,0 +1,167 @@
+/* The TPM connections of this process: one ESYS context per TCTI string,
+ * shared by every key through a reference count, all its calls serialised
+ * by a mutex.  A TPM without a resource manager (swtpm, /dev/tpm0, the
+ * mssim simulator) serves one client at a time, so a second connection
+ * from the same process would block or fail.  ESYS never recovers from a
+ * transport failure (every later call fails with BAD_SEQUENCE), so a
+ * broken connection is rebuilt before its next use. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_tctildr.h>
+
+#include "error.h"
+#include "tpm-internal.h"
+
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static tpm_conn *conns;
+
+const char *tpm_conn_name(const tpm_conn *c) {
+        return c->tcti ? c->tcti : "the tpm2-tss default TCTI";
+}
+
+/* A transport failure, whichever layer reports it. */
+static bool rc_unreachable(TSS2_RC rc) {
+        return (rc & TSS2_RC_LAYER_MASK) == TSS2_TCTI_RC_LAYER ||
+               (rc & ~TSS2_RC_LAYER_MASK) == TSS2_BASE_RC_IO_ERROR;
+}
+
+/* A TPM format-one response code, whichever handle or parameter it names. */
+bool tpm_rc_is_fmt1(TSS2_RC rc, TSS2_RC code) {
+        return (rc & TSS2_RC_LAYER_MASK) == TSS2_TPM_RC_LAYER && (rc & TPM2_RC_FMT1) &&
+               (rc & (TPM2_RC_FMT1 | 0x3f)) == code;
+}
+
+int tpm_fail(tpm_conn *c, TSS2_RC rc, const char *fmt, ...) {
+        char what[512];
+        va_list ap;
+
+        /* After a TPM error ESYS is ready for the next command; after any
+         * other (transport, malformed response) it stays stuck for good. */
+        if ((rc & TSS2_RC_LAYER_MASK) != TSS2_TPM_RC_LAYER)
+                c->broken = true;
+        if (rc_unreachable(rc))
+                return hwid_fail(HWID_E_TPM_UNREACHABLE, "cannot reach the TPM at %s: %s",
+                                 tpm_conn_name(c), Tss2_RC_Decode(rc));
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        return hwid_fail(HWID_E_TPM, "%s: %s", what, Tss2_RC_Decode(rc));
+}
+
+static int conn_connect(tpm_conn *c) {
+        TSS2_RC rc;
+
+        rc = Tss2_TctiLdr_Initialize(c->tcti, &c->tcti_ctx);
+        if (rc == TSS2_RC_SUCCESS) {
+                rc = Esys_Initialize(&c->esys, c->tcti_ctx, NULL);
+                if (rc != TSS2_RC_SUCCESS)
+                        Tss2_TctiLdr_Finalize(&c->tcti_ctx);
+        }
+        if (rc != TSS2_RC_SUCCESS)
+                return hwid_fail(HWID_E_TPM_UNREACHABLE, "cannot reach the TPM at %s: %s",
+                                 tpm_conn_name(c), Tss2_RC_Decode(rc));
+        return 0;
+}
+
+static void conn_close(tpm_conn *c) {
+        Esys_Finalize(&c->esys);
+        Tss2_TctiLdr_Finalize(&c->tcti_ctx);
+        pthread_mutex_destroy(&c->lock);
+        free(c->tcti);
+        free(c);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(tpm_conn *, conn_close)
+
+static int conn_new(const char *tcti, tpm_conn **ret) {
+        _cleanup_(conn_closep) tpm_conn *c = calloc(1, sizeof(*c));
+        int r;
+
+        if (!c)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        pthread_mutex_init(&c->lock, NULL);
+        if (tcti && !(c->tcti = strdup(tcti)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        r = conn_connect(c);
+        if (r < 0)
+                return r;
+        c->refs = 1;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int tpm_conn_get(const char *tcti, tpm_conn **ret) {
+        tpm_conn *c;
+        int r = 0;
+
+        pthread_mutex_lock(&conns_lock);
+        for (c = conns; c; c = c->next)
+                if (c->tcti ? tcti && strcmp(c->tcti, tcti) == 0 : !tcti)
+                        break;
+        if (c)
+                c->refs++;
+        else if ((r = conn_new(tcti, &c)) >= 0) {
+                c->next = conns;
+                conns = c;
+        }
+        pthread_mutex_unlock(&conns_lock);
+        if (r >= 0)
+                *ret = c;
+        return r;
+}
+
+void tpm_conn_unref(tpm_conn *c) {
+        tpm_conn **p;
+
+        pthread_mutex_lock(&conns_lock);
+        if (--c->refs > 0) {
+                pthread_mutex_unlock(&conns_lock);
+                return;
+        }
+        for (p = &conns; *p != c; p = &(*p)->next)
+                ;
+        *p = c->next;
+        pthread_mutex_unlock(&conns_lock);
+        conn_close(c);
+}
+
+/* ESYS records (ESYS_TRs) die with the old context: bumping gen tells
+ * their holders to look their objects up again. */
+int tpm_conn_lock(tpm_conn *c, tpm_conn **ret_locked) {
+        int r;
+
+        pthread_mutex_lock(&c->lock);
+        if (c->broken) {
+                Esys_Finalize(&c->esys);
+                Tss2_TctiLdr_Finalize(&c->tcti_ctx);
+                r = conn_connect(c);
+                if (r < 0) {
+                        pthread_mutex_unlock(&c->lock);
+                        return r;
+                }
+                c->broken = false;
+                c->gen++;
+        }
+        *ret_locked = c;
+        return 0;
+}
+
+void tpm_conn_unlockp(tpm_conn **c) {
+        if (*c)
+                pthread_mutex_unlock(&(*c)->lock);
+}
+
+void tpm_tr_flush(tpm_tr *t) {
+        if (t->tr != ESYS_TR_NONE)
+                (void) Esys_FlushContext(t->conn->esys, t->tr);
+        t->tr = ESYS_TR_NONE;
+}
+
+void tpm_tr_close(tpm_tr *t) {
+        if (t->tr != ESYS_TR_NONE)
+                (void) Esys_TR_Close(t->conn->esys, &t->tr);
+        t->tr = ESYS_TR_NONE;
+}

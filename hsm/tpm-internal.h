@@ -1,0 +1,105 @@
+/* Shared by the TPM 2.0 backend's files: tpm.c (the hsm_backend),
+ * tpm-conn.c (connections, locking, errors, handle guards) and
+ * tpm-keyfile.c (pure data: object templates, public areas as EVP_PKEYs,
+ * signature schemes and encodings, and the TSS2 PEM key file format that
+ * tpm2-tools and the tpm2 OpenSSL provider share). */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <openssl/evp.h>
+#include <tss2/tss2_esys.h>
+
+#include "backend.h"
+#include "cleanup.h"
+
+/* ---- tpm-conn.c ---- */
+
+typedef struct tpm_conn {
+        struct tpm_conn *next;
+        char *tcti;           /* NULL: the tpm2-tss default */
+        unsigned refs;        /* guarded by the process-wide list's lock */
+        pthread_mutex_t lock; /* serialises every ESYS call; guards the rest */
+        TSS2_TCTI_CONTEXT *tcti_ctx;
+        ESYS_CONTEXT *esys;
+        bool broken;  /* esys is unusable: reconnect before the next call */
+        unsigned gen; /* bumped by each reconnect; ESYS_TRs die with it */
+} tpm_conn;
+
+/* The process's connection for tcti (NULL: the tpm2-tss default), opened
+ * on first use; -HWID_E_TPM_UNREACHABLE if it cannot be. */
+int tpm_conn_get(const char *tcti, tpm_conn **ret);
+/* Drops a reference; the last one closes the connection, so that another
+ * client of a single-connection TPM can get in. */
+void tpm_conn_unref(tpm_conn *c);
+/* Takes c->lock, first rebuilding a broken connection, so that a TPM that
+ * went away and came back works again without restarting the process. */
+int tpm_conn_lock(tpm_conn *c, tpm_conn **ret_locked);
+void tpm_conn_unlockp(tpm_conn **c);
+#define _cleanup_unlock_ _cleanup_(tpm_conn_unlockp)
+const char *tpm_conn_name(const tpm_conn *c);
+
+/* For a failed ESYS call, with c->lock held: -HWID_E_TPM_UNREACHABLE for
+ * a transport failure, else -HWID_E_TPM with "<what>: <decoded rc>".
+ * Anything but a TPM response code marks the connection broken. */
+int tpm_fail(tpm_conn *c, TSS2_RC rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A TPM format-one response code, whichever handle or parameter it names. */
+bool tpm_rc_is_fmt1(TSS2_RC rc, TSS2_RC code);
+
+/* An ESYS handle on a connection, for cleanup guards: tpm_tr_flush() for
+ * transient objects (TPM2_FlushContext), tpm_tr_close() for persistent ones
+ * (forgets ESYS's record; the TPM keeps the object).  Declare guards after
+ * the lock so that they run before it is released. */
+typedef struct tpm_tr {
+        tpm_conn *conn;
+        ESYS_TR tr;
+} tpm_tr;
+#define TPM_TR(c) { .conn = (c), .tr = ESYS_TR_NONE }
+void tpm_tr_flush(tpm_tr *t);
+void tpm_tr_close(tpm_tr *t);
+
+static inline void esys_freep(void *p) {
+        Esys_Free(*(void **) p);
+}
+
+/* ---- tpm-keyfile.c ---- */
+
+/* A TSS2 key file is a few hundred bytes; anything bigger is not one. */
+#define TPM_KEYFILE_MAX (16 * 1024)
+
+/* The parent every hwid key file names: the owner hierarchy's storage
+ * primary, re-created from the provider's template on each load. */
+#define TPM_KEYFILE_PARENT TPM2_RH_OWNER
+
+/* The ECC storage primary the tpm2 OpenSSL provider creates for parent
+ * 0x40000001, so that our key files load there and theirs here. */
+void tpm_primary_template(TPM2B_PUBLIC *ret);
+
+/* An unrestricted signing key of the given type with no fixed scheme. */
+int tpm_key_template(hwid_key_type type, TPM2B_PUBLIC *ret);
+
+/* The public part of a TPM key as a default-provider EVP_PKEY; `what`
+ * names the key in errors.  Fails with -HWID_E_KEY_TYPE for anything but
+ * the types hwid supports. */
+int tpm_pub_to_pkey(const TPMT_PUBLIC *pub, const char *what, EVP_PKEY **ret);
+
+/* The TPM signing scheme for a signature over digest (md_nid's output)
+ * with a key of public type key_type (TPM2_ALG_ECC or TPM2_ALG_RSA). */
+int tpm_sig_scheme(TPMI_ALG_PUBLIC key_type, hsm_sig_scheme scheme, int md_nid,
+                   size_t digest_len, TPMT_SIG_SCHEME *ret);
+
+/* A TPM signature in the encoding backend.h promises: DER for ECDSA, the
+ * raw octet string for RSA. */
+int tpm_sig_encode(const TPMT_SIGNATURE *s, uint8_t *sig, size_t *siglen);
+
+/* Encodes a TSSPRIVKEY (parent TPM_KEYFILE_PARENT, emptyAuth TRUE) as PEM. */
+int tpm_keyfile_encode(const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv,
+                       char **ret_pem, size_t *ret_len);
+
+/* Decodes a PEM TSSPRIVKEY read from path (named in errors); fails with
+ * -HWID_E_INVALID unless it is a loadable key under TPM_KEYFILE_PARENT
+ * with an empty auth value. */
+int tpm_keyfile_decode(const char *path, const char *data, size_t len,
+                       TPM2B_PUBLIC *ret_pub, TPM2B_PRIVATE *ret_priv);

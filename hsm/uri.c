@@ -1,0 +1,170 @@
+/* Key URI parsing.  PKCS#11 URIs are RFC 7512 and parsed by p11-kit; hwid
+ * adds validation so that a typo fails here, with a message naming it,
+ * instead of matching the wrong object later. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <p11-kit/p11-kit.h>
+
+#include "error.h"
+#include "secret.h"
+#include "uri.h"
+
+#define URI_MAX 4096
+
+void key_uri_free(key_uri *u) {
+        if (!u)
+                return;
+        if (u->p11) {
+                /* p11-kit frees its copy of pin-value without wiping it. */
+                const char *pin = p11_kit_uri_get_pin_value(u->p11);
+                if (pin)
+                        secret_wipe((char *) pin, strlen(pin));
+                p11_kit_uri_free(u->p11);
+        }
+        free(u->token);
+        free(u->object);
+        free(u->id);
+        free(u->module_path);
+        free(u->module_name);
+        free(u->pin_source);
+        secret_free(u->pin_value);
+        free(u->path);
+        free(u);
+}
+
+/* Copies a CK_UTF8CHAR label attribute into a C string. */
+static int attr_string(P11KitUri *p, CK_ATTRIBUTE_TYPE type, char **ret) {
+        CK_ATTRIBUTE *a = p11_kit_uri_get_attribute(p, type);
+        char *s;
+
+        if (!a || a->ulValueLen == (CK_ULONG) -1)
+                return 0;
+        s = strndup(a->pValue ? a->pValue : "", a->ulValueLen);
+        if (!s)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (strlen(s) != a->ulValueLen) {
+                free(s);
+                return hwid_fail(HWID_E_URI, "object label contains a NUL byte");
+        }
+        *ret = s;
+        return 0;
+}
+
+static int dup_opt(const char *s, char **ret) {
+        if (!s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+static int token_label(P11KitUri *p, char **ret) {
+        CK_TOKEN_INFO *ti = p11_kit_uri_get_token_info(p);
+        const unsigned char *l = ti->label;
+        size_t n = sizeof(ti->label);
+
+        /* p11-kit stores the label blank-padded; an all-blank label means
+         * "any token", which hwid refuses: the URI must say which one. */
+        while (n > 0 && l[n - 1] == ' ')
+                n--;
+        if (n == 0)
+                return 0;
+        *ret = strndup((const char *) l, n);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+static int parse_pkcs11(const char *s, key_uri *u) {
+        CK_ATTRIBUTE *id;
+        int r;
+
+        u->scheme = KEY_URI_PKCS11;
+        u->p11 = p11_kit_uri_new();
+        if (!u->p11)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        r = p11_kit_uri_parse(s, P11_KIT_URI_FOR_ANY, u->p11);
+        if (r != P11_KIT_URI_OK)
+                return hwid_fail(HWID_E_URI, "malformed PKCS#11 URI: %s", p11_kit_uri_message(r));
+        if (p11_kit_uri_any_unrecognized(u->p11))
+                return hwid_fail(HWID_E_URI, "PKCS#11 URI has an attribute hwid does not know "
+                                             "(known: token, object, id, serial, manufacturer, model, "
+                                             "slot-id, module-name, module-path, pin-source, pin-value)");
+        if ((r = token_label(u->p11, &u->token)) < 0 ||
+            (r = attr_string(u->p11, CKA_LABEL, &u->object)) < 0 ||
+            (r = dup_opt(p11_kit_uri_get_module_path(u->p11), &u->module_path)) < 0 ||
+            (r = dup_opt(p11_kit_uri_get_module_name(u->p11), &u->module_name)) < 0 ||
+            (r = dup_opt(p11_kit_uri_get_pin_source(u->p11), &u->pin_source)) < 0 ||
+            (r = dup_opt(p11_kit_uri_get_pin_value(u->p11), &u->pin_value)) < 0)
+                return r;
+        id = p11_kit_uri_get_attribute(u->p11, CKA_ID);
+        if (id && id->ulValueLen > 0 && id->ulValueLen != (CK_ULONG) -1) {
+                u->id = malloc(id->ulValueLen);
+                if (!u->id)
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                memcpy(u->id, id->pValue, id->ulValueLen);
+                u->id_len = id->ulValueLen;
+        }
+        if (!u->token)
+                return hwid_fail(HWID_E_URI, "PKCS#11 URI names no token (add token=LABEL)");
+        if (!u->object && !u->id)
+                return hwid_fail(HWID_E_URI, "PKCS#11 URI names no key (add object=LABEL or id=%%XX)");
+        if (u->pin_source && u->pin_value)
+                return hwid_fail(HWID_E_URI, "PKCS#11 URI has both pin-source and pin-value");
+        return 0;
+}
+
+static int parse_tpm_handle(const char *v, key_uri *u) {
+        char *end;
+        unsigned long h;
+
+        if (strncmp(v, "0x", 2) != 0 && strncmp(v, "0X", 2) != 0)
+                return hwid_fail(HWID_E_URI, "TPM handle '%s' must be hexadecimal (0x81......)", v);
+        errno = 0;
+        h = strtoul(v + 2, &end, 16);
+        if (errno || end == v + 2 || *end || h < TPM_PERSISTENT_FIRST || h > TPM_PERSISTENT_LAST)
+                return hwid_fail(HWID_E_URI, "TPM handle '%s' is not a persistent handle "
+                                             "(0x81000000-0x817fffff)", v);
+        u->handle = (uint32_t) h;
+        return 0;
+}
+
+static int parse_tpm2(const char *s, key_uri *u) {
+        const char *body = s + strlen("tpm2:");
+
+        u->scheme = KEY_URI_TPM2;
+        if (strncmp(body, "handle=", 7) == 0)
+                return parse_tpm_handle(body + 7, u);
+        if (strncmp(body, "file=", 5) == 0) {
+                if (!body[5])
+                        return hwid_fail(HWID_E_URI, "tpm2:file= needs a path");
+                u->path = strdup(body + 5);
+                return u->path ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        return hwid_fail(HWID_E_URI, "TPM URI must be tpm2:handle=0x81xxxxxx or tpm2:file=PATH");
+}
+
+int key_uri_parse(const char *s, key_uri **ret) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL;
+        int r;
+
+        if (!s || !*s)
+                return hwid_fail(HWID_E_URI, "empty key URI");
+        if (strnlen(s, URI_MAX + 1) > URI_MAX)
+                return hwid_fail(HWID_E_URI, "key URI longer than %d bytes", URI_MAX);
+        for (const char *p = s; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        return hwid_fail(HWID_E_URI, "key URI contains a control character");
+        u = calloc(1, sizeof(*u));
+        if (!u)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (strncmp(s, "pkcs11:", 7) == 0)
+                r = parse_pkcs11(s, u);
+        else if (strncmp(s, "tpm2:", 5) == 0)
+                r = parse_tpm2(s, u);
+        else
+                r = hwid_fail(HWID_E_URI, "key URI must start with pkcs11: or tpm2:");
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(u);
+        return 0;
+}

@@ -1,0 +1,311 @@
+/* The policy object (profiles, audit-only mode, admin group), decisions,
+ * and the two issuance checks: enrollment with a token and renewal over
+ * mutual TLS.  Pure: no I/O, no logging. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "error.h"
+#include "policy-internal.h"
+
+/* ---------- the object ---------- */
+
+int policy_new(policy **ret) {
+        policy *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret = p;
+        return 0;
+}
+
+static void strv_free(char **v) {
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+void policy_profile_free(policy_profile *prof) {
+        if (!prof)
+                return;
+        free(prof->name);
+        strv_free(prof->allowed_rdns);
+        free(prof->cn_pattern);
+        strv_free(prof->fixed_o);
+        strv_free(prof->fixed_ou);
+        strv_free(prof->dns_patterns);
+        free(prof->ip_ranges);
+        strv_free(prof->uri_templates);
+        free(prof);
+}
+
+void policy_free(policy *p) {
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n_profiles; i++)
+                policy_profile_free(p->profiles[i]);
+        free(p->profiles);
+        free(p->admin_group);
+        free(p);
+}
+
+/* Takes ownership of prof whatever happens. */
+int policy_add_profile(policy *p, policy_profile *prof) {
+        policy_profile **v;
+
+        if (!prof || !prof->name || !prof->name[0]) {
+                policy_profile_free(prof);
+                return hwid_fail(HWID_E_INVALID, "a profile needs a name");
+        }
+        if (policy_profile_find(p, prof->name)) {
+                int r = hwid_fail(HWID_E_EXISTS, "profile '%s' is defined twice", prof->name);
+                policy_profile_free(prof);
+                return r;
+        }
+        v = realloc(p->profiles, (p->n_profiles + 1) * sizeof(*v));
+        if (!v) {
+                policy_profile_free(prof);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        v[p->n_profiles++] = prof;
+        p->profiles = v;
+        return 0;
+}
+
+const policy_profile *policy_profile_find(const policy *p, const char *name) {
+        for (size_t i = 0; p && name && i < p->n_profiles; i++)
+                if (strcmp(p->profiles[i]->name, name) == 0)
+                        return p->profiles[i];
+        return NULL;
+}
+
+void policy_set_audit_only(policy *p, bool on) {
+        p->audit_only = on;
+}
+
+bool policy_audit_only(const policy *p) {
+        return p->audit_only;
+}
+
+void policy_set_public_metrics(policy *p, bool on) {
+        p->public_metrics = on;
+}
+
+bool policy_public_metrics(const policy *p) {
+        return p->public_metrics;
+}
+
+int policy_set_admin_group(policy *p, const char *o_value) {
+        char *copy = NULL;
+
+        if (o_value && !(copy = strdup(o_value)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        free(p->admin_group);
+        p->admin_group = copy;
+        return 0;
+}
+
+const char *policy_admin_group(const policy *p) {
+        return p->admin_group;
+}
+
+const policy_attr *policy_csr_cn(const policy_csr *csr) {
+        for (size_t i = 0; csr && csr->subject && i < csr->n_subject; i++)
+                if (rdn_is(csr->subject[i].type, "CN"))
+                        return &csr->subject[i];
+        return NULL;
+}
+
+/* ---------- decisions ---------- */
+
+void decision_vset(policy_decision *d, policy_verdict v, int error, const char *by, const char *fmt,
+                   va_list ap) {
+        d->verdict = v;
+        d->audit_only = false;
+        d->error = v == VERDICT_DENY ? (error ? error : -HWID_E_FORBIDDEN) : 0;
+        vsnprintf(d->reason, sizeof(d->reason), fmt, ap);
+        snprintf(d->decided_by, sizeof(d->decided_by), "%s", by);
+}
+
+void decision_set(policy_decision *d, policy_verdict v, int error, const char *by, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        decision_vset(d, v, error, by, fmt, ap);
+        va_end(ap);
+}
+
+int check_soft(check *c, const char *rule, const char *fmt, ...) {
+        va_list ap;
+
+        if (!c->soft_denied) {
+                va_start(ap, fmt);
+                decision_vset(c->d, VERDICT_DENY, -HWID_E_FORBIDDEN, rule, fmt, ap);
+                va_end(ap);
+                c->soft_denied = true;
+        }
+        return c->audit ? 0 : -1;
+}
+
+int check_hard(check *c, int error, const char *rule, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        decision_vset(c->d, VERDICT_DENY, error, rule, fmt, ap);
+        va_end(ap);
+        return -1;
+}
+
+/* After profile_check() went through: allowed, or allowed in audit-only
+ * mode with the first would-be denial kept as the reason. */
+static void finish(check *c, const char *what) {
+        char q[QUOTE_BUF];
+        const policy_attr *cn = policy_csr_cn(c->csr);
+
+        if (c->soft_denied) {
+                c->d->verdict = VERDICT_ALLOW;
+                c->d->audit_only = true;
+                c->d->error = 0;
+                return;
+        }
+        decision_set(c->d, VERDICT_ALLOW, 0, "profile", "profile '%s' allows %s of CN '%s'%s%s", c->prof->name,
+                     what, cn ? name_quote(q, sizeof(q), cn->value, cn->len) : "",
+                     c->ungranted_note ? "; dropped: " : "", c->ungranted_note ? c->ungranted_note : "");
+}
+
+static void start(check *c, const policy *p, const policy_csr *csr, policy_issue *issue, policy_decision *ret) {
+        memset(issue, 0, sizeof(*issue));
+        memset(ret, 0, sizeof(*ret));
+        *c = (check) { .p = p, .csr = csr, .issue = issue, .d = ret, .audit = p->audit_only };
+}
+
+static void end(check *c, int r, const char *what) {
+        if (r < 0)
+                memset(c->issue, 0, sizeof(*c->issue));
+        else
+                finish(c, what);
+}
+
+/* The profile the request is issued under: its own, unless it names
+ * another one (never granted; in audit-only mode the named one is used,
+ * as it would be without the rule). */
+static int pick_profile(check *c, const char *bound, const char *whose, const char *rule) {
+        const char *want = c->csr->requested_profile;
+        char q[QUOTE_BUF];
+
+        c->prof = policy_profile_find(c->p, bound);
+        if (!c->prof)
+                return check_hard(c, -HWID_E_FORBIDDEN, rule, "%s is bound to profile '%s', which does not exist",
+                                  whose, bound ? bound : "(none)");
+        if (!want || strcmp(want, bound) == 0)
+                return 0;
+        if (check_soft(c, rule, "%s is bound to profile '%s'; it cannot obtain profile '%s'", whose, bound,
+                       name_quote(q, sizeof(q), want, strlen(want))) < 0)
+                return -1;
+        if (policy_profile_find(c->p, want))
+                c->prof = policy_profile_find(c->p, want);
+        return 0;
+}
+
+/* ---------- enrollment ---------- */
+
+void policy_check_enroll(const policy *p, const policy_requester *who, const policy_csr *csr,
+                         policy_issue *issue, policy_decision *ret) {
+        char whose[64];
+        check c;
+        int r;
+
+        start(&c, p, csr, issue, ret);
+        if (who->role != ROLE_TOKEN) {
+                end(&c, check_hard(&c, -HWID_E_UNAUTHENTICATED, "role", "enrollment needs a bootstrap token"),
+                    NULL);
+                return;
+        }
+        snprintf(whose, sizeof(whose), "token '%s'", who->token_id ? who->token_id : "?");
+        c.name_pattern = who->token_name_pattern;
+        r = pick_profile(&c, who->token_profile, whose, "token.profile");
+        if (r >= 0)
+                r = profile_check(&c);
+        if (r >= 0)
+                issue->manual_approval = c.prof->approval == APPROVAL_MANUAL;
+        end(&c, r, "enrollment");
+}
+
+/* ---------- renewal ---------- */
+
+static const char *utc(char *buf, size_t size, int64_t t) {
+        time_t tt = (time_t) t;
+        struct tm tm;
+
+        if (!gmtime_r(&tt, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                snprintf(buf, size, "@%lld", (long long) t);
+        return buf;
+}
+
+/* Renewal opens in the last renew_window of the certificate's lifetime. */
+static int check_window(check *c, const policy_requester *who, int64_t now) {
+        int64_t life = who->cert_not_after - who->cert_not_before;
+        int64_t opens;
+        char when[40];
+
+        if (life < 0)
+                life = 0;
+        /* Rounded to the nearest second: a third of 30 days is 10 days, not a second less. */
+        opens = who->cert_not_after - (int64_t) ((double) life * c->prof->renew_window + 0.5);
+        if (now >= opens)
+                return 0;
+        return check_soft(c, "renew.window",
+                          "renewal of '%s' opens at %s: profile '%s' allows it only in the last %.0f%% of the "
+                          "certificate's lifetime",
+                          who->identity, utc(when, sizeof(when), opens), c->prof->name,
+                          c->prof->renew_window * 100.0);
+}
+
+static int check_rotation(check *c, const policy_requester *who) {
+        const char *now_key = c->csr->spki_sha256, *old_key = who->cert_spki_sha256;
+
+        if (!c->prof->rotate_key)
+                return 0;
+        if (!now_key || !old_key)
+                return check_soft(c, "renew.rotate_key",
+                                  "profile '%s' requires a new key on renewal, and the keys cannot be compared",
+                                  c->prof->name);
+        if (strcasecmp(now_key, old_key) != 0)
+                return 0;
+        return check_soft(c, "renew.rotate_key",
+                          "profile '%s' requires a new key on renewal; the request reuses the current key",
+                          c->prof->name);
+}
+
+void policy_check_renew(const policy *p, const policy_requester *who, const policy_csr *csr,
+                        int64_t now, policy_issue *issue, policy_decision *ret) {
+        char whose[QUOTE_BUF + 32];
+        check c;
+        int r;
+
+        start(&c, p, csr, issue, ret);
+        if (who->role != ROLE_NODE || !who->identity) {
+                end(&c, check_hard(&c, -HWID_E_UNAUTHENTICATED, "role",
+                                   "renewal needs mutual TLS with the current certificate"), NULL);
+                return;
+        }
+        /* The service rejects expired certificates first; never renew one. */
+        if (now >= who->cert_not_after) {
+                end(&c, check_hard(&c, -HWID_E_EXPIRED, "renew.expired",
+                                   "the certificate of '%s' has expired: bootstrap again with a new token",
+                                   who->identity), NULL);
+                return;
+        }
+        snprintf(whose, sizeof(whose), "the certificate of '%s'", who->identity);
+        c.identity = who->identity;
+        r = pick_profile(&c, who->cert_profile, whose, "renew.profile");
+        if (r >= 0)
+                r = profile_check(&c);
+        if (r >= 0)
+                r = check_window(&c, who, now);
+        if (r >= 0)
+                r = check_rotation(&c, who);
+        /* Same identity: renewals are approved automatically. */
+        end(&c, r, "renewal");
+}

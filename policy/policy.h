@@ -1,0 +1,270 @@
+/* policy/: pure decisions.  No I/O, no logging, no OpenSSL, no SQL.
+ *
+ * The service turns what it received into the plain structs below (a
+ * parsed CSR, who is asking, what they ask to do); policy answers with a
+ * decision and a reason that reaches both the client's JSON error body and
+ * the audit log. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cleanup.h"
+
+/* ---------- profiles ---------- */
+
+typedef enum policy_approval {
+        APPROVAL_AUTO,
+        APPROVAL_MANUAL,
+} policy_approval;
+
+/* What to do when a CSR asks for something the profile does not grant
+ * (CA:TRUE, keyCertSign, ...): never copied either way. */
+typedef enum policy_ungranted {
+        UNGRANTED_REFUSE, /* 403 with the reason */
+        UNGRANTED_DROP,   /* issue without it */
+} policy_ungranted;
+
+/* Key usage bits, as in RFC 5280.  The names and values are OpenSSL's
+ * (<openssl/x509v3.h> defines the same macros, token for token), so this
+ * header and OpenSSL's may be included in either order; policy itself
+ * knows nothing of OpenSSL. */
+#define KU_DIGITAL_SIGNATURE 0x0080
+#define KU_KEY_ENCIPHERMENT 0x0020
+#define KU_KEY_AGREEMENT 0x0008
+#define KU_KEY_CERT_SIGN 0x0004
+#define KU_CRL_SIGN 0x0002
+
+enum {
+        EKU_CLIENT_AUTH = 1u << 0,
+        EKU_SERVER_AUTH = 1u << 1,
+};
+
+/* Key algorithms a profile may allow. */
+enum {
+        KEYALG_EC_P256 = 1u << 0,
+        KEYALG_EC_P384 = 1u << 1,
+        KEYALG_RSA = 1u << 2,
+};
+
+typedef struct policy_cidr {
+        int family;       /* 4 or 6 */
+        uint8_t addr[16];
+        int prefix;
+} policy_cidr;
+
+typedef struct policy_profile {
+        char *name;
+        int64_t validity;            /* seconds */
+        uint32_t key_algs;           /* KEYALG_* */
+        int rsa_min_bits;            /* e.g. 2048 */
+        uint32_t key_usage;          /* KU_* granted */
+        uint32_t eku;                /* EKU_* granted */
+        /* Subject rules. */
+        char **allowed_rdns;         /* short names ("CN","O","OU",...); NULL-terminated */
+        char *cn_pattern;            /* glob ('*', '?'), NULL: any valid name */
+        char **fixed_o;              /* O values set by the profile (groups); CSR's O ignored */
+        char **fixed_ou;
+        /* SAN rules: a requested SAN must match one of these. */
+        char **dns_patterns;         /* globs, "{cn}" expands to the CN */
+        policy_cidr *ip_ranges;
+        size_t n_ip_ranges;
+        char **uri_templates;        /* "spiffe://example.org/node/{cn}" */
+        bool san_from_templates;     /* add every uri template (expanded) even if not requested */
+        policy_approval approval;
+        double renew_window;         /* renewal allowed only in the last fraction of the lifetime (0..1] */
+        bool rotate_key;             /* renewal must present a new key */
+        bool allow_reenroll;         /* token enrollment may replace a live certificate */
+        policy_ungranted ungranted;
+} policy_profile;
+
+/* ---------- the parsed request ---------- */
+
+typedef struct policy_attr {
+        const char *type;  /* short name: "CN", "O", ... or a dotted OID */
+        const char *value; /* UTF-8, may contain NUL: see len */
+        size_t len;
+} policy_attr;
+
+typedef enum policy_san_type {
+        SAN_DNS,
+        SAN_IP,
+        SAN_URI,
+        SAN_EMAIL,
+        SAN_OTHER,
+} policy_san_type;
+
+typedef struct policy_san {
+        policy_san_type type;
+        const char *value; /* text for DNS/URI/EMAIL (may contain NUL: see len) */
+        size_t len;
+        uint8_t ip[16];    /* SAN_IP */
+        int ip_len;        /* 4 or 16 */
+} policy_san;
+
+typedef struct policy_csr {
+        const policy_attr *subject;
+        size_t n_subject;
+        const policy_san *sans;
+        size_t n_sans;
+        const char *key_alg;   /* "EC", "RSA", or anything else */
+        const char *curve;     /* "P-256", "P-384", ... for EC */
+        int key_bits;
+        bool asks_ca;          /* basicConstraints CA:TRUE requested */
+        bool asks_cert_sign;   /* keyUsage keyCertSign or cRLSign requested */
+        bool asks_other_ext;   /* any other extension requested (never copied) */
+        const char *spki_sha256;
+        /* The profile the request names (e.g. a query parameter), NULL: the
+         * one the token or the current certificate is bound to.  A token or
+         * a node never obtains a profile other than its own. */
+        const char *requested_profile;
+} policy_csr;
+
+/* ---------- who asks ---------- */
+
+typedef enum policy_role {
+        ROLE_ANONYMOUS,
+        ROLE_TOKEN,  /* holds a valid bootstrap token */
+        ROLE_NODE,   /* mutual TLS with a certificate hwid issued */
+        ROLE_ADMIN,
+} policy_role;
+
+typedef struct policy_requester {
+        policy_role role;
+        const char *token_id;           /* ROLE_TOKEN */
+        const char *token_profile;      /* ROLE_TOKEN */
+        const char *token_name_pattern; /* ROLE_TOKEN, NULL: none */
+        const char *identity;           /* ROLE_NODE/ROLE_ADMIN: the certificate's CN */
+        const char *cert_profile;       /* ROLE_NODE: profile it was issued under */
+        int64_t cert_not_before;        /* ROLE_NODE */
+        int64_t cert_not_after;         /* ROLE_NODE */
+        const char *cert_spki_sha256;   /* ROLE_NODE: current key */
+} policy_requester;
+
+/* ---------- decisions ---------- */
+
+typedef enum policy_verdict {
+        VERDICT_NO_OPINION, /* only between authorizers; never returned to the caller */
+        VERDICT_ALLOW,
+        VERDICT_DENY,
+} policy_verdict;
+
+typedef struct policy_decision {
+        policy_verdict verdict;
+        bool audit_only;   /* denied by policy but allowed because audit-only mode is on */
+        int error;         /* -hwid_err for a deny (FORBIDDEN, UNAUTHENTICATED, ...) */
+        char reason[256];  /* always set: why it is allowed or denied */
+        char decided_by[32]; /* authorizer or rule that decided */
+} policy_decision;
+
+/* What to put in the certificate: only what the profile grants.  The
+ * subject is the CSR's other attributes in their order (O/OU replaced by
+ * the profile's fixed values when it has them), then the fixed O and OU
+ * values, then the CN.  Key usage never holds keyCertSign or cRLSign and
+ * there is no CA flag: the issuer always writes CA:FALSE.  sans may point
+ * into san_buf: use the struct where policy filled it, do not copy it.
+ * Zeroed on DENY. */
+typedef struct policy_issue {
+        const policy_profile *profile;
+        policy_attr subject[16];  /* points into the csr or the profile */
+        size_t n_subject;
+        policy_san sans[32];
+        size_t n_sans;
+        char san_buf[2048];       /* storage for expanded templates */
+        uint32_t key_usage;
+        uint32_t eku;
+        int64_t validity;
+        bool manual_approval;
+} policy_issue;
+
+/* ---------- the policy ---------- */
+
+typedef struct policy policy;
+
+int policy_new(policy **ret);
+void policy_free(policy *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(policy *, policy_free)
+/* Takes ownership of prof (its strings and arrays are freed with the policy). */
+int policy_add_profile(policy *p, policy_profile *prof);
+const policy_profile *policy_profile_find(const policy *p, const char *name);
+void policy_set_audit_only(policy *p, bool on);
+bool policy_audit_only(const policy *p);
+/* Admin role: certificates whose subject carries this O value. */
+int policy_set_admin_group(policy *p, const char *o_value);
+const char *policy_admin_group(const policy *p);
+/* GET /metrics without credentials (default off: admin role only). */
+void policy_set_public_metrics(policy *p, bool on);
+bool policy_public_metrics(const policy *p);
+void policy_profile_free(policy_profile *prof);
+DEFINE_TRIVIAL_CLEANUP_FUNC(policy_profile *, policy_profile_free)
+
+/* ---------- API actions and the authorizer chain ---------- */
+
+typedef enum policy_action {
+        ACTION_GET_CA,
+        ACTION_GET_CRL,
+        ACTION_HEALTH,
+        ACTION_METRICS,
+        ACTION_ENROLL,        /* POST /csr with a bootstrap token */
+        ACTION_POLL_REQUEST,  /* GET /v1/requests/{id}: the id is the capability */
+        ACTION_RENEW,         /* POST /v1/renew: target = requested identity */
+        ACTION_READ_IDENTITY, /* GET /v1/identities/{name}: target = name */
+        ACTION_ADMIN,         /* anything administrative */
+} policy_action;
+
+/* "get-ca", "enroll", "renew", ...: for audit records and reasons. */
+const char *policy_action_name(policy_action action);
+
+/* Decides whether who may perform action on target (an identity, or NULL).
+ * Authorizers run in order (admin, node, anonymous/token); each allows,
+ * denies or has no opinion; the first decisive answer wins; no answer is
+ * a deny.  decided_by names the authorizer ("admin", "node", "anonymous",
+ * "default").  In audit-only mode a deny is returned as ALLOW with
+ * audit_only set and the would-be reason kept — except a deny for want of
+ * credentials (-HWID_E_UNAUTHENTICATED, or any deny of an anonymous
+ * requester) and a deny for want of the admin role: audit-only rolls out
+ * scoping rules, it never authenticates anyone nor makes anyone admin. */
+void policy_authorize(const policy *p, const policy_requester *who, policy_action action,
+                      const char *target, policy_decision *ret);
+
+/* Token enrollment: the token's profile and name pattern, the profile's
+ * subject/SAN/key rules.  Fills issue on ALLOW.
+ *
+ * Errors of a DENY: -HWID_E_CSR_INVALID for malformed names (no or two
+ * CNs, NUL or control characters, invalid UTF-8, over 64 bytes, malformed
+ * DNS names, too many attributes or SANs); -HWID_E_KEY_TYPE for keys hwid
+ * does not support (curves other than P-256/P-384, RSA over 16384 bits,
+ * other algorithms); -HWID_E_UNAUTHENTICATED without a token (renewal:
+ * without a certificate); -HWID_E_EXPIRED for an expired certificate;
+ * -HWID_E_FORBIDDEN for everything else.  decided_by names the rule
+ * ("token.name_pattern", "san.ip", "ext.ungranted", ...; "profile" when
+ * allowed).
+ *
+ * Audit-only mode turns the FORBIDDEN denials of profile and scope rules
+ * into ALLOW + audit_only with the first reason kept, and issues what was
+ * asked — but never what hwid never issues: malformed names, unsupported
+ * or weak (RSA < 2048) keys, an O equal to the admin group, and an unknown
+ * profile are denied whatever the mode, and a CA certificate is never
+ * granted (the request goes through without CA:TRUE or keyCertSign). */
+void policy_check_enroll(const policy *p, const policy_requester *who, const policy_csr *csr,
+                         policy_issue *issue, policy_decision *ret);
+
+/* Renewal over mutual TLS: same identity, inside the renewal window, key
+ * rotation if the profile requires it, same rules as enrollment for the
+ * rest.  now is Unix seconds. */
+void policy_check_renew(const policy *p, const policy_requester *who, const policy_csr *csr,
+                        int64_t now, policy_issue *issue, policy_decision *ret);
+
+/* The CN of a subject (first CN attribute), or NULL. */
+const policy_attr *policy_csr_cn(const policy_csr *csr);
+
+/* Glob match ('*' any run, '?' one char, '\' makes the next character
+ * literal), case-sensitive; a NUL in s is never matched.  Exported for the
+ * store's token name patterns and tests. */
+bool policy_glob_match(const char *pattern, const char *s, size_t len);
+
+/* The canonical short name of a subject attribute type given as a short
+ * name (any case) or its OID ("2.5.4.3" -> "CN"); a dotted OID of another
+ * type as it is; NULL if neither. */
+const char *policy_rdn_canonical(const char *type);

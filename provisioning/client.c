@@ -1,0 +1,180 @@
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+
+#include "client.h"
+#include "error.h"
+#include "ossl-util.h"
+#include "secret.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(CURL *, curl_easy_cleanup)
+
+/* Header lists may hold the bootstrap token: wipe before freeing. */
+static void headers_freep(struct curl_slist **l) {
+        for (struct curl_slist *p = *l; p; p = p->next)
+                secret_wipe(p->data, strlen(p->data));
+        curl_slist_free_all(*l);
+}
+
+void client_response_clear(client_response *r) {
+        buf_reset(&r->body);
+        *r = (client_response) { 0 };
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *userdata) {
+        client_response *r = userdata;
+
+        /* Returning less than given makes curl abort: the cap holds. */
+        return buf_append(&r->body, data, size * n) < 0 ? 0 : size * n;
+}
+
+static size_t on_header(char *line, size_t size, size_t n, void *userdata) {
+        client_response *r = userdata;
+        size_t len = size * n;
+
+        if (len > 12 && strncasecmp(line, "Retry-After:", 12) == 0)
+                r->retry_after = strtoll(line + 12, NULL, 10);
+        else if (len > 13 && strncasecmp(line, "Content-Type:", 13) == 0)
+                snprintf(r->content_type, sizeof(r->content_type), "%.*s", (int) strcspn(line + 13, "\r\n"),
+                         line + 13 + strspn(line + 13, " "));
+        return len;
+}
+
+/* Installs the client certificate and the device key into libcurl's
+ * SSL_CTX: the private key stays an hwid provider key, so libssl's
+ * handshake signature goes to the TPM/HSM. */
+static CURLcode on_ssl_ctx(CURL *curl, void *ssl_ctx, void *userdata) {
+        const client_opts *o = userdata;
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(o->cert_pem, -1);
+        _cleanup_(X509_freep) X509 *leaf = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+
+        if (!leaf || SSL_CTX_use_certificate(ssl_ctx, leaf) != 1 ||
+            SSL_CTX_use_PrivateKey(ssl_ctx, hwid_key_pkey(o->key)) != 1)
+                return CURLE_SSL_CERTPROBLEM;
+        return CURLE_OK;
+}
+
+static int setup_tls(CURL *c, const client_opts *o) {
+        if (!o->ca_pem) {
+                curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+                curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+        } else {
+                struct curl_blob ca = { .data = (void *) o->ca_pem, .len = strlen(o->ca_pem),
+                                        .flags = CURL_BLOB_COPY };
+                if (curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca) != CURLE_OK)
+                        return hwid_fail(HWID_E_INTERNAL, "libcurl lacks CAINFO_BLOB support");
+                curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
+        }
+        if (o->key) {
+                curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
+                curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, (void *) o);
+        }
+        return 0;
+}
+
+static int perform(CURL *c, const char *url, client_response *ret) {
+        char err[CURL_ERROR_SIZE] = "";
+        CURLcode rc;
+
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+        rc = curl_easy_perform(c);
+        if (rc == CURLE_WRITE_ERROR && ret->body.len >= CLIENT_MAX_RESPONSE)
+                return hwid_fail(HWID_E_TOO_LARGE, "response from %s is larger than %d bytes", url,
+                                 CLIENT_MAX_RESPONSE);
+        if (rc != CURLE_OK)
+                return hwid_fail(HWID_E_NETWORK, "%s: %s", url, err[0] ? err : curl_easy_strerror(rc));
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &ret->status);
+        return 0;
+}
+
+int client_request(const client_opts *o, const char *method, const char *path, const char *auth,
+                   const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
+        _cleanup_(curl_easy_cleanupp) CURL *c = curl_easy_init();
+        _cleanup_(headers_freep) struct curl_slist *hdrs = NULL;
+        _cleanup_secret_ char *authz = NULL;
+        _cleanup_free_ char *url = NULL, *ctype = NULL;
+        int r;
+
+        if (!c || asprintf(&url, "%s%s", o->server, path) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret = (client_response) { 0 };
+        buf_init(&ret->body, CLIENT_MAX_RESPONSE);
+        if ((r = setup_tls(c, o)) < 0)
+                return r;
+        if (auth && asprintf(&authz, "Authorization: %s", auth) >= 0)
+                hdrs = curl_slist_append(hdrs, authz);
+        if (content_type && asprintf(&ctype, "Content-Type: %s", content_type) >= 0)
+                hdrs = curl_slist_append(hdrs, ctype);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, o->timeout > 0 ? o->timeout : 30L);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+        if (body) {
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) body_len);
+        }
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, ret);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, ret);
+        return perform(c, url, ret);
+}
+
+int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem) {
+        client_opts o = { .server = server, .timeout = timeout };
+        client_response resp;
+        int r = client_request(&o, "GET", "/ca", NULL, NULL, 0, NULL, &resp);
+
+        if (r < 0)
+                return r;
+        if (resp.status != 200) {
+                r = client_error_from_response(&resp);
+                client_response_clear(&resp);
+                return r;
+        }
+        *ret_pem = (char *) buf_steal(&resp.body, NULL);
+        client_response_clear(&resp);
+        return 0;
+}
+
+static int error_for_status(long status) {
+        switch (status) {
+        case 400: return HWID_E_CSR_INVALID;
+        case 401: return HWID_E_TOKEN_INVALID;
+        case 403: return HWID_E_FORBIDDEN;
+        case 404: return HWID_E_NOT_FOUND;
+        case 409: return HWID_E_CONFLICT;
+        case 413: return HWID_E_TOO_LARGE;
+        case 429: return HWID_E_RATE_LIMITED;
+        default: return status >= 500 ? HWID_E_NETWORK : HWID_E_INTERNAL;
+        }
+}
+
+/* Maps the server's {"error": slug, "message": ...} back to an error code
+ * (by slug when known, else by status) and keeps its message. */
+int client_error_from_response(const client_response *r) {
+        json_object *o = json_tokener_parse(r->body.data ? (const char *) r->body.data : "");
+        json_object *msg = NULL, *slug = NULL;
+        const char *m = NULL, *sl = NULL;
+        int code = error_for_status(r->status), ret;
+
+        if (o && json_object_object_get_ex(o, "message", &msg))
+                m = json_object_get_string(msg);
+        if (o && json_object_object_get_ex(o, "error", &slug))
+                sl = json_object_get_string(slug);
+        for (int c = 1; sl && c < _HWID_E_MAX; c++)
+                if (strcmp(hwid_err_slug(-c), sl) == 0 && hwid_err_http_status(-c) == r->status) {
+                        code = c;
+                        break;
+                }
+        ret = hwid_fail((hwid_err) code, "server answered %ld: %s", r->status, m ? m : "(no message)");
+        json_object_put(o);
+        return ret;
+}

@@ -1,0 +1,43 @@
+/* The device's HTTPS client (libcurl with OpenSSL).  TLS trust is the CA
+ * the device pinned; for mutual TLS the client key is a hwid_key, so the
+ * TLS handshake signature is made inside the TPM/HSM. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "hsm.h"
+
+#define CLIENT_MAX_RESPONSE (1024 * 1024)
+
+typedef struct client_opts {
+        const char *server;       /* "https://host:port" */
+        const char *ca_pem;       /* trust anchor(s); NULL only for client_fetch_ca_unverified() */
+        hwid_key *key;            /* mutual TLS key (borrowed), or NULL */
+        const char *cert_pem;     /* its certificate, with key */
+        long timeout;             /* seconds for a whole request, default 30 */
+} client_opts;
+
+typedef struct client_response {
+        long status;
+        buf body;                 /* capped at CLIENT_MAX_RESPONSE */
+        int64_t retry_after;      /* seconds, 0 if absent */
+        char content_type[64];
+} client_response;
+
+void client_response_clear(client_response *r);
+
+/* One request.  auth is a full header value ("Bearer ..."), or NULL; it is
+ * a secret and never logged.  Network and TLS failures: -HWID_E_NETWORK
+ * with curl's reason. */
+int client_request(const client_opts *o, const char *method, const char *path, const char *auth,
+                   const uint8_t *body, size_t body_len, const char *content_type, client_response *ret);
+
+/* GET /ca without trusting the server yet: the caller must check the
+ * result against the pin before believing it or sending anything else. */
+int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem);
+
+/* The error a non-2xx response means, with the server's JSON message. */
+int client_error_from_response(const client_response *r);

@@ -1,0 +1,194 @@
+/* Routing of hwidd's HTTP API and the small read-only endpoints. */
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "ca-internal.h"
+#include "error.h"
+#include "log.h"
+
+void ca_respond_pem(http_response *resp, int status, const char *pem) {
+        resp->status = status;
+        resp->content_type = "application/x-pem-file";
+        if (buf_append_str(&resp->body, pem) < 0)
+                http_error_from(resp, -HWID_E_NOMEM);
+}
+
+void ca_respond_json(http_response *resp, int status, const char *json) {
+        resp->status = status;
+        resp->content_type = "application/json";
+        if (buf_append_str(&resp->body, json) < 0 || buf_append_str(&resp->body, "\n") < 0)
+                http_error_from(resp, -HWID_E_NOMEM);
+}
+
+void ca_respond_error(ca_service *ca, http_response *resp, int r) {
+        if (hwid_err_http_status(r) >= 500) {
+                atomic_fetch_add(&ca->n_errors, 1);
+                log_error("request failed: %s", hwid_strerror(r));
+        }
+        buf_reset(&resp->body);
+        http_error_from(resp, r);
+}
+
+/* Read-only endpoints anyone may use still go through the authorizer. */
+static int allow_anonymous(ca_service *ca, policy_action action) {
+        ca_auth a = { .who = { .role = ROLE_ANONYMOUS } };
+        policy_decision d;
+
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        policy_authorize(ca->cfg->policy, &a.who, action, NULL, &d);
+        return ca_decision(ca, &a, "read", NULL, &d);
+}
+
+static void get_ca(ca_service *ca, http_response *resp) {
+        int r = allow_anonymous(ca, ACTION_GET_CA);
+
+        if (r < 0)
+                {
+                ca_respond_error(ca, resp, r);
+                return;
+        }
+        ca_respond_pem(resp, 200, ca->ca_pem);
+}
+
+static void get_crl(ca_service *ca, http_response *resp) {
+        int r = allow_anonymous(ca, ACTION_GET_CRL);
+
+        if (r >= 0)
+                r = ca_crl(ca, (int64_t) time(NULL), &resp->body);
+        if (r < 0)
+                {
+                ca_respond_error(ca, resp, r);
+                return;
+        }
+        resp->status = 200;
+        resp->content_type = "application/pkix-crl";
+}
+
+static void get_health(ca_service *ca, http_response *resp) {
+        int r = allow_anonymous(ca, ACTION_HEALTH);
+
+        if (r >= 0)
+                r = store_ping(ca->store);
+        if (r < 0)
+                {
+                ca_respond_error(ca, resp, r);
+                return;
+        }
+        ca_respond_json(resp, 200, "{\"status\":\"ok\"}");
+}
+
+/* Prometheus text format, one counter per line. */
+static void get_metrics(ca_service *ca, http_response *resp) {
+        const struct { const char *name, *help; unsigned long value; } m[] = {
+                { "hwid_http_requests_total", "HTTP requests handled.", atomic_load(&ca->n_requests) },
+                { "hwid_certificates_issued_total", "Certificates issued by enrollment.", atomic_load(&ca->n_issued) },
+                { "hwid_certificates_renewed_total", "Certificates issued by renewal.", atomic_load(&ca->n_renewed) },
+                { "hwid_requests_pending_total", "Requests held for manual approval.", atomic_load(&ca->n_pending) },
+                { "hwid_policy_denials_total", "Requests denied by policy.", atomic_load(&ca->n_denied) },
+                { "hwid_errors_total", "Requests that failed on the server side.", atomic_load(&ca->n_errors) },
+        };
+        int r = allow_anonymous(ca, ACTION_METRICS);
+
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(m); i++)
+                r = buf_printf(&resp->body, "# HELP %s %s\n# TYPE %s counter\n%s %lu\n", m[i].name, m[i].help,
+                               m[i].name, m[i].name, m[i].value);
+        if (r < 0) {
+                ca_respond_error(ca, resp, r);
+                return;
+        }
+        resp->status = 200;
+        resp->content_type = "text/plain; version=0.0.4";
+}
+
+static const char *cert_status_name(store_cert_status s) {
+        return s == CERT_VALID ? "valid" : s == CERT_REVOKED ? "revoked" : "superseded";
+}
+
+static int identity_json(ca_service *ca, const char *name, int64_t now, http_response *resp) {
+        store_cert c = { 0 };
+        json_object *o;
+        int r = store_cert_live_for(ca->store, name, now, &c);
+
+        if (r == -HWID_E_NOT_FOUND)
+                return hwid_fail(HWID_E_NOT_FOUND, "%s has no live certificate", name);
+        if (r < 0)
+                return r;
+        o = json_object_new_object();
+        json_object_object_add(o, "identity", json_object_new_string(c.identity));
+        json_object_object_add(o, "serial", json_object_new_string(c.serial));
+        json_object_object_add(o, "status", json_object_new_string(cert_status_name(c.status)));
+        json_object_object_add(o, "profile", json_object_new_string(c.profile));
+        json_object_object_add(o, "not_before", json_object_new_int64(c.not_before));
+        json_object_object_add(o, "not_after", json_object_new_int64(c.not_after));
+        json_object_object_add(o, "spki_sha256", json_object_new_string(c.spki_sha256));
+        ca_respond_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        store_cert_clear(&c);
+        return 0;
+}
+
+/* GET /v1/identities/{name}: a node may read only its own status. */
+static void get_identity(ca_service *ca, const http_request *req, const char *name, http_response *resp) {
+        int64_t now = (int64_t) time(NULL);
+        ca_auth a = { 0 };
+        policy_decision d;
+        int r;
+
+        if ((r = ca_auth_peer(ca, req, now, &a)) >= 0) {
+                policy_authorize(ca->cfg->policy, &a.who, ACTION_READ_IDENTITY, name, &d);
+                r = ca_decision(ca, &a, "read-identity", name, &d);
+        }
+        if (r >= 0)
+                r = identity_json(ca, name, now, resp);
+        if (r < 0)
+                ca_fail_request(ca, &a, "read-identity", name, resp, r);
+        ca_auth_clear(&a);
+}
+
+static bool is(const http_request *req, const char *method, const char *path) {
+        return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
+}
+
+static const char *suffix(const http_request *req, const char *method, const char *prefix) {
+        size_t n = strlen(prefix);
+
+        if (strcmp(req->method, method) != 0 || strncmp(req->path, prefix, n) != 0 || !req->path[n] ||
+            strchr(req->path + n, '/'))
+                return NULL;
+        return req->path + n;
+}
+
+static void route(ca_service *ca, const http_request *req, http_response *resp) {
+        const char *arg;
+
+        if (is(req, "GET", "/ca"))
+                get_ca(ca, resp);
+        else if (is(req, "POST", "/csr"))
+                ca_enroll(ca, req, resp);
+        else if ((arg = suffix(req, "GET", "/v1/requests/")))
+                ca_poll(ca, arg, resp);
+        else if (is(req, "POST", "/v1/renew"))
+                ca_renew(ca, req, resp);
+        else if (is(req, "GET", "/crl"))
+                get_crl(ca, resp);
+        else if (is(req, "GET", "/healthz"))
+                get_health(ca, resp);
+        else if (is(req, "GET", "/metrics"))
+                get_metrics(ca, resp);
+        else if ((arg = suffix(req, "GET", "/v1/identities/")))
+                get_identity(ca, req, arg, resp);
+        else
+                http_error(resp, 404, "not_found", "no such endpoint");
+}
+
+void ca_service_handle(void *userdata, const http_request *req, http_response *resp) {
+        ca_service *ca = userdata;
+
+        atomic_fetch_add(&ca->n_requests, 1);
+        /* A SIGHUP reload waits until no request uses the old policy. */
+        pthread_rwlock_rdlock(&ca->cfg_lock);
+        route(ca, req, resp);
+        pthread_rwlock_unlock(&ca->cfg_lock);
+}

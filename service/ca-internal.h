@@ -1,0 +1,74 @@
+/* Shared by the files of the CA service (ca.c, api.c, enroll.c). */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ca.h"
+#include "csr-check.h"
+#include "issuer.h"
+#include "store.h"
+
+struct ca_service {
+        hwidd_config *cfg;          /* policy lives here; swapped under cfg_lock */
+        pthread_rwlock_t cfg_lock;  /* read-held for the whole of a request */
+        hwid_key *ca_key;
+        X509 *ca_cert;
+        char *ca_pem;               /* CA certificate + chain, served at /ca */
+        issuer *issuer;
+        store *store;
+        /* CRL cache: regenerated when a revocation happened or it nears nextUpdate. */
+        pthread_mutex_t crl_lock;
+        uint8_t *crl_der;
+        size_t crl_len;
+        int64_t crl_seq;
+        int64_t crl_refresh_at;
+        /* Prometheus counters. */
+        atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
+};
+
+/* Who is asking, as established by authentication. */
+typedef struct ca_auth {
+        policy_requester who;
+        char actor[96];       /* for the audit log: "token:abc123", "node:edge-1" */
+        store_token token;    /* ROLE_TOKEN */
+        store_cert cert;      /* ROLE_NODE / ROLE_ADMIN: the client's certificate record */
+        bool audited;         /* the failure has been audited already */
+} ca_auth;
+
+void ca_auth_clear(ca_auth *a);
+
+/* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
+ * -HWID_E_EXPIRED / -HWID_E_REVOKED with a reason. */
+int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
+/* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent. */
+int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
+
+/* Writes an audit record (and a log line); failures to audit are logged. */
+void ca_audit(ca_service *ca, const char *actor, const char *action, const char *target,
+              const char *outcome, const char *reason, const char *token_id);
+/* Audits a decision and turns a deny into its error (0 when allowed). */
+int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *target,
+                const policy_decision *d);
+/* Audits a failed request (unless already audited) and sends its error. */
+void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char *target,
+                     http_response *resp, int r);
+
+/* Signs a certificate for csr as the policy decided and commits it with
+ * the given bookkeeping; returns the PEM certificate. */
+int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
+             const char *identity, int64_t now, char **ret_pem, char **ret_serial);
+
+/* Endpoints (enroll.c). */
+void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
+void ca_poll(ca_service *ca, const char *id, http_response *resp);
+void ca_renew(ca_service *ca, const http_request *req, http_response *resp);
+
+/* Responses. */
+void ca_respond_pem(http_response *resp, int status, const char *pem);
+void ca_respond_json(http_response *resp, int status, const char *json);
+/* Error response + error counter. */
+void ca_respond_error(ca_service *ca, http_response *resp, int r);
+
+/* The current CRL (DER), regenerated on change. */
+int ca_crl(ca_service *ca, int64_t now, buf *out);

@@ -1,0 +1,164 @@
+/* The one issuance path (enrollment, approved requests, renewal) and the
+ * CRL cache.  A certificate exists for a client only after the store has
+ * committed it: signing happens first, the commit decides. */
+#include <string.h>
+#include <time.h>
+
+#include <openssl/pem.h>
+
+#include "ca-internal.h"
+#include "error.h"
+#include "log.h"
+#include "ossl-util.h"
+#include "x509-util.h"
+
+/* Regenerate the CRL when less than this fraction of its validity is left. */
+#define CRL_REFRESH_FRACTION 0.5
+
+static int asn1_time_to_unix(const ASN1_TIME *t, int64_t *ret) {
+        struct tm tm;
+
+        if (!ASN1_TIME_to_tm(t, &tm))
+                return hwid_fail(HWID_E_CRYPTO, "certificate time cannot be read");
+        *ret = (int64_t) timegm(&tm);
+        return 0;
+}
+
+static int cert_pem(X509 *x, char **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        if (!b || !PEM_write_bio_X509(b, x))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the certificate");
+        n = BIO_get_mem_data(b, &data);
+        *ret = strndup(data, (size_t) n);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+/* Fills the store record for x; strings are allocated into rec. */
+static int cert_record(X509 *x, const char *identity, const char *profile, int64_t now, store_cert *rec) {
+        unsigned char *der = NULL;
+        int len, r;
+
+        if ((r = serial_to_hex(X509_get0_serialNumber(x), &rec->serial)) < 0 ||
+            (r = name_to_string(X509_get_subject_name(x), &rec->subject)) < 0 ||
+            (r = spki_sha256_hex(X509_get0_pubkey(x), rec->spki_sha256)) < 0 ||
+            (r = asn1_time_to_unix(X509_get0_notBefore(x), &rec->not_before)) < 0 ||
+            (r = asn1_time_to_unix(X509_get0_notAfter(x), &rec->not_after)) < 0)
+                return r;
+        len = i2d_X509(x, &der);
+        if (len <= 0)
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the certificate");
+        rec->der = malloc((size_t) len);
+        if (!rec->der) {
+                OPENSSL_free(der);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        memcpy(rec->der, der, (size_t) len);
+        OPENSSL_free(der);
+        rec->der_len = (size_t) len;
+        rec->identity = strdup(identity);
+        rec->profile = strdup(profile);
+        rec->status = CERT_VALID;
+        rec->created_at = now;
+        return rec->identity && rec->profile ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss, int64_t now, X509 **ret) {
+        _cleanup_(X509_NAME_freep) X509_NAME *subject = NULL;
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
+        issue_request in;
+        int r;
+
+        if ((r = issue_names(iss, &subject, &sans)) < 0)
+                return r;
+        in = (issue_request) {
+                .subject_key = csr_info_pubkey(csr),
+                .subject = subject,
+                .sans = sans,
+                .key_usage = iss->key_usage,
+                .eku = iss->eku,
+                .validity = iss->validity,
+                .now = now,
+        };
+        return issuer_sign(ca->issuer, &in, ret);
+}
+
+int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
+             const char *identity, int64_t now, char **ret_pem, char **ret_serial) {
+        _cleanup_(X509_freep) X509 *x = NULL;
+        _cleanup_free_ char *pem = NULL;
+        store_cert rec = { 0 };
+        int r;
+
+        if ((r = sign_for(ca, csr, iss, now, &x)) < 0)
+                return r;
+        if ((r = cert_pem(x, &pem)) < 0 || (r = cert_record(x, identity, iss->profile->name, now, &rec)) < 0)
+                goto out;
+        rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
+        how->cert = &rec;
+        r = store_cert_commit(ca->store, how, now);
+        if (r < 0)
+                goto out;
+        *ret_serial = TAKE_PTR(rec.serial);
+        *ret_pem = TAKE_PTR(pem);
+out:
+        store_cert_clear(&rec);
+        return r;
+}
+
+typedef struct crl_fill {
+        crl_builder *b;
+        int r;
+} crl_fill;
+
+static int add_revoked(const char *serial, int64_t revoked_at, int reason, void *userdata) {
+        crl_fill *f = userdata;
+        crl_entry e = { .serial_hex = serial, .revoked_at = revoked_at, .reason = reason };
+
+        f->r = crl_builder_add(f->b, &e);
+        return f->r;
+}
+
+static int build_crl(ca_service *ca, int64_t now, int64_t seq) {
+        crl_builder *b = NULL;
+        crl_fill fill = { 0 };
+        uint8_t *der = NULL;
+        size_t len = 0;
+        int r;
+
+        if ((r = crl_builder_new(ca->issuer, now, ca->cfg->crl_validity, &b)) < 0)
+                return r;
+        fill.b = b;
+        r = store_cert_foreach_revoked(ca->store, now, add_revoked, &fill);
+        if (r >= 0 && fill.r >= 0)
+                r = crl_builder_finish(b, &der, &len);
+        crl_builder_free(b);
+        if (r < 0 || fill.r < 0)
+                return r < 0 ? r : fill.r;
+        OPENSSL_free(ca->crl_der);
+        ca->crl_der = der;
+        ca->crl_len = len;
+        ca->crl_seq = seq;
+        ca->crl_refresh_at = now + (int64_t) ((double) ca->cfg->crl_validity * CRL_REFRESH_FRACTION);
+        log_info("CRL regenerated (revocation sequence %lld)", (long long) seq);
+        return 0;
+}
+
+/* Copies the current CRL into out, regenerating it first if a revocation
+ * happened since it was made or it is getting old. */
+int ca_crl(ca_service *ca, int64_t now, buf *out) {
+        int64_t seq = 0;
+        int r;
+
+        if ((r = store_revocation_seq(ca->store, &seq)) < 0)
+                return r;
+        pthread_mutex_lock(&ca->crl_lock);
+        if (!ca->crl_der || seq != ca->crl_seq || now >= ca->crl_refresh_at)
+                r = build_crl(ca, now, seq);
+        if (r >= 0)
+                r = buf_append(out, ca->crl_der, ca->crl_len);
+        pthread_mutex_unlock(&ca->crl_lock);
+        return r;
+}

@@ -1,0 +1,32 @@
+/* The CA service: what hwidd does for each API call, above the transport
+ * and below nothing.  Flow per request, one way only: authenticate
+ * (token or client certificate) -> policy decision -> issuer (signs
+ * through hsm/) -> store (commit) -> response. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "config.h"
+#include "http.h"
+
+typedef struct ca_service ca_service;
+
+/* Opens the CA key, the store and the issuer described by cfg (borrowed
+ * for the service's lifetime; the policy inside may be swapped by
+ * ca_service_set_config()). */
+int ca_service_new(hwidd_config *cfg, ca_service **ret);
+void ca_service_free(ca_service *ca);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ca_service *, ca_service_free)
+
+/* SIGHUP: adopts the policy (profiles, audit-only, admin group) of a
+ * freshly loaded config; returns the old config for the caller to free
+ * once no request can still use it (after this returns, none does). */
+hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg);
+
+/* The HTTP handler: routes every endpoint. */
+void ca_service_handle(void *userdata, const http_request *req, http_response *resp);
+
+/* The PEM the TLS layer trusts for client certificates (the CA chain). */
+const char *ca_service_ca_pem(const ca_service *ca);

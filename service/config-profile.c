@@ -1,0 +1,419 @@
+/* The profiles: section of hwidd's configuration, each profile checked
+ * and handed to the policy object. */
+#include <arpa/inet.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config-internal.h"
+#include "error.h"
+
+#define PROF(f) offsetof(policy_profile, f)
+#define DAY (24 * 3600)
+#define MAX_PROFILES 256
+#define PATTERN_MAX 255
+#define TEMPLATE_MAX 512
+
+static const cfg_name key_type_names[] = {
+        { "ec-p256", KEYALG_EC_P256, NULL },
+        { "ec-p384", KEYALG_EC_P384, NULL },
+        { "rsa", KEYALG_RSA, NULL },
+        { NULL, 0, NULL },
+};
+
+static const cfg_name key_usage_names[] = {
+        { "digitalSignature", KU_DIGITAL_SIGNATURE, NULL },
+        { "keyEncipherment", KU_KEY_ENCIPHERMENT, NULL },
+        { "keyAgreement", KU_KEY_AGREEMENT, NULL },
+        { "keyCertSign", 0, "hwid never issues CA certificates" },
+        { "cRLSign", 0, "hwid never issues CA certificates" },
+        { NULL, 0, NULL },
+};
+
+static const cfg_name eku_names[] = {
+        { "clientAuth", EKU_CLIENT_AUTH, NULL },
+        { "serverAuth", EKU_SERVER_AUTH, NULL },
+        { NULL, 0, NULL },
+};
+
+static const cfg_name approval_names[] = {
+        { "auto", APPROVAL_AUTO, NULL },
+        { "manual", APPROVAL_MANUAL, NULL },
+        { NULL, 0, NULL },
+};
+
+static const cfg_name ungranted_names[] = {
+        { "refuse", UNGRANTED_REFUSE, NULL },
+        { "drop", UNGRANTED_DROP, NULL },
+        { NULL, 0, NULL },
+};
+
+/* ---------- lists of strings ---------- */
+
+/* What an item of a list must look like: NULL if fine, else the problem. */
+typedef struct item_rule {
+        const char *(*check)(const char *s);
+} item_rule;
+
+static void strv_free(char **v) {
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+/* Braces only as "{cn}"; backslashes (in globs) only before * ? \. */
+static const char *placeholders_problem(const char *s, bool escapes) {
+        for (const char *p = s; *p; p++) {
+                if (*p == '{' && strncmp(p, "{cn}", 4) == 0)
+                        p += 3;
+                else if (*p == '{' || *p == '}')
+                        return "has a '{' or '}' that is not part of {cn}";
+                else if (escapes && *p == '\\' && p[1] && strchr("*?\\", p[1]))
+                        p++;
+                else if (*p == '\\')
+                        return escapes ? "has a '\\' not followed by *, ? or \\" : "has a '\\'";
+        }
+        return NULL;
+}
+
+static const char *check_value(const char *s) {
+        return strlen(s) > 64 || !cfg_printable(s, true) ? "must be printable and at most 64 bytes" : NULL;
+}
+
+static const char *check_dns_pattern(const char *s) {
+        if (strlen(s) > PATTERN_MAX)
+                return "is longer than 255 bytes";
+        for (const char *p = s; *p; p++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.*?\\{}", *p))
+                        return "may hold letters, digits, '-', '.', the globs * and ?, \\* and {cn} only";
+        return placeholders_problem(s, true);
+}
+
+static const char *check_uri_template(const char *s) {
+        const char *p = s;
+
+        if (strlen(s) > TEMPLATE_MAX)
+                return "is longer than 512 bytes";
+        if (!cfg_printable(s, false))
+                return "must not contain spaces or control characters";
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+                return "does not start with a URI scheme (e.g. spiffe://)";
+        while (*p && strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-", *p))
+                p++;
+        if (*p != ':')
+                return "does not start with a URI scheme (e.g. spiffe://)";
+        return placeholders_problem(s, false);
+}
+
+static const char *check_rdn(const char *s) {
+        return policy_rdn_canonical(s) ? NULL
+                                       : "is not a known attribute (CN, O, OU, C, ST, L, DC, serialNumber, ...) "
+                                         "nor a dotted OID";
+}
+
+static const item_rule value_rule = { check_value };
+static const item_rule dns_rule = { check_dns_pattern };
+static const item_rule uri_rule = { check_uri_template };
+static const item_rule rdn_rule = { check_rdn };
+
+static int get_strv(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, char ***ret) {
+        const item_rule *rule = f->aux;
+        yaml_node_item_t *items;
+        char **v;
+        size_t count;
+        int r;
+
+        if ((r = cfg_sequence(x, n, path, f->max, &items, &count)) < 0)
+                return r;
+        if (!(v = calloc(count + 1, sizeof(*v))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (size_t i = 0; i < count; i++) {
+                yaml_node_t *item = cfg_node(x, items[i]);
+                const char *s, *why;
+                char sub[280];
+
+                snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+                if ((r = cfg_scalar(x, item, sub, false, &s)) < 0)
+                        goto fail;
+                if ((why = rule->check(s))) {
+                        r = cfg_fail(x, item, sub, "'%s' %s", s, why);
+                        goto fail;
+                }
+                if (!(v[i] = strdup(s))) {
+                        r = hwid_fail(HWID_E_NOMEM, NULL);
+                        goto fail;
+                }
+        }
+        *ret = v;
+        return 0;
+fail:
+        strv_free(v);
+        return r;
+}
+
+static int fn_strv(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        char ***field = (char ***) ((char *) base + f->off);
+        char **v = NULL;
+        int r = get_strv(x, n, path, f, &v);
+
+        if (r < 0)
+                return r;
+        strv_free(*field);
+        *field = v;
+        return 0;
+}
+
+/* Stored by canonical name; CN must be among them. */
+static int fn_rdns(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        policy_profile *prof = base;
+        bool has_cn = false;
+        int r = fn_strv(x, n, path, f, base);
+
+        if (r < 0)
+                return r;
+        for (size_t i = 0; prof->allowed_rdns[i]; i++) {
+                const char *canon = policy_rdn_canonical(prof->allowed_rdns[i]);
+                char *copy = strdup(canon);
+
+                if (!copy)
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                free(prof->allowed_rdns[i]);
+                prof->allowed_rdns[i] = copy;
+                has_cn = has_cn || strcmp(copy, "CN") == 0;
+        }
+        if (!has_cn)
+                return cfg_fail(x, n, path, "must include CN (every certificate has one)");
+        return 0;
+}
+
+static int fn_cn_pattern(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        policy_profile *prof = base;
+        const char *s;
+        int r;
+
+        if ((r = cfg_scalar(x, n, path, false, &s)) < 0)
+                return r;
+        if (strlen(s) > PATTERN_MAX || !cfg_printable(s, true))
+                return cfg_fail(x, n, path, "must be printable and at most 255 bytes");
+        free(prof->cn_pattern);
+        if (!(prof->cn_pattern = strdup(s)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return 0;
+}
+
+/* ---------- IP ranges ---------- */
+
+static int parse_cidr(const char *s, policy_cidr *ret) {
+        char addr[64];
+        const char *slash = strchr(s, '/');
+        size_t alen = slash ? (size_t) (slash - s) : strlen(s);
+        policy_cidr c = { 0 };
+        char *end;
+        long prefix;
+
+        if (alen >= sizeof(addr))
+                return -1;
+        memcpy(addr, s, alen);
+        addr[alen] = '\0';
+        if (inet_pton(AF_INET, addr, c.addr) == 1)
+                c.family = 4;
+        else if (inet_pton(AF_INET6, addr, c.addr) == 1)
+                c.family = 6;
+        else
+                return -1;
+        c.prefix = c.family == 4 ? 32 : 128;
+        if (slash) {
+                if (slash[1] < '0' || slash[1] > '9' || strlen(slash + 1) > 3)
+                        return -1;
+                prefix = strtol(slash + 1, &end, 10);
+                if (*end || prefix > c.prefix)
+                        return -1;
+                c.prefix = (int) prefix;
+        }
+        *ret = c;
+        return 0;
+}
+
+static bool host_bits_set(const policy_cidr *c) {
+        int bytes = c->family == 4 ? 4 : 16;
+
+        for (int bit = c->prefix; bit < bytes * 8; bit++)
+                if (c->addr[bit / 8] & (0x80 >> (bit % 8)))
+                        return true;
+        return false;
+}
+
+static int fn_cidrs(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        policy_profile *prof = base;
+        yaml_node_item_t *items;
+        policy_cidr *v;
+        size_t count;
+        int r;
+
+        if ((r = cfg_sequence(x, n, path, f->max, &items, &count)) < 0)
+                return r;
+        if (!(v = calloc(count ? count : 1, sizeof(*v))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        free(prof->ip_ranges);
+        prof->ip_ranges = v;
+        prof->n_ip_ranges = 0;
+        for (size_t i = 0; i < count; i++) {
+                yaml_node_t *item = cfg_node(x, items[i]);
+                const char *s;
+                char sub[280];
+
+                snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+                if ((r = cfg_scalar(x, item, sub, false, &s)) < 0)
+                        return r;
+                if (parse_cidr(s, &v[i]) < 0)
+                        return cfg_fail(x, item, sub, "'%s' is not an address or ADDRESS/PREFIX range", s);
+                if (host_bits_set(&v[i]))
+                        return cfg_fail(x, item, sub, "'%s' has address bits set beyond its /%d prefix", s, v[i].prefix);
+                prof->n_ip_ranges++;
+        }
+        return 0;
+}
+
+/* ---------- single values ---------- */
+
+static int fn_approval(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        uint32_t v;
+        int r = cfg_pick(x, n, path, approval_names, &v);
+
+        if (r >= 0)
+                ((policy_profile *) base)->approval = (policy_approval) v;
+        return r;
+}
+
+static int fn_ungranted(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        uint32_t v;
+        int r = cfg_pick(x, n, path, ungranted_names, &v);
+
+        if (r >= 0)
+                ((policy_profile *) base)->ungranted = (policy_ungranted) v;
+        return r;
+}
+
+/* A fraction in (0, 1] or a percentage: 0.33, 33%. */
+static int fn_window(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        const char *s;
+        char *end;
+        double v;
+        int r;
+
+        if ((r = cfg_scalar(x, n, path, false, &s)) < 0)
+                return r;
+        v = strtod(s, &end);
+        if (end == s || s[0] == ' ' || s[0] == '+' || (*end && strcmp(end, "%") != 0) || !isfinite(v))
+                return cfg_fail(x, n, path, "'%s' is not a fraction (0.33) or a percentage (33%%)", s);
+        if (*end)
+                v /= 100.0;
+        if (!(v > 0.0 && v <= 1.0))
+                return cfg_fail(x, n, path, "'%s' is out of range: more than 0 and at most 1 (100%%)", s);
+        ((policy_profile *) base)->renew_window = v;
+        return 0;
+}
+
+/* ---------- a profile ---------- */
+
+static const cfg_field subject_fields[] = {
+        FIELD("allowed_rdns", fn_rdns, PROF(allowed_rdns), .max = 16, .aux = &rdn_rule),
+        FIELD("cn_pattern", fn_cn_pattern, 0),
+        FIELD("fixed_o", fn_strv, PROF(fixed_o), .max = 6, .aux = &value_rule),
+        FIELD("fixed_ou", fn_strv, PROF(fixed_ou), .max = 6, .aux = &value_rule),
+        FIELD_END,
+};
+
+static const cfg_field san_fields[] = {
+        FIELD("dns", fn_strv, PROF(dns_patterns), .max = 64, .aux = &dns_rule),
+        FIELD("ip", fn_cidrs, 0, .max = 64),
+        FIELD("uri", fn_strv, PROF(uri_templates), .max = 8, .aux = &uri_rule),
+        FIELD("add_uri_templates", cfg_fn_bool, PROF(san_from_templates)),
+        FIELD_END,
+};
+
+static const cfg_field renewal_fields[] = {
+        FIELD("window", fn_window, 0),
+        FIELD("rotate_key", cfg_fn_bool, PROF(rotate_key)),
+        FIELD_END,
+};
+
+static const cfg_field profile_fields[] = {
+        FIELD("validity", cfg_fn_duration, PROF(validity), .min = 60, .max = 3650 * (int64_t) DAY),
+        FIELD("key_types", cfg_fn_flags, PROF(key_algs), .min = 1, .aux = key_type_names),
+        FIELD("rsa_min_bits", cfg_fn_int, PROF(rsa_min_bits), .min = 2048, .max = 16384),
+        FIELD("key_usage", cfg_fn_flags, PROF(key_usage), .aux = key_usage_names),
+        FIELD("extended_key_usage", cfg_fn_flags, PROF(eku), .aux = eku_names),
+        FIELD("subject", cfg_fn_section, 0, .aux = subject_fields),
+        FIELD("san", cfg_fn_section, 0, .aux = san_fields),
+        FIELD("approval", fn_approval, 0),
+        FIELD("renewal", cfg_fn_section, 0, .aux = renewal_fields),
+        FIELD("allow_reenroll", cfg_fn_bool, PROF(allow_reenroll)),
+        FIELD("ungranted", fn_ungranted, 0),
+        FIELD_END,
+};
+
+static void profile_defaults(policy_profile *p) {
+        p->validity = 30 * DAY;
+        p->key_algs = KEYALG_EC_P256 | KEYALG_EC_P384;
+        p->rsa_min_bits = 2048;
+        p->key_usage = KU_DIGITAL_SIGNATURE;
+        p->eku = EKU_CLIENT_AUTH;
+        p->approval = APPROVAL_AUTO;
+        p->renew_window = 1.0 / 3.0;
+        p->ungranted = UNGRANTED_REFUSE;
+}
+
+static bool profile_name_valid(const char *s) {
+        if (!s[0] || strlen(s) > 64)
+                return false;
+        for (; *s; s++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *s))
+                        return false;
+        return true;
+}
+
+static int load_profile(cfg_ctx *x, yaml_node_t *n, const char *path, const char *name) {
+        _cleanup_(policy_profile_freep) policy_profile *prof = calloc(1, sizeof(*prof));
+        int r;
+
+        if (!prof || !(prof->name = strdup(name)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        profile_defaults(prof);
+        if ((r = cfg_mapping(x, n, path, profile_fields, prof)) < 0)
+                return r;
+        if (prof->san_from_templates && !(prof->uri_templates && prof->uri_templates[0])) {
+                char sub[300];
+                snprintf(sub, sizeof(sub), "%s.san.add_uri_templates", path);
+                return cfg_fail(x, n, sub, "is true but the profile has no san.uri templates");
+        }
+        return policy_add_profile(x->policy, TAKE_PTR(prof));
+}
+
+int cfg_fn_profiles(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        int r;
+
+        if (!n || n->type != YAML_MAPPING_NODE)
+                return cfg_fail(x, n, path, "expected a mapping of profile names to profiles");
+        if (n->data.mapping.pairs.top == n->data.mapping.pairs.start)
+                return cfg_fail(x, n, path, "needs at least one profile");
+        if (n->data.mapping.pairs.top - n->data.mapping.pairs.start > MAX_PROFILES)
+                return cfg_fail(x, n, path, "has more than %d profiles", MAX_PROFILES);
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+                yaml_node_t *k = cfg_node(x, p->key);
+                const char *name;
+                char sub[256];
+
+                if ((r = cfg_scalar(x, k, path, false, &name)) < 0)
+                        return r;
+                cfg_path(sub, sizeof(sub), path, name);
+                if (!profile_name_valid(name))
+                        return cfg_fail(x, k, sub, "a profile name has 1 to 64 letters, digits, '.', '_' or '-'");
+                if (policy_profile_find(x->policy, name))
+                        return cfg_fail(x, k, sub, "is defined more than once");
+                if ((r = load_profile(x, cfg_node(x, p->value), sub, name)) < 0)
+                        return r;
+        }
+        return 0;
+}

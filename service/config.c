@@ -1,0 +1,351 @@
+/* hwidd's configuration: one YAML file read with libyaml's document API
+ * (no hand-written parser), walked with tables of the keys each mapping
+ * may hold.  Every problem is reported as "FILE:LINE: field.path: what",
+ * and the loader never prints: hwidd decides what to do with it. */
+#include <libgen.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config-internal.h"
+#include "error.h"
+#include "fsutil.h"
+
+#define CONFIG_MAX_BYTES (1024 * 1024)
+#define VALUE_MAX 4096
+#define MINUTE 60
+#define DAY (24 * 3600)
+
+/* ---------- plumbing ---------- */
+
+int cfg_fail(cfg_ctx *x, const yaml_node_t *n, const char *path, const char *fmt, ...) {
+        unsigned long line = n ? (unsigned long) n->start_mark.line + 1 : 1;
+        char msg[320];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (!path || !path[0])
+                return hwid_fail(HWID_E_CONFIG, "%s:%lu: %s", x->name, line, msg);
+        return hwid_fail(HWID_E_CONFIG, "%s:%lu: %s: %s", x->name, line, path, msg);
+}
+
+yaml_node_t *cfg_node(cfg_ctx *x, int id) {
+        return yaml_document_get_node(x->doc, id);
+}
+
+bool cfg_printable(const char *s, bool allow_space) {
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+                if (c < 0x20 || c == 0x7f || (c == ' ' && !allow_space))
+                        return false;
+        }
+        return true;
+}
+
+void cfg_path(char *buf, size_t size, const char *path, const char *key) {
+        char k[65];
+        size_t i;
+
+        for (i = 0; key[i] && i < sizeof(k) - 1; i++)
+                k[i] = (unsigned char) key[i] < 0x20 || key[i] == 0x7f ? '?' : key[i];
+        k[i] = '\0';
+        snprintf(buf, size, "%s%s%s", path, path[0] ? "." : "", k);
+}
+
+static const char *node_kind(const yaml_node_t *n) {
+        if (!n)
+                return "nothing";
+        return n->type == YAML_MAPPING_NODE ? "mapping" : n->type == YAML_SEQUENCE_NODE ? "list" : "value";
+}
+
+int cfg_scalar(cfg_ctx *x, yaml_node_t *n, const char *path, bool allow_empty, const char **ret) {
+        const char *v;
+        size_t len;
+
+        if (!n || n->type != YAML_SCALAR_NODE)
+                return cfg_fail(x, n, path, "expected a single value, not a %s", node_kind(n));
+        v = (const char *) n->data.scalar.value;
+        len = n->data.scalar.length;
+        if (strlen(v) != len)
+                return cfg_fail(x, n, path, "contains a NUL byte");
+        if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+            (len == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+             strcmp(v, "NULL") == 0))
+                return cfg_fail(x, n, path, "needs a value");
+        if (!allow_empty && len == 0)
+                return cfg_fail(x, n, path, "is empty");
+        if (len > VALUE_MAX)
+                return cfg_fail(x, n, path, "is longer than %d bytes", VALUE_MAX);
+        *ret = v;
+        return 0;
+}
+
+int cfg_sequence(cfg_ctx *x, yaml_node_t *n, const char *path, int64_t max_items, yaml_node_item_t **ret_start,
+                 size_t *ret_n) {
+        size_t count;
+
+        if (!n || n->type != YAML_SEQUENCE_NODE)
+                return cfg_fail(x, n, path, "expected a list, not a %s", node_kind(n));
+        count = (size_t) (n->data.sequence.items.top - n->data.sequence.items.start);
+        if (max_items > 0 && count > (size_t) max_items)
+                return cfg_fail(x, n, path, "has %zu items (at most %lld)", count, (long long) max_items);
+        *ret_start = n->data.sequence.items.start;
+        *ret_n = count;
+        return 0;
+}
+
+/* A required key that is missing: name the first required field in it. */
+static int missing(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f) {
+        char sub[256];
+
+        cfg_path(sub, sizeof(sub), path, f->key);
+        if (f->fn == cfg_fn_section)
+                for (const cfg_field *s = f->aux; s->key; s++)
+                        if (s->required)
+                                return missing(x, n, sub, s);
+        return cfg_fail(x, n, sub, "is required");
+}
+
+int cfg_mapping(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *fields, void *base) {
+        bool seen[32] = { false };
+        int r;
+
+        if (!n || n->type != YAML_MAPPING_NODE)
+                return cfg_fail(x, n, path, "expected a mapping of keys to values, not a %s", node_kind(n));
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+                yaml_node_t *k = cfg_node(x, p->key);
+                const char *key = NULL;
+                char sub[256];
+                size_t i;
+
+                if ((r = cfg_scalar(x, k, path, false, &key)) < 0)
+                        return r;
+                cfg_path(sub, sizeof(sub), path, key);
+                for (i = 0; fields[i].key && strcmp(fields[i].key, key) != 0; i++)
+                        ;
+                if (!fields[i].key)
+                        return cfg_fail(x, k, sub, "unknown key");
+                if (i >= ELEMENTSOF(seen))
+                        return hwid_fail(HWID_E_INTERNAL, "configuration table too large");
+                if (seen[i])
+                        return cfg_fail(x, k, sub, "is given more than once");
+                seen[i] = true;
+                if ((r = fields[i].fn(x, cfg_node(x, p->value), sub, &fields[i], base)) < 0)
+                        return r;
+        }
+        for (size_t i = 0; fields[i].key; i++)
+                if (fields[i].required && !seen[i])
+                        return missing(x, n, path, &fields[i]);
+        return 0;
+}
+
+int cfg_fn_section(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        return cfg_mapping(x, n, path, f->aux, base);
+}
+
+/* ---------- the file ---------- */
+
+#define CFG(f) offsetof(hwidd_config, f)
+
+static const cfg_field ca_fields[] = {
+        FIELD("key", cfg_fn_key_uri, CFG(ca_key), .required = true),
+        FIELD("certificate", cfg_fn_path, CFG(ca_cert), .required = true),
+        FIELD("chain", cfg_fn_path, CFG(ca_chain)),
+        FIELD("crl_url", cfg_fn_url, CFG(crl_url)),
+        FIELD("crl_validity", cfg_fn_duration, CFG(crl_validity), .min = MINUTE, .max = 365 * DAY),
+        FIELD_END,
+};
+
+static const cfg_field tls_fields[] = {
+        FIELD("key", cfg_fn_key_uri, CFG(tls_key), .required = true),
+        FIELD("certificate", cfg_fn_path, CFG(tls_cert), .required = true),
+        FIELD_END,
+};
+
+static const cfg_field limit_fields[] = {
+        FIELD("max_body", cfg_fn_size, CFG(max_body), .min = 1024, .max = 64 * 1024 * 1024),
+        FIELD("max_header", cfg_fn_size, CFG(max_header), .min = 1024, .max = 1024 * 1024),
+        FIELD("timeout", cfg_fn_duration_uint, CFG(timeout), .min = 1, .max = 3600),
+        FIELD("max_connections", cfg_fn_uint, CFG(max_connections), .min = 1, .max = 65536),
+        FIELD("threads", cfg_fn_uint, CFG(threads), .min = 1, .max = 1024),
+        FIELD("rate_per_ip", cfg_fn_rate, CFG(rate_per_ip), .min = 0, .max = 1000000),
+        FIELD("rate_burst", cfg_fn_uint, CFG(rate_burst), .min = 1, .max = 1000000),
+        FIELD("retry_after", cfg_fn_duration, CFG(retry_after), .min = 1, .max = DAY),
+        FIELD_END,
+};
+
+static const cfg_field policy_fields[] = {
+        FIELD("audit_only", cfg_fn_bool, offsetof(cfg_ctx, audit_only)),
+        FIELD("admin_group", cfg_fn_name, offsetof(cfg_ctx, admin_group)),
+        FIELD("public_metrics", cfg_fn_bool, offsetof(cfg_ctx, public_metrics)),
+        FIELD_END,
+};
+
+/* The policy: section fills the loader's context, not the config. */
+static int fn_policy(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        return cfg_mapping(x, n, path, policy_fields, x);
+}
+
+static const cfg_field root_fields[] = {
+        FIELD("listen", cfg_fn_listen, CFG(listen)),
+        FIELD("database", cfg_fn_path, CFG(database), .required = true),
+        FIELD("tcti", cfg_fn_string, CFG(tcti)),
+        FIELD("ca", cfg_fn_section, 0, .aux = ca_fields, .required = true),
+        FIELD("tls", cfg_fn_section, 0, .aux = tls_fields, .required = true),
+        FIELD("limits", cfg_fn_section, 0, .aux = limit_fields),
+        FIELD("policy", fn_policy, 0),
+        FIELD("profiles", cfg_fn_profiles, 0, .required = true),
+        FIELD_END,
+};
+
+static void set_defaults(hwidd_config *c) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+        c->crl_validity = 7 * DAY;
+        c->max_body = 64 * 1024;
+        c->max_header = 8 * 1024;
+        c->timeout = 30;
+        c->max_connections = 1024;
+        c->threads = cores > 0 ? (unsigned) (cores > 32 ? 64 : 2 * cores) : 2;
+        c->rate_per_ip = 0;
+        c->rate_burst = 20;
+        c->retry_after = 5;
+}
+
+static int syntax_error(cfg_ctx *x, const yaml_parser_t *p) {
+        const char *problem = p->problem ? p->problem : "cannot be parsed";
+
+        if (p->error == YAML_MEMORY_ERROR)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (p->context)
+                return hwid_fail(HWID_E_CONFIG, "%s:%lu: YAML syntax error: %s %s", x->name,
+                                 (unsigned long) p->problem_mark.line + 1, problem, p->context);
+        return hwid_fail(HWID_E_CONFIG, "%s:%lu: YAML syntax error: %s", x->name,
+                         (unsigned long) p->problem_mark.line + 1, problem);
+}
+
+/* One document per file: a second one is a mistake, not ignored. */
+static int only_document(cfg_ctx *x, yaml_parser_t *p) {
+        yaml_document_t next;
+        yaml_node_t *root;
+        int r = 0;
+
+        if (!yaml_parser_load(p, &next))
+                return syntax_error(x, p);
+        root = yaml_document_get_root_node(&next);
+        if (root)
+                r = hwid_fail(HWID_E_CONFIG, "%s:%lu: a second YAML document; the file must hold one", x->name,
+                              (unsigned long) root->start_mark.line + 1);
+        yaml_document_delete(&next);
+        return r;
+}
+
+static int parse_document(cfg_ctx *x, const char *text, size_t len, hwidd_config *c) {
+        yaml_parser_t parser;
+        yaml_document_t doc;
+        yaml_node_t *root;
+        int r;
+
+        if (!yaml_parser_initialize(&parser))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        yaml_parser_set_input_string(&parser, (const unsigned char *) text, len);
+        if (!yaml_parser_load(&parser, &doc)) {
+                r = syntax_error(x, &parser);
+                yaml_parser_delete(&parser);
+                return r;
+        }
+        x->doc = &doc;
+        root = yaml_document_get_root_node(&doc);
+        if (!root)
+                r = cfg_fail(x, NULL, "", "the file holds no configuration");
+        else
+                r = cfg_mapping(x, root, "", root_fields, c);
+        if (r >= 0)
+                r = only_document(x, &parser);
+        x->doc = NULL;
+        yaml_document_delete(&doc);
+        yaml_parser_delete(&parser);
+        return r;
+}
+
+static int load(const char *text, size_t len, const char *name, const char *dir, hwidd_config **ret) {
+        _cleanup_(config_freep) hwidd_config *c = calloc(1, sizeof(*c));
+        cfg_ctx x = { .name = name, .dir = dir };
+        int r;
+
+        if (!c || !(c->path = strdup(name)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        set_defaults(c);
+        if ((r = policy_new(&c->policy)) < 0)
+                return r;
+        x.policy = c->policy;
+        r = parse_document(&x, text, len, c);
+        if (r >= 0 && !c->listen && !(c->listen = strdup("127.0.0.1:8443")))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
+        if (r >= 0)
+                r = policy_set_admin_group(c->policy, x.admin_group);
+        free(x.admin_group);
+        if (r < 0)
+                return r;
+        policy_set_audit_only(c->policy, x.audit_only);
+        policy_set_public_metrics(c->policy, x.public_metrics);
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+static char *dir_of(const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+
+        return copy ? strdup(dirname(copy)) : NULL;
+}
+
+int config_load_string(const char *text, size_t len, const char *name, hwidd_config **ret) {
+        _cleanup_free_ char *dir = NULL;
+
+        if (!name)
+                name = "(config)";
+        if (!(dir = dir_of(name)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return load(text, len, name, dir, ret);
+}
+
+int config_load(const char *path, hwidd_config **ret) {
+        _cleanup_free_ char *text = NULL, *dir = NULL, *abs_dir = NULL;
+        char cwd[PATH_MAX];
+        size_t len;
+        int r;
+
+        if ((r = read_file_capped(path, CONFIG_MAX_BYTES, &text, &len)) < 0)
+                return r;
+        if (!(dir = dir_of(path)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        /* Anchor relative paths now: hwidd may change directory later. */
+        if (dir[0] != '/') {
+                if (!getcwd(cwd, sizeof(cwd)))
+                        return hwid_fail(HWID_E_IO, "cannot find the current directory");
+                if (!(abs_dir = strcmp(dir, ".") == 0 ? strdup(cwd) : path_join(cwd, dir)))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        return load(text, len, path, abs_dir ? abs_dir : dir, ret);
+}
+
+void config_free(hwidd_config *c) {
+        if (!c)
+                return;
+        free(c->path);
+        free(c->listen);
+        free(c->database);
+        free(c->tcti);
+        free(c->ca_key);
+        free(c->ca_cert);
+        free(c->ca_chain);
+        free(c->crl_url);
+        free(c->tls_key);
+        free(c->tls_cert);
+        policy_free(c->policy);
+        free(c);
+}

@@ -1,0 +1,54 @@
+/* hwidd's configuration: one YAML file read with libyaml, validated at
+ * start (and on SIGHUP).  Errors name the file, line and field.  Relative
+ * paths are resolved against the directory holding the file. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cleanup.h"
+#include "policy.h"
+
+typedef struct hwidd_config {
+        char *path;            /* the file it was read from */
+        /* where */
+        char *listen;          /* "127.0.0.1:8443" */
+        char *database;        /* SQLite file */
+        char *tcti;            /* NULL: $HWID_TCTI or the tpm2-tss default */
+        /* CA */
+        char *ca_key;          /* key URI */
+        char *ca_cert;         /* PEM: the CA certificate */
+        char *ca_chain;        /* PEM: intermediates + root above ca_cert, NULL if root */
+        char *crl_url;         /* CRL distribution point put in certificates */
+        int64_t crl_validity;  /* seconds until nextUpdate */
+        /* TLS */
+        char *tls_key;         /* key URI: the server's TLS key, in the HSM/TPM */
+        char *tls_cert;        /* PEM: server certificate (+ chain) */
+        /* limits */
+        size_t max_body;       /* bytes, default 64 KiB */
+        size_t max_header;     /* bytes, default 8 KiB */
+        unsigned timeout;      /* connection timeout, seconds, default 30 */
+        unsigned max_connections; /* default 1024 */
+        unsigned threads;      /* worker threads, default 2 x cores */
+        double rate_per_ip;    /* requests per second per client address, 0: off */
+        unsigned rate_burst;
+        int64_t retry_after;   /* seconds a pending device is told to wait, default 5 */
+        /* policy (profiles, audit-only mode, admin group) */
+        policy *policy;
+} hwidd_config;
+
+/* Loads and validates; on failure -HWID_E_CONFIG with a detail like
+ * "/etc/hwid/hwidd.yaml:12: profiles.edge.validity: '30x' is not a duration". */
+int config_load(const char *path, hwidd_config **ret);
+/* The same from text in memory (what config_load() uses after reading the
+ * file, and what the fuzz target feeds): name is used in messages, and
+ * relative paths are resolved against its directory as given. */
+int config_load_string(const char *text, size_t len, const char *name, hwidd_config **ret);
+void config_free(hwidd_config *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(hwidd_config *, config_free)
+
+/* "30d", "12h", "90m", "45s", "1w" -> seconds. */
+int config_parse_duration(const char *s, int64_t *ret);
+/* "64KiB", "1MiB", "512" -> bytes. */
+int config_parse_size(const char *s, size_t *ret);

@@ -1,0 +1,290 @@
+#include <string.h>
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+
+#include "csr-check.h"
+#include "error.h"
+#include "ossl-util.h"
+#include "x509-util.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(BASIC_CONSTRAINTS *, BASIC_CONSTRAINTS_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(ASN1_BIT_STRING *, ASN1_BIT_STRING_free)
+
+struct csr_info {
+        X509_REQ *req;
+        uint8_t *der;
+        size_t der_len;
+        policy_csr facts;
+        policy_attr attrs[CSR_MAX_ATTRS];
+        unsigned char *attr_utf8[CSR_MAX_ATTRS]; /* owned UTF-8 copies */
+        char attr_type[CSR_MAX_ATTRS][64];
+        policy_san sans[CSR_MAX_SANS];
+        STACK_OF(X509_EXTENSION) *exts; /* requested extensions */
+        GENERAL_NAMES *gens;            /* the SANs point into these */
+        char curve[64];
+        char spki[65];
+};
+
+void csr_info_free(csr_info *c) {
+        if (!c)
+                return;
+        for (size_t i = 0; i < CSR_MAX_ATTRS; i++)
+                OPENSSL_free(c->attr_utf8[i]);
+        sk_X509_EXTENSION_pop_free(c->exts, X509_EXTENSION_free);
+        GENERAL_NAMES_free(c->gens);
+        X509_REQ_free(c->req);
+        OPENSSL_free(c->der);
+        free(c);
+}
+
+static int decode(const uint8_t *data, size_t len, X509_REQ **ret) {
+        X509_REQ *req = NULL;
+
+        if (len > 10 && memcmp(data, "-----BEGIN", 10) == 0) {
+                _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(data, (int) len);
+                req = b ? PEM_read_bio_X509_REQ(b, NULL, NULL, NULL) : NULL;
+        } else {
+                const unsigned char *p = data;
+                req = d2i_X509_REQ(NULL, &p, (long) len);
+                if (req && p != data + len) { /* trailing bytes: not one DER object */
+                        X509_REQ_free(req);
+                        req = NULL;
+                }
+        }
+        ERR_clear_error();
+        if (!req)
+                return hwid_fail(HWID_E_CSR_INVALID, "the body is not a PKCS#10 request in PEM or DER");
+        *ret = req;
+        return 0;
+}
+
+static int extract_subject(csr_info *c) {
+        const X509_NAME *name = X509_REQ_get_subject_name(c->req);
+        int n = X509_NAME_entry_count(name);
+
+        if (n > CSR_MAX_ATTRS)
+                return hwid_fail(HWID_E_CSR_INVALID, "subject has %d attributes (at most %d)", n, CSR_MAX_ATTRS);
+        for (int i = 0; i < n; i++) {
+                const X509_NAME_ENTRY *e = X509_NAME_get_entry(name, i);
+                const ASN1_OBJECT *obj = X509_NAME_ENTRY_get_object(e);
+                int nid = OBJ_obj2nid(obj);
+                int len = ASN1_STRING_to_UTF8(&c->attr_utf8[i], X509_NAME_ENTRY_get_data(e));
+
+                if (len < 0)
+                        return hwid_fail(HWID_E_CSR_INVALID, "subject attribute %d is not a valid string", i + 1);
+                if (nid != NID_undef)
+                        snprintf(c->attr_type[i], sizeof(c->attr_type[i]), "%s", OBJ_nid2sn(nid));
+                else
+                        OBJ_obj2txt(c->attr_type[i], sizeof(c->attr_type[i]), obj, 1);
+                c->attrs[i] = (policy_attr) { c->attr_type[i], (const char *) c->attr_utf8[i], (size_t) len };
+        }
+        c->facts.subject = c->attrs;
+        c->facts.n_subject = (size_t) n;
+        return 0;
+}
+
+static void san_fact(const GENERAL_NAME *gn, policy_san *s) {
+        const ASN1_STRING *str = NULL;
+
+        *s = (policy_san) { .type = SAN_OTHER };
+        switch (gn->type) {
+        case GEN_DNS: s->type = SAN_DNS; str = gn->d.dNSName; break;
+        case GEN_URI: s->type = SAN_URI; str = gn->d.uniformResourceIdentifier; break;
+        case GEN_EMAIL: s->type = SAN_EMAIL; str = gn->d.rfc822Name; break;
+        case GEN_IPADD:
+                if (gn->d.iPAddress->length == 4 || gn->d.iPAddress->length == 16) {
+                        s->type = SAN_IP;
+                        s->ip_len = gn->d.iPAddress->length;
+                        memcpy(s->ip, gn->d.iPAddress->data, (size_t) s->ip_len);
+                }
+                return;
+        default: return;
+        }
+        s->value = (const char *) ASN1_STRING_get0_data(str);
+        s->len = (size_t) ASN1_STRING_length(str);
+}
+
+static int extract_sans(csr_info *c, X509_EXTENSION *ext) {
+        int n;
+
+        c->gens = X509V3_EXT_d2i(ext);
+        if (!c->gens)
+                return hwid_fail(HWID_E_CSR_INVALID, "subjectAltName extension is malformed");
+        n = sk_GENERAL_NAME_num(c->gens);
+        if (n > CSR_MAX_SANS)
+                return hwid_fail(HWID_E_CSR_INVALID, "%d subjectAltNames (at most %d)", n, CSR_MAX_SANS);
+        for (int i = 0; i < n; i++)
+                san_fact(sk_GENERAL_NAME_value(c->gens, i), &c->sans[i]);
+        c->facts.sans = c->sans;
+        c->facts.n_sans = (size_t) n;
+        return 0;
+}
+
+/* Records what the request asks for beyond names: never copied into a
+ * certificate, but policy must know (CA:TRUE, keyCertSign, ...). */
+static int extract_extension(csr_info *c, X509_EXTENSION *ext) {
+        int nid = OBJ_obj2nid(X509_EXTENSION_get_object(ext));
+
+        if (nid == NID_subject_alt_name)
+                return extract_sans(c, ext);
+        if (nid == NID_basic_constraints) {
+                _cleanup_(BASIC_CONSTRAINTS_freep) BASIC_CONSTRAINTS *bc = X509V3_EXT_d2i(ext);
+                if (!bc)
+                        return hwid_fail(HWID_E_CSR_INVALID, "basicConstraints extension is malformed");
+                c->facts.asks_ca = c->facts.asks_ca || bc->ca;
+        } else if (nid == NID_key_usage) {
+                _cleanup_(ASN1_BIT_STRING_freep) ASN1_BIT_STRING *ku = X509V3_EXT_d2i(ext);
+                if (!ku)
+                        return hwid_fail(HWID_E_CSR_INVALID, "keyUsage extension is malformed");
+                if (ASN1_BIT_STRING_get_bit(ku, 5) || ASN1_BIT_STRING_get_bit(ku, 6))
+                        c->facts.asks_cert_sign = true; /* keyCertSign(5), cRLSign(6) */
+        } else if (nid != NID_ext_key_usage) {
+                c->facts.asks_other_ext = true;
+        }
+        return 0;
+}
+
+static int extract_extensions(csr_info *c) {
+        int r;
+
+        c->exts = X509_REQ_get_extensions(c->req);
+        ERR_clear_error();
+        for (int i = 0; c->exts && i < sk_X509_EXTENSION_num(c->exts); i++) {
+                X509_EXTENSION *ext = sk_X509_EXTENSION_value(c->exts, i);
+                const ASN1_OBJECT *obj = X509_EXTENSION_get_object(ext);
+
+                /* An extension asked for twice is ambiguous: refuse it. */
+                if (X509v3_get_ext_by_OBJ(c->exts, obj, i) >= 0)
+                        return hwid_fail(HWID_E_CSR_INVALID, "the request repeats the %s extension",
+                                         OBJ_nid2sn(OBJ_obj2nid(obj)));
+                if ((r = extract_extension(c, ext)) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int extract_key(csr_info *c, EVP_PKEY *pub) {
+        char group[64];
+        int r;
+
+        c->facts.key_alg = EVP_PKEY_is_a(pub, "EC") ? "EC" : EVP_PKEY_is_a(pub, "RSA") ? "RSA"
+                         : EVP_PKEY_get0_type_name(pub);
+        c->facts.key_bits = EVP_PKEY_get_bits(pub);
+        if (EVP_PKEY_is_a(pub, "EC") &&
+            EVP_PKEY_get_utf8_string_param(pub, OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group), NULL)) {
+                const char *nist = EC_curve_nid2nist(OBJ_sn2nid(group));
+                snprintf(c->curve, sizeof(c->curve), "%s", nist ? nist : group);
+                c->facts.curve = c->curve;
+        }
+        if ((r = spki_sha256_hex(pub, c->spki)) < 0)
+                return r;
+        c->facts.spki_sha256 = c->spki;
+        return 0;
+}
+
+static int keep_der(csr_info *c) {
+        unsigned char *der = NULL;
+        int len = i2d_X509_REQ(c->req, &der);
+
+        if (len <= 0)
+                return hwid_fail_ossl(HWID_E_CSR_INVALID, "cannot re-encode the request");
+        c->der = der;
+        c->der_len = (size_t) len;
+        return 0;
+}
+
+int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
+        _cleanup_(csr_info_freep) csr_info *c = NULL;
+        EVP_PKEY *pub;
+        int r;
+
+        if (len == 0 || len > CSR_MAX_BYTES)
+                return hwid_fail(HWID_E_CSR_INVALID, "the request is empty or larger than %d bytes", CSR_MAX_BYTES);
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = decode(data, len, &c->req)) < 0)
+                return r;
+        pub = X509_REQ_get0_pubkey(c->req);
+        if (!pub) {
+                ERR_clear_error();
+                return hwid_fail(HWID_E_CSR_INVALID, "the request's public key cannot be read");
+        }
+        if (X509_REQ_verify(c->req, pub) != 1) {
+                ERR_clear_error();
+                return hwid_fail(HWID_E_CSR_SIGNATURE, "the request's signature does not verify with its key");
+        }
+        if ((r = extract_subject(c)) < 0 || (r = extract_extensions(c)) < 0 ||
+            (r = extract_key(c, pub)) < 0 || (r = keep_der(c)) < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+const policy_csr *csr_info_facts(const csr_info *c) {
+        return &c->facts;
+}
+
+EVP_PKEY *csr_info_pubkey(const csr_info *c) {
+        return X509_REQ_get0_pubkey(c->req);
+}
+
+const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len) {
+        *ret_len = c->der_len;
+        return c->der;
+}
+
+static int add_issue_san(GENERAL_NAMES *gens, const policy_san *s) {
+        GENERAL_NAME *gn = GENERAL_NAME_new();
+        ASN1_STRING *str = NULL;
+        int type;
+
+        if (!gn)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (s->type == SAN_IP) {
+                str = ASN1_OCTET_STRING_new();
+                type = GEN_IPADD;
+                if (str && !ASN1_OCTET_STRING_set(str, s->ip, s->ip_len))
+                        goto fail;
+        } else {
+                type = s->type == SAN_DNS ? GEN_DNS : s->type == SAN_URI ? GEN_URI : GEN_EMAIL;
+                str = ASN1_IA5STRING_new();
+                if (str && !ASN1_STRING_set(str, s->value, (int) s->len))
+                        goto fail;
+        }
+        if (!str)
+                goto fail;
+        GENERAL_NAME_set0_value(gn, type, str);
+        if (!sk_GENERAL_NAME_push(gens, gn)) {
+                GENERAL_NAME_free(gn);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        return 0;
+fail:
+        ASN1_STRING_free(str);
+        GENERAL_NAME_free(gn);
+        return hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+int issue_names(const policy_issue *iss, X509_NAME **ret_subject, GENERAL_NAMES **ret_sans) {
+        _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = GENERAL_NAMES_new();
+        int r;
+
+        if (!name || !gens)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (size_t i = 0; i < iss->n_subject; i++)
+                if (!X509_NAME_add_entry_by_txt(name, iss->subject[i].type, MBSTRING_UTF8,
+                                                (const unsigned char *) iss->subject[i].value,
+                                                (int) iss->subject[i].len, -1, 0))
+                        return hwid_fail_ossl(HWID_E_CSR_INVALID, "cannot encode subject attribute %s",
+                                              iss->subject[i].type);
+        for (size_t i = 0; i < iss->n_sans; i++)
+                if ((r = add_issue_san(gens, &iss->sans[i])) < 0)
+                        return r;
+        *ret_subject = TAKE_PTR(name);
+        *ret_sans = TAKE_PTR(gens);
+        return 0;
+}

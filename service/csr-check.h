@@ -1,0 +1,33 @@
+/* Turns a received PKCS#10 request into what policy/ decides on: parse
+ * (PEM or DER, bounded), verify its signature, and extract the subject,
+ * SANs, key and requested extensions as plain facts.  And back: the
+ * policy's decision into the names the issuer writes. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "cleanup.h"
+#include "policy.h"
+
+#define CSR_MAX_BYTES 16384
+#define CSR_MAX_ATTRS 16
+#define CSR_MAX_SANS 32
+
+typedef struct csr_info csr_info;
+
+/* -HWID_E_CSR_INVALID (malformed, too big, too many names) or
+ * -HWID_E_CSR_SIGNATURE (does not verify), with a detail. */
+int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret);
+void csr_info_free(csr_info *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(csr_info *, csr_info_free)
+
+const policy_csr *csr_info_facts(const csr_info *c);
+EVP_PKEY *csr_info_pubkey(const csr_info *c);
+const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len);
+
+/* Builds the subject and SANs to issue from the policy's decision. */
+int issue_names(const policy_issue *iss, X509_NAME **ret_subject, GENERAL_NAMES **ret_sans);

@@ -1,0 +1,295 @@
+/* Enrollment with a bootstrap token, polling of pending requests, and
+ * renewal over mutual TLS. */
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+
+#include "ca-internal.h"
+#include "error.h"
+#include "log.h"
+#include "ossl-util.h"
+
+static void respond_pending(ca_service *ca, http_response *resp, const store_request *rq) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "status", json_object_new_string("pending"));
+        json_object_object_add(o, "request_id", json_object_new_string(rq->id));
+        json_object_object_add(o, "identity", json_object_new_string(rq->identity));
+        json_object_object_add(o, "spki_sha256", json_object_new_string(rq->spki_sha256));
+        resp->retry_after = ca->cfg->retry_after;
+        snprintf(resp->location, sizeof(resp->location), "/v1/requests/%s", rq->id);
+        ca_respond_json(resp, 202, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+}
+
+static int random_request_id(char ret[33]) {
+        unsigned char raw[16];
+
+        if (RAND_bytes(raw, sizeof(raw)) != 1)
+                return hwid_fail(HWID_E_CRYPTO, "no randomness for a request id");
+        for (int i = 0; i < 16; i++)
+                snprintf(ret + 2 * i, 3, "%02x", raw[i]);
+        return 0;
+}
+
+/* Manual approval: record the request (consuming a token use) and tell
+ * the device to come back. */
+static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr, const char *cn,
+                          int64_t now, http_response *resp) {
+        store_request rq = { 0 };
+        size_t der_len;
+        int r;
+
+        if ((r = random_request_id(rq.id)) < 0)
+                return r;
+        rq.identity = (char *) cn;
+        rq.profile = a->token.profile;
+        snprintf(rq.token_id, sizeof(rq.token_id), "%s", a->token.id);
+        snprintf(rq.spki_sha256, sizeof(rq.spki_sha256), "%s", csr_info_facts(csr)->spki_sha256);
+        rq.csr_der = (uint8_t *) csr_info_der(csr, &der_len);
+        rq.csr_der_len = der_len;
+        rq.status = REQUEST_PENDING;
+        rq.created_at = rq.updated_at = now;
+        if ((r = store_request_create(ca->store, &rq, now)) < 0)
+                return r;
+        atomic_fetch_add(&ca->n_pending, 1);
+        ca_audit(ca, a->actor, "enroll", cn, "pending", rq.id, a->token.id);
+        respond_pending(ca, resp, &rq);
+        return 0;
+}
+
+static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,
+                        const char *cn, int64_t now, http_response *resp) {
+        _cleanup_free_ char *pem = NULL, *serial = NULL;
+        char reason[128];
+        store_audit audit = { .at = now, .actor = a->actor, .action = "enroll", .target = cn,
+                              .outcome = "allow", .reason = reason, .token_id = a->token.id };
+        store_issue how = { .consume_token_id = a->token.id, .replace_live = iss->profile->allow_reenroll,
+                            .audit = &audit };
+        int r;
+
+        snprintf(reason, sizeof(reason), "issued under profile %s", iss->profile->name);
+        r = ca_issue(ca, csr, iss, &how, cn, now, &pem, &serial);
+        if (r < 0)
+                return r;
+        atomic_fetch_add(&ca->n_issued, 1);
+        log_info("issued %s to %s (token %s)", serial, cn, a->token.id);
+        ca_respond_pem(resp, 201, pem);
+        return 0;
+}
+
+/* The CN the request is for; policy has already insisted on exactly one. */
+static const char *request_cn(const csr_info *csr, char *out, size_t n) {
+        const policy_attr *cn = policy_csr_cn(csr_info_facts(csr));
+
+        snprintf(out, n, "%.*s", cn ? (int) cn->len : 0, cn ? cn->value : "");
+        return out;
+}
+
+static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        policy_issue iss;
+        policy_decision d;
+        store_cert live = { 0 };
+        char cn[128];
+        int r;
+
+        if ((r = ca_auth_token(ca, req, now, a)) < 0)
+                return r;
+        policy_authorize(ca->cfg->policy, &a->who, ACTION_ENROLL, NULL, &d);
+        if ((r = ca_decision(ca, a, "enroll", NULL, &d)) < 0)
+                return r;
+        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+                return r;
+        policy_check_enroll(ca->cfg->policy, &a->who, csr_info_facts(csr), &iss, &d);
+        request_cn(csr, cn, sizeof(cn));
+        if ((r = ca_decision(ca, a, "enroll", cn, &d)) < 0)
+                return r;
+        if (!iss.profile)
+                return hwid_fail(HWID_E_FORBIDDEN, "no profile to issue %s under", cn);
+        /* Cheap early answer; the store enforces it again at commit. */
+        r = store_cert_live_for(ca->store, cn, now, &live);
+        store_cert_clear(&live);
+        if (r == 0 && !iss.profile->allow_reenroll)
+                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn);
+        if (r < 0 && r != -HWID_E_NOT_FOUND)
+                return r;
+        if (iss.manual_approval)
+                return enroll_pending(ca, a, csr, cn, now, resp);
+        return enroll_issue(ca, a, csr, &iss, cn, now, resp);
+}
+
+void ca_enroll(ca_service *ca, const http_request *req, http_response *resp) {
+        ca_auth a = { 0 };
+        int64_t now = (int64_t) time(NULL);
+        int r;
+
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        r = do_enroll(ca, req, now, &a, resp);
+        if (r < 0)
+                ca_fail_request(ca, &a, "enroll", NULL, resp, r);
+        ca_auth_clear(&a);
+}
+
+/* An approved request is signed by whichever poll comes first. */
+static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, http_response *resp) {
+        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        _cleanup_free_ char *pem = NULL, *serial = NULL;
+        ca_auth a = { 0 };
+        policy_issue iss;
+        policy_decision d;
+        int r;
+
+        if ((r = csr_info_parse(rq->csr_der, rq->csr_der_len, &csr)) < 0)
+                return r;
+        a.who = (policy_requester) { .role = ROLE_TOKEN, .token_id = rq->token_id, .token_profile = rq->profile };
+        if (store_token_get(ca->store, rq->token_id, &a.token) == 0)
+                a.who.token_name_pattern = a.token.name_pattern;
+        snprintf(a.actor, sizeof(a.actor), "token:%s", rq->token_id);
+        policy_check_enroll(ca->cfg->policy, &a.who, csr_info_facts(csr), &iss, &d);
+        r = ca_decision(ca, &a, "issue-approved", rq->identity, &d);
+        if (r >= 0 && !iss.profile)
+                r = hwid_fail(HWID_E_FORBIDDEN, "profile %s no longer exists", rq->profile);
+        if (r >= 0) {
+                store_audit audit = { .at = now, .actor = a.actor, .action = "issue-approved",
+                                      .target = rq->identity, .outcome = "allow", .reason = rq->id,
+                                      .token_id = rq->token_id };
+                store_issue how = { .request_id = rq->id, .replace_live = iss.profile->allow_reenroll,
+                                    .audit = &audit };
+                r = ca_issue(ca, csr, &iss, &how, rq->identity, now, &pem, &serial);
+        }
+        ca_auth_clear(&a);
+        if (r < 0)
+                return r;
+        atomic_fetch_add(&ca->n_issued, 1);
+        log_info("issued %s to %s (approved request %s)", serial, rq->identity, rq->id);
+        ca_respond_pem(resp, 201, pem);
+        return 0;
+}
+
+static int respond_issued(ca_service *ca, const store_request *rq, http_response *resp) {
+        store_cert c = { 0 };
+        _cleanup_(X509_freep) X509 *x = NULL;
+        const unsigned char *p;
+        int r;
+
+        if ((r = store_cert_get(ca->store, rq->serial, &c)) < 0)
+                return r;
+        p = c.der;
+        x = d2i_X509(NULL, &p, (long) c.der_len);
+        store_cert_clear(&c);
+        if (!x)
+                return hwid_fail(HWID_E_STORE, "stored certificate %s cannot be parsed", rq->serial);
+        {
+                _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+                char *data;
+                long n;
+                if (!b || !PEM_write_bio_X509(b, x))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                n = BIO_get_mem_data(b, &data);
+                resp->status = 200;
+                resp->content_type = "application/x-pem-file";
+                return buf_append(&resp->body, data, (size_t) n);
+        }
+}
+
+static bool valid_request_id(const char *id) {
+        if (strlen(id) != 32)
+                return false;
+        for (const char *p = id; *p; p++)
+                if (!strchr("0123456789abcdef", *p))
+                        return false;
+        return true;
+}
+
+static int do_poll(ca_service *ca, const char *id, int64_t now, http_response *resp) {
+        store_request rq = { 0 };
+        int r;
+
+        if (!valid_request_id(id))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such request");
+        if ((r = store_request_get(ca->store, id, &rq)) < 0)
+                return r == -HWID_E_NOT_FOUND ? hwid_fail(HWID_E_NOT_FOUND, "no such request") : r;
+        switch (rq.status) {
+        case REQUEST_PENDING:
+                respond_pending(ca, resp, &rq);
+                break;
+        case REQUEST_DENIED:
+                r = hwid_fail(HWID_E_FORBIDDEN, "request %s was denied by an administrator%s%s", id,
+                              rq.reason ? ": " : "", rq.reason ? rq.reason : "");
+                break;
+        case REQUEST_ISSUED:
+                r = respond_issued(ca, &rq, resp);
+                break;
+        case REQUEST_APPROVED:
+                r = issue_approved(ca, &rq, now, resp);
+                /* Another poll may have issued it a moment ago. */
+                if (r == -HWID_E_CONFLICT) {
+                        store_request_clear(&rq);
+                        if (store_request_get(ca->store, id, &rq) == 0 && rq.status == REQUEST_ISSUED)
+                                r = respond_issued(ca, &rq, resp);
+                }
+                break;
+        }
+        store_request_clear(&rq);
+        return r;
+}
+
+void ca_poll(ca_service *ca, const char *id, http_response *resp) {
+        int r = do_poll(ca, id, (int64_t) time(NULL), resp);
+
+        if (r < 0)
+                ca_respond_error(ca, resp, r);
+}
+
+static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        _cleanup_free_ char *pem = NULL, *serial = NULL;
+        policy_issue iss;
+        policy_decision d;
+        char cn[128];
+        int r;
+
+        if ((r = ca_auth_peer(ca, req, now, a)) < 0)
+                return r;
+        /* Authentication is not policy: audit-only mode never lets an
+         * unauthenticated renewal through. */
+        if (a->who.role == ROLE_ANONYMOUS)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "renewal needs mutual TLS with the current certificate");
+        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+                return r;
+        request_cn(csr, cn, sizeof(cn));
+        policy_authorize(ca->cfg->policy, &a->who, ACTION_RENEW, cn, &d);
+        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
+                return r;
+        policy_check_renew(ca->cfg->policy, &a->who, csr_info_facts(csr), now, &iss, &d);
+        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
+                return r;
+        if (!iss.profile)
+                return hwid_fail(HWID_E_FORBIDDEN, "no profile to renew %s under", cn);
+        {
+                store_audit audit = { .at = now, .actor = a->actor, .action = "renew", .target = cn,
+                                      .outcome = "allow", .reason = a->cert.serial };
+                store_issue how = { .supersedes_serial = a->cert.serial, .audit = &audit };
+                if ((r = ca_issue(ca, csr, &iss, &how, cn, now, &pem, &serial)) < 0)
+                        return r;
+        }
+        atomic_fetch_add(&ca->n_renewed, 1);
+        log_info("renewed %s: %s replaces %s", cn, serial, a->cert.serial);
+        ca_respond_pem(resp, 201, pem);
+        return 0;
+}
+
+void ca_renew(ca_service *ca, const http_request *req, http_response *resp) {
+        ca_auth a = { 0 };
+        int r;
+
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        r = do_renew(ca, req, (int64_t) time(NULL), &a, resp);
+        if (r < 0)
+                ca_fail_request(ca, &a, "renew", NULL, resp, r);
+        ca_auth_clear(&a);
+}

@@ -1,0 +1,55 @@
+/* Internals of hwidd's HTTPS transport, shared by service/http*.c.
+ *
+ * http-tls.c, the GnuTLS side: the server's private key is a
+ * gnutls_privkey_t built with gnutls_privkey_import_ext4() whose signing
+ * callback signs through the hwid_key's provider-backed EVP_PKEY, so every
+ * handshake signature is made by the HSM/TPM.  Client certificates are
+ * verified with OpenSSL against the configured trust anchors. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
+
+#include "cleanup.h"
+#include "hsm.h"
+
+typedef struct http_tls http_tls;
+
+/* cert_pem: the server certificate first, then its chain; its public key
+ * must be the key's.  client_ca_pem: trust anchors for client
+ * certificates, or NULL for no mutual TLS.  The key is borrowed and must
+ * outlive the http_tls. */
+int http_tls_new(hwid_key *key, const char *cert_pem, const char *client_ca_pem, http_tls **ret);
+void http_tls_free(http_tls *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(http_tls *, http_tls_free)
+
+/* For a gnutls_certificate_retrieve_function2: the chain and the key,
+ * owned by t (gnutls does not free them). */
+int http_tls_retrieve(http_tls *t, gnutls_pcert_st **ret_pcert, unsigned *ret_n,
+                      gnutls_privkey_t *ret_key);
+
+typedef struct http_peer {
+        const uint8_t *cert; /* leaf DER, owned by the session; NULL if none */
+        size_t cert_len;
+        bool verified;
+        bool expired; /* would verify, but a certificate is outside its validity */
+} http_peer;
+
+/* What the TLS peer of session s proved.  Never fails: anything that does
+ * not verify is reported as not verified. */
+void http_tls_peer(http_tls *t, gnutls_session_t s, http_peer *ret);
+
+/* The GnuTLS priority string hwidd uses: TLS 1.2 and 1.3 only, no RSA key
+ * exchange (the device key only signs). */
+#define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA"
+
+/* http-listen.c: binds and listens on "ADDR:PORT" (numeric IPv4, or
+ * "[IPv6]:PORT"; port 0 picks a free port).  The socket is non-blocking
+ * and close-on-exec; IPv6 sockets are IPv6-only. */
+int http_listen_open(const char *listen_on, int *ret_fd);
+/* The local port of a bound socket, or -1. */
+int http_listen_port(int fd);

@@ -1,0 +1,349 @@
+/* GnuTLS glue for hwidd: a server key that signs in the HSM/TPM, the
+ * server certificate chain, and client certificate verification. */
+#include <string.h>
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+
+#include "error.h"
+#include "http-internal.h"
+#include "ossl-util.h"
+
+#define HTTP_TLS_MAX_CHAIN 16 /* certificates served */
+#define HTTP_TLS_MAX_PEER_CHAIN 8 /* certificates of a client looked at */
+
+struct http_tls {
+        hwid_key *key;          /* borrowed */
+        gnutls_privkey_t privkey;
+        gnutls_pcert_st pcert[HTTP_TLS_MAX_CHAIN];
+        unsigned npcert;
+        gnutls_pk_algorithm_t pk;
+        int bits;
+        hwid_key_type type;
+        X509_STORE *client_ca;  /* NULL: no mutual TLS */
+};
+
+/* --- signing ------------------------------------------------------------ */
+
+static bool hash_ok_for_key(const http_tls *t, gnutls_digest_algorithm_t h) {
+        switch (t->type) {
+        case HWID_KEY_EC_P256:
+                return h == GNUTLS_DIG_SHA256;
+        case HWID_KEY_EC_P384:
+                return h == GNUTLS_DIG_SHA384 || h == GNUTLS_DIG_SHA256;
+        default:
+                return h == GNUTLS_DIG_SHA256 || h == GNUTLS_DIG_SHA384 || h == GNUTLS_DIG_SHA512;
+        }
+}
+
+/* Which TLS signature schemes the key can make: ECDSA with a matching
+ * SHA-2 for EC keys; PKCS#1 v1.5 and RSA-PSS (rsaEncryption keys, "RSAE")
+ * with SHA-2 for RSA keys. */
+static bool sign_algo_ok(const http_tls *t, gnutls_sign_algorithm_t algo) {
+        gnutls_digest_algorithm_t h = gnutls_sign_get_hash_algorithm(algo);
+
+        if (!hash_ok_for_key(t, h))
+                return false;
+        switch (algo) {
+        case GNUTLS_SIGN_ECDSA_SHA256:
+        case GNUTLS_SIGN_ECDSA_SHA384:
+                return t->pk == GNUTLS_PK_ECDSA;
+        case GNUTLS_SIGN_ECDSA_SECP256R1_SHA256:
+                return t->type == HWID_KEY_EC_P256;
+        case GNUTLS_SIGN_ECDSA_SECP384R1_SHA384:
+                return t->type == HWID_KEY_EC_P384;
+        case GNUTLS_SIGN_RSA_SHA256:
+        case GNUTLS_SIGN_RSA_SHA384:
+        case GNUTLS_SIGN_RSA_SHA512:
+        case GNUTLS_SIGN_RSA_PSS_RSAE_SHA256:
+        case GNUTLS_SIGN_RSA_PSS_RSAE_SHA384:
+        case GNUTLS_SIGN_RSA_PSS_RSAE_SHA512:
+                return t->pk == GNUTLS_PK_RSA;
+        default:
+                return false;
+        }
+}
+
+static const char *digest_name(gnutls_digest_algorithm_t h) {
+        return h == GNUTLS_DIG_SHA256 ? "SHA256"
+             : h == GNUTLS_DIG_SHA384 ? "SHA384"
+             : h == GNUTLS_DIG_SHA512 ? "SHA512" : NULL;
+}
+
+/* GNUTLS_SIGN_RSA_RAW hands over a PKCS#1 DigestInfo; the device wants the
+ * digest and its algorithm.  Only a strict DER encoding of a SHA-2
+ * DigestInfo is accepted. */
+static int parse_digest_info(const gnutls_datum_t *di, const char **ret_md,
+                             const uint8_t **ret_dgst, size_t *ret_len) {
+        _cleanup_(X509_SIG_freep) X509_SIG *sig = NULL;
+        const unsigned char *p = di->data;
+        const X509_ALGOR *alg = NULL;
+        const ASN1_OCTET_STRING *dgst = NULL;
+        const char *md;
+        int nid;
+
+        sig = d2i_X509_SIG(NULL, &p, di->size);
+        if (!sig || p != di->data + di->size)
+                return -1;
+        X509_SIG_get0(sig, &alg, &dgst);
+        nid = OBJ_obj2nid(alg->algorithm);
+        md = nid == NID_sha256 ? "SHA256" : nid == NID_sha384 ? "SHA384" : nid == NID_sha512 ? "SHA512" : NULL;
+        if (!md || i2d_X509_SIG(sig, NULL) != (int) di->size)
+                return -1;
+        /* The digest points into di (the octet string's content is at the end). */
+        *ret_len = (size_t) ASN1_STRING_length(dgst);
+        *ret_dgst = di->data + di->size - *ret_len;
+        *ret_md = md;
+        return 0;
+}
+
+/* Signs a digest with the device key through hwid's provider. */
+static int device_sign(http_tls *t, const char *md, const char *pad,
+                       const uint8_t *dgst, size_t dlen, gnutls_datum_t *ret) {
+        _cleanup_(EVP_PKEY_CTX_freep) EVP_PKEY_CTX *ctx = NULL;
+        OSSL_PARAM params[4], *p = params;
+        size_t len = 0;
+        uint8_t *sig;
+
+        *p++ = OSSL_PARAM_construct_utf8_string(OSSL_SIGNATURE_PARAM_DIGEST, (char *) md, 0);
+        if (pad) {
+                *p++ = OSSL_PARAM_construct_utf8_string(OSSL_SIGNATURE_PARAM_PAD_MODE, (char *) pad, 0);
+                if (strcmp(pad, OSSL_PKEY_RSA_PAD_MODE_PSS) == 0)
+                        *p++ = OSSL_PARAM_construct_utf8_string(OSSL_SIGNATURE_PARAM_PSS_SALTLEN,
+                                                                (char *) OSSL_PKEY_RSA_PSS_SALT_LEN_DIGEST, 0);
+        }
+        *p = OSSL_PARAM_construct_end();
+
+        ctx = EVP_PKEY_CTX_new_from_pkey(NULL, hwid_key_pkey(t->key), HSM_PROPQ);
+        if (!ctx || EVP_PKEY_sign_init_ex(ctx, params) <= 0 ||
+            EVP_PKEY_sign(ctx, NULL, &len, dgst, dlen) <= 0 || len == 0)
+                return GNUTLS_E_PK_SIGN_FAILED;
+        sig = gnutls_malloc(len);
+        if (!sig)
+                return GNUTLS_E_MEMORY_ERROR;
+        if (EVP_PKEY_sign(ctx, sig, &len, dgst, dlen) <= 0) {
+                gnutls_free(sig);
+                return GNUTLS_E_PK_SIGN_FAILED;
+        }
+        ret->data = sig;
+        ret->size = (unsigned) len;
+        return 0;
+}
+
+/* gnutls_privkey_sign_hash_func: GnuTLS hashes, the device signs.  ECDSA
+ * and RSA-PSS get the bare digest; RSA PKCS#1 v1.5 arrives as
+ * GNUTLS_SIGN_RSA_RAW with a DigestInfo (the TLS 1.0 MD5+SHA-1 form is
+ * refused: those versions are disabled). */
+static int tls_sign_hash(gnutls_privkey_t key, gnutls_sign_algorithm_t algo, void *userdata,
+                         unsigned int flags, const gnutls_datum_t *hash, gnutls_datum_t *sig) {
+        http_tls *t = userdata;
+        const uint8_t *dgst = hash->data;
+        size_t dlen = hash->size;
+        const char *md;
+
+        ERR_clear_error();
+        if (algo == GNUTLS_SIGN_RSA_RAW) {
+                if (t->pk != GNUTLS_PK_RSA || (flags & GNUTLS_PRIVKEY_SIGN_FLAG_TLS1_RSA) ||
+                    parse_digest_info(hash, &md, &dgst, &dlen) < 0)
+                        return GNUTLS_E_PK_SIGN_FAILED;
+                return device_sign(t, md, OSSL_PKEY_RSA_PAD_MODE_PKCSV15, dgst, dlen, sig);
+        }
+        if (!sign_algo_ok(t, algo))
+                return GNUTLS_E_UNSUPPORTED_SIGNATURE_ALGORITHM;
+        md = digest_name(gnutls_sign_get_hash_algorithm(algo));
+        if (!md)
+                return GNUTLS_E_UNSUPPORTED_SIGNATURE_ALGORITHM;
+        if (t->pk == GNUTLS_PK_ECDSA)
+                return device_sign(t, md, NULL, dgst, dlen, sig);
+        if (gnutls_sign_get_pk_algorithm(algo) == GNUTLS_PK_RSA_PSS)
+                return device_sign(t, md, OSSL_PKEY_RSA_PAD_MODE_PSS, dgst, dlen, sig);
+        return device_sign(t, md, OSSL_PKEY_RSA_PAD_MODE_PKCSV15, dgst, dlen, sig);
+}
+
+static int tls_key_info(gnutls_privkey_t key, unsigned int flags, void *userdata) {
+        http_tls *t = userdata;
+
+        if (flags & GNUTLS_PRIVKEY_INFO_HAVE_SIGN_ALGO)
+                return sign_algo_ok(t, (gnutls_sign_algorithm_t) GNUTLS_FLAGS_TO_SIGN_ALGO(flags));
+        if (flags & GNUTLS_PRIVKEY_INFO_PK_ALGO)
+                return (int) t->pk;
+        if (flags & GNUTLS_PRIVKEY_INFO_PK_ALGO_BITS)
+                return t->bits;
+        if (flags & GNUTLS_PRIVKEY_INFO_SIGN_ALGO)
+                return 0; /* no preference */
+        return -1;
+}
+
+static int make_privkey(http_tls *t) {
+        EVP_PKEY *pub = hwid_key_public(t->key);
+        int r;
+
+        t->type = hwid_key_get_type(t->key);
+        t->pk = (t->type == HWID_KEY_EC_P256 || t->type == HWID_KEY_EC_P384) ? GNUTLS_PK_ECDSA : GNUTLS_PK_RSA;
+        t->bits = EVP_PKEY_get_bits(pub);
+        if (t->bits <= 0)
+                return hwid_fail(HWID_E_KEY_TYPE, "cannot tell the size of the TLS key");
+        r = gnutls_privkey_init(&t->privkey);
+        if (r >= 0)
+                r = gnutls_privkey_import_ext4(t->privkey, t, NULL, tls_sign_hash, NULL, NULL, tls_key_info, 0);
+        if (r < 0)
+                return hwid_fail(HWID_E_CRYPTO, "cannot set up the TLS key: %s", gnutls_strerror(r));
+        return 0;
+}
+
+/* --- certificates ------------------------------------------------------- */
+
+static int check_cert_matches_key(http_tls *t) {
+        _cleanup_(X509_freep) X509 *x = NULL;
+        const unsigned char *p = t->pcert[0].cert.data;
+
+        x = d2i_X509(NULL, &p, t->pcert[0].cert.size);
+        if (!x)
+                return hwid_fail_ossl(HWID_E_CONFIG, "cannot parse the TLS certificate");
+        if (EVP_PKEY_eq(X509_get0_pubkey(x), hwid_key_public(t->key)) != 1)
+                /* The key URI is not named: it may carry a pin-value. */
+                return hwid_fail(HWID_E_CONFIG, "the TLS certificate's public key is not the TLS key's");
+        return 0;
+}
+
+static int load_chain(http_tls *t, const char *pem) {
+        gnutls_datum_t d = { .data = (unsigned char *) pem, .size = pem ? (unsigned) strlen(pem) : 0 };
+        unsigned n = HTTP_TLS_MAX_CHAIN;
+        int r;
+
+        if (d.size == 0)
+                return hwid_fail(HWID_E_CONFIG, "the TLS certificate is empty");
+        r = gnutls_pcert_list_import_x509_raw(t->pcert, &n, &d, GNUTLS_X509_FMT_PEM,
+                                              GNUTLS_X509_CRT_LIST_FAIL_IF_UNSORTED);
+        if (r == GNUTLS_E_SHORT_MEMORY_BUFFER)
+                return hwid_fail(HWID_E_CONFIG, "the TLS certificate chain has more than %d certificates",
+                                 HTTP_TLS_MAX_CHAIN);
+        if (r < 0 || n == 0)
+                return hwid_fail(HWID_E_CONFIG, "cannot read the TLS certificate chain: %s",
+                                 r < 0 ? gnutls_strerror(r) : "no certificate");
+        t->npcert = n;
+        return check_cert_matches_key(t);
+}
+
+static int load_client_ca(http_tls *t, const char *pem) {
+        _cleanup_(BIO_free_allp) BIO *bio = BIO_new_mem_buf(pem, -1);
+        X509 *x;
+        int n = 0;
+
+        t->client_ca = X509_STORE_new();
+        if (!bio || !t->client_ca)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
+                int ok = X509_STORE_add_cert(t->client_ca, x);
+                X509_free(x);
+                if (!ok)
+                        return hwid_fail_ossl(HWID_E_CONFIG, "cannot add a client CA certificate");
+                n++;
+        }
+        ERR_clear_error(); /* the end of the PEM stream */
+        if (n == 0)
+                return hwid_fail(HWID_E_CONFIG, "no certificate in the client CA bundle");
+        /* Every certificate given is a trust anchor, root or not. */
+        X509_STORE_set_flags(t->client_ca, X509_V_FLAG_PARTIAL_CHAIN);
+        return 0;
+}
+
+int http_tls_new(hwid_key *key, const char *cert_pem, const char *client_ca_pem, http_tls **ret) {
+        _cleanup_(http_tls_freep) http_tls *t = NULL;
+        int r;
+
+        if (!key)
+                return hwid_fail(HWID_E_CONFIG, "no TLS key given");
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        t->key = key;
+        if ((r = load_chain(t, cert_pem)) < 0 || (r = make_privkey(t)) < 0)
+                return r;
+        if (client_ca_pem && (r = load_client_ca(t, client_ca_pem)) < 0)
+                return r;
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+void http_tls_free(http_tls *t) {
+        if (!t)
+                return;
+        for (unsigned i = 0; i < t->npcert; i++)
+                gnutls_pcert_deinit(&t->pcert[i]);
+        if (t->privkey)
+                gnutls_privkey_deinit(t->privkey);
+        X509_STORE_free(t->client_ca);
+        free(t);
+}
+
+int http_tls_retrieve(http_tls *t, gnutls_pcert_st **ret_pcert, unsigned *ret_n,
+                      gnutls_privkey_t *ret_key) {
+        if (!t || t->npcert == 0)
+                return -1;
+        *ret_pcert = t->pcert;
+        *ret_n = t->npcert;
+        *ret_key = t->privkey;
+        return 0;
+}
+
+/* --- client certificates -------------------------------------------------- */
+
+static int verify_chain(X509_STORE *store, X509 *leaf, STACK_OF(X509) *untrusted, bool check_time) {
+        _cleanup_(X509_STORE_CTX_freep) X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+
+        if (!ctx || !X509_STORE_CTX_init(ctx, store, leaf, untrusted))
+                return X509_V_ERR_OUT_OF_MEM;
+        X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
+        if (!check_time)
+                X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(ctx), X509_V_FLAG_NO_CHECK_TIME);
+        if (X509_verify_cert(ctx) == 1)
+                return X509_V_OK;
+        return X509_STORE_CTX_get_error(ctx);
+}
+
+static void verify_peer(http_tls *t, const gnutls_datum_t *list, unsigned n, http_peer *peer) {
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = sk_X509_new_null();
+        _cleanup_(X509_freep) X509 *leaf = NULL;
+        const unsigned char *p = list[0].data;
+        int err;
+
+        leaf = d2i_X509(NULL, &p, list[0].size);
+        if (!leaf || !chain)
+                goto out;
+        for (unsigned i = 1; i < n && i < HTTP_TLS_MAX_PEER_CHAIN; i++) {
+                const unsigned char *q = list[i].data;
+                X509 *x = d2i_X509(NULL, &q, list[i].size);
+
+                if (!x || !sk_X509_push(chain, x)) {
+                        X509_free(x);
+                        goto out;
+                }
+        }
+        err = verify_chain(t->client_ca, leaf, chain, true);
+        if (err == X509_V_OK)
+                peer->verified = true;
+        else if (err == X509_V_ERR_CERT_HAS_EXPIRED || err == X509_V_ERR_CERT_NOT_YET_VALID)
+                peer->expired = verify_chain(t->client_ca, leaf, chain, false) == X509_V_OK;
+out:
+        ERR_clear_error();
+}
+
+void http_tls_peer(http_tls *t, gnutls_session_t s, http_peer *ret) {
+        const gnutls_datum_t *list;
+        unsigned n = 0;
+
+        *ret = (http_peer) { 0 };
+        if (!t || !s || gnutls_certificate_type_get(s) != GNUTLS_CRT_X509)
+                return;
+        list = gnutls_certificate_get_peers(s, &n);
+        if (!list || n == 0 || list[0].size == 0)
+                return;
+        ret->cert = list[0].data;
+        ret->cert_len = list[0].size;
+        if (t->client_ca)
+                verify_peer(t, list, n, ret);
+}

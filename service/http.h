@@ -1,0 +1,72 @@
+/* HTTP(S) transport of hwidd on libmicrohttpd (GnuTLS underneath).  The
+ * server's TLS private key is a hwid_key: every TLS handshake signature is
+ * made in the HSM/TPM through hsm/.  Knows nothing of CAs, tokens or
+ * policy: it bounds and delivers requests, and reports who the TLS peer is. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "hsm.h"
+
+typedef struct http_request {
+        const char *method;
+        const char *path;          /* without the query string, percent-decoded */
+        const char *query;         /* as sent (still percent-encoded); NULL if none */
+        const char *content_type;  /* NULL if absent */
+        const char *authorization; /* the Authorization header, NULL if absent */
+        const uint8_t *body;
+        size_t body_len;
+        const char *peer_addr;     /* textual client address */
+        /* Mutual TLS: the client's leaf certificate (DER) if it sent one,
+         * and whether it verified against the configured client CA.
+         * peer_expired: it would have verified but is outside its validity. */
+        const uint8_t *peer_cert;
+        size_t peer_cert_len;
+        bool peer_verified;
+        bool peer_expired;
+} http_request;
+
+typedef struct http_response {
+        int status;
+        const char *content_type; /* static string */
+        buf body;                 /* filled by the handler (cap set by the server) */
+        int64_t retry_after;      /* > 0: sends Retry-After */
+        char location[256];       /* non-empty: sends Location */
+        bool cacheable;           /* false (default): sends Cache-Control: no-store */
+} http_response;
+
+/* Called on a worker thread once the whole body has arrived (and only if
+ * it is within max_body).  Must fill resp. */
+typedef void (*http_handler)(void *userdata, const http_request *req, http_response *resp);
+
+/* Formats a JSON error body {"error": slug, "message": msg} with status. */
+void http_error(http_response *resp, int status, const char *slug, const char *message);
+/* Same, from a -hwid_err and its detail. */
+void http_error_from(http_response *resp, int r);
+
+typedef struct http_options {
+        const char *listen;          /* "ADDR:PORT" */
+        hwid_key *tls_key;           /* server TLS key (borrowed) */
+        const char *tls_cert_pem;    /* server certificate chain, PEM */
+        const char *client_ca_pem;   /* trust anchor(s) for client certificates; NULL: no mTLS */
+        size_t max_body;
+        size_t max_header;
+        unsigned timeout;            /* seconds per connection */
+        unsigned max_connections;
+        unsigned max_connections_per_ip; /* 0: max_connections / 4, at least 16 (capped at max_connections) */
+        unsigned threads;
+        double rate_per_ip;          /* 0: unlimited */
+        unsigned rate_burst;
+} http_options;
+
+typedef struct http_server http_server;
+
+int http_server_start(const http_options *o, http_handler handler, void *userdata, http_server **ret);
+/* The port actually bound (useful with port 0). */
+int http_server_port(const http_server *s);
+/* Stops accepting, lets in-flight requests finish (waiting at most
+ * `timeout` seconds), then frees.  NULL is fine. */
+void http_server_stop(http_server *s);

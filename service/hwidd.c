@@ -1,0 +1,166 @@
+/* hwidd: the CA service.  hwidd --config FILE [--listen ADDR:PORT] */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ca.h"
+#include "config.h"
+#include "error.h"
+#include "fsutil.h"
+#include "http.h"
+#include "log.h"
+
+#define TLS_PEM_MAX (256 * 1024)
+
+typedef struct hwidd_args {
+        const char *config;
+        const char *listen;
+        bool check;
+} hwidd_args;
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: hwidd --config FILE [--listen ADDR:PORT] [--check]\n\n"
+                   "The hwid CA service: enrollment with bootstrap tokens, renewal over mutual TLS,\n"
+                   "revocation and the CRL, with the CA key in an HSM or TPM.\n\n"
+                   "  -c, --config FILE     configuration (YAML; see docs/CONFIG.md)\n"
+                   "  -l, --listen ADDR:PORT  override the configured listen address\n"
+                   "      --check           validate the configuration and keys, then exit\n"
+                   "  -h, --help            show this help\n\n"
+                   "Signals: SIGTERM/SIGINT finish in-flight requests and stop; SIGHUP reloads the\n"
+                   "policy (a broken file is refused and the old policy stays in force).\n");
+}
+
+static int parse_args(int argc, char **argv, hwidd_args *a) {
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "listen", required_argument, NULL, 'l' },
+                { "check", no_argument, NULL, 'C' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {},
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "c:l:h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'c': a->config = optarg; break;
+                case 'l': a->listen = optarg; break;
+                case 'C': a->check = true; break;
+                case 'h': usage(stdout); exit(0);
+                case 'V': printf("hwidd %s\n", HWID_VERSION); exit(0);
+                default: return -1;
+                }
+        }
+        if (!a->config || optind != argc)
+                return -1;
+        return 0;
+}
+
+/* SIGHUP: load the file again; adopt its policy only if it is valid. */
+static void reload(ca_service *ca, const char *path) {
+        hwidd_config *fresh = NULL;
+        int r = config_load(path, &fresh);
+
+        if (r < 0) {
+                log_error("reload refused, keeping the old policy: %s", hwid_strerror(r));
+                return;
+        }
+        if (policy_audit_only(fresh->policy))
+                log_warning("AUDIT-ONLY MODE: policy denials are logged as 'would-deny' and allowed");
+        config_free(ca_service_set_config(ca, fresh));
+        log_notice("policy reloaded from %s (listen address, keys and database need a restart)", path);
+}
+
+static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const char *tls_pem, ca_service *ca,
+                 sigset_t *sigs) {
+        http_options o = {
+                .listen = cfg->listen, .tls_key = tls_key, .tls_cert_pem = tls_pem,
+                .client_ca_pem = ca_service_ca_pem(ca), .max_body = cfg->max_body,
+                .max_header = cfg->max_header, .timeout = cfg->timeout,
+                .max_connections = cfg->max_connections, .threads = cfg->threads,
+                .rate_per_ip = cfg->rate_per_ip, .rate_burst = cfg->rate_burst,
+        };
+        http_server *srv = NULL;
+        int r, sig;
+
+        if ((r = http_server_start(&o, ca_service_handle, ca, &srv)) < 0)
+                return r;
+        log_notice("listening on https://%s (port %d)", cfg->listen, http_server_port(srv));
+        for (;;) {
+                if (sigwait(sigs, &sig) != 0)
+                        continue;
+                if (sig == SIGHUP) {
+                        reload(ca, path);
+                        continue;
+                }
+                log_notice("%s: finishing in-flight requests", strsignal(sig));
+                break;
+        }
+        http_server_stop(srv);
+        return 0;
+}
+
+static int run(const hwidd_args *a, sigset_t *sigs) {
+        _cleanup_(config_freep) hwidd_config *cfg = NULL;
+        _cleanup_(ca_service_freep) ca_service *ca = NULL;
+        _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
+        _cleanup_free_ char *tls_pem = NULL, *path = NULL; /* cfg may be replaced by a reload */
+        hsm_options ho;
+        size_t len;
+        int r;
+
+        if ((r = config_load(a->config, &cfg)) < 0)
+                return r;
+        if (!(path = strdup(cfg->path)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (a->listen) {
+                free(cfg->listen);
+                if (!(cfg->listen = strdup(a->listen)))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        if (policy_audit_only(cfg->policy))
+                log_warning("AUDIT-ONLY MODE: policy denials are logged as 'would-deny' and allowed");
+        ho = (hsm_options) { .tcti = cfg->tcti };
+        if ((r = hsm_init()) < 0 || (r = ca_service_new(cfg, &ca)) < 0 ||
+            (r = hwid_key_open(cfg->tls_key, &ho, &tls_key)) < 0 ||
+            (r = read_file_capped(cfg->tls_cert, TLS_PEM_MAX, &tls_pem, &len)) < 0)
+                return r;
+        if (a->check) {
+                printf("configuration %s and keys are usable\n", cfg->path);
+                return 0;
+        }
+        r = serve(cfg, path, tls_key, tls_pem, ca, sigs);
+        /* From serve() on, the service owns the config: a reload frees the
+         * one it replaces.  Take back whichever is current. */
+        cfg = ca_service_set_config(ca, NULL);
+        return r;
+}
+
+int main(int argc, char **argv) {
+        hwidd_args a = { 0 };
+        sigset_t sigs;
+        int r;
+
+        log_init("hwidd");
+        setenv("TSS2_LOG", "all+NONE", 0);
+        if (parse_args(argc, argv, &a) < 0) {
+                fprintf(stderr, "hwidd: needs --config FILE (see hwidd --help)\n");
+                return 2;
+        }
+        /* Signals are taken synchronously by the main thread; block them
+         * before any worker thread exists so that none inherits them. */
+        sigemptyset(&sigs);
+        sigaddset(&sigs, SIGTERM);
+        sigaddset(&sigs, SIGINT);
+        sigaddset(&sigs, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        r = run(&a, &sigs);
+        if (r < 0) {
+                log_error("%s", hwid_strerror(r));
+                return 1;
+        }
+        return 0;
+}

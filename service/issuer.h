@@ -1,0 +1,60 @@
+/* The issuer: builds certificates and CRLs and has the CA key sign them,
+ * through hsm/ like every other signature.  No I/O beyond the key. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "hsm.h"
+#include "policy.h"
+
+typedef struct issuer issuer;
+
+/* ca_key and ca_cert are borrowed and must outlive the issuer; the CA
+ * certificate's public key must match the key (checked). crl_url may be NULL. */
+int issuer_new(hwid_key *ca_key, X509 *ca_cert, const char *crl_url, issuer **ret);
+void issuer_free(issuer *is);
+hwid_key *issuer_key(const issuer *is);
+X509 *issuer_cert(const issuer *is);
+DEFINE_TRIVIAL_CLEANUP_FUNC(issuer *, issuer_free)
+
+typedef struct issue_request {
+        EVP_PKEY *subject_key;       /* from the CSR (verified) */
+        const X509_NAME *subject;
+        const GENERAL_NAMES *sans;   /* NULL: none */
+        uint32_t key_usage;          /* KU_* (policy.h) */
+        uint32_t eku;                /* EKU_* */
+        int64_t validity;            /* seconds */
+        int64_t now;
+} issue_request;
+
+/* Builds, signs and returns a leaf certificate (basicConstraints CA:FALSE,
+ * key usage, EKU, SKI/AKI, CRL distribution point, SANs) with a fresh
+ * random 127-bit serial.  Never a CA certificate, whatever was asked. */
+int issuer_sign(issuer *is, const issue_request *in, X509 **ret);
+
+/* Revoked entry for the CRL builder. */
+typedef struct crl_entry {
+        const char *serial_hex;
+        int64_t revoked_at;
+        int reason; /* CRLReason; 0 (unspecified) omits the extension */
+} crl_entry;
+
+typedef struct crl_builder crl_builder;
+/* Starts a CRL valid from now for validity seconds. */
+int crl_builder_new(issuer *is, int64_t now, int64_t validity, crl_builder **ret);
+int crl_builder_add(crl_builder *b, const crl_entry *e);
+/* Signs with the CA key and returns the DER encoding (free it with
+ * OPENSSL_free); the builder still needs crl_builder_free(). */
+int crl_builder_finish(crl_builder *b, uint8_t **ret_der, size_t *ret_len);
+void crl_builder_free(crl_builder *b);
+
+/* A self-signed root: CA:TRUE critical, keyCertSign|cRLSign critical, SKI,
+ * AKI, random serial; validity days from now. */
+int ca_self_sign(hwid_key *k, const X509_NAME *subject, int days, X509 **ret);
+
+/* Upper-case hex of a certificate's serial; caller frees. */
+int serial_to_hex(const ASN1_INTEGER *serial, char **ret);

@@ -1,0 +1,346 @@
+/* Certificates: commit (with everything that pays for or follows from
+ * an issuance, in one transaction), lookups, revocation and the CRL walk.
+ *
+ * "Live" means status 'valid' and now < not_after, the same reading of
+ * expiry as tokens (expired once now >= expires_at) and hwidd's peer
+ * check.  The partial unique index certificates_one_live allows one
+ * 'valid' row per identity; a commit first retires the identity's
+ * 'valid' rows that have expired, so an expired certificate never
+ * blocks a new one, and a live one always does. */
+#include <string.h>
+
+#include "error.h"
+#include "store-sqlite.h"
+
+#define CERT_COLS                                                                             \
+        "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
+        "revoked_at, revocation_reason, request_id, created_at"
+
+static const char *const cert_status_names[] = {
+        [CERT_VALID] = "valid",
+        [CERT_REVOKED] = "revoked",
+        [CERT_SUPERSEDED] = "superseded",
+};
+
+static store_cert_status cert_status_parse(const char *s) {
+        for (size_t i = 0; s && i < ELEMENTSOF(cert_status_names); i++)
+                if (strcmp(s, cert_status_names[i]) == 0)
+                        return (store_cert_status) i;
+        return CERT_REVOKED; /* impossible under the CHECK; the safe answer */
+}
+
+static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
+        store_cert c = { 0 };
+        bool oom = false;
+
+        c.serial = store_col_strdup(st, 0, &oom);
+        c.identity = store_col_strdup(st, 1, &oom);
+        c.subject = store_col_strdup(st, 2, &oom);
+        c.profile = store_col_strdup(st, 3, &oom);
+        store_col_copy(st, 4, c.spki_sha256, sizeof(c.spki_sha256));
+        c.der = store_col_blobdup(st, 5, &c.der_len, &oom);
+        c.not_before = sqlite3_column_int64(st, 6);
+        c.not_after = sqlite3_column_int64(st, 7);
+        c.status = cert_status_parse((const char *) sqlite3_column_text(st, 8));
+        c.revoked_at = sqlite3_column_int64(st, 9);
+        c.revocation_reason = sqlite3_column_int(st, 10);
+        c.request_id = store_col_strdup(st, 11, &oom);
+        c.created_at = sqlite3_column_int64(st, 12);
+        if (oom) {
+                store_cert_clear(&c);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        *ret = c;
+        return 0;
+}
+
+/* Steps st (bound by the caller) for one row of CERT_COLS. */
+static int cert_row(store *s, sqlite3_stmt *st, store_cert *ret) {
+        int r = store_step(s, st, "read a certificate");
+
+        if (r == 0)
+                return -HWID_E_NOT_FOUND; /* the caller says what was not found */
+        if (r < 0)
+                return r;
+        return cert_from_row(st, ret);
+}
+
+static int cert_read_serial(store *s, const char *serial, store_cert *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!store_serial_ok(serial))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such certificate (a serial is upper-case hex)");
+        r = store_stmt(s, ST_CERT_GET, "SELECT " CERT_COLS " FROM certificates WHERE serial = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "t", serial);
+        if (r >= 0)
+                r = cert_row(s, st, ret);
+        if (r == -HWID_E_NOT_FOUND)
+                return hwid_fail(HWID_E_NOT_FOUND, "no certificate with serial %s", serial);
+        return r;
+}
+
+/* ---- commit ---- */
+
+static int cert_check(const store_cert *c) {
+        if (!c || !store_serial_ok(c->serial))
+                return hwid_fail(HWID_E_INVALID, "certificate to store has no serial in upper-case hex");
+        if (!store_str_ok(c->identity, 1024) || !c->subject || !store_str_ok(c->profile, 256))
+                return hwid_fail(HWID_E_INVALID, "certificate %s lacks an identity, subject or profile", c->serial);
+        if (strnlen(c->spki_sha256, sizeof(c->spki_sha256)) != 64 || !c->der || c->der_len == 0)
+                return hwid_fail(HWID_E_INVALID, "certificate %s lacks its key hash or DER", c->serial);
+        if (c->not_after < c->not_before)
+                return hwid_fail(HWID_E_INVALID, "certificate %s ends before it starts", c->serial);
+        return 0;
+}
+
+/* Renewal: the certificate renewed must still be the identity's live one. */
+static int supersede(store *s, const char *serial, const char *identity, int64_t now) {
+        _cleanup_(store_cert_clear) store_cert old = { 0 };
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = cert_read_serial(s, serial, &old);
+
+        if (r < 0)
+                return r;
+        if (strcmp(old.identity, identity) != 0)
+                return hwid_fail(HWID_E_FORBIDDEN, "certificate %s belongs to %s, not %s", serial, old.identity,
+                                 identity);
+        if (old.status == CERT_REVOKED)
+                return hwid_fail(HWID_E_REVOKED, "certificate %s is revoked and cannot be renewed", serial);
+        if (old.status == CERT_SUPERSEDED)
+                return hwid_fail(HWID_E_CONFLICT, "certificate %s has already been renewed", serial);
+        if (now >= old.not_after)
+                return hwid_fail(HWID_E_EXPIRED, "certificate %s has expired and cannot be renewed", serial);
+        r = store_stmt(s, ST_CERT_SUPERSEDE,
+                       "UPDATE certificates SET status = 'superseded' WHERE serial = ?1 AND status = 'valid'", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "t", serial);
+        if (r >= 0)
+                r = store_step(s, st, "supersede a certificate");
+        return r < 0 ? r : 0;
+}
+
+/* Retires the identity's 'valid' rows that expired (or all of them, when
+ * policy lets a new enrollment replace the live one). */
+static int retire(store *s, const char *identity, int64_t now, bool replace_live) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (replace_live)
+                r = store_stmt(s, ST_CERT_RETIRE_LIVE,
+                               "UPDATE certificates SET status = 'superseded' "
+                               "WHERE identity = ?1 AND status = 'valid'", &st);
+        else
+                r = store_stmt(s, ST_CERT_RETIRE_EXPIRED,
+                               "UPDATE certificates SET status = 'superseded' "
+                               "WHERE identity = ?1 AND status = 'valid' AND not_after <= ?2", &st);
+        if (r >= 0)
+                r = store_bind(s, st, replace_live ? "t" : "tI", identity, now);
+        if (r >= 0)
+                r = store_step(s, st, "retire old certificates");
+        return r < 0 ? r : 0;
+}
+
+static int cert_insert(store *s, const store_cert *c, const char *request_id, int64_t now) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_stmt(s, ST_CERT_INSERT,
+                           "INSERT INTO certificates (" CERT_COLS ") "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10)", &st);
+
+        if (r >= 0)
+                r = store_bind(s, st, "tttttbIItI", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
+                               c->der, c->der_len, c->not_before, c->not_after, request_id, now);
+        if (r >= 0)
+                r = store_step(s, st, "insert a certificate");
+        /* Never an overwrite: a serial is issued once. */
+        if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
+                return hwid_fail(HWID_E_EXISTS, "a certificate with serial %s is already stored", c->serial);
+        if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_UNIQUE)
+                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first",
+                                 c->identity);
+        return r < 0 ? r : 0;
+}
+
+int store_cert_commit(store *s, const store_issue *in, int64_t now) {
+        _cleanup_(store_leavep) store *g = NULL;
+        const store_cert *c = in ? in->cert : NULL;
+        int r = cert_check(c);
+
+        if (r >= 0)
+                r = store_enter(s, true, &g);
+        if (r >= 0 && in->consume_token_id)
+                r = store_token_consume(s, in->consume_token_id, now);
+        if (r >= 0 && in->request_id)
+                r = store_request_mark_issued(s, in->request_id, c->identity, c->serial, now);
+        if (r >= 0 && in->supersedes_serial)
+                r = supersede(s, in->supersedes_serial, c->identity, now);
+        if (r >= 0)
+                r = retire(s, c->identity, now, in->replace_live);
+        if (r >= 0)
+                r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, now);
+        if (r >= 0 && in->audit)
+                r = store_audit_insert(s, in->audit, now);
+        if (r < 0)
+                return r; /* store_leavep rolls all of it back */
+        return store_commit(s, "commit the certificate");
+}
+
+/* ---- lookups ---- */
+
+int store_cert_get(store *s, const char *serial, store_cert *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int r = store_enter(s, false, &g);
+
+        if (r < 0)
+                return r;
+        return cert_read_serial(s, serial, ret);
+}
+
+int store_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!identity)
+                return hwid_fail(HWID_E_INVALID, "no identity given");
+        r = store_enter(s, false, &g);
+        /* status = 'valid' literally, so the partial unique index serves it. */
+        if (r >= 0)
+                r = store_stmt(s, ST_CERT_LIVE,
+                               "SELECT " CERT_COLS " FROM certificates "
+                               "WHERE identity = ?1 AND status = 'valid' AND not_after > ?2", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "tI", identity, now);
+        if (r >= 0)
+                r = cert_row(s, st, ret);
+        if (r == -HWID_E_NOT_FOUND)
+                return hwid_fail(HWID_E_NOT_FOUND, "%s has no live certificate", identity);
+        return r;
+}
+
+int store_cert_list(store *s, const char *identity, store_cert **ret, size_t *ret_n) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        store_cert *all = NULL, *p;
+        size_t n = 0, alloc = 0;
+        int r;
+
+        r = store_enter(s, false, &g);
+        if (r >= 0 && identity)
+                r = store_stmt(s, ST_CERT_LIST_IDENTITY,
+                               "SELECT " CERT_COLS " FROM certificates WHERE identity = ?1 "
+                               "ORDER BY created_at, serial",
+                               &st);
+        else if (r >= 0)
+                r = store_stmt(s, ST_CERT_LIST, "SELECT " CERT_COLS " FROM certificates ORDER BY created_at, serial",
+                               &st);
+        if (r >= 0 && identity)
+                r = store_bind(s, st, "t", identity);
+        while (r >= 0 && (r = store_step(s, st, "list certificates")) == 1) {
+                p = store_array_grow(all, &alloc, n, sizeof(*all));
+                if (!p) {
+                        r = hwid_fail(HWID_E_NOMEM, NULL);
+                        break;
+                }
+                all = p;
+                r = cert_from_row(st, &all[n]);
+                if (r >= 0)
+                        n++;
+        }
+        if (r < 0) {
+                store_cert_list_free(all, n);
+                return r;
+        }
+        *ret = all;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- revocation ---- */
+
+static bool crl_reason_ok(int reason) {
+        /* RFC 5280 CRLReason: 0..10, 7 unused. */
+        return reason >= 0 && reason <= 10 && reason != 7;
+}
+
+/* A superseded certificate is still valid to relying parties until it
+ * expires, so it can be revoked too; only a second revocation conflicts. */
+int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_(store_cert_clear) store_cert c = { 0 };
+        _cleanup_stmt_ sqlite3_stmt *st = NULL, *seq = NULL;
+        int r;
+
+        if (!crl_reason_ok(reason))
+                return hwid_fail(HWID_E_INVALID, "%d is not an RFC 5280 revocation reason", reason);
+        r = store_enter(s, true, &g);
+        if (r >= 0)
+                r = cert_read_serial(s, serial, &c);
+        if (r >= 0 && c.status == CERT_REVOKED)
+                return hwid_fail(HWID_E_CONFLICT, "certificate %s is already revoked", serial);
+        if (r >= 0)
+                r = store_stmt(s, ST_CERT_REVOKE,
+                               "UPDATE certificates SET status = 'revoked', revoked_at = ?2, revocation_reason = ?3 "
+                               "WHERE serial = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "tIi", serial, now, reason);
+        if (r >= 0)
+                r = store_step(s, st, "revoke a certificate");
+        /* Same transaction: hwidd never sees the new status with an old seq. */
+        if (r >= 0)
+                r = store_stmt(s, ST_SEQ_BUMP,
+                               "UPDATE meta SET value = value + 1 WHERE key = 'revocation_seq'", &seq);
+        if (r >= 0)
+                r = store_step(s, seq, "bump the revocation sequence");
+        if (r >= 0 && audit)
+                r = store_audit_insert(s, audit, now);
+        if (r < 0)
+                return r;
+        return store_commit(s, "commit the revocation");
+}
+
+/* Streams row by row from the covering index certificates_revoked: no
+ * sort, nothing accumulated.  fn runs with the store locked (it must not
+ * call the store); non-zero from fn stops the walk and is returned. */
+int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = store_enter(s, false, &g);
+        if (r >= 0)
+                r = store_stmt(s, ST_CERT_REVOKED,
+                               "SELECT serial, revoked_at, revocation_reason FROM certificates "
+                               "INDEXED BY certificates_revoked "
+                               "WHERE status = 'revoked' AND not_after > ?1 ORDER BY serial", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "I", now);
+        while (r >= 0 && (r = store_step(s, st, "read revoked certificates")) == 1) {
+                r = fn((const char *) sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
+                       sqlite3_column_int(st, 2), userdata);
+                if (r != 0)
+                        return r;
+        }
+        return r < 0 ? r : 0;
+}
+
+int store_revocation_seq(store *s, int64_t *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = store_enter(s, false, &g);
+        if (r >= 0)
+                r = store_stmt(s, ST_META_GET, "SELECT value FROM meta WHERE key = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "t", "revocation_seq");
+        if (r >= 0)
+                r = store_step(s, st, "read the revocation sequence");
+        if (r == 0)
+                return hwid_fail(HWID_E_STORE, "database %s has no revocation sequence", s->path);
+        if (r < 0)
+                return r;
+        *ret = sqlite3_column_int64(st, 0);
+        return 0;
+}

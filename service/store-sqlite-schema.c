@@ -1,0 +1,186 @@
+/* The store's schema and its migrations.
+ *
+ * meta.schema_version says which migrations a database has had; at open
+ * the missing ones run in order, in one transaction, so a crash halfway
+ * leaves the old version intact.  A database from a newer hwid is
+ * refused rather than half-understood.  Migrations are append-only:
+ * never edit one that has shipped, add the next.
+ *
+ * The database enforces what must hold even against a buggy or racing
+ * caller: unique serials (primary key), upper-case hex serials, one
+ * live certificate per identity (partial unique index), uses_left never
+ * below zero, status values from a closed set. */
+#include <stdio.h>
+
+#include "error.h"
+#include "store-sqlite.h"
+
+static const char *const migrations[] = {
+        /* 0 -> 1: the first schema. */
+        "CREATE TABLE meta ("
+        "  key TEXT PRIMARY KEY NOT NULL,"
+        "  value INTEGER NOT NULL) STRICT;"
+        "INSERT INTO meta (key, value) VALUES ('schema_version', 0), ('revocation_seq', 0);"
+
+        "CREATE TABLE tokens ("
+        "  id TEXT PRIMARY KEY NOT NULL CHECK (length(id) = 6),"
+        "  secret_hash BLOB NOT NULL CHECK (length(secret_hash) = 32),"
+        "  profile TEXT NOT NULL,"
+        "  name_pattern TEXT,"
+        "  description TEXT,"
+        "  created_at INTEGER NOT NULL,"
+        "  expires_at INTEGER NOT NULL,"
+        "  uses_total INTEGER NOT NULL CHECK (uses_total >= 0),"
+        "  uses_left INTEGER NOT NULL CHECK (uses_left >= 0),"
+        "  revoked INTEGER NOT NULL DEFAULT 0 CHECK (revoked IN (0, 1))) STRICT;"
+
+        "CREATE TABLE requests ("
+        "  id TEXT PRIMARY KEY NOT NULL,"
+        "  identity TEXT NOT NULL,"
+        "  profile TEXT NOT NULL,"
+        "  token_id TEXT NOT NULL REFERENCES tokens(id),"
+        "  spki_sha256 TEXT NOT NULL,"
+        "  csr_der BLOB NOT NULL,"
+        "  status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'issued')),"
+        "  reason TEXT,"
+        "  serial TEXT,"
+        "  created_at INTEGER NOT NULL,"
+        "  updated_at INTEGER NOT NULL) STRICT;"
+        "CREATE INDEX requests_status ON requests(status);"
+
+        "CREATE TABLE certificates ("
+        "  serial TEXT PRIMARY KEY NOT NULL"
+        "    CHECK (length(serial) > 0 AND serial NOT GLOB '*[^0-9A-F]*'),"
+        "  identity TEXT NOT NULL,"
+        "  subject TEXT NOT NULL,"
+        "  profile TEXT NOT NULL,"
+        "  spki_sha256 TEXT NOT NULL,"
+        "  der BLOB NOT NULL,"
+        "  not_before INTEGER NOT NULL,"
+        "  not_after INTEGER NOT NULL,"
+        "  status TEXT NOT NULL CHECK (status IN ('valid', 'revoked', 'superseded')),"
+        "  revoked_at INTEGER NOT NULL DEFAULT 0,"
+        "  revocation_reason INTEGER NOT NULL DEFAULT 0,"
+        "  request_id TEXT REFERENCES requests(id),"
+        "  created_at INTEGER NOT NULL) STRICT;"
+        /* Invariant 6, held by the database itself: concurrent commits
+         * for one identity cannot both insert a 'valid' row. */
+        "CREATE UNIQUE INDEX certificates_one_live ON certificates(identity) WHERE status = 'valid';"
+        "CREATE INDEX certificates_identity ON certificates(identity, status);"
+        "CREATE INDEX certificates_status_not_after ON certificates(status, not_after);"
+        /* The CRL walk: revoked rows in serial order without a sort and
+         * without touching the table (covering). */
+        "CREATE INDEX certificates_revoked"
+        "  ON certificates(serial, not_after, revoked_at, revocation_reason) WHERE status = 'revoked';"
+
+        "CREATE TABLE audit ("
+        "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  at INTEGER NOT NULL,"
+        "  actor TEXT NOT NULL,"
+        "  action TEXT NOT NULL,"
+        "  target TEXT,"
+        "  outcome TEXT NOT NULL,"
+        "  reason TEXT,"
+        "  token_id TEXT) STRICT;"
+        "CREATE INDEX audit_at ON audit(at);",
+};
+
+#define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
+
+/* Whether there is a meta table, and whether anything else is there. */
+static int probe(store *s, bool *ret_meta, bool *ret_other) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        static const char sql[] =
+                "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'),"
+                "       (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%')";
+        int r;
+
+        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+                return store_sql_fail(s, "read the schema");
+        r = store_step(s, st, "read the schema");
+        if (r <= 0)
+                return r < 0 ? r : store_sql_fail(s, "read the schema");
+        *ret_meta = sqlite3_column_int64(st, 0) > 0;
+        *ret_other = sqlite3_column_int64(st, 1) > (*ret_meta ? 1 : 0);
+        return 0;
+}
+
+static int read_version(store *s, int64_t *ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        bool meta = false, other = false;
+        int r = probe(s, &meta, &other);
+
+        if (r < 0)
+                return r;
+        /* Tables but no meta: some other program's database; leave it be. */
+        if (!meta && other)
+                return hwid_fail(HWID_E_STORE, "%s is not an hwid database (no meta table)", s->path);
+        if (!meta) {
+                *ret = 0;
+                return 0;
+        }
+        if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st,
+                               NULL) != SQLITE_OK)
+                return store_sql_fail(s, "read the schema version");
+        r = store_step(s, st, "read the schema version");
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return hwid_fail(HWID_E_STORE, "%s has no schema version in its meta table", s->path);
+        *ret = sqlite3_column_int64(st, 0);
+        return 0;
+}
+
+static int check_known(store *s, int64_t version) {
+        if (version > SCHEMA_VERSION)
+                return hwid_fail(HWID_E_STORE,
+                                 "database %s has schema version %lld, newer than the %lld this hwid knows: "
+                                 "upgrade hwid (or restore a backup made for this version)",
+                                 s->path, (long long) version, (long long) SCHEMA_VERSION);
+        if (version < 0)
+                return hwid_fail(HWID_E_STORE, "database %s has an invalid schema version %lld", s->path,
+                                 (long long) version);
+        return 0;
+}
+
+static int apply(store *s, int64_t from) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        char what[64];
+        int r;
+
+        snprintf(what, sizeof(what), "migrate the schema to version %lld", (long long) from + 1);
+        if (sqlite3_exec(s->db, migrations[from], NULL, NULL, NULL) != SQLITE_OK)
+                return store_sql_fail(s, what);
+        if (sqlite3_prepare_v2(s->db, "UPDATE meta SET value = ?1 WHERE key = 'schema_version'", -1, &st,
+                               NULL) != SQLITE_OK)
+                return store_sql_fail(s, what);
+        r = store_bind(s, st, "I", from + 1);
+        if (r >= 0)
+                r = store_step(s, st, what);
+        return r < 0 ? r : 0;
+}
+
+int store_migrate(store *s) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int64_t v;
+        int r;
+
+        /* The common case, an up-to-date database, needs no write lock. */
+        r = read_version(s, &v);
+        if (r >= 0)
+                r = check_known(s, v);
+        if (r < 0 || v == SCHEMA_VERSION)
+                return r;
+        r = store_enter(s, true, &g);
+        if (r < 0)
+                return r;
+        /* Again under the write lock: another opener may have migrated. */
+        r = read_version(s, &v);
+        if (r >= 0)
+                r = check_known(s, v);
+        for (; r >= 0 && v < SCHEMA_VERSION; v++)
+                r = apply(s, v);
+        if (r < 0)
+                return r;
+        return store_commit(s, "commit the schema migration");
+}

@@ -1,0 +1,436 @@
+/* Bootstrap tokens, requests waiting for approval, and the audit trail.
+ *
+ * A token use is consumed in the same transaction as what it pays for
+ * (a request here, a certificate in store-sqlite-cert.c): a failure
+ * leaves the use with the holder, a success cannot be replayed. */
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "store-sqlite.h"
+
+#define TOKEN_COLS \
+        "id, secret_hash, profile, name_pattern, description, created_at, expires_at, uses_total, uses_left, revoked"
+#define REQUEST_COLS \
+        "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, updated_at"
+/* Request ids are the device's poll capability: messages show a prefix. */
+#define REQ_ID_FMT "%.8s..."
+
+static const char *const request_status_names[] = {
+        [REQUEST_PENDING] = "pending",
+        [REQUEST_APPROVED] = "approved",
+        [REQUEST_DENIED] = "denied",
+        [REQUEST_ISSUED] = "issued",
+};
+
+static store_request_status request_status_parse(const char *s) {
+        for (size_t i = 0; s && i < ELEMENTSOF(request_status_names); i++)
+                if (strcmp(s, request_status_names[i]) == 0)
+                        return (store_request_status) i;
+        return REQUEST_DENIED; /* impossible under the CHECK; the safe answer */
+}
+
+/* ---- tokens ---- */
+
+static int token_from_row(sqlite3_stmt *st, store_token *ret) {
+        store_token t = { 0 };
+        const void *hash = sqlite3_column_blob(st, 1);
+        bool oom = false;
+
+        store_col_copy(st, 0, t.id, sizeof(t.id));
+        if (hash && sqlite3_column_bytes(st, 1) == (int) sizeof(t.secret_hash))
+                memcpy(t.secret_hash, hash, sizeof(t.secret_hash));
+        t.profile = store_col_strdup(st, 2, &oom);
+        t.name_pattern = store_col_strdup(st, 3, &oom);
+        t.description = store_col_strdup(st, 4, &oom);
+        t.created_at = sqlite3_column_int64(st, 5);
+        t.expires_at = sqlite3_column_int64(st, 6);
+        t.uses_total = sqlite3_column_int(st, 7);
+        t.uses_left = sqlite3_column_int(st, 8);
+        t.revoked = sqlite3_column_int(st, 9) != 0;
+        if (oom) {
+                store_token_clear(&t);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        *ret = t;
+        return 0;
+}
+
+/* With the lock held. */
+static int token_read(store *s, const char *id, store_token *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!store_token_id_ok(id))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such token (a token id is 6 characters of [a-z0-9])");
+        r = store_stmt(s, ST_TOKEN_GET, "SELECT " TOKEN_COLS " FROM tokens WHERE id = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "t", id);
+        if (r >= 0)
+                r = store_step(s, st, "read a token");
+        if (r == 0)
+                return hwid_fail(HWID_E_NOT_FOUND, "no token %s", id);
+        if (r < 0)
+                return r;
+        return token_from_row(st, ret);
+}
+
+int store_token_insert(store *s, const store_token *t) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!t || !store_token_id_ok(t->id) || !store_str_ok(t->profile, 256) || t->uses_left < 0 ||
+            t->uses_left > t->uses_total)
+                return hwid_fail(HWID_E_INVALID, "token to store has a bad id, profile or number of uses");
+        r = store_enter(s, true, &g);
+        if (r >= 0)
+                r = store_stmt(s, ST_TOKEN_INSERT,
+                               "INSERT INTO tokens (" TOKEN_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                               &st);
+        if (r >= 0)
+                r = store_bind(s, st, "tbtttIIiii", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile,
+                               t->name_pattern, t->description, t->created_at, t->expires_at, t->uses_total,
+                               t->uses_left, (int) t->revoked);
+        if (r >= 0)
+                r = store_step(s, st, "insert a token");
+        if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
+                return hwid_fail(HWID_E_EXISTS, "token %s already exists", t->id);
+        if (r < 0)
+                return r;
+        return store_commit(s, "commit the new token");
+}
+
+int store_token_get(store *s, const char *id, store_token *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int r = store_enter(s, false, &g);
+
+        if (r < 0)
+                return r;
+        return token_read(s, id, ret);
+}
+
+int store_token_list(store *s, store_token **ret, size_t *ret_n) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        store_token *all = NULL, *p;
+        size_t n = 0, alloc = 0;
+        int r;
+
+        r = store_enter(s, false, &g);
+        if (r >= 0)
+                r = store_stmt(s, ST_TOKEN_LIST, "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_at, id", &st);
+        while (r >= 0 && (r = store_step(s, st, "list tokens")) == 1) {
+                p = store_array_grow(all, &alloc, n, sizeof(*all));
+                if (!p) {
+                        r = hwid_fail(HWID_E_NOMEM, NULL);
+                        break;
+                }
+                all = p;
+                r = token_from_row(st, &all[n]);
+                if (r >= 0)
+                        n++;
+        }
+        if (r < 0) {
+                store_token_list_free(all, n);
+                return r;
+        }
+        *ret = all;
+        *ret_n = n;
+        return 0;
+}
+
+/* Idempotent: revoking a revoked token is what the admin wanted anyway. */
+int store_token_revoke(store *s, const char *id) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!store_token_id_ok(id))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such token (a token id is 6 characters of [a-z0-9])");
+        r = store_enter(s, true, &g);
+        if (r >= 0)
+                r = store_stmt(s, ST_TOKEN_REVOKE, "UPDATE tokens SET revoked = 1 WHERE id = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "t", id);
+        if (r >= 0)
+                r = store_step(s, st, "revoke a token");
+        if (r < 0)
+                return r;
+        if (sqlite3_changes(s->db) == 0)
+                return hwid_fail(HWID_E_NOT_FOUND, "no token %s", id);
+        return store_commit(s, "commit the token revocation");
+}
+
+int store_token_consume(store *s, const char *id, int64_t now) {
+        _cleanup_(store_token_clear) store_token t = { 0 };
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = token_read(s, id, &t);
+
+        if (r == -HWID_E_NOT_FOUND)
+                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token is unknown");
+        if (r < 0)
+                return r;
+        switch (store_token_state_at(&t, now)) {
+        case TOKEN_REVOKED:
+                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s is revoked", id);
+        case TOKEN_EXPIRED:
+                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has expired", id);
+        case TOKEN_USED_UP:
+                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s is used up", id);
+        case TOKEN_ACTIVE:
+                break;
+        }
+        r = store_stmt(s, ST_TOKEN_CONSUME, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "t", id);
+        if (r >= 0)
+                r = store_step(s, st, "consume a token use");
+        return r < 0 ? r : 0;
+}
+
+/* ---- requests ---- */
+
+static int request_from_row(sqlite3_stmt *st, store_request *ret) {
+        store_request q = { 0 };
+        bool oom = false;
+
+        store_col_copy(st, 0, q.id, sizeof(q.id));
+        q.identity = store_col_strdup(st, 1, &oom);
+        q.profile = store_col_strdup(st, 2, &oom);
+        store_col_copy(st, 3, q.token_id, sizeof(q.token_id));
+        store_col_copy(st, 4, q.spki_sha256, sizeof(q.spki_sha256));
+        q.csr_der = store_col_blobdup(st, 5, &q.csr_der_len, &oom);
+        q.status = request_status_parse((const char *) sqlite3_column_text(st, 6));
+        q.reason = store_col_strdup(st, 7, &oom);
+        q.serial = store_col_strdup(st, 8, &oom);
+        q.created_at = sqlite3_column_int64(st, 9);
+        q.updated_at = sqlite3_column_int64(st, 10);
+        if (oom) {
+                store_request_clear(&q);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        *ret = q;
+        return 0;
+}
+
+static bool request_id_ok(const char *id) {
+        return store_str_ok(id, sizeof(((store_request *) NULL)->id) - 1);
+}
+
+/* With the lock held. */
+static int request_read(store *s, const char *id, store_request *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!request_id_ok(id))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such request");
+        r = store_stmt(s, ST_REQ_GET, "SELECT " REQUEST_COLS " FROM requests WHERE id = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "t", id);
+        if (r >= 0)
+                r = store_step(s, st, "read a request");
+        if (r == 0)
+                return hwid_fail(HWID_E_NOT_FOUND, "no request " REQ_ID_FMT, id);
+        if (r < 0)
+                return r;
+        return request_from_row(st, ret);
+}
+
+int store_request_create(store *s, const store_request *q, int64_t now) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!q || !request_id_ok(q->id) || !store_str_ok(q->identity, 1024) || !store_str_ok(q->profile, 256) ||
+            strnlen(q->spki_sha256, sizeof(q->spki_sha256)) != 64 || !q->csr_der || q->csr_der_len == 0)
+                return hwid_fail(HWID_E_INVALID, "request to store lacks an id, identity, profile, key hash or CSR");
+        r = store_enter(s, true, &g);
+        if (r >= 0)
+                r = store_token_consume(s, q->token_id, now);
+        if (r >= 0)
+                r = store_stmt(s, ST_REQ_INSERT,
+                               "INSERT INTO requests (" REQUEST_COLS ") "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', NULL, NULL, ?7, ?7)", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "tttttbI", q->id, q->identity, q->profile, q->token_id, q->spki_sha256,
+                               q->csr_der, q->csr_der_len, now);
+        if (r >= 0)
+                r = store_step(s, st, "insert a request");
+        if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
+                return hwid_fail(HWID_E_EXISTS, "request " REQ_ID_FMT " already exists", q->id);
+        if (r < 0)
+                return r;
+        return store_commit(s, "commit the new request");
+}
+
+int store_request_get(store *s, const char *id, store_request *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int r = store_enter(s, false, &g);
+
+        if (r < 0)
+                return r;
+        return request_read(s, id, ret);
+}
+
+int store_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        store_request *all = NULL, *p;
+        size_t n = 0, alloc = 0;
+        int r;
+
+        r = store_enter(s, false, &g);
+        if (r >= 0 && pending_only)
+                r = store_stmt(s, ST_REQ_LIST_PENDING,
+                               "SELECT " REQUEST_COLS " FROM requests WHERE status = 'pending' "
+                               "ORDER BY created_at, id",
+                               &st);
+        else if (r >= 0)
+                r = store_stmt(s, ST_REQ_LIST, "SELECT " REQUEST_COLS " FROM requests ORDER BY created_at, id", &st);
+        while (r >= 0 && (r = store_step(s, st, "list requests")) == 1) {
+                p = store_array_grow(all, &alloc, n, sizeof(*all));
+                if (!p) {
+                        r = hwid_fail(HWID_E_NOMEM, NULL);
+                        break;
+                }
+                all = p;
+                r = request_from_row(st, &all[n]);
+                if (r >= 0)
+                        n++;
+        }
+        if (r < 0) {
+                store_request_list_free(all, n);
+                return r;
+        }
+        *ret = all;
+        *ret_n = n;
+        return 0;
+}
+
+/* Why a request could not move on: unknown, or already past `want`. */
+static int request_not(store *s, const char *id, store_request_status want) {
+        _cleanup_(store_request_clear) store_request q = { 0 };
+        int r = request_read(s, id, &q);
+
+        if (r < 0)
+                return r;
+        return hwid_fail(HWID_E_CONFLICT, "request " REQ_ID_FMT " is %s, not %s", id,
+                         request_status_names[q.status], request_status_names[want]);
+}
+
+int store_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!request_id_ok(id))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such request");
+        r = store_enter(s, true, &g);
+        if (r >= 0)
+                r = store_stmt(s, ST_REQ_DECIDE,
+                               "UPDATE requests SET status = ?2, reason = ?3, updated_at = ?4 "
+                               "WHERE id = ?1 AND status = 'pending'", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "tttI", id, approve ? "approved" : "denied",
+                               approve ? (const char *) NULL : reason, now);
+        if (r >= 0)
+                r = store_step(s, st, "decide a request");
+        if (r < 0)
+                return r;
+        if (sqlite3_changes(s->db) == 0)
+                return request_not(s, id, REQUEST_PENDING);
+        return store_commit(s, "commit the decision");
+}
+
+int store_request_mark_issued(store *s, const char *id, const char *identity, const char *serial,
+                              int64_t now) {
+        _cleanup_(store_request_clear) store_request q = { 0 };
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = request_read(s, id, &q);
+
+        if (r < 0)
+                return r;
+        if (q.status != REQUEST_APPROVED)
+                return request_not(s, id, REQUEST_APPROVED);
+        if (strcmp(q.identity, identity) != 0)
+                return hwid_fail(HWID_E_FORBIDDEN, "request " REQ_ID_FMT " is for %s, not %s", id, q.identity,
+                                 identity);
+        r = store_stmt(s, ST_REQ_ISSUE,
+                       "UPDATE requests SET status = 'issued', serial = ?2, updated_at = ?3 WHERE id = ?1", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "ttI", id, serial, now);
+        if (r >= 0)
+                r = store_step(s, st, "mark a request issued");
+        return r < 0 ? r : 0;
+}
+
+/* ---- audit ---- */
+
+static bool audit_ok(const store_audit *a) {
+        return a && store_str_ok(a->actor, 256) && store_str_ok(a->action, 64) && store_str_ok(a->outcome, 64);
+}
+
+int store_audit_insert(store *s, const store_audit *a, int64_t now) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!audit_ok(a))
+                return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
+        r = store_stmt(s, ST_AUDIT_INSERT,
+                       "INSERT INTO audit (at, actor, action, target, outcome, reason, token_id) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "Itttttt", a->at ? a->at : now, a->actor, a->action, a->target, a->outcome,
+                               a->reason, a->token_id);
+        if (r >= 0)
+                r = store_step(s, st, "append to the audit log");
+        return r < 0 ? r : 0;
+}
+
+int store_audit_append(store *s, const store_audit *a) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int r;
+
+        if (!audit_ok(a))
+                return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
+        r = store_enter(s, true, &g);
+        if (r >= 0)
+                r = store_audit_insert(s, a, (int64_t) time(NULL));
+        if (r < 0)
+                return r;
+        return store_commit(s, "commit the audit record");
+}
+
+/* fn runs with the store locked (it must not call the store: that
+ * fails with -HWID_E_INTERNAL); non-zero from fn stops the walk and is
+ * returned. */
+int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int64_t lim = limit == 0 || limit > (size_t) INT64_MAX ? -1 : (int64_t) limit; /* -1: no limit */
+        int r;
+
+        r = store_enter(s, false, &g);
+        if (r >= 0)
+                r = store_stmt(s, ST_AUDIT_LAST,
+                               "SELECT at, actor, action, target, outcome, reason, token_id FROM "
+                               "(SELECT * FROM audit ORDER BY id DESC LIMIT ?1) ORDER BY id", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "I", lim);
+        while (r >= 0 && (r = store_step(s, st, "read the audit log")) == 1) {
+                store_audit a = {
+                        .at = sqlite3_column_int64(st, 0),
+                        .actor = (const char *) sqlite3_column_text(st, 1),
+                        .action = (const char *) sqlite3_column_text(st, 2),
+                        .target = (const char *) sqlite3_column_text(st, 3),
+                        .outcome = (const char *) sqlite3_column_text(st, 4),
+                        .reason = (const char *) sqlite3_column_text(st, 5),
+                        .token_id = (const char *) sqlite3_column_text(st, 6),
+                };
+                r = fn(&a, userdata);
+                if (r != 0)
+                        return r;
+        }
+        return r < 0 ? r : 0;
+}

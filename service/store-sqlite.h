@@ -1,0 +1,126 @@
+/* Internals shared by the files of the SQLite store (store-sqlite*.c).
+ *
+ * One sqlite3 connection per store object, guarded by one mutex: every
+ * public function holds it from start to end (store_enter/store_leavep),
+ * so the connection and its cached statements are never used by two
+ * threads at once.  Writes run inside BEGIN IMMEDIATE so that the write
+ * lock is taken up front (no SQLITE_BUSY_SNAPSHOT halfway through), and
+ * are committed with synchronous=FULL before the function returns. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* How long a writer waits for another (thread or process) to finish. */
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/* Statements prepared once per connection and kept. */
+typedef enum stmt_id {
+        ST_BEGIN_IMMEDIATE,
+        ST_COMMIT,
+        ST_PING,
+        ST_META_GET,
+        ST_SEQ_BUMP,
+        ST_TOKEN_INSERT,
+        ST_TOKEN_GET,
+        ST_TOKEN_LIST,
+        ST_TOKEN_REVOKE,
+        ST_TOKEN_CONSUME,
+        ST_REQ_INSERT,
+        ST_REQ_GET,
+        ST_REQ_LIST,
+        ST_REQ_LIST_PENDING,
+        ST_REQ_DECIDE,
+        ST_REQ_ISSUE,
+        ST_CERT_INSERT,
+        ST_CERT_GET,
+        ST_CERT_LIVE,
+        ST_CERT_LIST,
+        ST_CERT_LIST_IDENTITY,
+        ST_CERT_RETIRE_EXPIRED,
+        ST_CERT_RETIRE_LIVE,
+        ST_CERT_SUPERSEDE,
+        ST_CERT_REVOKE,
+        ST_CERT_REVOKED,
+        ST_AUDIT_INSERT,
+        ST_AUDIT_LAST,
+        _ST_MAX,
+} stmt_id;
+
+struct store {
+        sqlite3 *db;
+        char *path;
+        pthread_mutex_t lock;
+        bool lock_ready;
+        sqlite3_stmt *stmts[_ST_MAX];
+};
+
+/* ---- store-sqlite.c: connection, locking, transactions, statements ---- */
+
+/* Takes the store's lock and, if write, opens a write transaction;
+ * *ret_guard is set to s so that _cleanup_(store_leavep) rolls back
+ * whatever was not committed and releases the lock. */
+int store_enter(store *s, bool write, store **ret_guard);
+void store_leavep(store **guard);
+int store_commit(store *s, const char *what);
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize)
+
+/* The cached statement id, prepared from sql on first use. */
+int store_stmt(store *s, stmt_id id, const char *sql, sqlite3_stmt **ret);
+static inline void stmt_resetp(sqlite3_stmt **st) {
+        if (*st) {
+                sqlite3_reset(*st);
+                sqlite3_clear_bindings(*st);
+        }
+}
+#define _cleanup_stmt_ _cleanup_(stmt_resetp)
+
+/* Binds parameters 1.. from a format: 't' const char * (NULL binds
+ * NULL), 'b' const void * + size_t, 'i' int, 'I' int64_t. */
+int store_bind(store *s, sqlite3_stmt *st, const char *fmt, ...);
+/* 1 for a row, 0 when done, or -HWID_E_STORE naming what failed
+ * (-HWID_E_INVALID for a constraint the caller did not expect). */
+int store_step(store *s, sqlite3_stmt *st, const char *what);
+/* The extended code of the connection's last failure, e.g. to tell a
+ * duplicate primary key (SQLITE_CONSTRAINT_PRIMARYKEY) from another
+ * unique index (SQLITE_CONSTRAINT_UNIQUE). */
+int store_last_code(store *s);
+int store_sql_fail(store *s, const char *what);
+
+/* Column readers: copies that set *oom on allocation failure. */
+char *store_col_strdup(sqlite3_stmt *st, int i, bool *oom);
+uint8_t *store_col_blobdup(sqlite3_stmt *st, int i, size_t *ret_len, bool *oom);
+void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t size);
+
+/* Makes room for element n of a growing array: the (possibly moved)
+ * array, or NULL (arr untouched) when out of memory. */
+void *store_array_grow(void *arr, size_t *alloc, size_t n, size_t elem);
+
+/* Bounded checks of caller input, for clear -HWID_E_INVALID details. */
+bool store_str_ok(const char *s, size_t max);
+bool store_token_id_ok(const char *id);
+/* Upper-case hex, as serials are stored: 1..64 characters. */
+bool store_serial_ok(const char *serial);
+
+/* ---- store-sqlite-schema.c ---- */
+
+/* Brings the schema to the version this code knows, in one transaction;
+ * refuses a database from a newer hwid or one that is not hwid's. */
+int store_migrate(store *s);
+
+/* ---- store-sqlite-token.c: helpers used inside cert transactions ---- */
+
+/* Inside a write transaction: consumes one use of an active token. */
+int store_token_consume(store *s, const char *id, int64_t now);
+/* Inside a write transaction: APPROVED -> ISSUED with serial, for the
+ * request's own identity only. */
+int store_request_mark_issued(store *s, const char *id, const char *identity, const char *serial,
+                              int64_t now);
+/* Inside a write transaction: appends a (at now if a->at is 0). */
+int store_audit_insert(store *s, const store_audit *a, int64_t now);

@@ -1,0 +1,169 @@
+/* The store: everything hwidd must not lose.  A narrow interface so that a
+ * PostgreSQL implementation (several hwidd replicas on one database) can
+ * join SQLite without touching the layers above.
+ *
+ * Every write is one transaction, committed durably before the function
+ * returns 0.  Functions return 0 or -hwid_err: -HWID_E_STORE when the
+ * database cannot be used (the caller answers 503 and returns nothing),
+ * -HWID_E_NOT_FOUND, -HWID_E_CONFLICT (identity has a live certificate),
+ * -HWID_E_TOKEN_INVALID (token unknown, expired, revoked or used up). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cleanup.h"
+
+typedef struct store store;
+
+/* Times are Unix seconds (UTC). */
+
+typedef enum store_token_state {
+        TOKEN_ACTIVE,
+        TOKEN_EXPIRED,
+        TOKEN_USED_UP,
+        TOKEN_REVOKED,
+} store_token_state;
+
+typedef struct store_token {
+        char id[7];               /* 6 chars [a-z0-9] */
+        uint8_t secret_hash[32];  /* SHA-256 of the secret; the secret is never stored */
+        char *profile;
+        char *name_pattern;       /* NULL: any name the profile allows */
+        char *description;        /* NULL allowed */
+        int64_t created_at;
+        int64_t expires_at;
+        int uses_total;
+        int uses_left;
+        bool revoked;
+} store_token;
+
+typedef enum store_request_status {
+        REQUEST_PENDING,
+        REQUEST_APPROVED, /* approved by an admin, not yet signed */
+        REQUEST_DENIED,
+        REQUEST_ISSUED,
+} store_request_status;
+
+typedef struct store_request {
+        char id[33];             /* 128-bit random, hex: also the device's poll capability */
+        char *identity;          /* requested CN */
+        char *profile;
+        char token_id[7];
+        char spki_sha256[65];    /* what the admin compares with the device's screen */
+        uint8_t *csr_der;
+        size_t csr_der_len;
+        store_request_status status;
+        char *reason;            /* deny reason, NULL otherwise */
+        char *serial;            /* hex serial once issued */
+        int64_t created_at;
+        int64_t updated_at;
+} store_request;
+
+typedef enum store_cert_status {
+        CERT_VALID,
+        CERT_REVOKED,
+        CERT_SUPERSEDED, /* replaced by a renewal */
+} store_cert_status;
+
+typedef struct store_cert {
+        char *serial;            /* upper-case hex, no leading zeros stripped: as in the cert */
+        char *identity;          /* the CN: one live certificate per identity */
+        char *subject;           /* RFC 2253 */
+        char *profile;
+        char spki_sha256[65];
+        uint8_t *der;
+        size_t der_len;
+        int64_t not_before;
+        int64_t not_after;
+        store_cert_status status;
+        int64_t revoked_at;      /* 0 unless revoked */
+        int revocation_reason;   /* RFC 5280 CRLReason code */
+        char *request_id;        /* NULL if issued without a request record */
+        int64_t created_at;
+} store_cert;
+
+typedef struct store_audit {
+        int64_t at;
+        const char *actor;   /* "token:abc123", "node:edge-1", "admin:root", "anonymous" */
+        const char *action;  /* "enroll", "renew", "revoke", "token.create", ... */
+        const char *target;  /* identity, serial, token id, request id */
+        const char *outcome; /* "allow", "deny", "would-deny", "error" */
+        const char *reason;  /* NULL allowed; never a secret */
+        const char *token_id; /* NULL allowed */
+} store_audit;
+
+/* Opens (creating if needed) and migrates the schema; WAL mode, durable
+ * commits (synchronous=FULL), busy timeout so concurrent writers wait. */
+int store_open(const char *path, store **ret);
+void store_free(store *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free)
+/* Cheap liveness probe for /healthz. */
+int store_ping(store *s);
+
+/* ---- tokens ---- */
+int store_token_insert(store *s, const store_token *t);
+int store_token_get(store *s, const char *id, store_token *ret);
+int store_token_list(store *s, store_token **ret, size_t *ret_n);
+int store_token_revoke(store *s, const char *id);
+/* State of a token at time now (does not change anything). */
+store_token_state store_token_state_at(const store_token *t, int64_t now);
+void store_token_clear(store_token *t);
+
+/* ---- requests (manual approval) ---- */
+/* Consumes one use of token_id (which must be active at now) and records
+ * the pending request, in one transaction. */
+int store_request_create(store *s, const store_request *r, int64_t now);
+int store_request_get(store *s, const char *id, store_request *ret);
+int store_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n);
+/* PENDING -> APPROVED or DENIED (reason kept); -HWID_E_CONFLICT if not pending. */
+int store_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now);
+void store_request_clear(store_request *r);
+
+/* ---- certificates ---- */
+
+/* How a certificate came to be; store_cert_commit() does all of it in one
+ * transaction, or nothing. */
+typedef struct store_issue {
+        const store_cert *cert;
+        /* Enrollment with a token: consume one use (must be active at now). */
+        const char *consume_token_id;
+        /* Issuance of an approved request: APPROVED -> ISSUED with serial. */
+        const char *request_id;
+        /* Renewal: this serial (must be VALID) becomes SUPERSEDED. */
+        const char *supersedes_serial;
+        /* Re-enrollment allowed by policy: the identity's live certificate
+         * (if any) becomes SUPERSEDED instead of answering -HWID_E_CONFLICT. */
+        bool replace_live;
+        const store_audit *audit; /* written in the same transaction */
+} store_issue;
+
+/* Commits an issued certificate.  Fails with -HWID_E_CONFLICT if the
+ * identity already has a live (VALID, not expired at now) certificate
+ * other than supersedes_serial — enforced by the database, so concurrent
+ * callers cannot both succeed. */
+int store_cert_commit(store *s, const store_issue *in, int64_t now);
+int store_cert_get(store *s, const char *serial, store_cert *ret);
+/* The identity's live certificate at now; -HWID_E_NOT_FOUND if none. */
+int store_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret);
+int store_cert_list(store *s, const char *identity /* NULL: all */, store_cert **ret, size_t *ret_n);
+/* VALID -> REVOKED; -HWID_E_NOT_FOUND, -HWID_E_CONFLICT if already revoked. */
+int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit);
+/* Revoked certificates not yet expired at now, for the CRL. */
+typedef int (*store_revoked_fn)(const char *serial, int64_t revoked_at, int reason, void *userdata);
+int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
+/* Bumped on every revocation: hwidd regenerates the CRL when it changes. */
+int store_revocation_seq(store *s, int64_t *ret);
+void store_cert_clear(store_cert *c);
+
+/* ---- audit ---- */
+int store_audit_append(store *s, const store_audit *a);
+/* Calls fn for the last `limit` records, oldest first (limit 0: all). */
+typedef int (*store_audit_fn)(const store_audit *a, void *userdata);
+int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
+
+/* Frees arrays returned by the list functions. */
+void store_token_list_free(store_token *t, size_t n);
+void store_request_list_free(store_request *r, size_t n);
+void store_cert_list_free(store_cert *c, size_t n);

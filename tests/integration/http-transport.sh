@@ -1,0 +1,332 @@
+#!/bin/bash
+# The HTTPS transport of hwidd (service/http*.c) against independent peers:
+# curl and openssl s_client talk to tests/http-test-server, whose TLS key
+# lives in a SoftHSM2 token (every handshake signature is made there).
+#
+# Proves: TLS 1.3 and 1.2 with EC P-256, P-384 and RSA-2048 server keys
+# (RSA-PSS, and PKCS#1 v1.5 under 1.2); the request as delivered (method,
+# path, query, body, Authorization); body and header caps; JSON errors and
+# response headers; mutual TLS (none, valid, other CA, expired); per-address
+# rate limiting; connection limits; graceful stop; start-up errors.
+#
+# Needs: $HTTP_TEST_SERVER (default $BUILDDIR/tests/http-test-server),
+# softhsm2-util, openssl, curl, jq, ss.
+source "$(dirname "$0")/../lib.sh"
+
+: "${HTTP_TEST_SERVER:=$(_lib_default_bin "$BUILDDIR/tests/http-test-server")}"
+require_tools openssl curl jq ss softhsm2-util
+[ -x "$HTTP_TEST_SERVER" ] || fail "no test server at $HTTP_TEST_SERVER (build it or set HTTP_TEST_SERVER)"
+
+# OpenSSL keeps the providers hsm_init() loads for the life of the process;
+# LeakSanitizer reports that one allocation at exit.  Suppress it alone.
+printf 'leak:load_providers\n' >"$T/lsan.supp"
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$T/lsan.supp}
+
+softhsm_init tls
+keyuri() { echo "pkcs11:token=tls;object=$1?module-path=$SOFTHSM_MODULE&pin-source=file:$T/pin"; }
+
+# --- fixtures: device keys, a throwaway test PKI (files in $T only) -----------
+
+mkpki() {
+        local d=$T/pki
+        mkdir -p "$d/db" && : >"$d/db/index.txt" && echo 1000 >"$d/db/serial"
+        newca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                -keyout "$d/$1.key" -out "$d/$1.pem" -subj "/CN=$1" -days 2 2>/dev/null; }
+        newca server-ca && newca client-ca && newca other-ca
+        openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$d/junk.key" 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/server.ext"
+        printf 'extendedKeyUsage=clientAuth\n' >"$d/client.ext"
+        cat >"$d/ca.cnf" <<EOF
+[ca]
+default_ca = d
+[d]
+database = $d/db/index.txt
+serial = $d/db/serial
+new_certs_dir = $d/db
+default_md = sha256
+policy = p
+[p]
+commonName = supplied
+[ext]
+extendedKeyUsage = clientAuth
+EOF
+}
+
+# server_cert NAME TYPE — key NAME in the token, certificate $T/pki/NAME.pem
+# for its public key (a throwaway CSR only carries the subject).
+server_cert() {
+        local d=$T/pki
+        run_ok "$HTTP_TEST_SERVER" create-key "$(keyuri "$1")" "$2" >"$d/$1.pub"
+        openssl req -new -key "$d/junk.key" -subj /CN=localhost -out "$d/$1.csr"
+        openssl x509 -req -in "$d/$1.csr" -force_pubkey "$d/$1.pub" -CA "$d/server-ca.pem" \
+                -CAkey "$d/server-ca.key" -CAcreateserial -days 2 -extfile "$d/server.ext" \
+                -out "$d/$1.pem" 2>/dev/null
+}
+
+# client_cert NAME CA [expired]
+client_cert() {
+        local d=$T/pki
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/$1.key" \
+                -subj "/CN=dev-$1" -out "$d/$1.csr" 2>/dev/null
+        if [ "${3:-}" = expired ]; then
+                openssl ca -batch -config "$d/ca.cnf" -cert "$d/$2.pem" -keyfile "$d/$2.key" \
+                        -in "$d/$1.csr" -startdate 20200101000000Z -enddate 20200201000000Z \
+                        -extensions ext -out "$d/$1.pem" 2>/dev/null
+        else
+                openssl x509 -req -in "$d/$1.csr" -CA "$d/$2.pem" -CAkey "$d/$2.key" -CAcreateserial \
+                        -days 2 -extfile "$d/client.ext" -out "$d/$1.pem" 2>/dev/null
+        fi
+}
+
+mkpki
+server_cert ec ec-p256
+server_cert p384 ec-p384
+server_cert rsa rsa-2048
+client_cert good client-ca
+client_cert other other-ca
+client_cert expired client-ca expired
+P=$T/pki
+
+# --- helpers ------------------------------------------------------------------
+
+# start_server NAME KEY [serve options] — sets SRV_PID and PORT.
+start_server() {
+        local name=$1 key=$2 i
+        shift 2
+        start_bg "$T/$name.log" "$HTTP_TEST_SERVER" serve --key "$(keyuri "$key")" \
+                --cert "$P/$key.pem" "$@"
+        SRV_PID=$BG_PID SRV_LOG=$T/$name.log PORT=
+        for ((i = 0; i < 300; i++)); do
+                PORT=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$SRV_LOG")
+                [ -n "$PORT" ] && return 0
+                _lib_is_alive "$SRV_PID" || fail "test server $name exited: $(cat "$SRV_LOG")"
+                sleep 0.05
+        done
+        fail "test server $name did not start"
+}
+
+# stop_server — SIGTERM, then it must stop gracefully and exit 0, having
+# printed nothing but its own lines (the transport never logs).
+stop_server() {
+        local rc=0
+        kill -TERM "$SRV_PID"
+        wait "$SRV_PID" || rc=$?
+        assert_eq "$rc" 0 "test server exit code"
+        assert_eq "$(tr '\n' ' ' <"$SRV_LOG")" "port $PORT stopping stopped " "test server output"
+}
+
+URL() { echo "https://127.0.0.1:$PORT$1"; }
+hcurl() { curl -sS --max-time 20 --cacert "$P/server-ca.pem" "$@"; }
+# status URL [curl options] — the HTTP status only (000: no response).
+status() { hcurl -o /dev/null -w '%{http_code}' "$@" 2>/dev/null || true; }
+calls() { hcurl "$(URL /count)" | jq -r .calls; }
+
+# sclient ARGS... — openssl s_client as the peer; prints its report.
+sclient() {
+        printf 'GET /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' |
+                timeout 20 openssl s_client -connect "127.0.0.1:$PORT" -CAfile "$P/server-ca.pem" \
+                        -verify_return_error -ign_eof "$@" 2>&1 || true
+}
+
+# --- EC P-256: TLS versions, the request, caps, errors, mutual TLS ---------------
+
+start_server ec ec --client-ca "$P/client-ca.pem" --max-body 1024 --max-header 2048
+
+out=$(hcurl --tlsv1.3 "$(URL '/echo/x?a=1&b=%20c')" -H 'Authorization: Bearer abcdef.0123456789abcdef' \
+        -H 'Content-Type: application/pkcs10' --data-binary 'hello body')
+assert_eq "$(jq -r .method <<<"$out")" POST "method"
+assert_eq "$(jq -r .path <<<"$out")" /echo/x "path"
+assert_eq "$(jq -r .query <<<"$out")" 'a=1&b=%20c' "raw query"
+assert_eq "$(jq -r .content_type <<<"$out")" application/pkcs10 "content type"
+assert_eq "$(jq -r .authorization <<<"$out")" 'Bearer abcdef.0123456789abcdef' "authorization"
+assert_eq "$(jq -r .body <<<"$out")" 'hello body' "body"
+assert_eq "$(jq -r .body_len <<<"$out")" 10 "body length"
+assert_eq "$(jq -r .peer_addr <<<"$out")" 127.0.0.1 "peer address"
+assert_eq "$(jq -r .peer_cert <<<"$out")" null "no client certificate"
+assert_eq "$(jq -r .peer_verified <<<"$out")" false "not verified without a certificate"
+
+out=$(hcurl --tlsv1.2 --tls-max 1.2 -v "$(URL /v12)" 2>&1)
+assert_contains "$out" "SSL connection using TLSv1.2 / ECDHE-ECDSA" "curl TLS 1.2"
+assert_contains "$out" '"path":"\/v12"' "TLS 1.2 request delivered"
+out=$(hcurl --tlsv1.3 -v "$(URL /v13)" 2>&1)
+assert_contains "$out" "SSL connection using TLSv1.3" "curl TLS 1.3"
+
+for v in -tls1_3 -tls1_2; do
+        out=$(sclient $v)
+        assert_contains "$out" "Verify return code: 0 (ok)" "s_client $v verifies the chain"
+        assert_contains "$out" "Peer signature type: ECDSA" "s_client $v: ECDSA handshake signature"
+        assert_contains "$out" "HTTP/1.1 200 OK" "s_client $v request"
+done
+# TLS below 1.2 is off.
+assert_not_contains "$(sclient -tls1_1)" "HTTP/1.1 200" "TLS 1.1 refused"
+
+# Body cap: 413 JSON, by Content-Length and by chunked length, handler untouched.
+head -c 1025 /dev/zero | tr '\0' a >"$T/body1025"
+head -c 1024 /dev/zero | tr '\0' a >"$T/body1024"
+before=$(calls)
+out=$(hcurl -w '\n%{http_code}' "$(URL /b)" --data-binary @"$T/body1025")
+assert_eq "$(tail -n1 <<<"$out")" 413 "Content-Length over max_body"
+assert_eq "$(head -n1 <<<"$out" | jq -r .error)" too_large "413 slug"
+out=$(hcurl -w '\n%{http_code}' "$(URL /b)" -H 'Transfer-Encoding: chunked' --data-binary @"$T/body1025")
+assert_eq "$(tail -n1 <<<"$out")" 413 "chunked body over max_body"
+assert_eq "$(head -n1 <<<"$out" | jq -r .error)" too_large "chunked 413 slug"
+# A large declared length is refused before the body is read: curl waits for
+# "100 Continue", gets the 413 instead and uploads nothing.
+head -c 3000000 /dev/zero >"$T/body3M"
+out=$(hcurl -w '%{http_code} %{size_upload}' -o /dev/null -H 'Expect: 100-continue' \
+        --expect100-timeout 10 "$(URL /b)" --data-binary @"$T/body3M")
+assert_eq "$out" "413 0" "Content-Length refused before reading the body"
+assert_eq "$(calls)" $((before + 1)) "the handler never saw the oversize bodies"
+assert_eq "$(hcurl "$(URL /b)" -H 'Transfer-Encoding: chunked' --data-binary @"$T/body1024" | jq -r .body_len)" \
+        1024 "a chunked body of exactly max_body"
+
+# Header cap: ours (JSON 431) above max_header, MHD's beyond its memory pool.
+big=$(head -c 3000 /dev/zero | tr '\0' h)
+out=$(hcurl -w '\n%{http_code}' "$(URL /h)" -H "X-Big: $big")
+assert_eq "$(tail -n1 <<<"$out")" 431 "header over max_header"
+assert_eq "$(head -n1 <<<"$out" | jq -r .error)" headers_too_large "431 slug"
+huge=$(head -c 40000 /dev/zero | tr '\0' h)
+st=$(status "$(URL /h)" -H "X-Huge: $huge")
+[ "$st" = 431 ] || [ "$st" = 000 ] || fail "a 40 KB header got $st"
+assert_eq "$(status "$(URL /after)")" 200 "server alive after oversize headers"
+
+# Response side: JSON errors (escaped by json-c), Retry-After, Location, Cache-Control.
+out=$(hcurl -i "$(URL /error)")
+assert_contains "$out" "HTTP/1.1 403" "error status from hwid_err"
+assert_contains "$out" "Content-Type: application/json" "error content type"
+assert_eq "$(sed -n '/^{/p' <<<"$out" | jq -r .error)" forbidden "error slug"
+assert_eq "$(sed -n '/^{/p' <<<"$out" | jq -r .message)" "$(printf 'denied: "quoted" \\ </script>\n\001')" \
+        "error message survives JSON escaping"
+out=$(hcurl -i "$(URL /pending)")
+assert_contains "$out" "HTTP/1.1 202" "pending status"
+assert_contains "$out" "Retry-After: 7" "Retry-After"
+assert_contains "$out" "Location: /v1/requests/abc123" "Location"
+assert_contains "$out" "Cache-Control: no-store" "no-store by default"
+assert_not_contains "$(hcurl -i "$(URL /ca)")" "no-store" "cacheable responses"
+
+# Mutual TLS, requested but not required.
+for v in "--tlsv1.3" "--tlsv1.2 --tls-max 1.2"; do
+        out=$(hcurl $v "$(URL /m)" --cert "$P/good.pem" --key "$P/good.key")
+        assert_eq "$(jq -r .peer_verified <<<"$out")" true "valid client certificate ($v)"
+        assert_eq "$(jq -r .peer_expired <<<"$out")" false "valid is not expired ($v)"
+        assert_eq "$(jq -r .peer_cert <<<"$out")" \
+                "$(openssl x509 -in "$P/good.pem" -outform DER | sha256sum | cut -d' ' -f1)" "leaf DER ($v)"
+        out=$(hcurl $v "$(URL /m)" --cert "$P/expired.pem" --key "$P/expired.key")
+        assert_eq "$(jq -r .peer_verified <<<"$out")" false "expired is not verified ($v)"
+        assert_eq "$(jq -r .peer_expired <<<"$out")" true "expired client certificate ($v)"
+done
+out=$(hcurl "$(URL /m)" --cert "$P/other.pem" --key "$P/other.key")
+assert_eq "$(jq -r .peer_subject <<<"$out")" /CN=dev-other "other CA: certificate delivered"
+assert_eq "$(jq -r .peer_verified <<<"$out")" false "other CA: not verified"
+assert_eq "$(jq -r .peer_expired <<<"$out")" false "other CA: not merely expired"
+out=$(sclient -cert "$P/good.pem" -key "$P/good.key" -tls1_3)
+assert_contains "$out" '"peer_verified":true' "s_client with a client certificate"
+stop_server
+
+# --- RSA-2048 and P-384 server keys ---------------------------------------------
+
+start_server rsa rsa
+assert_contains "$(sclient -tls1_3)" "Peer signature type: RSA-PSS" "RSA key, TLS 1.3: PSS"
+assert_contains "$(sclient -tls1_2 -sigalgs rsa_pss_rsae_sha384)" "Peer signature type: RSA-PSS" "RSA, 1.2 PSS"
+for s in RSA+SHA256 RSA+SHA512; do
+        out=$(sclient -tls1_2 -sigalgs $s)
+        assert_contains "$out" "Peer signature type: RSA" "RSA key, TLS 1.2, PKCS#1 v1.5 $s"
+        assert_contains "$out" "HTTP/1.1 200 OK" "RSA PKCS#1 v1.5 $s request"
+done
+assert_eq "$(status --tlsv1.3 "$(URL /r)")" 200 "curl TLS 1.3, RSA key"
+assert_eq "$(status --tlsv1.2 --tls-max 1.2 "$(URL /r)")" 200 "curl TLS 1.2, RSA key"
+stop_server
+
+start_server p384 p384
+assert_contains "$(sclient -tls1_3)" "Peer signature type: ECDSA" "P-384 key, TLS 1.3"
+assert_contains "$(sclient -tls1_2 -sigalgs ECDSA+SHA384)" "HTTP/1.1 200 OK" "P-384 key, TLS 1.2"
+assert_not_contains "$(sclient -tls1_3 -sigalgs ecdsa_secp256r1_sha256)" "HTTP/1.1 200" \
+        "P-384 key never signs as secp256r1"
+stop_server
+
+# --- rate limiting --------------------------------------------------------------
+
+start_server rate ec --rate 1 --burst 2
+before=$(hcurl "$(URL /count)" | jq -r .calls)   # 1 token left
+assert_eq "$(status "$(URL /r)")" 200 "within the burst"
+out=$(hcurl -i "$(URL /r)")
+assert_contains "$out" "HTTP/1.1 429" "over the rate"
+assert_contains "$out" "Retry-After: 1" "429 says when to retry"
+assert_eq "$(sed -n '/^{/p' <<<"$out" | jq -r .error)" rate_limited "429 slug"
+assert_eq "$(status --interface 127.0.0.2 "$(URL /r)")" 200 "another address has its own bucket"
+sleep 1.2
+assert_eq "$(hcurl "$(URL /count)" | jq -r .calls)" $((before + 3)) "refused requests never reached the handler"
+stop_server
+
+# --- connection limits ------------------------------------------------------------
+
+start_server conn ec --max-conn 2 --threads 1 --timeout 5
+exec 3<>"/dev/tcp/127.0.0.1/$PORT" 4<>"/dev/tcp/127.0.0.1/$PORT"
+sleep 0.3
+assert_eq "$(status --max-time 3 "$(URL /c)")" 000 "a third connection is not served"
+exec 3>&- 4>&-
+sleep 0.3
+assert_eq "$(status "$(URL /c)")" 200 "served once the others are gone"
+stop_server
+
+start_server perip ec --max-conn 8 --per-ip 1 --threads 2
+exec 3<>"/dev/tcp/127.0.0.1/$PORT"
+sleep 0.3
+assert_eq "$(status --max-time 3 "$(URL /c)")" 000 "second connection from one address refused"
+assert_eq "$(status --interface 127.0.0.2 "$(URL /c)")" 200 "another address is served"
+exec 3>&-
+sleep 0.3
+assert_eq "$(status "$(URL /c)")" 200 "served once the first is gone"
+stop_server
+
+# --- graceful stop ---------------------------------------------------------------
+
+start_server stop ec --timeout 10
+hcurl -w '\n%{http_code}' "$(URL '/slow?ms=2000')" >"$T/slow.out" 2>&1 &
+slow_pid=$!
+track_pid "$slow_pid"
+sleep 0.5
+kill -TERM "$SRV_PID"
+sleep 0.3
+assert_eq "$(status --max-time 3 "$(URL /new)")" 000 "no new connections while stopping"
+wait "$slow_pid" || fail "the in-flight request failed: $(cat "$T/slow.out")"
+assert_eq "$(tail -n1 "$T/slow.out")" 200 "the in-flight request completed"
+assert_eq "$(head -n1 "$T/slow.out" | jq -r .query)" ms=2000 "the in-flight request's answer"
+rc=0
+wait "$SRV_PID" || rc=$?
+assert_eq "$rc" 0 "exit after a graceful stop"
+assert_contains "$(cat "$SRV_LOG")" stopped "stopped"
+
+# --- start-up errors ----------------------------------------------------------------
+
+start_server busy ec
+expect_exit 1 "cannot listen on 127.0.0.1:$PORT: address in use" -- timeout 20 \
+        "$HTTP_TEST_SERVER" serve --key "$(keyuri ec)" --cert "$P/ec.pem" --listen "127.0.0.1:$PORT"
+stop_server
+expect_exit 1 "not the TLS key" -- timeout 20 \
+        "$HTTP_TEST_SERVER" serve --key "$(keyuri ec)" --cert "$P/rsa.pem"
+expect_exit 1 "is not a numeric IPv4 or IPv6 address" -- timeout 20 \
+        "$HTTP_TEST_SERVER" serve --key "$(keyuri ec)" --cert "$P/ec.pem" --listen localhost:0
+cat "$P/server-ca.pem" "$P/ec.pem" >"$T/unsorted.pem"
+expect_exit 1 "not sorted" -- timeout 20 \
+        "$HTTP_TEST_SERVER" serve --key "$(keyuri ec)" --cert "$T/unsorted.pem"
+
+# A served chain (leaf then issuer) over IPv6 loopback, if the host has it.
+cat "$P/ec.pem" "$P/server-ca.pem" >"$P/chain.pem"
+if grep -qs '^0\{31\}1 ' /proc/net/if_inet6; then
+        start_bg "$T/v6.log" "$HTTP_TEST_SERVER" serve --key "$(keyuri ec)" --cert "$P/chain.pem" \
+                --listen '[::1]:0'
+        SRV_PID=$BG_PID SRV_LOG=$T/v6.log
+        for ((i = 0; i < 300; i++)); do
+                PORT=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$SRV_LOG")
+                [ -n "$PORT" ] && break
+                sleep 0.05
+        done
+        [ -n "$PORT" ] || fail "IPv6 test server did not start: $(cat "$SRV_LOG")"
+        out=$(curl -sS -g --max-time 20 --cacert "$P/server-ca.pem" --resolve "localhost:$PORT:[::1]" \
+                "https://localhost:$PORT/v6")
+        assert_eq "$(jq -r .peer_addr <<<"$out")" ::1 "IPv6 listener"
+        stop_server
+fi
+
+echo "http-transport: OK"

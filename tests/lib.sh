@@ -1,0 +1,451 @@
+# shellcheck shell=bash
+# tests/lib.sh — sourced by every integration test (bash).
+#
+#   source "$(dirname "$0")/../lib.sh"
+#
+# Gives the test strict mode, a private temporary directory $T, SoftHSM2
+# tokens and swtpm instances of its own, assertions, and an EXIT trap that
+# kills every process the test registered (by PID, never by name), stops its
+# swtpms and removes $T — whether the test passes or fails.
+#
+# Hardware (swtpm, SoftHSM2) is required: when a tool is missing the test
+# fails, because CI installs everything and nothing may skip there. With
+# HWID_ALLOW_SKIP=1 it exits 77 instead, which meson reports as a skip.
+#
+# Note on subshells: fail() exits the current shell. Inside $(...) or (...)
+# that is the subshell only; set -e then stops the test at the assignment
+# (but not inside `local x=$(...)`, which hides the status — declare first).
+
+set -euo pipefail
+set -E                  # ERR trap also fires inside functions
+
+# --- environment ------------------------------------------------------------
+
+_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${SRCDIR:=$(cd "$_LIB_DIR/.." && pwd)}"
+
+_lib_default_builddir() {
+        local d
+        for d in "$SRCDIR/build" "$SRCDIR/build-asan"; do
+                [ -d "$d" ] && { echo "$d"; return; }
+        done
+        echo "$SRCDIR/build"
+}
+
+# First existing candidate, else the first one (so errors name a real path).
+_lib_default_bin() {
+        local c
+        for c in "$@"; do
+                [ -x "$c" ] && { echo "$c"; return; }
+        done
+        echo "$1"
+}
+
+: "${BUILDDIR:=$(_lib_default_builddir)}"
+: "${HWID:=$(_lib_default_bin "$BUILDDIR/cli/hwid" "$BUILDDIR/hwid")}"
+: "${HWIDD:=$(_lib_default_bin "$BUILDDIR/service/hwidd" "$BUILDDIR/hwidd")}"
+export SRCDIR BUILDDIR HWID HWIDD
+
+# A test must never reach the developer's real TPM or HSM by accident: only
+# the instances this library starts are configured.
+unset HWID_TCTI TPM2TOOLS_TCTI TPM2OPENSSL_TCTI SOFTHSM2_CONF
+
+TEST_NAME=$(basename "$0" .sh)
+T=$(mktemp -d "${TMPDIR:-/tmp}/hwid-test.$TEST_NAME.XXXXXX")
+
+_LIB_PID=$BASHPID       # the cleanup runs in the test's own shell only
+_PIDS=()                # processes to kill at exit
+_LOGS=()                # files whose tail helps when the test fails
+_SWTPM_DIRS=()          # swtpm-start directories to stop at exit
+TCTIS=()                # TCTI strings of every swtpm started, in order
+
+# --- cleanup ----------------------------------------------------------------
+
+# Prints where the test is: the first stack frame outside this file.
+_lib_where() {
+        local i
+        for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do
+                if [ "${BASH_SOURCE[$i]}" != "${BASH_SOURCE[0]}" ]; then
+                        echo "  at ${BASH_SOURCE[$i]}:${BASH_LINENO[$((i - 1))]}"
+                        return
+                fi
+        done
+}
+
+_lib_on_err() {
+        local rc=$1 line=$2 cmd=$3
+        echo "FAIL: command exited $rc at ${BASH_SOURCE[1]:-$0}:$line: $cmd" >&2
+}
+trap '_lib_on_err $? $LINENO "$BASH_COMMAND"' ERR
+
+_lib_is_alive() {
+        local state
+        state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+        [ -n "$state" ] && [ "$state" != Z ]  # a zombie is as good as gone
+}
+
+# TERM every tracked process, KILL what is left after 3 s, reap our children.
+_lib_kill_tracked() {
+        local pid i alive
+        [ ${#_PIDS[@]} -gt 0 ] || return 0
+        for pid in "${_PIDS[@]}"; do
+                _lib_is_alive "$pid" && kill -TERM "$pid" 2>/dev/null
+        done
+        for ((i = 0; i < 30; i++)); do
+                alive=0
+                for pid in "${_PIDS[@]}"; do
+                        _lib_is_alive "$pid" && alive=1
+                done
+                [ $alive = 0 ] && break
+                sleep 0.1
+        done
+        for pid in "${_PIDS[@]}"; do
+                if _lib_is_alive "$pid"; then
+                        echo "lib.sh: pid $pid ignored TERM; killing" >&2
+                        kill -KILL "$pid" 2>/dev/null
+                fi
+                wait "$pid" 2>/dev/null  # reap it if it is our child
+        done
+}
+
+_lib_stop_swtpms() {
+        local d
+        for d in "${_SWTPM_DIRS[@]}"; do
+                [ -d "$d" ] && "$SRCDIR/swtpm/swtpm-stop" "$d"
+        done
+}
+
+_lib_dump_logs() {
+        local f
+        for f in "${_LOGS[@]}"; do
+                [ -f "$f" ] || continue
+                echo "----- last 40 lines of $f -----" >&2
+                tail -n 40 "$f" >&2
+        done
+        [ ${#_LOGS[@]} -eq 0 ] || echo "----- end of logs -----" >&2
+}
+
+_lib_on_exit() {
+        local rc=$?
+        [ "$BASHPID" = "$_LIB_PID" ] || return 0
+        set +eu
+        trap - ERR
+        # swtpms first: they left our process group (daemons), so they are
+        # the only thing that outlives meson's KILL of the group on timeout.
+        _lib_stop_swtpms
+        if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+                echo "$TEST_NAME: FAILED (exit $rc)" >&2
+                _lib_dump_logs
+        fi
+        _lib_kill_tracked
+        if [ "${KEEP_TMP:-0}" = 1 ]; then
+                echo "$TEST_NAME: kept $T" >&2
+        else
+                rm -rf "$T"
+        fi
+        kill "$_LIB_WATCHDOG" 2>/dev/null
+        exit $rc
+}
+trap _lib_on_exit EXIT
+# Turn signals (meson's timeout sends TERM) into an exit so cleanup runs.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Safety net for when the cleanup above cannot run (SIGKILL; meson sends it
+# 0.5 s after TERM on a timeout): a watchdog in its own session waits for
+# this shell to die, then stops the swtpms and removes $T. Its output goes to
+# /dev/null so that it does not hold meson's pipes open.
+_lib_start_watchdog() {
+        # shellcheck disable=SC2016  # expanded by the watchdog's shell
+        setsid bash -c '
+                while kill -0 "$1" 2>/dev/null; do sleep 1; done
+                for d in "$2"/swtpm*/; do
+                        [ -d "$d" ] && "$3/swtpm/swtpm-stop" "$d"
+                done
+                [ "$4" = 1 ] || rm -rf "$2"
+        ' lib-watchdog "$_LIB_PID" "$T" "$SRCDIR" "${KEEP_TMP:-0}" \
+                </dev/null >/dev/null 2>&1 &
+        _LIB_WATCHDOG=$!
+}
+_lib_start_watchdog
+
+# --- process and log tracking ----------------------------------------------
+
+# track_pid PID... — kill these at exit (TERM, then KILL).
+track_pid() {
+        _PIDS+=("$@")
+}
+
+# track_log FILE... — show the tail of these if the test fails.
+track_log() {
+        _LOGS+=("$@")
+}
+
+# start_bg LOG CMD... — run CMD in the background, stdout+stderr to LOG;
+# tracks both; the PID is left in $BG_PID.
+start_bg() {
+        local log=$1
+        shift
+        "$@" >"$log" 2>&1 </dev/null &
+        BG_PID=$!
+        track_pid "$BG_PID"
+        track_log "$log"
+}
+
+# --- assertions ---------------------------------------------------------------
+
+# fail MSG — end the test with MSG and where it happened.
+fail() {
+        echo "FAIL: $*" >&2
+        _lib_where >&2
+        exit 1
+}
+
+# assert_eq A B MSG — A and B must be the same string.
+assert_eq() {
+        [ "$1" = "$2" ] || fail "${3:-assert_eq}: '$1' != '$2'"
+}
+
+# assert_contains HAYSTACK NEEDLE MSG — NEEDLE must occur in HAYSTACK.
+assert_contains() {
+        [[ $1 == *"$2"* ]] ||
+                fail "${3:-assert_contains}: '$2' not found in:"$'\n'"$(head -n 40 <<<"$1")"
+}
+
+# assert_not_contains HAYSTACK NEEDLE MSG — NEEDLE must not occur (secrets).
+assert_not_contains() {
+        [[ $1 != *"$2"* ]] || fail "${3:-assert_not_contains}: '$2' found where it must not be"
+}
+
+# assert_file_mode FILE MODE — octal permission bits, e.g. 600 or 0600.
+assert_file_mode() {
+        local actual
+        [ -e "$1" ] || fail "$1 does not exist"
+        actual=$(stat -c %a "$1")
+        [ $((8#$actual)) -eq $((8#$2)) ] || fail "$1 has mode $actual, expected $2"
+}
+
+_lib_show_last() {
+        echo "--- stdout ---" >&2
+        head -n 40 "$T/last.out" >&2
+        echo "--- stderr ---" >&2
+        head -n 40 "$T/last.err" >&2
+        echo "--------------" >&2
+}
+
+# expect_exit CODE STDERR_SUBSTRING [--multiline] -- CMD...
+# Runs CMD (stdout to $T/last.out, stderr to $T/last.err). Fails unless it
+# exits CODE and stderr contains the substring (empty: anything). A failing
+# CMD must explain itself in exactly one non-empty stderr line, unless
+# --multiline is given.
+expect_exit() {
+        local want=$1 needle=$2 multiline=0 rc=0 cmd lines
+        shift 2
+        [ "${1:-}" = --multiline ] && { multiline=1; shift; }
+        if [ "${1:-}" != -- ] || [ $# -lt 2 ]; then
+                fail "usage: expect_exit CODE STDERR_SUBSTRING [--multiline] -- CMD..."
+        fi
+        shift
+        cmd=$(printf '%q ' "$@")
+        "$@" >"$T/last.out" 2>"$T/last.err" || rc=$?
+        if [ "$rc" != "$want" ]; then
+                _lib_show_last
+                fail "$cmd: exit code $rc, expected $want"
+        fi
+        if [ -n "$needle" ] && ! grep -qF -- "$needle" "$T/last.err"; then
+                _lib_show_last
+                fail "$cmd: stderr lacks '$needle'"
+        fi
+        if [ "$want" != 0 ] && [ $multiline = 0 ]; then
+                lines=$(grep -c '[^[:space:]]' "$T/last.err" || true)
+                if [ "$lines" != 1 ]; then
+                        _lib_show_last
+                        fail "$cmd: stderr has $lines non-empty lines, expected one error line"
+                fi
+        fi
+}
+
+# run_ok CMD... — CMD must succeed; its stdout passes through (so
+# out=$(run_ok ...) works), its stderr is shown (in full on failure).
+run_ok() {
+        local rc=0
+        "$@" 2>"$T/last.err" || rc=$?
+        if [ $rc -ne 0 ]; then
+                echo "--- stderr of failed command ---" >&2
+                cat "$T/last.err" >&2
+                fail "$(printf '%q ' "$@"): exit code $rc"
+        fi
+        cat "$T/last.err" >&2
+}
+
+# no_private_keys_in DIR... — no file may hold an unwrapped PEM private key.
+# TSS2 PRIVATE KEY blobs are fine: they are wrapped by the TPM. The swtpm
+# local CA's own keys (test fixtures under $T/swtpm*/localca) are ignored.
+no_private_keys_in() {
+        local d f sd hits=()
+        for d in "$@"; do
+                [ -d "$d" ] || fail "no_private_keys_in: $d is not a directory"
+                while IFS= read -r f; do
+                        for sd in "${_SWTPM_DIRS[@]}"; do
+                                [[ $f == "$sd/localca/"* ]] && continue 2
+                        done
+                        hits+=("$f")
+                done < <(grep -rlaE -D skip -- \
+                        '-----BEGIN (EC |RSA |DSA |ENCRYPTED |OPENSSH |)PRIVATE KEY-----' "$d" || true)
+        done
+        [ ${#hits[@]} -eq 0 ] || fail "unwrapped private key(s) in: ${hits[*]}"
+}
+
+# --- tools and hardware -------------------------------------------------------
+
+# missing_hardware WHAT — the rule for absent hardware emulation: fail (CI
+# must never skip), or skip with exit 77 when HWID_ALLOW_SKIP=1.
+missing_hardware() {
+        if [ "${HWID_ALLOW_SKIP:-0}" = 1 ]; then
+                echo "SKIP: $TEST_NAME needs $*" >&2
+                exit 77
+        fi
+        fail "missing $*: run scripts/install-deps.sh (or set HWID_ALLOW_SKIP=1 to skip)"
+}
+
+# require_tools TOOL... — every TOOL must be on PATH (else missing_hardware).
+require_tools() {
+        local t missing=()
+        for t in "$@"; do
+                command -v "$t" >/dev/null 2>&1 || missing+=("$t")
+        done
+        [ ${#missing[@]} -eq 0 ] || missing_hardware "${missing[*]}"
+}
+
+# --- ports --------------------------------------------------------------------
+
+_lib_port_listening() {
+        [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]
+}
+
+# free_port — print a loopback TCP port nobody listens on. The range
+# 22000-32767 sits below the kernel's ephemeral ports and above the ports
+# swtpm-start uses; ports already handed out in this test are not reused
+# (recorded in a file, since free_port usually runs in $(...)).
+free_port() {
+        local p i
+        require_tools ss
+        touch "$T/.ports"
+        for ((i = 0; i < 200; i++)); do
+                p=$((22000 + (RANDOM * 32768 + RANDOM) % 10768))
+                grep -qx "$p" "$T/.ports" && continue
+                _lib_port_listening "$p" && continue
+                echo "$p" >>"$T/.ports"
+                echo "$p"
+                return 0
+        done
+        fail "free_port: no free port found"
+}
+
+# wait_for_port PORT [TIMEOUT_S=10] [PID] — wait until something listens on
+# PORT; with PID, fail at once if that process dies first.
+wait_for_port() {
+        local port=$1 timeout=${2:-10} pid=${3:-} deadline
+        deadline=$((SECONDS + timeout))
+        until _lib_port_listening "$port"; do
+                if [ -n "$pid" ] && ! _lib_is_alive "$pid"; then
+                        fail "process $pid exited before listening on port $port"
+                fi
+                [ $SECONDS -lt $deadline ] || fail "nothing listens on port $port after ${timeout}s"
+                sleep 0.05
+        done
+}
+
+# --- SoftHSM2 -----------------------------------------------------------------
+
+_lib_find_softhsm_module() {
+        local c
+        for c in "${SOFTHSM_MODULE:-}" \
+                /usr/lib/*-linux-gnu*/softhsm/libsofthsm2.so \
+                /usr/lib/softhsm/libsofthsm2.so \
+                /usr/lib64/softhsm/libsofthsm2.so \
+                /usr/lib64/pkcs11/libsofthsm2.so \
+                /usr/local/lib/softhsm/libsofthsm2.so; do
+                [ -n "$c" ] && [ -f "$c" ] && { echo "$c"; return 0; }
+        done
+        return 1
+}
+
+# softhsm_init [LABEL=ca] [PIN=1234] [SO_PIN=5678] — a fresh token in a
+# SoftHSM2 store private to this test. Exports SOFTHSM2_CONF and
+# SOFTHSM_MODULE; writes the PIN to $T/pin (latest token; mode 0600) and to
+# $T/softhsm/LABEL.pin. Call again with another label for more tokens.
+softhsm_init() {
+        local label=${1:-ca} pin=${2:-1234} so_pin=${3:-5678}
+        local dir=$T/softhsm
+        require_tools softhsm2-util
+        SOFTHSM_MODULE=$(_lib_find_softhsm_module) ||
+                missing_hardware "the SoftHSM2 module libsofthsm2.so"
+        export SOFTHSM_MODULE
+        if [ ! -f "$dir/softhsm2.conf" ]; then
+                mkdir -p "$dir/tokens"
+                cat >"$dir/softhsm2.conf" <<EOF
+directories.tokendir = $dir/tokens
+objectstore.backend = file
+log.level = ERROR
+slots.removable = false
+EOF
+        fi
+        export SOFTHSM2_CONF=$dir/softhsm2.conf
+        [ ! -e "$dir/$label.pin" ] || fail "softhsm_init: token '$label' already exists"
+        softhsm2-util --init-token --free --label "$label" \
+                --pin "$pin" --so-pin "$so_pin" >"$dir/init-$label.log" 2>&1 || {
+                cat "$dir/init-$label.log" >&2
+                fail "softhsm2-util could not initialize token '$label'"
+        }
+        (umask 077 && printf '%s' "$pin" >"$dir/$label.pin" && printf '%s' "$pin" >"$T/pin")
+        chmod 600 "$T/pin" "$dir/$label.pin"
+}
+
+# --- swtpm --------------------------------------------------------------------
+
+# swtpm_init [--log] [N=1] — start N software TPMs (EK + EK certificate)
+# under $T/swtpm (then $T/swtpm1, ... on later calls). Appends their TCTI
+# strings to TCTIS; exports HWID_TCTI=${TCTIS[0]} (and TPM2TOOLS_TCTI, so
+# tpm2-tools in tests talk to it too) and SWTPM_DIR (latest directory; its
+# localca/ holds the EK issuer). --log records every TPM command in
+# $SWTPM_DIR/tpmI/swtpm.log.
+swtpm_init() {
+        local opts=() n dir out
+        [ "${1:-}" = --log ] && { opts+=(--log); shift; }
+        n=${1:-1}
+        require_tools swtpm swtpm_setup swtpm_localca tpm2_getcap ss
+        dir=$T/swtpm
+        [ ${#_SWTPM_DIRS[@]} -eq 0 ] || dir=$T/swtpm${#_SWTPM_DIRS[@]}
+        _SWTPM_DIRS+=("$dir")   # before starting: a half start is stopped too
+        out=$("$SRCDIR/swtpm/swtpm-start" --count "$n" --dir "$dir" "${opts[@]}" \
+                2>"$T/swtpm-start.err") || {
+                cat "$T/swtpm-start.err" >&2
+                fail "swtpm-start could not start $n TPM(s)"
+        }
+        mapfile -t -O ${#TCTIS[@]} TCTIS <<<"$out"
+        export HWID_TCTI=${TCTIS[0]}
+        export TPM2TOOLS_TCTI=$HWID_TCTI
+        export SWTPM_DIR=$dir
+}
+
+# assert_no_transient [TCTI...] — each TPM (default: every one started) has
+# no transient objects and no loaded or saved sessions left (invariant 5:
+# swtpm has no resource manager, so leaks pile up until TPM_RC_OBJECT_MEMORY).
+assert_no_transient() {
+        local tctis=("$@") tcti cap out left
+        [ $# -gt 0 ] || tctis=("${TCTIS[@]}")
+        [ ${#tctis[@]} -gt 0 ] || fail "assert_no_transient: no TPM started"
+        for tcti in "${tctis[@]}"; do
+                left=
+                for cap in handles-transient handles-loaded-session handles-saved-session; do
+                        # swtpm serves one client at a time: a holder that
+                        # never lets go would hang us, hence the timeout.
+                        out=$(timeout 10 tpm2_getcap -T "$tcti" "$cap" 2>&1) ||
+                                fail "tpm2_getcap $cap on TPM $tcti failed (busy or down?): $out"
+                        [ -z "$out" ] || left+=" $cap:$(tr -d '\n-' <<<"$out")"
+                done
+                [ -z "$left" ] || fail "TPM $tcti left with handles:$left"
+        done
+}

@@ -1,0 +1,152 @@
+/* Unit tests for the parts of service/http*.c that need no key and no
+ * peer: JSON errors, the rate limiter, listen address parsing.  The TLS
+ * side is tested against real peers by tests/integration/http-transport.sh. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "check.h"
+#include "error.h"
+#include "http-internal.h"
+#include "http.h"
+#include "ratelimit.h"
+
+static json_object *parse_body(const http_response *resp) {
+        return resp->body.data ? json_tokener_parse((const char *) resp->body.data) : NULL;
+}
+
+static const char *field(json_object *o, const char *k) {
+        json_object *v = NULL;
+
+        return json_object_object_get_ex(o, k, &v) ? json_object_get_string(v) : NULL;
+}
+
+static void test_error_json(void) {
+        http_response resp = { 0 };
+        const char *nasty = "a \"quote\", a \\ backslash, </script>, a\nnewline and \x01";
+        json_object *o;
+
+        buf_init(&resp.body, 4096);
+        buf_append_str(&resp.body, "left over from the handler");
+        http_error(&resp, 400, "bad_csr", nasty);
+        CHECK(resp.status == 400);
+        CHECK_STREQ(resp.content_type, "application/json");
+        o = parse_body(&resp);
+        CHECK(o != NULL);
+        CHECK_STREQ(field(o, "error"), "bad_csr");
+        CHECK_STREQ(field(o, "message"), nasty);
+        json_object_put(o);
+
+        http_error_from(&resp, hwid_fail(HWID_E_TOKEN_INVALID, "token abc123 expired"));
+        CHECK(resp.status == 401);
+        o = parse_body(&resp);
+        CHECK_STREQ(field(o, "error"), "bad_token");
+        CHECK_STREQ(field(o, "message"), "token abc123 expired");
+        json_object_put(o);
+
+        /* Without a detail: the table's message. */
+        hwid_error_clear();
+        http_error_from(&resp, -HWID_E_RATE_LIMITED);
+        CHECK(resp.status == 429);
+        o = parse_body(&resp);
+        CHECK_STREQ(field(o, "error"), "rate_limited");
+        CHECK_STREQ(field(o, "message"), "too many requests");
+        json_object_put(o);
+
+        /* A success code is not an error: reported as internal. */
+        http_error_from(&resp, 0);
+        CHECK(resp.status == 500);
+        buf_reset(&resp.body);
+
+        /* A zeroed response (no cap set) still gets a body. */
+        http_response z = { 0 };
+        http_error(&z, 503, "hsm_unavailable", NULL);
+        o = parse_body(&z);
+        CHECK_STREQ(field(o, "message"), "");
+        json_object_put(o);
+        buf_reset(&z.body);
+}
+
+static void test_ratelimit(void) {
+        ratelimit *rl = NULL;
+        const uint8_t a[4] = { 10, 0, 0, 1 }, b[4] = { 10, 0, 0, 2 };
+        uint8_t v6[16] = { 0x20, 0x01, 0x0d, 0xb8 };
+
+        CHECK(ratelimit_new(0, 1, 0, &rl) == -HWID_E_INVALID);
+        CHECK(ratelimit_new(2.0, 3, 16, &rl) == 0);
+        /* A burst of 3, then refused with the wait until the next token. */
+        CHECK(ratelimit_take_at(rl, a, 4, 100.0) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 100.0) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 100.0) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 100.0) == 1);
+        /* Another address has its own bucket. */
+        CHECK(ratelimit_take_at(rl, b, 4, 100.0) == 0);
+        CHECK(ratelimit_take_at(rl, v6, 16, 100.0) == 0);
+        /* 2 tokens per second: after 0.5 s one more. */
+        CHECK(ratelimit_take_at(rl, a, 4, 100.5) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 100.5) == 1);
+        /* Long idle: back to a full burst, never more. */
+        CHECK(ratelimit_take_at(rl, a, 4, 1000.0) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 1000.0) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 1000.0) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 1000.0) > 0);
+        ratelimit_free(rl);
+
+        /* A slow rate says how long to wait; a flood of distinct addresses
+         * stays in the fixed table. */
+        CHECK(ratelimit_new(0.1, 1, 64, &rl) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 5.0) == 0);
+        CHECK(ratelimit_take_at(rl, a, 4, 5.0) == 10);
+        for (uint32_t i = 0; i < 100000; i++) {
+                uint8_t x[4];
+                memcpy(x, &i, 4);
+                (void) ratelimit_take_at(rl, x, 4, 6.0);
+        }
+        ratelimit_free(rl);
+}
+
+static void test_listen(void) {
+        const char *bad[] = { "", "localhost:80", "1.2.3.4", "1.2.3.4:99999", "1.2.3.4:-1",
+                              "1.2.3.4:8x", "::1:80", "[::1]80", "[::1", "127.0.0.1:" };
+        int fd = -1, fd2 = -1, port;
+        char again[64];
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                int r = http_listen_open(bad[i], &fd);
+                if (r != -HWID_E_CONFIG)
+                        fprintf(stderr, "listen '%s' gave %d\n", bad[i], r);
+                CHECK(r == -HWID_E_CONFIG);
+        }
+        CHECK(http_listen_open("127.0.0.1:0", &fd) == 0);
+        port = http_listen_port(fd);
+        CHECK(port > 0);
+        snprintf(again, sizeof(again), "127.0.0.1:%d", port);
+        CHECK(http_listen_open(again, &fd2) == -HWID_E_IO);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_IO), "address in use");
+        close(fd);
+        /* IPv6 loopback, if the host has it. */
+        if (http_listen_open("[::1]:0", &fd) == 0) {
+                CHECK(http_listen_port(fd) > 0);
+                close(fd);
+        }
+}
+
+static void test_start_needs_key(void) {
+        http_options o = { .listen = "127.0.0.1:0", .max_body = 1, .max_header = 8192,
+                           .timeout = 1, .max_connections = 1 };
+        http_server *s = NULL;
+
+        CHECK(http_server_start(&o, NULL, NULL, &s) == -HWID_E_CONFIG);
+        CHECK(s == NULL);
+        http_server_stop(NULL);
+}
+
+int main(void) {
+        test_error_json();
+        test_ratelimit();
+        test_listen();
+        test_start_needs_key();
+        return check_done("test-http");
+}

@@ -1,0 +1,93 @@
+/* Key URI parsing: what is accepted, what is refused, and that every
+ * refusal says what is wrong. */
+#include "check.h"
+#include "error.h"
+#include "uri.h"
+
+static void accepts_pkcs11(void) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL;
+
+        CHECK(key_uri_parse("pkcs11:token=ca;object=ca-key?pin-source=file:/etc/hwid/pin", &u) == 0);
+        CHECK(u && u->scheme == KEY_URI_PKCS11);
+        CHECK_STREQ(u->token, "ca");
+        CHECK_STREQ(u->object, "ca-key");
+        CHECK_STREQ(u->pin_source, "file:/etc/hwid/pin");
+        CHECK(u->pin_value == NULL);
+        CHECK(u->id == NULL);
+}
+
+static void accepts_pkcs11_id_module_pin_value(void) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL;
+
+        /* RFC 7512: module-path is a query attribute. */
+        CHECK(key_uri_parse("pkcs11:token=my%20token;id=%01%02%ff"
+                            "?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-value=1234", &u) == 0);
+        CHECK_STREQ(u->token, "my token");
+        CHECK(u->object == NULL);
+        CHECK(u->id_len == 3 && u->id[0] == 1 && u->id[1] == 2 && u->id[2] == 0xff);
+        CHECK_STREQ(u->module_path, "/usr/lib/softhsm/libsofthsm2.so");
+        CHECK_STREQ(u->pin_value, "1234");
+}
+
+static void accepts_tpm2(void) {
+        _cleanup_(key_uri_freep) key_uri *a = NULL, *b = NULL;
+
+        CHECK(key_uri_parse("tpm2:handle=0x81000001", &a) == 0);
+        CHECK(a && a->scheme == KEY_URI_TPM2 && a->handle == 0x81000001 && !a->path);
+        CHECK(key_uri_parse("tpm2:file=/var/lib/hwid/device.tss2.pem", &b) == 0);
+        CHECK(b && b->handle == 0);
+        CHECK_STREQ(b->path, "/var/lib/hwid/device.tss2.pem");
+}
+
+static const struct {
+        const char *uri;
+        const char *message; /* a piece of the detail the user sees */
+} refused[] = {
+        { "", "empty" },
+        { "file:/x", "must start with pkcs11: or tpm2:" },
+        { "pkcs11:object=k", "names no token" },
+        { "pkcs11:token=ca", "names no key" },
+        { "pkcs11:token=ca;objekt=k", "does not know" },
+        { "pkcs11:token=ca;object=k%zz", "malformed PKCS#11 URI" },
+        { "pkcs11:token=ca;object=k?pin-value=1&pin-source=file:/p", "both pin-source and pin-value" },
+        { "tpm2:", "tpm2:handle=0x81xxxxxx or tpm2:file=PATH" },
+        { "tpm2:handle=81000001", "hexadecimal" },
+        { "tpm2:handle=0x80000001", "not a persistent handle" },
+        { "tpm2:handle=0x81800001", "not a persistent handle" }, /* the platform's range */
+        { "tpm2:handle=0x81000001x", "not a persistent handle" },
+        { "tpm2:handle=0x1000000000", "not a persistent handle" },
+        { "tpm2:file=", "needs a path" },
+        { "tpm2:file=/a\nb", "control character" },
+        { "tpm2:key=1", "tpm2:handle=0x81xxxxxx or tpm2:file=PATH" },
+};
+
+static void refuses_bad_uris(void) {
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                key_uri *u = NULL;
+                int r = key_uri_parse(refused[i].uri, &u);
+
+                CHECK(r == -HWID_E_URI);
+                CHECK(u == NULL);
+                CHECK_CONTAINS(hwid_strerror(r), refused[i].message);
+        }
+}
+
+static void refuses_overlong(void) {
+        char big[5000];
+        key_uri *u = NULL;
+
+        memset(big, 'a', sizeof(big) - 1);
+        big[sizeof(big) - 1] = '\0';
+        memcpy(big, "tpm2:file=", 10);
+        CHECK(key_uri_parse(big, &u) == -HWID_E_URI);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_URI), "longer than");
+}
+
+int main(void) {
+        accepts_pkcs11();
+        accepts_pkcs11_id_module_pin_value();
+        accepts_tpm2();
+        refuses_bad_uris();
+        refuses_overlong();
+        return check_done("test-uri");
+}
