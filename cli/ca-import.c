@@ -53,7 +53,7 @@ static int parse(int argc, char **argv, import_opts *o) {
                 case 'T': o->s.tcti = optarg; break;
                 case 'f': o->s.force = true; break;
                 case 'h': usage(stdout); exit(0);
-                default: return cli_usage("ca import", "unknown option");
+                default: return cli_bad_option("ca import", argv);
                 }
         }
         if (!o->s.ca_key_uri || !o->cert || !o->chain || !o->s.dir || optind != argc)

@@ -79,7 +79,7 @@ static int parse(int argc, char **argv, init_opts *o) {
                 case 'C': o->csr = true; break;
                 case 'f': o->s.force = true; break;
                 case 'h': usage(stdout); exit(0);
-                default: return cli_usage("ca init", "unknown option");
+                default: return cli_bad_option("ca init", argv);
                 }
         }
         if (!o->s.ca_key_uri || !o->subject || !o->s.dir || optind != argc)

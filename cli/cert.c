@@ -50,7 +50,7 @@ static int parse(const char *cmd, int argc, char **argv, cert_opts *o, int min_a
                 case 'r': o->reason = optarg; break;
                 case 'a': o->all = true; break;
                 case 'h': usage(); exit(0);
-                default: return cli_usage(cmd, "unknown option");
+                default: return cli_bad_option(cmd, argv);
                 }
         }
         if (argc - optind < min_args || argc - optind > max_args)

@@ -1,3 +1,4 @@
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,14 @@ int cli_usage(const char *cmd, const char *fmt, ...) {
         va_end(ap);
         fprintf(stderr, " (see hwid %s --help)\n", cmd);
         return EXIT_USAGE;
+}
+
+int cli_bad_option(const char *cmd, char **argv) {
+        const char *arg = optind > 0 ? argv[optind - 1] : "?";
+
+        if (optopt && optopt != '?')
+                return cli_usage(cmd, "option '-%c' is unknown or needs a value", optopt);
+        return cli_usage(cmd, "option '%s' is unknown or needs a value", arg);
 }
 
 void cli_hsm_options(hsm_options *o, const char *tcti) {

@@ -13,6 +13,9 @@
 int cli_fail(int r);
 /* Prints a usage error naming the subcommand and returns EXIT_USAGE. */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Usage error for the option getopt just refused (opterr is off, so
+ * this is the only line printed). */
+int cli_bad_option(const char *cmd, char **argv);
 /* Fills hsm options from --tcti (may be NULL). */
 void cli_hsm_options(hsm_options *o, const char *tcti);
 /* Writes text to path atomically (mode 0644), or to stdout when path is NULL. */

@@ -46,7 +46,7 @@ int cmd_csr(int argc, char **argv) {
                 case 'o': out = optarg; break;
                 case 'T': tcti = optarg; break;
                 case 'h': usage(stdout); return 0;
-                default: return cli_usage("csr", "unknown option");
+                default: return cli_bad_option("csr", argv);
                 }
         }
         if (!uri || !subject || optind != argc)

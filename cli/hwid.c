@@ -1,4 +1,5 @@
 /* hwid: one command line for the CA admin and for devices. */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,7 @@ int main(int argc, char **argv) {
         /* tpm2-tss prints its own warnings to stderr; hwid reports every
          * failure itself in one line, so silence it unless asked for. */
         setenv("TSS2_LOG", "all+NONE", 0);
+        opterr = 0; /* every usage error is one line, printed by cli_usage() */
         if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
                 help(argc < 2 ? stderr : stdout);
                 return argc < 2 ? EXIT_USAGE : 0;

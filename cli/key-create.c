@@ -41,7 +41,7 @@ int cmd_key_create(int argc, char **argv) {
                 case 'f': force = true; break;
                 case 'T': tcti = optarg; break;
                 case 'h': usage(stdout); return 0;
-                default: return cli_usage("key create", "unknown option");
+                default: return cli_bad_option("key create", argv);
                 }
         }
         if (optind + 1 != argc)

@@ -51,7 +51,7 @@ int cmd_key_show(int argc, char **argv) {
                 switch (c) {
                 case 'T': tcti = optarg; break;
                 case 'h': usage(stdout); return 0;
-                default: return cli_usage("key show", "unknown option");
+                default: return cli_bad_option("key show", argv);
                 }
         }
         if (optind + 1 != argc)

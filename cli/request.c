@@ -40,7 +40,7 @@ static int parse(const char *cmd, int argc, char **argv, req_opts *o, int nargs)
                                "Requests wait for approval under a manual profile.  Approve only after\n"
                                "checking that SPKI-SHA256 matches what the device printed.\n");
                         exit(0);
-                default: return cli_usage(cmd, "unknown option");
+                default: return cli_bad_option(cmd, argv);
                 }
         }
         if (argc - optind != nargs)

@@ -80,7 +80,7 @@ static int parse(int argc, char **argv, token_opts *o) {
                 case 'k': o->key = optarg; break;
                 case 'D': o->dir = optarg; break;
                 case 'h': usage(stdout); exit(0);
-                default: return cli_usage("token create", "unknown option");
+                default: return cli_bad_option("token create", argv);
                 }
         }
         if (optind != argc)

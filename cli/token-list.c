@@ -23,7 +23,7 @@ static int parse_config_only(const char *cmd, int argc, char **argv, const char 
                 switch (c) {
                 case 'c': *config = optarg; break;
                 case 'h': fputs(help, stdout); exit(0);
-                default: return cli_usage(cmd, "unknown option");
+                default: return cli_bad_option(cmd, argv);
                 }
         }
         if (argc - optind != nargs)

@@ -80,6 +80,10 @@ void hwid_error_clear(void) {
         detail_code = 0;
 }
 
+int hwid_last_error(void) {
+        return detail_code ? -detail_code : 0;
+}
+
 int hwid_err_http_status(int r) {
         return entry(r)->status;
 }

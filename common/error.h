@@ -69,6 +69,10 @@ int hwid_fail_ossl(hwid_err code, const char *fmt, ...) __attribute__((format(pr
 const char *hwid_strerror(int r);
 /* Forget this thread's last failure detail. */
 void hwid_error_clear(void);
+/* -code of this thread's last hwid_fail() since hwid_error_clear(), or 0:
+ * lets a caller of OpenSSL recover the real cause when our provider's
+ * device signature failed underneath it. */
+int hwid_last_error(void);
 
 int hwid_err_http_status(int r);
 const char *hwid_err_slug(int r);

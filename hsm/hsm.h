@@ -108,5 +108,10 @@ int hwid_key_custody(hwid_key *k, hwid_custody *ret);
  * backend.  md may be NULL for the key's default digest. */
 int hwid_key_sign_init(hwid_key *k, EVP_MD_CTX *mctx, const char *md);
 
+/* After an OpenSSL signing call through a device key failed: the device's
+ * own error if it reported one (call hwid_error_clear() before signing),
+ * else OpenSSL's. */
+int hwid_fail_signing(const char *what);
+
 void hwid_key_free(hwid_key *k);
 DEFINE_TRIVIAL_CLEANUP_FUNC(hwid_key *, hwid_key_free)

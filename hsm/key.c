@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <openssl/core_names.h>
+#include <openssl/err.h>
 #include <openssl/provider.h>
 
 #include "backend.h"
@@ -204,6 +205,16 @@ int hwid_key_sign_init(hwid_key *k, EVP_MD_CTX *mctx, const char *md) {
                                   HSM_PROPQ, k->pkey, NULL) <= 0)
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot start signing with %s", k->uri);
         return 0;
+}
+
+int hwid_fail_signing(const char *what) {
+        int r = hwid_last_error();
+
+        if (r < 0) {
+                ERR_clear_error();
+                return r;
+        }
+        return hwid_fail_ossl(HWID_E_CRYPTO, "signing %s failed", what);
 }
 
 void hwid_key_free(hwid_key *k) {

@@ -64,9 +64,10 @@ static int token_label(P11KitUri *p, char **ret) {
         const unsigned char *l = ti->label;
         size_t n = sizeof(ti->label);
 
-        /* p11-kit stores the label blank-padded; an all-blank label means
-         * "any token", which hwid refuses: the URI must say which one. */
-        while (n > 0 && l[n - 1] == ' ')
+        /* p11-kit stores the label blank-padded, and leaves it all NUL when
+         * the URI has no token=; either means "any token", which hwid
+         * refuses: the URI must say which one. */
+        while (n > 0 && (l[n - 1] == ' ' || l[n - 1] == '\0'))
                 n--;
         if (n == 0)
                 return 0;
@@ -124,6 +125,9 @@ static int parse_tpm_handle(const char *v, key_uri *u) {
         if (errno || end == v + 2 || *end || h < TPM_PERSISTENT_FIRST || h > TPM_PERSISTENT_LAST)
                 return hwid_fail(HWID_E_URI, "TPM handle '%s' is not a persistent handle "
                                              "(0x81000000-0x817fffff)", v);
+        if (h >= TPM_EK_FIRST && h <= TPM_EK_LAST)
+                return hwid_fail(HWID_E_URI, "TPM handle '%s' is in the range reserved for "
+                                             "endorsement keys (0x81010000-0x8101ffff)", v);
         u->handle = (uint32_t) h;
         return 0;
 }

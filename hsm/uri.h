@@ -16,6 +16,9 @@ typedef enum key_uri_scheme {
 
 /* Persistent TPM handles hwid accepts: the owner's persistent range. */
 #define TPM_PERSISTENT_FIRST 0x81000000u
+/* TCG's reserved range for endorsement keys: never hwid's to touch. */
+#define TPM_EK_FIRST 0x81010000u
+#define TPM_EK_LAST 0x8101FFFFu
 #define TPM_PERSISTENT_LAST 0x817FFFFFu /* the owner's half; 0x818xxxxx is the platform's */
 
 typedef struct key_uri {

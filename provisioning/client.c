@@ -44,14 +44,20 @@ static size_t on_header(char *line, size_t size, size_t n, void *userdata) {
         return len;
 }
 
-/* Installs the client certificate and the device key into libcurl's
- * SSL_CTX: the private key stays an hwid provider key, so libssl's
- * handshake signature goes to the TPM/HSM. */
+/* The pinned CA may be an intermediate: trust it as an anchor without
+ * needing its root.  With a device key, install the client certificate
+ * and the key into libcurl's SSL_CTX: the private key stays an hwid
+ * provider key, so libssl's handshake signature goes to the TPM/HSM. */
 static CURLcode on_ssl_ctx(CURL *curl, void *ssl_ctx, void *userdata) {
         const client_opts *o = userdata;
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(o->cert_pem, -1);
-        _cleanup_(X509_freep) X509 *leaf = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+        _cleanup_(BIO_free_allp) BIO *b = NULL;
+        _cleanup_(X509_freep) X509 *leaf = NULL;
 
+        X509_STORE_set_flags(SSL_CTX_get_cert_store(ssl_ctx), X509_V_FLAG_PARTIAL_CHAIN);
+        if (!o->key)
+                return CURLE_OK;
+        b = BIO_new_mem_buf(o->cert_pem, -1);
+        leaf = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
         if (!leaf || SSL_CTX_use_certificate(ssl_ctx, leaf) != 1 ||
             SSL_CTX_use_PrivateKey(ssl_ctx, hwid_key_pkey(o->key)) != 1)
                 return CURLE_SSL_CERTPROBLEM;
@@ -69,10 +75,8 @@ static int setup_tls(CURL *c, const client_opts *o) {
                         return hwid_fail(HWID_E_INTERNAL, "libcurl lacks CAINFO_BLOB support");
                 curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
         }
-        if (o->key) {
-                curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
-                curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, (void *) o);
-        }
+        curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
+        curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, (void *) o);
         return 0;
 }
 

@@ -14,7 +14,8 @@
 
 typedef struct client_opts {
         const char *server;       /* "https://host:port" */
-        const char *ca_pem;       /* trust anchor(s); NULL only for client_fetch_ca_unverified() */
+        const char *ca_pem;       /* trust anchor: the pinned CA certificate (root or intermediate);
+                                   * NULL only for client_fetch_ca_unverified() */
         hwid_key *key;            /* mutual TLS key (borrowed), or NULL */
         const char *cert_pem;     /* its certificate, with key */
         long timeout;             /* seconds for a whole request, default 30 */

@@ -30,9 +30,9 @@ static int sign_req(hwid_key *k, X509_REQ *req) {
         r = hwid_key_sign_init(k, mctx, NULL);
         if (r < 0)
                 return r;
+        hwid_error_clear();
         if (X509_REQ_sign_ctx(req, mctx) <= 0)
-                return hwid_fail_ossl(HWID_E_CRYPTO, "the device could not sign the request (%s)",
-                                      hwid_key_uri(k));
+                return hwid_fail_signing("the request");
         return 0;
 }
 

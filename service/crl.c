@@ -126,8 +126,9 @@ int crl_builder_finish(crl_builder *b, uint8_t **ret_der, size_t *ret_len) {
         if ((r = hwid_key_sign_init(issuer_key(b->is), mctx, NULL)) < 0)
                 return r;
         X509_CRL_sort(b->crl);
+        hwid_error_clear();
         if (X509_CRL_sign_ctx(b->crl, mctx) <= 0)
-                return hwid_fail_ossl(HWID_E_HSM, "the CA key could not sign the CRL");
+                return hwid_fail_signing("the CRL");
         len = i2d_X509_CRL(b->crl, &der);
         if (len <= 0)
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the CRL");

@@ -143,8 +143,9 @@ static int sign_cert(hwid_key *k, X509 *x) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = hwid_key_sign_init(k, mctx, NULL)) < 0)
                 return r;
+        hwid_error_clear();
         if (X509_sign_ctx(x, mctx) <= 0)
-                return hwid_fail_ossl(HWID_E_HSM, "the CA key (%s) could not sign", hwid_key_uri(k));
+                return hwid_fail_signing("a certificate");
         return 0;
 }
 

@@ -79,8 +79,8 @@ test_malformed_uri() {
 test_not_a_key() {
         run_ok "$HWID" key show "tpm2:file=$FILE" | pem_block /dev/stdin >"$KEYS/public.pem"
         refused_all "$KEYS/public.pem is not a TSS2 PEM key file" "tpm2:file=$KEYS/public.pem"
-        # The EK swtpm_setup made: a restricted decryption key.
-        refused_all "TPM handle 0x81010001 is not an unrestricted signing key" "tpm2:handle=0x81010001"
+        # The EK swtpm_setup made: hwid refuses the endorsement range outright.
+        refused_all "reserved for endorsement keys" "tpm2:handle=0x81010001"
 }
 
 test_unsupported_type() {

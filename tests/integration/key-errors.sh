@@ -146,28 +146,21 @@ test_fault_after_generate() {
         assert_eq "$(p11_count privkey new)/$(p11_count pubkey new)" 0/0 "half-created key pair 'new'"
 }
 
-# C_Sign fails: no CSR, and the one line says the token failed.
-# PRODUCT BUG (reported): provisioning/csr.c replaces the device's error
-# with "the device could not sign the request (URI) (error:06880006:asn1
-# encoding routines::EVP lib)": the token, the PKCS#11 code and the error
-# class (HWID_E_HSM, 503) are lost. Expected: the hsm/ detail, e.g. "signing
-# with the key labelled 'k' on token 'ca' failed: ... (0x30)".
+# C_Sign fails: no CSR, and the one line is the device's own error (naming
+# the token and the PKCS#11 code), not OpenSSL's generic "EVP lib".
 test_fault_sign() {
         export HWID_SHIM_SIGN_ERROR=1
         refused 1 "token 'ca' failed" -- csr --key "$(shim_uri k)" --subject /CN=x --out "$OUT"
         unset HWID_SHIM_SIGN_ERROR
 }
 
-# PRODUCT BUG (reported): an unknown option gives two lines, getopt's own
-# ("create: unrecognized option '--bogus'") and hwid's. Expected: one line.
+# An unknown option is one line naming it, exit 2.
 test_usage_unknown_option() {
-        refused 2 "hwid key create: unknown option" -- key create "$KEY" --bogus
+        refused 2 "hwid key create: option '--bogus' is unknown" -- key create "$KEY" --bogus
 }
 
-# PRODUCT BUG (reported): a URI without token= is not refused. p11-kit
-# leaves an unset token label zero-filled, not blank-padded, so hsm/uri.c's
-# token_label() takes it for the empty label "" and hwid searches every
-# token ("2 PKCS#11 tokens are labelled ''", or uses the only one there is).
+# A URI without token= is refused before any token is searched (p11-kit
+# leaves an unset label zero-filled, which once read as the label "").
 test_uri_without_token() {
         refused 1 "PKCS#11 URI names no token" -- \
                 key show "pkcs11:object=k?module-path=$SOFTHSM_MODULE&pin-source=file:$T/pin"

@@ -1,0 +1,342 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <openssl/pem.h>
+
+#include "device.h"
+#include "error.h"
+#include "fsutil.h"
+#include "ossl-util.h"
+
+#define FILE_MAX (256 * 1024)
+
+void strv_free(char **v) {
+        for (char **p = v; p && *p; p++)
+                free(*p);
+        free(v);
+}
+
+void device_state_clear(device_state *s) {
+        free(s->dir);
+        free(s->server);
+        free(s->identity);
+        free(s->ca_pem);
+        free(s->cert_pem);
+        free(s->key_uri);
+        *s = (device_state) { 0 };
+}
+
+int pem_first_cert(const char *pem, X509 **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(pem, -1);
+        X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+
+        if (!x) {
+                ERR_clear_error();
+                return hwid_fail(HWID_E_INVALID, "no PEM certificate found");
+        }
+        *ret = x;
+        return 0;
+}
+
+static char *dir_file(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *dir_file(const char *dir, const char *fmt, ...) {
+        _cleanup_free_ char *name = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&name, fmt, ap);
+        va_end(ap);
+        return n < 0 ? NULL : path_join(dir, name);
+}
+
+static int read_in(const char *dir, const char *name, char **ret) {
+        _cleanup_free_ char *p = path_join(dir, name);
+        size_t len;
+
+        if (!p)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return read_file_capped(p, FILE_MAX, ret, &len);
+}
+
+static int write_in(const char *dir, const char *name, const char *text, mode_t mode) {
+        _cleanup_free_ char *p = path_join(dir, name);
+
+        if (!p)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return write_file_atomic(p, text, strlen(text), mode);
+}
+
+/* Replaces (or creates) the symlink DIR/name -> target in one rename. */
+static int symlink_atomic(const char *dir, const char *name, const char *target) {
+        _cleanup_free_ char *link = path_join(dir, name), *tmp = NULL;
+
+        if (!link || asprintf(&tmp, "%s.tmp.%ld", link, (long) getpid()) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        unlink(tmp);
+        if (symlink(target, tmp) < 0 || rename(tmp, link) < 0) {
+                int e = errno;
+                unlink(tmp);
+                return hwid_fail(HWID_E_IO, "cannot point %s at %s: %s", link, target, strerror(e));
+        }
+        return fsync_parent_dir(link);
+}
+
+static int cert_times(const char *pem, int64_t *nb, int64_t *na) {
+        _cleanup_(X509_freep) X509 *x = NULL;
+        struct tm tm;
+        int r;
+
+        if ((r = pem_first_cert(pem, &x)) < 0)
+                return r;
+        if (!ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm))
+                return hwid_fail(HWID_E_INVALID, "certificate has an unreadable notBefore");
+        *nb = (int64_t) timegm(&tm);
+        if (!ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm))
+                return hwid_fail(HWID_E_INVALID, "certificate has an unreadable notAfter");
+        *na = (int64_t) timegm(&tm);
+        return 0;
+}
+
+static int load_device_json(const char *dir, device_state *s) {
+        _cleanup_free_ char *text = NULL;
+        json_object *o, *v;
+        int r;
+
+        if ((r = read_in(dir, "device.json", &text)) < 0)
+                return r;
+        o = json_tokener_parse(text);
+        if (o && json_object_object_get_ex(o, "server", &v))
+                s->server = strdup(json_object_get_string(v));
+        if (o && json_object_object_get_ex(o, "identity", &v))
+                s->identity = strdup(json_object_get_string(v));
+        json_object_put(o);
+        if (!s->server || !s->identity)
+                return hwid_fail(HWID_E_INVALID, "%s/device.json is damaged (server, identity)", dir);
+        return 0;
+}
+
+static int current_generation(const char *dir, int *ret) {
+        _cleanup_free_ char *link = path_join(dir, "current");
+        char target[64];
+        ssize_t n;
+
+        if (!link)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        n = readlink(link, target, sizeof(target) - 1);
+        if (n < 0)
+                return hwid_fail(errno == ENOENT ? HWID_E_NOT_FOUND : HWID_E_IO, "%s holds no enrolled identity", dir);
+        target[n] = '\0';
+        if (sscanf(target, "gen-%d", ret) != 1 || *ret < 1)
+                return hwid_fail(HWID_E_INVALID, "%s points at '%s', not a generation", link, target);
+        return 0;
+}
+
+int device_load(const char *dir, device_state *ret) {
+        _cleanup_free_ char *gen = NULL;
+        device_state s = { 0 };
+        int r;
+
+        if (!(s.dir = strdup(dir)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = current_generation(dir, &s.generation)) < 0 || (r = load_device_json(dir, &s)) < 0 ||
+            (r = read_in(dir, "ca.pem", &s.ca_pem)) < 0 ||
+            !(gen = dir_file(dir, "gen-%d", s.generation)) ||
+            (r = read_in(gen, "cert.pem", &s.cert_pem)) < 0 || (r = read_in(gen, "key.uri", &s.key_uri)) < 0 ||
+            (r = cert_times(s.cert_pem, &s.not_before, &s.not_after)) < 0) {
+                device_state_clear(&s);
+                return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        s.key_uri[strcspn(s.key_uri, "\n")] = '\0';
+        *ret = s;
+        return 0;
+}
+
+/* gen-N/cert.pem and gen-N/key.uri, synced, then `current` swapped. */
+static int write_generation(const char *dir, int gen, const char *cert_pem, const char *key_uri) {
+        _cleanup_free_ char *gdir = dir_file(dir, "gen-%d", gen), *name = NULL, *uri_line = NULL;
+        int r;
+
+        if (!gdir || asprintf(&name, "gen-%d", gen) < 0 || asprintf(&uri_line, "%s\n", key_uri) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (mkdir(gdir, 0700) < 0 && errno != EEXIST)
+                return hwid_fail(HWID_E_IO, "cannot create %s: %s", gdir, strerror(errno));
+        if ((r = write_in(gdir, "cert.pem", cert_pem, 0644)) < 0 || (r = write_in(gdir, "key.uri", uri_line, 0600)) < 0 ||
+            (r = fsync_parent_dir(gdir)) < 0)
+                return r;
+        return symlink_atomic(dir, "current", name);
+}
+
+int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
+                         const char *cert_pem, const char *key_uri) {
+        json_object *o = json_object_new_object();
+        int r;
+
+        json_object_object_add(o, "server", json_object_new_string(server));
+        json_object_object_add(o, "identity", json_object_new_string(identity));
+        r = mkdir_parents(dir, 0700);
+        if (r >= 0)
+                r = write_in(dir, "ca.pem", ca_pem, 0644);
+        if (r >= 0)
+                r = write_in(dir, "device.json", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY), 0644);
+        json_object_put(o);
+        if (r < 0 || (r = write_generation(dir, 1, cert_pem, key_uri)) < 0 ||
+            (r = symlink_atomic(dir, "cert.pem", "current/cert.pem")) < 0 ||
+            (r = symlink_atomic(dir, "key.uri", "current/key.uri")) < 0)
+                return r;
+        return device_clear_pending(dir);
+}
+
+int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation) {
+        int r = write_generation(s->dir, s->generation + 1, cert_pem, key_uri);
+
+        if (r < 0)
+                return r;
+        *ret_generation = s->generation + 1;
+        return 0;
+}
+
+/* Calls fn for every gen-N directory other than the current one. */
+static int foreach_stale(const device_state *s, int (*fn)(const char *gdir, void *ud), void *ud) {
+        DIR *d = opendir(s->dir);
+        struct dirent *de;
+        int r = 0, gen;
+
+        if (!d)
+                return hwid_fail(HWID_E_IO, "cannot list %s: %s", s->dir, strerror(errno));
+        while (r >= 0 && (de = readdir(d))) {
+                char rest;
+                if (sscanf(de->d_name, "gen-%d%c", &gen, &rest) != 1 || gen == s->generation)
+                        continue;
+                _cleanup_free_ char *gdir = path_join(s->dir, de->d_name);
+                r = gdir ? fn(gdir, ud) : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        closedir(d);
+        return r;
+}
+
+typedef struct uri_list {
+        const char *current;
+        char **v;
+        size_t n;
+} uri_list;
+
+static int collect_uri(const char *gdir, void *ud) {
+        uri_list *l = ud;
+        _cleanup_free_ char *uri = NULL;
+        char **nv;
+
+        if (read_in(gdir, "key.uri", &uri) < 0)
+                return 0; /* a generation that never got its key: nothing to delete */
+        uri[strcspn(uri, "\n")] = '\0';
+        if (strcmp(uri, l->current) == 0)
+                return 0;
+        nv = realloc(l->v, (l->n + 2) * sizeof(char *));
+        if (!nv)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        l->v = nv;
+        l->v[l->n++] = TAKE_PTR(uri);
+        l->v[l->n] = NULL;
+        return 0;
+}
+
+int device_stale_generations(const device_state *s, char ***ret_uris) {
+        uri_list l = { .current = s->key_uri };
+        int r = foreach_stale(s, collect_uri, &l);
+
+        if (r < 0) {
+                strv_free(l.v);
+                return r;
+        }
+        if (!l.v && !(l.v = calloc(1, sizeof(char *))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret_uris = l.v;
+        return 0;
+}
+
+static int remove_gen_dir(const char *gdir, void *ud) {
+        DIR *d = opendir(gdir);
+        struct dirent *de;
+
+        if (!d)
+                return 0;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+        if (rmdir(gdir) < 0 && errno != ENOENT)
+                return hwid_fail(HWID_E_IO, "cannot remove %s: %s", gdir, strerror(errno));
+        return 0;
+}
+
+int device_remove_stale(const device_state *s) {
+        int r = foreach_stale(s, remove_gen_dir, NULL);
+
+        return r < 0 ? r : fsync_parent_dir(s->dir);
+}
+
+int device_write_pending(const char *dir, const char *server, const char *identity, const char *request_id,
+                         const char *ca_pem, const char *key_uri) {
+        json_object *o = json_object_new_object();
+        int r;
+
+        json_object_object_add(o, "server", json_object_new_string(server));
+        json_object_object_add(o, "identity", json_object_new_string(identity));
+        json_object_object_add(o, "request_id", json_object_new_string(request_id));
+        json_object_object_add(o, "ca_pem", json_object_new_string(ca_pem));
+        json_object_object_add(o, "key_uri", json_object_new_string(key_uri));
+        r = mkdir_parents(dir, 0700);
+        if (r >= 0)
+                r = write_in(dir, "pending.json", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY), 0600);
+        json_object_put(o);
+        return r;
+}
+
+static int json_str(json_object *o, const char *key, char **ret) {
+        json_object *v;
+
+        if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+                return hwid_fail(HWID_E_INVALID, "pending.json lacks '%s'", key);
+        *ret = strdup(json_object_get_string(v));
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+int device_read_pending(const char *dir, char **ret_server, char **ret_identity, char **ret_request_id,
+                        char **ret_ca_pem, char **ret_key_uri) {
+        _cleanup_free_ char *text = NULL;
+        json_object *o;
+        int r;
+
+        if ((r = read_in(dir, "pending.json", &text)) < 0)
+                return r;
+        o = json_tokener_parse(text);
+        r = json_str(o, "server", ret_server);
+        if (r >= 0)
+                r = json_str(o, "identity", ret_identity);
+        if (r >= 0)
+                r = json_str(o, "request_id", ret_request_id);
+        if (r >= 0)
+                r = json_str(o, "ca_pem", ret_ca_pem);
+        if (r >= 0)
+                r = json_str(o, "key_uri", ret_key_uri);
+        json_object_put(o);
+        return r;
+}
+
+int device_clear_pending(const char *dir) {
+        _cleanup_free_ char *p = path_join(dir, "pending.json");
+
+        if (!p)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (unlink(p) < 0 && errno != ENOENT)
+                return hwid_fail(HWID_E_IO, "cannot remove %s: %s", p, strerror(errno));
+        return 0;
+}

@@ -1,0 +1,61 @@
+/* A device's identity directory.  Layout:
+ *
+ *   DIR/ca.pem          the pinned CA (and its chain), 0644
+ *   DIR/device.json     server URL and identity, 0644
+ *   DIR/current         symlink -> gen-N: the generation in use
+ *   DIR/gen-N/cert.pem  the certificate of generation N, 0644
+ *   DIR/gen-N/key.uri   the URI of its key (in the TPM/HSM), 0600
+ *   DIR/cert.pem        symlink -> current/cert.pem (for other tools)
+ *   DIR/key.uri         symlink -> current/key.uri
+ *   DIR/pending.json    a request waiting for approval, 0600
+ *
+ * A renewal writes gen-(N+1) completely, fsyncs it, and then swaps the
+ * `current` symlink with one rename: whatever moment a crash hits, DIR
+ * holds a certificate together with the key it belongs to. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <openssl/x509.h>
+
+#include "cleanup.h"
+
+typedef struct device_state {
+        char *dir;
+        char *server;
+        char *identity;
+        char *ca_pem;       /* contents of DIR/ca.pem */
+        char *cert_pem;     /* current certificate */
+        char *key_uri;      /* current key */
+        int generation;
+        int64_t not_before, not_after;
+} device_state;
+
+/* Loads DIR; -HWID_E_NOT_FOUND if DIR holds no enrolled identity. */
+int device_load(const char *dir, device_state *ret);
+void device_state_clear(device_state *s);
+
+/* First identity (join): writes ca.pem, device.json and generation 1. */
+int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
+                         const char *cert_pem, const char *key_uri);
+
+/* Next generation (renew): writes gen-(N+1) and swaps `current` to it. */
+int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation);
+
+/* Removes generation directories other than the current one; returns the
+ * key URIs they held (other than the current key) for the caller to
+ * delete from the device.  *ret_uris is NULL-terminated. */
+int device_stale_generations(const device_state *s, char ***ret_uris);
+int device_remove_stale(const device_state *s);
+
+/* Pending request bookkeeping for hwid join --no-wait and resume. */
+int device_write_pending(const char *dir, const char *server, const char *identity, const char *request_id,
+                         const char *ca_pem, const char *key_uri);
+int device_read_pending(const char *dir, char **ret_server, char **ret_identity, char **ret_request_id,
+                        char **ret_ca_pem, char **ret_key_uri);
+int device_clear_pending(const char *dir);
+
+/* Parses the first certificate of a PEM text. */
+int pem_first_cert(const char *pem, X509 **ret);
+void strv_free(char **v);

@@ -1,0 +1,312 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <openssl/pem.h>
+
+#include "client.h"
+#include "csr.h"
+#include "device.h"
+#include "error.h"
+#include "fsutil.h"
+#include "join.h"
+#include "ossl-util.h"
+#include "secret.h"
+#include "x509-util.h"
+
+#define BACKOFF_MIN 2
+#define BACKOFF_MAX 60
+
+static void say(const join_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const join_opts *o, const char *fmt, ...) {
+        char line[512];
+        va_list ap;
+
+        if (!o->progress)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        o->progress(o->progress_data, "%s", line);
+}
+
+bool ca_hash_valid(const char *s) {
+        if (!s || strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
+                return false;
+        return strspn(s + 7, "0123456789abcdef") == 64;
+}
+
+static int cert_to_pem(X509 *x, char **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        if (!b || !PEM_write_bio_X509(b, x))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        n = BIO_get_mem_data(b, &data);
+        *ret = strndup(data, (size_t) n);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor) {
+        _cleanup_free_ char *bundle = NULL, *anchor = NULL;
+        _cleanup_(X509_freep) X509 *ca = NULL;
+        char got[72];
+        int r;
+
+        if ((r = client_fetch_ca_unverified(server, timeout, &bundle)) < 0)
+                return r;
+        if ((r = pem_first_cert(bundle, &ca)) < 0)
+                return hwid_fail(HWID_E_PIN_MISMATCH, "%s/ca did not return a certificate", server);
+        if ((r = spki_sha256_pin(X509_get0_pubkey(ca), got)) < 0)
+                return r;
+        if (strcmp(got, pin) != 0)
+                return hwid_fail(HWID_E_PIN_MISMATCH, "the CA at %s is %s, not the pinned %s: "
+                                                      "nothing was sent", server, got, pin);
+        if ((r = cert_to_pem(ca, &anchor)) < 0)
+                return r;
+        *ret_bundle = TAKE_PTR(bundle);
+        *ret_anchor = TAKE_PTR(anchor);
+        return 0;
+}
+
+int check_issued(const char *cert_pem, const char *ca_anchor_pem, hwid_key *key, const char *cn) {
+        _cleanup_(X509_freep) X509 *x = NULL, *ca = NULL;
+        char got[256] = "";
+        int r;
+
+        if ((r = pem_first_cert(cert_pem, &x)) < 0 || (r = pem_first_cert(ca_anchor_pem, &ca)) < 0)
+                return hwid_fail(HWID_E_INVALID, "the server returned no certificate");
+        if (X509_verify(x, X509_get0_pubkey(ca)) != 1) {
+                ERR_clear_error();
+                return hwid_fail(HWID_E_INVALID, "the returned certificate is not signed by the pinned CA");
+        }
+        if (EVP_PKEY_eq(X509_get0_pubkey(x), hwid_key_public(key)) != 1)
+                return hwid_fail(HWID_E_INVALID, "the returned certificate is not for this device's key");
+        X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof(got));
+        if (strcmp(got, cn) != 0)
+                return hwid_fail(HWID_E_INVALID, "the returned certificate is for '%s', not '%s'", got, cn);
+        return 0;
+}
+
+static int open_or_create_key(const join_opts *o, hwid_key **ret) {
+        hsm_options ho = { .tcti = o->tcti };
+        char hex[65];
+        int r = hwid_key_open(o->key_uri, &ho, ret);
+
+        if (r == -HWID_E_KEY_NOT_FOUND) {
+                say(o, "creating a %s key in the device (%s)", hwid_key_type_to_string(o->type), o->key_uri);
+                r = hwid_key_create(o->key_uri, o->type, false, &ho, ret);
+        } else if (r >= 0) {
+                say(o, "using the key already at %s", o->key_uri);
+        }
+        if (r < 0)
+                return r;
+        if ((r = spki_sha256_hex(hwid_key_public(*ret), hex)) < 0)
+                return r;
+        say(o, "device key fingerprint (SPKI SHA-256): %s", hex);
+        return 0;
+}
+
+static int make_csr(const join_opts *o, hwid_key *k, char **ret_pem) {
+        _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
+        _cleanup_(X509_REQ_freep) X509_REQ *req = NULL;
+        int r;
+
+        if (!name || !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *) o->cn, -1, -1, 0))
+                return hwid_fail(HWID_E_INVALID, "'%s' cannot be a common name", o->cn);
+        if (o->san && (r = san_parse(o->san, &sans)) < 0)
+                return r;
+        if ((r = csr_build(k, name, sans, &req)) < 0)
+                return r;
+        return csr_to_pem(req, ret_pem);
+}
+
+/* The request id and fingerprint of a 202 answer. */
+static int parse_pending(const client_response *resp, char **ret_id, char *spki, size_t n) {
+        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *id = NULL, *fp = NULL;
+        int r = 0;
+
+        if (!o || !json_object_object_get_ex(o, "request_id", &id) || !json_object_is_type(id, json_type_string))
+                r = hwid_fail(HWID_E_NETWORK, "the server answered 202 without a request id");
+        else if (!(*ret_id = strdup(json_object_get_string(id))))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
+        if (r >= 0 && json_object_object_get_ex(o, "spki_sha256", &fp))
+                snprintf(spki, n, "%s", json_object_get_string(fp));
+        json_object_put(o);
+        return r;
+}
+
+/* Polls until issued, denied or out of time, honouring Retry-After. */
+static int poll_request(const join_opts *o, const client_opts *co, const char *id, char **ret_cert) {
+        _cleanup_free_ char *path = NULL;
+        int64_t deadline = (int64_t) time(NULL) + (o->wait_timeout > 0 ? o->wait_timeout : 1800);
+        int64_t backoff = BACKOFF_MIN;
+
+        if (asprintf(&path, "/v1/requests/%s", id) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (;;) {
+                client_response resp;
+                int r = client_request(co, "GET", path, NULL, NULL, 0, NULL, &resp);
+                int64_t wait = backoff;
+
+                if (r >= 0 && (resp.status == 200 || resp.status == 201)) {
+                        *ret_cert = (char *) buf_steal(&resp.body, NULL);
+                        client_response_clear(&resp);
+                        return 0;
+                }
+                if (r >= 0 && resp.status != 202)
+                        r = client_error_from_response(&resp);
+                if (r >= 0 && resp.retry_after > wait)
+                        wait = resp.retry_after;
+                client_response_clear(&resp);
+                /* Network trouble is retried like "not yet"; a refusal is final. */
+                if (r < 0 && r != -HWID_E_NETWORK)
+                        return r;
+                if ((int64_t) time(NULL) + wait > deadline)
+                        return hwid_fail(HWID_E_PENDING, "request %.8s… still pending after the wait; "
+                                                         "run hwid join again to resume", id);
+                say(o, "waiting for approval (next poll in %llds)", (long long) wait);
+                sleep((unsigned) wait);
+                backoff = backoff * 3 / 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 3 / 2;
+        }
+}
+
+static int enroll(const join_opts *o, const client_opts *co, const char *csr, char **ret_cert, char **ret_pending) {
+        _cleanup_free_ char *auth = NULL;
+        char spki[80] = "";
+        client_response resp;
+        int r;
+
+        if (asprintf(&auth, "Bearer %s", o->token) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        r = client_request(co, "POST", "/csr", auth, (const uint8_t *) csr, strlen(csr), "application/pkcs10", &resp);
+        secret_wipe(auth, strlen(auth));
+        if (r < 0)
+                return r;
+        if (resp.status == 201)
+                *ret_cert = (char *) buf_steal(&resp.body, NULL);
+        else if (resp.status == 202 && (r = parse_pending(&resp, ret_pending, spki, sizeof(spki))) >= 0)
+                say(o, "request %s is waiting for approval; the CA admin must check that its key "
+                       "fingerprint is %s", *ret_pending, spki);
+        else if (r >= 0)
+                r = client_error_from_response(&resp);
+        client_response_clear(&resp);
+        return r;
+}
+
+typedef struct join_ctx {
+        char *bundle;   /* the CA as served (with its chain): DIR/ca.pem */
+        char *anchor;   /* the pinned certificate alone: the TLS trust anchor */
+        char *request;  /* pending request id */
+        char *cert;
+        hwid_key *key;
+} join_ctx;
+
+static void join_ctx_clear(join_ctx *c) {
+        free(c->bundle);
+        free(c->anchor);
+        free(c->request);
+        free(c->cert);
+        hwid_key_free(c->key);
+}
+
+/* A request left pending by an earlier run: the same server and name,
+ * and the key it was made with. */
+static int resume(const join_opts *o, join_ctx *c) {
+        _cleanup_free_ char *server = NULL, *cn = NULL, *uri = NULL;
+        _cleanup_(X509_freep) X509 *ca = NULL;
+        hsm_options ho = { .tcti = o->tcti };
+        int r;
+
+        if ((r = device_read_pending(o->dir, &server, &cn, &c->request, &c->bundle, &uri)) < 0)
+                return r;
+        if (strcmp(server, o->server) != 0 || strcmp(cn, o->cn) != 0 || strcmp(uri, o->key_uri) != 0)
+                return hwid_fail(HWID_E_CONFLICT, "%s holds a pending request for %s at %s with key %s; "
+                                 "remove %s/pending.json to start over", o->dir, cn, server, uri, o->dir);
+        say(o, "resuming pending request %.8s…", c->request);
+        if ((r = pem_first_cert(c->bundle, &ca)) < 0 || (r = cert_to_pem(ca, &c->anchor)) < 0)
+                return r;
+        return hwid_key_open(o->key_uri, &ho, &c->key);
+}
+
+/* Fresh enrollment; leaves c->cert, or c->request when pending. */
+static int start(const join_opts *o, join_ctx *c, client_opts *co) {
+        _cleanup_free_ char *csr = NULL;
+        int r;
+
+        if (!o->token)
+                return hwid_fail(HWID_E_TOKEN_INVALID, "no bootstrap token (set HWID_TOKEN or use --token-file)");
+        say(o, "fetching the CA from %s and checking it against %s", o->server, o->ca_hash);
+        if ((r = fetch_pinned_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor)) < 0)
+                return r;
+        co->ca_pem = c->anchor; /* from here on, TLS is verified against the pinned CA */
+        if ((r = open_or_create_key(o, &c->key)) < 0 || (r = make_csr(o, c->key, &csr)) < 0)
+                return r;
+        say(o, "enrolling %s", o->cn);
+        return enroll(o, co, csr, &c->cert, &c->request);
+}
+
+static int finish(const join_opts *o, join_ctx *c) {
+        int r = check_issued(c->cert, c->anchor, c->key, o->cn);
+
+        if (r >= 0)
+                r = device_write_initial(o->dir, o->server, o->cn, c->bundle, c->cert, o->key_uri);
+        if (r >= 0)
+                say(o, "enrolled %s: certificate in %s/cert.pem", o->cn, o->dir);
+        return r;
+}
+
+static int already_enrolled(const join_opts *o, bool *ret) {
+        device_state st;
+        int r = device_load(o->dir, &st);
+
+        *ret = r >= 0;
+        if (r == -HWID_E_NOT_FOUND)
+                return 0;
+        if (r < 0)
+                return r;
+        say(o, "%s is already enrolled as %s (generation %d); nothing to do", o->dir, st.identity, st.generation);
+        device_state_clear(&st);
+        return 0;
+}
+
+static bool has_pending(const char *dir) {
+        _cleanup_free_ char *p = path_join(dir, "pending.json");
+
+        return p && access(p, F_OK) == 0;
+}
+
+int join_run(const join_opts *o, join_result *ret) {
+        client_opts co = { .server = o->server, .timeout = o->http_timeout };
+        join_ctx c = { 0 };
+        bool done, resumed = has_pending(o->dir);
+        int r;
+
+        if ((r = already_enrolled(o, &done)) < 0 || done) {
+                if (r >= 0)
+                        *ret = JOIN_ALREADY_ENROLLED;
+                return r;
+        }
+        r = resumed ? resume(o, &c) : start(o, &c, &co);
+        if (r >= 0 && c.request && !resumed)
+                r = device_write_pending(o->dir, o->server, o->cn, c.request, c.bundle, o->key_uri);
+        if (r >= 0 && c.request && o->no_wait) {
+                say(o, "not waiting: run the same hwid join again later to collect the certificate");
+                *ret = JOIN_PENDING;
+                goto out;
+        }
+        co.ca_pem = c.anchor;
+        if (r >= 0 && c.request)
+                r = poll_request(o, &co, c.request, &c.cert);
+        if (r >= 0 && (r = finish(o, &c)) >= 0)
+                *ret = JOIN_ENROLLED;
+out:
+        join_ctx_clear(&c);
+        return r;
+}

@@ -1,0 +1,49 @@
+/* hwid join: a device's first identity, from a bootstrap token.
+ *   1. fetch the CA without trusting it, check it against the pin (a
+ *      mismatch stops everything: nothing else is sent, the token unused);
+ *   2. the key: reuse the one at the URI, or create it inside the device;
+ *   3. a CSR signed inside the device;
+ *   4. enroll with the token over TLS verified against the pinned CA;
+ *      a pending request is polled (or left for a later run);
+ *   5. the identity written to the directory atomically. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hsm.h"
+
+typedef void (*progress_fn)(void *userdata, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct join_opts {
+        const char *server;    /* https://host:port */
+        const char *token;     /* <id>.<secret>: a secret */
+        const char *ca_hash;   /* sha256:<hex> */
+        const char *key_uri;
+        const char *cn;
+        const char *dir;
+        const char *san;       /* NULL or dns:..,ip:.. */
+        hwid_key_type type;    /* when the key is created */
+        const char *tcti;
+        bool no_wait;          /* pending: save and return instead of polling */
+        int64_t wait_timeout;  /* seconds to poll a pending request, default 1800 */
+        long http_timeout;     /* seconds per HTTP request */
+        progress_fn progress;  /* may be NULL */
+        void *progress_data;
+} join_opts;
+
+typedef enum join_result {
+        JOIN_ENROLLED,
+        JOIN_ALREADY_ENROLLED,
+        JOIN_PENDING,
+} join_result;
+
+int join_run(const join_opts *o, join_result *ret);
+
+/* Checks sha256:<64 hex> syntax. */
+bool ca_hash_valid(const char *s);
+/* Fetches /ca unverified and returns it only if its first certificate
+ * matches pin; ret_anchor is that certificate alone (PEM). */
+int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor);
+/* Checks an issued certificate: signed by the CA, for key, with CN cn. */
+int check_issued(const char *cert_pem, const char *ca_anchor_pem, hwid_key *key, const char *cn);

@@ -1,0 +1,200 @@
+# shellcheck shell=bash disable=SC2034  # variables used by the scripts sourcing this
+# ca-lib.sh — helpers shared by the ca-*.sh tests (hwid ca init, hwidd, the
+# admin commands). Sourced after tests/lib.sh.
+#
+# The peers are independent tools: openssl makes every device key and CSR
+# and checks every certificate, CRL and chain; curl speaks HTTPS to a real
+# hwidd on 127.0.0.1 whose CA key and TLS key live in a SoftHSM2 token (or
+# an swtpm). Nothing here trusts what hwid says about itself when a tool can
+# check it.
+
+require_tools openssl curl sqlite3 ss
+
+# OpenSSL keeps the providers hsm_init() loads for the life of the process;
+# LeakSanitizer (ASan builds) reports that one allocation at exit.
+printf 'leak:load_providers\n' >"$T/lsan.supp"
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$T/lsan.supp}
+
+CA_DIR=$T/ca                    # what hwid ca init writes
+CFG=$CA_DIR/hwidd.yaml          # the configuration hwidd and hwid use
+DEV=$T/dev                      # device side: keys, CSRs, responses
+mkdir -p "$DEV"
+
+# ca_key_uri — the CA key in the SoftHSM2 token 'ca', PIN from a file.
+ca_key_uri() {
+        echo "pkcs11:token=ca;object=ca-key?pin-source=file:$T/pin"
+}
+
+# ca_setup [ARGS...] — a SoftHSM2 token and `hwid ca init` into $CA_DIR,
+# listening on a free loopback port; sets PORT and URL.
+ca_setup() {
+        softhsm_init ca
+        PORT=$(free_port)
+        URL=https://127.0.0.1:$PORT
+        run_ok "$HWID" ca init --key "$(ca_key_uri)" --subject "/CN=hwid test CA" \
+                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" "$@" >"$T/ca-init.out"
+        for f in ca.pem tls.pem hwid.db hwidd.yaml; do
+                [ -s "$CA_DIR/$f" ] || fail "hwid ca init wrote no $CA_DIR/$f"
+        done
+}
+
+# add_profiles — write $CA_DIR/hwidd-test.yaml: the generated configuration
+# plus the profiles read from stdin (YAML indented by 2, under `profiles:`,
+# which ends the generated file), and make it $CFG.
+add_profiles() {
+        grep -q '^profiles:$' "$CA_DIR/hwidd.yaml" || fail "generated config has no profiles: block"
+        [ "$(tail -n 1 "$CA_DIR/hwidd.yaml" | cut -c1-2)" = "  " ] ||
+                fail "profiles: is not the last block of the generated config"
+        { cat "$CA_DIR/hwidd.yaml"; cat; } >"$CA_DIR/hwidd-test.yaml"
+        CFG=$CA_DIR/hwidd-test.yaml
+}
+
+# hwidd_start [ARGS...] — start hwidd on $CFG and wait until it listens;
+# sets HWIDD_PID and HWIDD_LOG (one log per start).
+hwidd_start() {
+        _HWIDD_RUNS=$((${_HWIDD_RUNS:-0} + 1))
+        HWIDD_LOG=$T/hwidd.$_HWIDD_RUNS.log
+        start_bg "$HWIDD_LOG" "$HWIDD" --config "$CFG" "$@"
+        HWIDD_PID=$BG_PID
+        wait_for_port "$PORT" 20 "$HWIDD_PID"
+}
+
+# hwidd_stop — SIGTERM; hwidd must exit 0 (ASan: and without leaks).
+hwidd_stop() {
+        local rc=0
+        kill -TERM "$HWIDD_PID"
+        wait "$HWIDD_PID" || rc=$?
+        assert_eq "$rc" 0 "hwidd exit code after SIGTERM"
+}
+
+# admin ARGS... — an hwid admin command on $CFG (hwid GROUP CMD --config ...).
+admin() {
+        local group=$1 cmd=$2
+        shift 2
+        run_ok "$HWID" "$group" "$cmd" --config "$CFG" "$@"
+}
+
+# token_new [ARGS...] — `hwid token create`; prints the token <id>.<secret>.
+token_new() {
+        local out tok
+        out=$(admin token create "$@")
+        tok=$(sed -n 's/^token: //p' <<<"$out")
+        [[ $tok =~ ^[a-z0-9]{6}\.[a-z0-9]{16,}$ ]] || fail "token create printed no token: $out"
+        echo "$tok"
+}
+
+# token_used TOKEN — how many uses of TOKEN are spent ("2/5" -> 2).
+token_used() {
+        local uses
+        uses=$(admin token list | awk -v id="${1%%.*}" '$1 == id { print $4 }')
+        [ -n "$uses" ] || fail "token ${1%%.*} not in hwid token list"
+        echo "${uses%%/*}"
+}
+
+# cert_rows [ARGS...] — rows of `hwid cert list --all` (every status).
+cert_rows() {
+        admin cert list --all "$@" | tail -n +2
+}
+
+# store_state TOKEN — what an error must leave unchanged: certificates,
+# requests, and the token's spent uses.
+store_state() {
+        echo "certs=$(cert_rows | wc -l) requests=$(admin request list --all | tail -n +2 | wc -l)" \
+                "token-used=$(token_used "$1")"
+}
+
+# make_csr NAME [OPENSSL-REQ-ARGS...] — device key $DEV/NAME.key (P-256,
+# made by openssl, not hwid) and PEM CSR $DEV/NAME.csr for /CN=NAME.
+make_csr() {
+        local name=$1
+        shift
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                -keyout "$DEV/$name.key" -subj "/CN=$name" -out "$DEV/$name.csr" "$@" \
+                2>"$DEV/$name.openssl.err" || fail "openssl req for $name: $(cat "$DEV/$name.openssl.err")"
+}
+
+# http OUT METHOD PATH [CURL-ARGS...] — one HTTPS request to hwidd, trusting
+# only ca.pem. Body in OUT.body, headers in OUT.hdr; status in CODE ("000":
+# no answer).
+http() {
+        local out=$1 method=$2 path=$3
+        shift 3
+        CODE=$(curl -sS --max-time 60 --cacert "$CA_DIR/ca.pem" -X "$method" -o "$out.body" \
+                -D "$out.hdr" -w '%{http_code}' "$@" "$URL$path" 2>"$out.err") || true
+}
+
+# post_csr OUT TOKEN FILE [CURL-ARGS...] — POST /csr with FILE as the body
+# and TOKEN as the bearer token (empty: no Authorization header).
+post_csr() {
+        local out=$1 token=$2 file=$3 auth=()
+        shift 3
+        [ -z "$token" ] || auth=(-H "Authorization: Bearer $token")
+        http "$out" POST /csr "${auth[@]}" -H "Content-Type: application/pkcs10" \
+                --data-binary "@$file" "$@"
+}
+
+# enroll NAME TOKEN [OPENSSL-REQ-ARGS...] — make_csr NAME, POST it; CODE;
+# on 201 the certificate is $DEV/NAME.pem.
+enroll() {
+        local name=$1 token=$2
+        shift 2
+        make_csr "$name" "$@"
+        post_csr "$DEV/$name" "$token" "$DEV/$name.csr"
+        [ "$CODE" != 201 ] || cp "$DEV/$name.body" "$DEV/$name.pem"
+}
+
+# renew OUT CERT KEY CSR — POST /v1/renew over mutual TLS with CERT/KEY.
+renew() {
+        http "$1" POST /v1/renew --cert "$2" --key "$3" -H "Content-Type: application/pkcs10" \
+                --data-binary "@$4"
+}
+
+# json_str FIELD FILE — the string value of "FIELD" in the flat JSON in FILE.
+json_str() {
+        sed -n "s/.*\"$1\":\"\(\([^\"\\\\]\|\\\\.\)*\)\".*/\1/p" "$2"
+}
+
+# header NAME OUT — the value of header NAME in OUT.hdr (no CR).
+header() {
+        grep -i "^$1:" "$2.hdr" | head -n 1 | cut -d: -f2- | tr -d '\r' | sed 's/^ *//'
+}
+
+# expect_status STATUS OUT — the last request got STATUS.
+expect_status() {
+        [ "$CODE" = "$1" ] ||
+                fail "HTTP $CODE, expected $1; body: $(head -c 400 "$2.body" 2>/dev/null) $(cat "$2.err" 2>/dev/null)"
+}
+
+# expect_error STATUS SLUG OUT [MESSAGE-PART] — an error answer: STATUS, a
+# JSON body {"error": SLUG, "message": a reason (containing MESSAGE-PART)},
+# and no certificate in it.
+expect_error() {
+        local status=$1 slug=$2 out=$3 part=${4:-} msg
+        expect_status "$status" "$out"
+        assert_contains "$(header Content-Type "$out")" application/json "Content-Type of a $status"
+        assert_eq "$(json_str error "$out.body")" "$slug" "JSON error slug of a $status"
+        msg=$(json_str message "$out.body")
+        [ ${#msg} -ge 10 ] || fail "HTTP $status without a reason: $(cat "$out.body")"
+        [ -z "$part" ] || assert_contains "$msg" "$part" "reason of the $status"
+        assert_not_contains "$(cat "$out.body")" "BEGIN CERTIFICATE" "certificate in a $status"
+}
+
+# serial_of PEM — the certificate's serial, upper-case hex as hwid prints it.
+serial_of() {
+        openssl x509 -in "$1" -noout -serial | sed 's/^serial=//' | tr a-f A-F
+}
+
+# verify_leaf PEM [OPENSSL-VERIFY-ARGS...] — openssl verifies PEM against
+# ca.pem (or what the arguments say) for TLS client use.
+verify_leaf() {
+        local pem=$1 out
+        shift
+        [ $# -gt 0 ] || set -- -CAfile "$CA_DIR/ca.pem"
+        out=$(openssl verify -purpose sslclient "$@" "$pem" 2>&1) || fail "openssl verify refuses $pem: $out"
+        assert_eq "$out" "$pem: OK" "openssl verify $pem"
+}
+
+# in_store SERIAL — the certificate is in `hwid cert list --all`.
+in_store() {
+        cert_rows | awk '{ print $1 }' | grep -qx "$1"
+}
