@@ -8,6 +8,8 @@
 #include "hsm.h"
 
 #define EXIT_USAGE 2
+/* The identity is revoked or expired: the device must join again. */
+#define EXIT_BOOTSTRAP 4
 
 /* Prints "hwid: <detail of r>" (one line) and returns the exit code for r. */
 int cli_fail(int r);
@@ -36,3 +38,5 @@ int cmd_request_deny(int argc, char **argv);
 int cmd_cert_list(int argc, char **argv);
 int cmd_cert_show(int argc, char **argv);
 int cmd_cert_revoke(int argc, char **argv);
+int cmd_join(int argc, char **argv);
+int cmd_renew(int argc, char **argv);

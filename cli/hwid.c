@@ -30,6 +30,8 @@ static const command commands[] = {
         { "cert", "list", cmd_cert_list, "list issued certificates" },
         { "cert", "show", cmd_cert_show, "show an issued certificate" },
         { "cert", "revoke", cmd_cert_revoke, "revoke a certificate (by serial or identity)" },
+        { NULL, "join", cmd_join, "enroll this device with a bootstrap token" },
+        { NULL, "renew", cmd_renew, "renew this device's certificate once" },
 };
 
 static void help(FILE *f) {

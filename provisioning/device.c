@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 
 #include "device.h"
@@ -44,6 +46,18 @@ int pem_first_cert(const char *pem, X509 **ret) {
         }
         *ret = x;
         return 0;
+}
+
+int pem_to_string(X509 *x, char **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        if (!b || !PEM_write_bio_X509(b, x))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        n = BIO_get_mem_data(b, &data);
+        *ret = strndup(data, (size_t) n);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
 
 static char *dir_file(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -145,8 +159,9 @@ int device_load(const char *dir, device_state *ret) {
         device_state s = { 0 };
         int r;
 
-        if (!(s.dir = strdup(dir)))
-                return hwid_fail(HWID_E_NOMEM, NULL);
+        /* Absolute, so that key URIs made from it stay valid elsewhere. */
+        if (!(s.dir = realpath(dir, NULL)))
+                return hwid_fail(errno == ENOENT ? HWID_E_NOT_FOUND : HWID_E_IO, "%s holds no enrolled identity", dir);
         if ((r = current_generation(dir, &s.generation)) < 0 || (r = load_device_json(dir, &s)) < 0 ||
             (r = read_in(dir, "ca.pem", &s.ca_pem)) < 0 ||
             !(gen = dir_file(dir, "gen-%d", s.generation)) ||

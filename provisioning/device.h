@@ -58,4 +58,6 @@ int device_clear_pending(const char *dir);
 
 /* Parses the first certificate of a PEM text. */
 int pem_first_cert(const char *pem, X509 **ret);
+/* One certificate as PEM text. */
+int pem_to_string(X509 *x, char **ret);
 void strv_free(char **v);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 
 #include "client.h"
@@ -39,18 +40,6 @@ bool ca_hash_valid(const char *s) {
         return strspn(s + 7, "0123456789abcdef") == 64;
 }
 
-static int cert_to_pem(X509 *x, char **ret) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
-        char *data;
-        long n;
-
-        if (!b || !PEM_write_bio_X509(b, x))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        n = BIO_get_mem_data(b, &data);
-        *ret = strndup(data, (size_t) n);
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
 int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor) {
         _cleanup_free_ char *bundle = NULL, *anchor = NULL;
         _cleanup_(X509_freep) X509 *ca = NULL;
@@ -66,7 +55,7 @@ int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **re
         if (strcmp(got, pin) != 0)
                 return hwid_fail(HWID_E_PIN_MISMATCH, "the CA at %s is %s, not the pinned %s: "
                                                       "nothing was sent", server, got, pin);
-        if ((r = cert_to_pem(ca, &anchor)) < 0)
+        if ((r = pem_to_string(ca, &anchor)) < 0)
                 return r;
         *ret_bundle = TAKE_PTR(bundle);
         *ret_anchor = TAKE_PTR(anchor);
@@ -230,7 +219,7 @@ static int resume(const join_opts *o, join_ctx *c) {
                 return hwid_fail(HWID_E_CONFLICT, "%s holds a pending request for %s at %s with key %s; "
                                  "remove %s/pending.json to start over", o->dir, cn, server, uri, o->dir);
         say(o, "resuming pending request %.8s…", c->request);
-        if ((r = pem_first_cert(c->bundle, &ca)) < 0 || (r = cert_to_pem(ca, &c->anchor)) < 0)
+        if ((r = pem_first_cert(c->bundle, &ca)) < 0 || (r = pem_to_string(ca, &c->anchor)) < 0)
                 return r;
         return hwid_key_open(o->key_uri, &ho, &c->key);
 }
@@ -246,7 +235,8 @@ static int start(const join_opts *o, join_ctx *c, client_opts *co) {
         if ((r = fetch_pinned_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor)) < 0)
                 return r;
         co->ca_pem = c->anchor; /* from here on, TLS is verified against the pinned CA */
-        if ((r = open_or_create_key(o, &c->key)) < 0 || (r = make_csr(o, c->key, &csr)) < 0)
+        /* The directory first: the device key usually lives in it. */
+        if ((r = mkdir_parents(o->dir, 0700)) < 0 || (r = open_or_create_key(o, &c->key)) < 0 || (r = make_csr(o, c->key, &csr)) < 0)
                 return r;
         say(o, "enrolling %s", o->cn);
         return enroll(o, co, csr, &c->cert, &c->request);

@@ -106,6 +106,19 @@ static const char *cert_status_name(store_cert_status s) {
         return s == CERT_VALID ? "valid" : s == CERT_REVOKED ? "revoked" : "superseded";
 }
 
+/* What a device needs to renew well: when the window opens and whether
+ * its profile wants a new key. */
+static void add_renewal_info(ca_service *ca, const store_cert *c, json_object *o) {
+        const policy_profile *p = policy_profile_find(ca->cfg->policy, c->profile);
+        int64_t life = c->not_after - c->not_before;
+
+        if (!p)
+                return;
+        json_object_object_add(o, "renew_after",
+                               json_object_new_int64(c->not_after - (int64_t) (p->renew_window * (double) life)));
+        json_object_object_add(o, "rotate_key", json_object_new_boolean(p->rotate_key));
+}
+
 static int identity_json(ca_service *ca, const char *name, int64_t now, http_response *resp) {
         store_cert c = { 0 };
         json_object *o;
@@ -123,6 +136,7 @@ static int identity_json(ca_service *ca, const char *name, int64_t now, http_res
         json_object_object_add(o, "not_before", json_object_new_int64(c.not_before));
         json_object_object_add(o, "not_after", json_object_new_int64(c.not_after));
         json_object_object_add(o, "spki_sha256", json_object_new_string(c.spki_sha256));
+        add_renewal_info(ca, &c, o);
         ca_respond_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
         store_cert_clear(&c);

@@ -1,0 +1,123 @@
+/* hwid join: a device's first identity from a bootstrap token. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "error.h"
+#include "join.h"
+#include "secret.h"
+
+#define EXIT_PENDING 3
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: hwid join --server URL --ca-hash sha256:HEX --key URI --cn NAME --dir DIR\n"
+                   "                 [--token-file FILE] [--san LIST] [--type TYPE] [--tcti TCTI]\n"
+                   "                 [--no-wait] [--wait-timeout DURATION]\n\n"
+                   "Enrolls this device: checks the CA against the pin before sending anything, makes\n"
+                   "(or reuses) the key inside the TPM/HSM, sends a CSR signed there with the bootstrap\n"
+                   "token, and writes DIR/cert.pem, DIR/ca.pem and DIR/key.uri atomically.\n\n"
+                   "The token comes from $HWID_TOKEN, --token-file FILE ('-' for standard input) or\n"
+                   "--token TOKEN (visible to other users in ps: avoid).\n\n"
+                   "  -s, --server URL       hwidd, e.g. https://ca.example:8443\n"
+                   "      --ca-hash PIN      sha256:<hex> of the CA's public key (hwid ca hash)\n"
+                   "  -k, --key URI          device key, e.g. tpm2:file=/var/lib/hwid/device.tss2.pem\n"
+                   "      --cn NAME          the identity to request\n"
+                   "  -d, --dir DIR          where the identity is kept\n"
+                   "      --no-wait          if approval is pending, exit 3 instead of waiting;\n"
+                   "                         run the same command again later to finish\n"
+                   "Exit codes: 0 enrolled (or already), 1 failure, 2 usage, 3 pending.\n");
+}
+
+static void progress(void *ud, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        fputs("hwid join: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+}
+
+static int read_token(const char *file, char **ret) {
+        const char *env = getenv("HWID_TOKEN");
+
+        if (file && strcmp(file, "-") == 0)
+                return secret_read_file("/dev/stdin", 128, ret);
+        if (file)
+                return secret_read_file(file, 128, ret);
+        *ret = env && *env ? strdup(env) : NULL;
+        return 0;
+}
+
+static int parse(int argc, char **argv, join_opts *o, const char **token_file, char **token_arg) {
+        static const struct option opts[] = {
+                { "server", required_argument, NULL, 's' }, { "token", required_argument, NULL, 't' },
+                { "token-file", required_argument, NULL, 'F' }, { "ca-hash", required_argument, NULL, 'H' },
+                { "key", required_argument, NULL, 'k' }, { "cn", required_argument, NULL, 'n' },
+                { "dir", required_argument, NULL, 'd' }, { "san", required_argument, NULL, 'S' },
+                { "type", required_argument, NULL, 'T' }, { "tcti", required_argument, NULL, 'C' },
+                { "no-wait", no_argument, NULL, 'W' }, { "wait-timeout", required_argument, NULL, 'w' },
+                { "help", no_argument, NULL, 'h' }, {},
+        };
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "s:k:d:h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 's': o->server = optarg; break;
+                case 't':
+                        /* Take it, then blank it out of our argv (and so out of ps). */
+                        *token_arg = strdup(optarg);
+                        secret_wipe(optarg, strlen(optarg));
+                        break;
+                case 'F': *token_file = optarg; break;
+                case 'H': o->ca_hash = optarg; break;
+                case 'k': o->key_uri = optarg; break;
+                case 'n': o->cn = optarg; break;
+                case 'd': o->dir = optarg; break;
+                case 'S': o->san = optarg; break;
+                case 'T':
+                        if ((r = hwid_key_type_from_string(optarg, &o->type)) < 0)
+                                return cli_fail(r);
+                        break;
+                case 'C': o->tcti = optarg; break;
+                case 'W': o->no_wait = true; break;
+                case 'w': o->wait_timeout = strtoll(optarg, NULL, 10); break;
+                case 'h': usage(stdout); exit(0);
+                default: return cli_bad_option("join", argv);
+                }
+        }
+        if (!o->server || !o->ca_hash || !o->key_uri || !o->cn || !o->dir || optind != argc)
+                return cli_usage("join", "needs --server, --ca-hash, --key, --cn and --dir");
+        if (strncmp(o->server, "https://", 8) != 0)
+                return cli_usage("join", "--server must be an https:// URL");
+        if (!ca_hash_valid(o->ca_hash))
+                return cli_usage("join", "--ca-hash must be sha256:<64 lower-case hex digits>");
+        return 0;
+}
+
+int cmd_join(int argc, char **argv) {
+        _cleanup_secret_ char *token = NULL, *token_arg = NULL;
+        const char *token_file = NULL;
+        join_opts o = { .type = HWID_KEY_TYPE_DEFAULT, .progress = progress, .http_timeout = 30 };
+        join_result res;
+        int r;
+
+        if ((r = parse(argc, argv, &o, &token_file, &token_arg)) != 0)
+                return r;
+        if (token_arg)
+                token = TAKE_PTR(token_arg);
+        else if ((r = read_token(token_file, &token)) < 0)
+                return cli_fail(r);
+        o.token = token;
+        r = join_run(&o, &res);
+        if (r == -HWID_E_PENDING) {
+                fprintf(stderr, "hwid: %s\n", hwid_strerror(r));
+                return EXIT_PENDING;
+        }
+        if (r < 0)
+                return cli_fail(r);
+        return res == JOIN_PENDING ? EXIT_PENDING : 0;
+}

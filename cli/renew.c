@@ -1,0 +1,61 @@
+/* hwid renew --dir DIR: renew once, over mutual TLS with the TPM key. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cli.h"
+#include "error.h"
+#include "renew.h"
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: hwid renew --dir DIR [--rotate] [--tcti TCTI]\n\n"
+                   "Renews the certificate in DIR over mutual TLS, authenticated by the current key\n"
+                   "inside the TPM/HSM.  When the profile asks for it (or with --rotate) a new key is\n"
+                   "made in the device; the old one is removed only once the new certificate is on disk.\n\n"
+                   "Exit codes: 0 renewed, 1 failure (try again later), 2 usage,\n"
+                   "            4 revoked or expired: bootstrap again with hwid join and a new token.\n");
+}
+
+static void progress(void *ud, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        fputs("hwid renew: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+}
+
+int cmd_renew(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "dir", required_argument, NULL, 'd' }, { "rotate", no_argument, NULL, 'R' },
+                { "tcti", required_argument, NULL, 'T' }, { "help", no_argument, NULL, 'h' }, {},
+        };
+        renew_opts o = { .progress = progress, .http_timeout = 30 };
+        renew_result res;
+        char until[32];
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "d:h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'd': o.dir = optarg; break;
+                case 'R': o.rotate = true; break;
+                case 'T': o.tcti = optarg; break;
+                case 'h': usage(stdout); return 0;
+                default: return cli_bad_option("renew", argv);
+                }
+        }
+        if (!o.dir || optind != argc)
+                return cli_usage("renew", "needs --dir DIR");
+        r = renew_run(&o, &res);
+        if (r < 0) {
+                fprintf(stderr, "hwid: %s\n", hwid_strerror(r));
+                return renew_needs_bootstrap(r) ? EXIT_BOOTSTRAP : 1;
+        }
+        strftime(until, sizeof(until), "%Y-%m-%d %H:%M:%SZ", gmtime(&(time_t) { (time_t) res.not_after }));
+        printf("renewed: generation %d, valid until %s%s\n", res.generation, until,
+               res.rotated ? ", new key" : "");
+        return 0;
+}

@@ -1,0 +1,247 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "client.h"
+#include "csr.h"
+#include "device.h"
+#include "error.h"
+#include "fsutil.h"
+#include "ossl-util.h"
+#include "renew.h"
+#include "uri.h"
+
+static void say(const renew_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const renew_opts *o, const char *fmt, ...) {
+        char line[512];
+        va_list ap;
+
+        if (!o->progress)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        o->progress(o->progress_data, "%s", line);
+}
+
+bool renew_needs_bootstrap(int r) {
+        return r == -HWID_E_EXPIRED || r == -HWID_E_REVOKED;
+}
+
+/* The URI of generation gen's key when rotating: TPM key files live in the
+ * generation's directory; persistent handles alternate between H and H^1;
+ * PKCS#11 objects get a "-gN" label. */
+static int next_key_uri(const device_state *s, int gen, char **ret) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL;
+        int r;
+
+        if ((r = key_uri_parse(s->key_uri, &u)) < 0)
+                return r;
+        if (u->scheme == KEY_URI_TPM2 && u->path)
+                return asprintf(ret, "tpm2:file=%s/gen-%d/key.tss2.pem", s->dir, gen) < 0 ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
+        if (u->scheme == KEY_URI_TPM2)
+                return asprintf(ret, "tpm2:handle=0x%08x", u->handle ^ 1u) < 0 ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
+        {
+                char label[300];
+                const char *base = u->object ? u->object : "hwid";
+                const char *dash = strstr(base, "-g");
+                int n = dash && strspn(dash + 2, "0123456789") == strlen(dash + 2) && dash[2] ? (int) (dash - base)
+                                                                                              : (int) strlen(base);
+                CK_ATTRIBUTE attr = { CKA_LABEL, label, 0 };
+
+                snprintf(label, sizeof(label), "%.*s-g%d", n, base, gen);
+                attr.ulValueLen = strlen(label);
+                p11_kit_uri_clear_attribute(u->p11, CKA_ID);
+                if (p11_kit_uri_set_attribute(u->p11, &attr) != P11_KIT_URI_OK ||
+                    p11_kit_uri_format(u->p11, P11_KIT_URI_FOR_ANY, ret) != P11_KIT_URI_OK)
+                        return hwid_fail(HWID_E_URI, "cannot derive the next key's URI");
+        }
+        return 0;
+}
+
+/* What the server says about our identity: rotate the key? */
+static int identity_status(const renew_opts *o, const client_opts *co, const char *identity, bool *ret_rotate) {
+        _cleanup_free_ char *path = NULL;
+        client_response resp;
+        json_object *j, *v;
+        int r;
+
+        if (asprintf(&path, "/v1/identities/%s", identity) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = client_request(co, "GET", path, NULL, NULL, 0, NULL, &resp)) < 0)
+                return r;
+        if (resp.status != 200) {
+                r = client_error_from_response(&resp);
+                client_response_clear(&resp);
+                return r;
+        }
+        j = json_tokener_parse((const char *) resp.body.data);
+        *ret_rotate = j && json_object_object_get_ex(j, "rotate_key", &v) && json_object_get_boolean(v);
+        json_object_put(j);
+        client_response_clear(&resp);
+        return 0;
+}
+
+static int delete_key(const char *uri, const char *tcti) {
+        _cleanup_(hwid_key_freep) hwid_key *k = NULL;
+        hsm_options ho = { .tcti = tcti };
+        int r = hwid_key_open(uri, &ho, &k);
+
+        if (r == -HWID_E_KEY_NOT_FOUND)
+                return 0;
+        return r < 0 ? r : hwid_key_delete(k);
+}
+
+static int cleanup_state(const renew_opts *o, const device_state *s) {
+        char **uris = NULL;
+        int r = device_stale_generations(s, &uris);
+
+        for (char **u = uris; r >= 0 && u && *u; u++) {
+                say(o, "removing the previous key %s", *u);
+                r = delete_key(*u, o->tcti);
+        }
+        strv_free(uris);
+        return r < 0 ? r : device_remove_stale(s);
+}
+
+int renew_cleanup(const renew_opts *o) {
+        device_state s;
+        int r = device_load(o->dir, &s);
+
+        if (r < 0)
+                return r;
+        r = cleanup_state(o, &s);
+        device_state_clear(&s);
+        return r;
+}
+
+/* The key the new certificate will carry: the current one, or a fresh
+ * one made in the device for generation gen. */
+static int pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate, int gen,
+                    hwid_key **ret, char **ret_uri) {
+        _cleanup_free_ char *uri = NULL, *gdir = NULL;
+        hsm_options ho = { .tcti = o->tcti };
+        int r;
+
+        if (!rotate) {
+                *ret_uri = strdup(s->key_uri);
+                return *ret_uri ? hwid_key_open(s->key_uri, &ho, ret) : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        if ((r = next_key_uri(s, gen, &uri)) < 0 || asprintf(&gdir, "%s/gen-%d", s->dir, gen) < 0)
+                return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
+        if (mkdir(gdir, 0700) < 0 && errno != EEXIST)
+                return hwid_fail(HWID_E_IO, "cannot create %s: %s", gdir, strerror(errno));
+        say(o, "creating a new key in the device (%s)", uri);
+        /* Anything at that URI is debris of an interrupted renewal. */
+        if ((r = hwid_key_create(uri, hwid_key_get_type(current), true, &ho, ret)) < 0)
+                return r;
+        *ret_uri = TAKE_PTR(uri);
+        return 0;
+}
+
+static int post_renew(const client_opts *co, const char *csr, char **ret_cert) {
+        client_response resp;
+        int r = client_request(co, "POST", "/v1/renew", NULL, (const uint8_t *) csr, strlen(csr),
+                               "application/pkcs10", &resp);
+
+        if (r < 0)
+                return r;
+        if (resp.status == 201)
+                *ret_cert = (char *) buf_steal(&resp.body, NULL);
+        else
+                r = client_error_from_response(&resp);
+        client_response_clear(&resp);
+        return r;
+}
+
+static int new_certificate(const renew_opts *o, const device_state *s, const client_opts *co, hwid_key *k,
+                           char **ret_cert) {
+        _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
+        _cleanup_(X509_REQ_freep) X509_REQ *req = NULL;
+        _cleanup_free_ char *csr = NULL;
+        int r;
+
+        if (!name || !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *) s->identity,
+                                                 -1, -1, 0))
+                return hwid_fail(HWID_E_INVALID, "'%s' cannot be a common name", s->identity);
+        if ((r = csr_build(k, name, NULL, &req)) < 0 || (r = csr_to_pem(req, &csr)) < 0)
+                return r;
+        say(o, "asking %s to renew %s", s->server, s->identity);
+        return post_renew(co, csr, ret_cert);
+}
+
+static int check_not_expired(const device_state *s) {
+        if ((int64_t) time(NULL) < s->not_after)
+                return 0;
+        return hwid_fail(HWID_E_EXPIRED, "the certificate of %s has expired: bootstrap again "
+                                         "(hwid join with a new token)", s->identity);
+}
+
+/* Everything after the state is loaded and the current key opened. */
+static int renew_with(const renew_opts *o, const device_state *s, hwid_key *current, renew_result *ret) {
+        _cleanup_free_ char *anchor = NULL, *cert = NULL, *uri = NULL;
+        _cleanup_(hwid_key_freep) hwid_key *k = NULL;
+        _cleanup_(X509_freep) X509 *ca = NULL;
+        client_opts co = { .server = s->server, .key = current, .cert_pem = s->cert_pem, .timeout = o->http_timeout };
+        bool rotate = o->rotate;
+        int r, gen;
+
+        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = pem_to_string(ca, &anchor)) < 0)
+                return r;
+        co.ca_pem = anchor;
+        if (!rotate && (r = identity_status(o, &co, s->identity, &rotate)) < 0)
+                return r;
+        if ((r = pick_key(o, s, current, rotate, s->generation + 1, &k, &uri)) < 0)
+                return r;
+        r = new_certificate(o, s, &co, k, &cert);
+        if (r >= 0)
+                r = check_issued(cert, anchor, k, s->identity);
+        if (r >= 0)
+                r = device_write_next(s, cert, uri, &gen);
+        if (r < 0) {
+                /* No certificate for the new key: it must not linger. */
+                if (rotate)
+                        (void) hwid_key_delete(k);
+                return r;
+        }
+        *ret = (renew_result) { .generation = gen, .rotated = rotate };
+        return 0;
+}
+
+int renew_run(const renew_opts *o, renew_result *ret) {
+        _cleanup_(hwid_key_freep) hwid_key *current = NULL;
+        hsm_options ho = { .tcti = o->tcti };
+        device_state s, fresh;
+        renew_result res;
+        int r;
+
+        if ((r = device_load(o->dir, &s)) < 0)
+                return r;
+        /* Debris of an interrupted run goes first, so it cannot pile up. */
+        r = cleanup_state(o, &s);
+        if (r >= 0)
+                r = check_not_expired(&s);
+        if (r >= 0)
+                r = hwid_key_open(s.key_uri, &ho, &current);
+        if (r >= 0)
+                r = renew_with(o, &s, current, &res);
+        device_state_clear(&s);
+        if (r < 0)
+                return r;
+        hwid_key_free(TAKE_PTR(current)); /* release the old key before deleting it */
+        if ((r = device_load(o->dir, &fresh)) < 0)
+                return r;
+        res.not_before = fresh.not_before;
+        res.not_after = fresh.not_after;
+        r = cleanup_state(o, &fresh);
+        device_state_clear(&fresh);
+        if (r < 0)
+                return r;
+        *ret = res;
+        return 0;
+}
