@@ -116,6 +116,7 @@ int cmd_ca_import(int argc, char **argv) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
         _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *certs = NULL, *chain = NULL;
         _cleanup_free_ char *ca_path = NULL, *chain_path = NULL, *chain_pem = NULL;
+        _cleanup_free_ char *abs_dir = NULL;
         hsm_options ho;
         import_opts o;
         size_t len;
@@ -128,7 +129,7 @@ int cmd_ca_import(int argc, char **argv) {
         chain_path = path_join(o.s.dir, "ca-chain.pem");
         if (!ca_path || !chain_path)
                 return cli_fail(hwid_fail(HWID_E_NOMEM, NULL));
-        if ((r = ca_prepare_dir(&o.s)) < 0 || (r = hwid_key_open(o.s.ca_key_uri, &ho, &k)) < 0 ||
+        if ((r = ca_prepare_dir(&o.s)) < 0 || (r = absolute_dir(&o.s, &abs_dir)) < 0 || (r = hwid_key_open(o.s.ca_key_uri, &ho, &k)) < 0 ||
             (r = read_certs(o.cert, &certs)) < 0 || (r = read_certs(o.chain, &chain)) < 0 ||
             (r = check_intermediate(k, sk_X509_value(certs, 0), chain)) < 0 ||
             (r = read_file_capped(o.chain, PEM_MAX, &chain_pem, &len)) < 0 ||

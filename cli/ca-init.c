@@ -113,6 +113,7 @@ int cmd_ca_init(int argc, char **argv) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
         _cleanup_(X509_freep) X509 *root = NULL;
         _cleanup_free_ char *ca_path = NULL;
+        _cleanup_free_ char *abs_dir = NULL;
         hsm_options ho;
         init_opts o;
         bool created;
@@ -123,7 +124,7 @@ int cmd_ca_init(int argc, char **argv) {
         if ((r = dn_parse(o.subject, &name)) < 0)
                 return cli_usage("ca init", "%s", hwid_strerror(r));
         ho = (hsm_options) { .tcti = o.s.tcti };
-        if ((r = ca_prepare_dir(&o.s)) < 0 ||
+        if ((r = ca_prepare_dir(&o.s)) < 0 || (r = absolute_dir(&o.s, &abs_dir)) < 0 ||
             (r = ca_key_open_or_create(o.s.ca_key_uri, o.s.type, &ho, &k, &created)) < 0)
                 return cli_fail(r);
         printf("%s CA key %s\n", created ? "created" : "using existing", o.s.ca_key_uri);

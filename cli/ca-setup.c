@@ -101,6 +101,14 @@ int ca_prepare_dir(const ca_setup *s) {
         return 0;
 }
 
+int absolute_dir(ca_setup *s, char **storage) {
+        *storage = realpath(s->dir, NULL);
+        if (!*storage)
+                return hwid_fail(HWID_E_IO, "cannot resolve %s: %s", s->dir, strerror(errno));
+        s->dir = *storage;
+        return 0;
+}
+
 int write_cert_pem(const char *path, X509 *x) {
         _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
         char *data;

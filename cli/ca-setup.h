@@ -28,6 +28,10 @@ int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options
 /* Refuses to overwrite DIR/ca.pem unless force; creates DIR (0750). */
 int ca_prepare_dir(const ca_setup *s);
 
+/* Makes s->dir absolute (paths in the config and key URIs must not depend
+ * on where hwidd is started); *storage holds the new string. */
+int absolute_dir(ca_setup *s, char **storage);
+
 /* With the CA key and certificate in place: TLS key + certificate,
  * DIR/hwidd.yaml, the database; prints what to do next. */
 int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert);

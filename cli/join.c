@@ -31,6 +31,7 @@ static void usage(FILE *f) {
                    "Exit codes: 0 enrolled (or already), 1 failure, 2 usage, 3 pending.\n");
 }
 
+static void progress(void *ud, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void progress(void *ud, const char *fmt, ...) {
         va_list ap;
 

@@ -18,6 +18,7 @@ static void usage(FILE *f) {
                    "            4 revoked or expired: bootstrap again with hwid join and a new token.\n");
 }
 
+static void progress(void *ud, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void progress(void *ud, const char *fmt, ...) {
         va_list ap;
 

@@ -59,7 +59,7 @@ typedef enum hwid_err {
 /* Records detail for the calling thread; returns -code so that callers
  * can write `return hwid_fail(HWID_E_IO, "cannot read %s", path);`. */
 int hwid_fail(hwid_err code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int hwid_failv(hwid_err code, const char *fmt, va_list ap);
+int hwid_failv(hwid_err code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Like hwid_fail(), and appends the first reason in OpenSSL's error
  * queue (which it then clears). */

@@ -8,6 +8,8 @@
  *   DIR/cert.pem        symlink -> current/cert.pem (for other tools)
  *   DIR/key.uri         symlink -> current/key.uri
  *   DIR/pending.json    a request waiting for approval, 0600
+ *   DIR/needs-bootstrap the server refused to renew (revoked, expired):
+ *                       hwid join starts over; one line, the reason
  *
  * A renewal writes gen-(N+1) completely, fsyncs it, and then swaps the
  * `current` symlink with one rename: whatever moment a crash hits, DIR
@@ -55,6 +57,18 @@ int device_write_pending(const char *dir, const char *server, const char *identi
 int device_read_pending(const char *dir, char **ret_server, char **ret_identity, char **ret_request_id,
                         char **ret_ca_pem, char **ret_key_uri);
 int device_clear_pending(const char *dir);
+
+/* The identity in DIR is dead (revoked or expired): remember it, so that
+ * hwid join starts over instead of reporting "already enrolled". */
+int device_mark_bootstrap(const char *dir, const char *reason);
+bool device_needs_bootstrap(const char *dir);
+
+/* Every key URI of every generation in DIR, the current one included,
+ * without duplicates; *ret_uris is NULL-terminated. */
+int device_all_key_uris(const device_state *s, char ***ret_uris);
+/* Forgets the identity: `current` first (from then on DIR holds none),
+ * then the links, device.json, the generations and the marker. */
+int device_forget(const device_state *s);
 
 /* Parses the first certificate of a PEM text. */
 int pem_first_cert(const char *pem, X509 **ret);

@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BUILD=build-asan
-OPTS=("-Db_sanitize=address,undefined" -Db_lundef=false -Dwerror=true --buildtype=debug)
+# clang, so that the libFuzzer targets build and run (briefly) as tests too.
+OPTS=("-Db_sanitize=address,undefined" -Db_lundef=false -Dwerror=true -Dfuzz=true --buildtype=debug)
+export CC=clang
 
 scripts/install-deps.sh
 

@@ -373,6 +373,7 @@ static int on_certificate(gnutls_session_t session, const gnutls_datum_t *req_ca
         return http_tls_retrieve(srv->tls, pcert, pcert_length, privkey);
 }
 
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         http_server *srv = cls;
         char *nl;

@@ -114,12 +114,12 @@ make_csr() {
 }
 
 # http OUT METHOD PATH [CURL-ARGS...] — one HTTPS request to hwidd, trusting
-# only ca.pem. Body in OUT.body, headers in OUT.hdr; status in CODE ("000":
+# only $CACERT (default ca.pem). Body in OUT.body, headers in OUT.hdr; status in CODE ("000":
 # no answer).
 http() {
         local out=$1 method=$2 path=$3
         shift 3
-        CODE=$(curl -sS --max-time 60 --cacert "$CA_DIR/ca.pem" -X "$method" -o "$out.body" \
+        CODE=$(curl -sS --max-time 60 --cacert "${CACERT:-$CA_DIR/ca.pem}" -X "$method" -o "$out.body" \
                 -D "$out.hdr" -w '%{http_code}' "$@" "$URL$path" 2>"$out.err") || true
 }
 

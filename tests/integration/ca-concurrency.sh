@@ -1,0 +1,75 @@
+#!/bin/bash
+# ca-concurrency.sh — one live certificate per identity (invariant 6) under
+# a race: 32 curls enroll the SAME identity at once (32 different keys, one
+# token with 32 uses). Proves:
+#   - exactly one gets 201, the other 31 get 409 identity_has_certificate
+#     with a reason naming the identity;
+#   - the store holds exactly one certificate for the identity, the one the
+#     winner received; the token has spent exactly one use;
+#   - the same race for a second identity while the first is live: all 32
+#     get 409 if the token is reused for the first identity's name.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=ca-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
+
+N=32
+
+# race NAME TOKEN TAG — N concurrent enrollments of NAME, each with its own
+# key ($DEV/TAG-I.csr); statuses in $DEV/TAG-I.code.
+race() {
+        local name=$1 tok=$2 tag=$3 i pids=()
+        for i in $(seq "$N"); do
+                make_csr "$tag-$i" -subj "/CN=$name"
+        done
+        for i in $(seq "$N"); do
+                (post_csr "$DEV/$tag-$i" "$tok" "$DEV/$tag-$i.csr" && echo "$CODE" >"$DEV/$tag-$i.code") &
+                pids+=($!)
+        done
+        for i in "${pids[@]}"; do wait "$i"; done
+}
+
+# count TAG STATUS — how many of the race TAG got STATUS.
+count() {
+        cat "$DEV/$1"-*.code | grep -cx "$2" || true
+}
+
+test_one_winner() {
+        local tok winner i rows
+        tok=$(token_new --uses "$N")
+        race node-x "$tok" a
+        assert_eq "$(count a 201)/$(count a 409)" "1/$((N - 1))" "201s/409s of $N concurrent enrollments"
+        for i in $(seq "$N"); do
+                CODE=$(cat "$DEV/a-$i.code")
+                if [ "$CODE" = 201 ]; then
+                        winner=$i
+                else
+                        expect_error 409 identity_has_certificate "$DEV/a-$i" node-x
+                fi
+        done
+        verify_leaf "$DEV/a-$winner.body"
+        assert_eq "$(openssl x509 -in "$DEV/a-$winner.body" -noout -pubkey)" \
+                "$(openssl req -in "$DEV/a-$winner.csr" -noout -pubkey)" "the winner's certificate has its key"
+        rows=$(cert_rows --identity node-x)
+        assert_eq "$(wc -l <<<"$rows")" 1 "certificates of node-x in the store"
+        assert_eq "$(awk '{ print $1 }' <<<"$rows")" "$(serial_of "$DEV/a-$winner.body")" \
+                "the stored certificate is the winner's"
+        assert_eq "$(token_used "$tok")" 1 "token uses spent by the race"
+}
+
+# While node-x is live, a second race for it issues nothing at all.
+test_all_lose() {
+        local tok
+        tok=$(token_new --uses "$N")
+        race node-x "$tok" b
+        assert_eq "$(count b 409)" "$N" "409s of a race for a live identity"
+        assert_eq "$(cert_rows --identity node-x | wc -l)" 1 "certificates of node-x after the second race"
+        assert_eq "$(token_used "$tok")" 0 "token uses spent by the second race"
+}
+
+ca_setup
+hwidd_start
+test_one_winner
+test_all_lose
+hwidd_stop
+echo "ca-concurrency: all checks passed"

@@ -1,0 +1,127 @@
+#!/bin/bash
+# ca-offline-root.sh — the offline-root path: hwid's CA is an intermediate
+# under a root made with the openssl CLI in $T (standing in for an offline
+# root). Proves:
+#   - `hwid ca init --csr` writes ca.csr, signed by the HSM key, asking for
+#     CA:TRUE and keyCertSign/cRLSign, and nothing else (no CA, no config);
+#   - `hwid ca import` refuses, with one clear line and writing nothing, a
+#     certificate for another key, a certificate that is not a CA, and a
+#     chain file whose root did not sign it;
+#   - `hwid ca import` of the certificate the root signed succeeds; hwidd
+#     serves intermediate + root at GET /ca; a client that trusts only the
+#     root reaches hwidd over TLS; an enrolled leaf verifies with
+#     `openssl verify -CAfile root.pem -untrusted int.pem` (and not without
+#     the intermediate), its AKI being the intermediate's SKI.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=ca-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
+
+R=$T/root       # the offline root's files
+mkdir -p "$R"
+
+# make_root NAME — a self-signed root CA $R/NAME.pem with key $R/NAME.key.
+make_root() {
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$R/$1.key" \
+                -subj "/CN=offline $1" -days 3 -addext basicConstraints=critical,CA:TRUE \
+                -addext keyUsage=critical,keyCertSign,cRLSign -out "$R/$1.pem" 2>/dev/null ||
+                fail "openssl could not make the root $1"
+}
+
+# sign_int CSR OUT EXTS — the root signs CSR with the extensions EXTS.
+sign_int() {
+        printf '%s\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n' "$3" >"$R/ext"
+        openssl x509 -req -in "$1" -CA "$R/root.pem" -CAkey "$R/root.key" -CAcreateserial \
+                -CAserial "$R/root.srl" -days 2 -extfile "$R/ext" -out "$2" 2>/dev/null ||
+                fail "openssl x509 -req could not sign $1"
+}
+
+INT_EXTS='basicConstraints=critical,CA:TRUE,pathlen:0
+keyUsage=critical,keyCertSign,cRLSign'
+
+test_init_csr() {
+        local text
+        run_ok "$HWID" ca init --key "$(ca_key_uri)" --subject "/CN=hwid intermediate/O=test" \
+                --dir "$CA_DIR" --csr >"$T/init.out"
+        [ -s "$CA_DIR/ca.csr" ] || fail "hwid ca init --csr wrote no ca.csr"
+        for f in ca.pem hwidd.yaml hwid.db; do
+                [ ! -e "$CA_DIR/$f" ] || fail "hwid ca init --csr wrote $f"
+        done
+        assert_contains "$(openssl req -in "$CA_DIR/ca.csr" -noout -verify 2>&1)" "verify OK" "ca.csr signature"
+        text=$(openssl req -in "$CA_DIR/ca.csr" -noout -text)
+        assert_contains "$text" "Subject: CN = hwid intermediate, O = test" "ca.csr subject"
+        assert_contains "$(tr -s ' \n' ' ' <<<"$text")" "X509v3 Basic Constraints: critical CA:TRUE" "ca.csr CA:TRUE"
+        assert_contains "$(tr -s ' \n' ' ' <<<"$text")" "X509v3 Key Usage: critical Certificate Sign, CRL Sign" \
+                "ca.csr keyUsage"
+}
+
+# import_fails REASON CERT CHAIN — hwid ca import refuses and writes nothing.
+import_fails() {
+        expect_exit 1 "$1" -- "$HWID" ca import --key "$(ca_key_uri)" --cert "$2" --chain "$3" \
+                --dir "$CA_DIR" --listen "127.0.0.1:$PORT"
+        for f in ca.pem ca-chain.pem hwidd.yaml tls.pem; do
+                [ ! -e "$CA_DIR/$f" ] || fail "a refused hwid ca import wrote $f"
+        done
+}
+
+test_import_refused() {
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$R/other.key" \
+                -subj "/CN=hwid intermediate/O=test" -out "$R/other.csr" 2>/dev/null
+        sign_int "$R/other.csr" "$R/other-int.pem" "$INT_EXTS"
+        import_fails "is not for the key" "$R/other-int.pem" "$R/root.pem"
+        sign_int "$CA_DIR/ca.csr" "$R/leafish.pem" 'basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature'
+        import_fails "not a CA certificate" "$R/leafish.pem" "$R/root.pem"
+        sign_int "$CA_DIR/ca.csr" "$R/int.pem" "$INT_EXTS"
+        import_fails "does not chain" "$R/int.pem" "$R/stranger.pem"
+}
+
+test_import() {
+        local served
+        run_ok "$HWID" ca import --key "$(ca_key_uri)" --cert "$R/int.pem" --chain "$R/root.pem" \
+                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" >"$T/import.out"
+        assert_eq "$(openssl x509 -in "$CA_DIR/ca.pem" -outform DER | sha256sum)" \
+                "$(openssl x509 -in "$R/int.pem" -outform DER | sha256sum)" "ca.pem is the signed intermediate"
+        grep -q '^  chain: ca-chain.pem$' "$CFG" || fail "the generated config serves no chain"
+        hwidd_start
+        http "$DEV/ca" GET /ca
+        expect_status 200 "$DEV/ca"
+        served=$(grep -c 'BEGIN CERTIFICATE' "$DEV/ca.body")
+        assert_eq "$served" 2 "certificates served at /ca"
+        assert_eq "$(openssl x509 -in "$DEV/ca.body" -noout -subject -nameopt RFC2253)" \
+                "subject=O=test,CN=hwid intermediate" "first certificate at /ca"
+        sed -n '/END CERTIFICATE/,$p' "$DEV/ca.body" | sed 1d >"$DEV/ca-2.pem"
+        cmp -s <(openssl x509 -in "$DEV/ca-2.pem" -outform DER) <(openssl x509 -in "$R/root.pem" -outform DER) ||
+                fail "the second certificate at /ca is not the root"
+        http "$DEV/health" GET /healthz
+        expect_status 200 "$DEV/health"
+}
+
+test_enroll_under_root() {
+        local out
+        enroll leaf-1 "$(token_new)" -addext subjectAltName=DNS:leaf-1
+        expect_status 201 "$DEV/leaf-1"
+        verify_leaf "$DEV/leaf-1.pem" -CAfile "$R/root.pem" -untrusted "$R/int.pem"
+        if out=$(openssl verify -CAfile "$R/root.pem" "$DEV/leaf-1.pem" 2>&1); then
+                fail "the leaf verifies without its intermediate: $out"
+        fi
+        assert_eq "$(openssl x509 -in "$DEV/leaf-1.pem" -noout -issuer -nameopt RFC2253)" \
+                "issuer=O=test,CN=hwid intermediate" "issuer of the leaf"
+        assert_eq "$(openssl x509 -in "$DEV/leaf-1.pem" -noout -ext authorityKeyIdentifier | tail -n 1 | tr -d ' ')" \
+                "$(openssl x509 -in "$R/int.pem" -noout -ext subjectKeyIdentifier | tail -n 1 | tr -d ' ')" \
+                "leaf AKI vs intermediate SKI"
+}
+
+softhsm_init ca
+PORT=$(free_port)
+URL=https://127.0.0.1:$PORT
+CACERT=$R/root.pem      # devices trust the offline root only
+make_root root
+make_root stranger
+test_init_csr
+test_import_refused
+test_import
+test_enroll_under_root
+hwidd_stop
+no_private_keys_in "$CA_DIR"
+echo "ca-offline-root: all checks passed"
