@@ -38,5 +38,8 @@ int cmd_request_deny(int argc, char **argv);
 int cmd_cert_list(int argc, char **argv);
 int cmd_cert_show(int argc, char **argv);
 int cmd_cert_revoke(int argc, char **argv);
+int cmd_audit_list(int argc, char **argv);
 int cmd_join(int argc, char **argv);
 int cmd_renew(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
+int cmd_factory(int argc, char **argv);

@@ -30,8 +30,11 @@ static const command commands[] = {
         { "cert", "list", cmd_cert_list, "list issued certificates" },
         { "cert", "show", cmd_cert_show, "show an issued certificate" },
         { "cert", "revoke", cmd_cert_revoke, "revoke a certificate (by serial or identity)" },
+        { "audit", "list", cmd_audit_list, "show the CA's audit log" },
         { NULL, "join", cmd_join, "enroll this device with a bootstrap token" },
         { NULL, "renew", cmd_renew, "renew this device's certificate once" },
+        { NULL, "agent", cmd_agent, "keep this device's certificate renewed, unattended" },
+        { NULL, "factory", cmd_factory, "enroll many devices at once (factory station)" },
 };
 
 static void help(FILE *f) {

@@ -163,8 +163,9 @@ void policy_authorize(const policy *p, const policy_requester *who, policy_actio
         }
         if (v == VERDICT_NO_OPINION) {
                 bool admin_only = action == ACTION_ADMIN || action == ACTION_METRICS;
-                decision_set(ret, VERDICT_DENY, -HWID_E_FORBIDDEN, "default", "%s may not %s%s", role_name(who->role),
-                             policy_action_name(action), admin_only ? ": it needs the admin role" : "");
+                decision_set(ret, VERDICT_DENY, -HWID_E_FORBIDDEN, "default", "%s may not perform '%s'%s",
+                             role_name(who->role), policy_action_name(action),
+                             admin_only ? ": it needs the admin role" : "");
                 a.hard = admin_only || who->role == ROLE_ANONYMOUS;
         }
         if (ret->verdict == VERDICT_DENY && p->audit_only && !a.hard) {

@@ -89,6 +89,16 @@ static int write_in(const char *dir, const char *name, const char *text, mode_t 
         return write_file_atomic(p, text, strlen(text), mode);
 }
 
+static int unlink_in(const char *dir, const char *name) {
+        _cleanup_free_ char *p = path_join(dir, name);
+
+        if (!p)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (unlink(p) < 0 && errno != ENOENT)
+                return hwid_fail(HWID_E_IO, "cannot remove %s: %s", p, strerror(errno));
+        return 0;
+}
+
 /* Replaces (or creates) the symlink DIR/name -> target in one rename. */
 static int symlink_atomic(const char *dir, const char *name, const char *target) {
         _cleanup_free_ char *link = path_join(dir, name), *tmp = NULL;
@@ -207,7 +217,9 @@ int device_write_initial(const char *dir, const char *server, const char *identi
             (r = symlink_atomic(dir, "cert.pem", "current/cert.pem")) < 0 ||
             (r = symlink_atomic(dir, "key.uri", "current/key.uri")) < 0)
                 return r;
-        return device_clear_pending(dir);
+        if ((r = device_clear_pending(dir)) < 0)
+                return r;
+        return unlink_in(dir, "needs-bootstrap");
 }
 
 int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation) {
@@ -219,8 +231,9 @@ int device_write_next(const device_state *s, const char *cert_pem, const char *k
         return 0;
 }
 
-/* Calls fn for every gen-N directory other than the current one. */
-static int foreach_stale(const device_state *s, int (*fn)(const char *gdir, void *ud), void *ud) {
+/* Calls fn for every gen-N directory (other than the current one when
+ * stale_only). */
+static int foreach_gen(const device_state *s, bool stale_only, int (*fn)(const char *gdir, void *ud), void *ud) {
         DIR *d = opendir(s->dir);
         struct dirent *de;
         int r = 0, gen;
@@ -229,13 +242,17 @@ static int foreach_stale(const device_state *s, int (*fn)(const char *gdir, void
                 return hwid_fail(HWID_E_IO, "cannot list %s: %s", s->dir, strerror(errno));
         while (r >= 0 && (de = readdir(d))) {
                 char rest;
-                if (sscanf(de->d_name, "gen-%d%c", &gen, &rest) != 1 || gen == s->generation)
+                if (sscanf(de->d_name, "gen-%d%c", &gen, &rest) != 1 || (stale_only && gen == s->generation))
                         continue;
                 _cleanup_free_ char *gdir = path_join(s->dir, de->d_name);
                 r = gdir ? fn(gdir, ud) : hwid_fail(HWID_E_NOMEM, NULL);
         }
         closedir(d);
         return r;
+}
+
+static int foreach_stale(const device_state *s, int (*fn)(const char *gdir, void *ud), void *ud) {
+        return foreach_gen(s, true, fn, ud);
 }
 
 typedef struct uri_list {
@@ -252,8 +269,11 @@ static int collect_uri(const char *gdir, void *ud) {
         if (read_in(gdir, "key.uri", &uri) < 0)
                 return 0; /* a generation that never got its key: nothing to delete */
         uri[strcspn(uri, "\n")] = '\0';
-        if (strcmp(uri, l->current) == 0)
+        if (l->current && strcmp(uri, l->current) == 0)
                 return 0;
+        for (size_t i = 0; i < l->n; i++)
+                if (strcmp(uri, l->v[i]) == 0)
+                        return 0;
         nv = realloc(l->v, (l->n + 2) * sizeof(char *));
         if (!nv)
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -263,9 +283,9 @@ static int collect_uri(const char *gdir, void *ud) {
         return 0;
 }
 
-int device_stale_generations(const device_state *s, char ***ret_uris) {
-        uri_list l = { .current = s->key_uri };
-        int r = foreach_stale(s, collect_uri, &l);
+static int collect_uris(const device_state *s, bool stale_only, char ***ret_uris) {
+        uri_list l = { .current = stale_only ? s->key_uri : NULL };
+        int r = foreach_gen(s, stale_only, collect_uri, &l);
 
         if (r < 0) {
                 strv_free(l.v);
@@ -275,6 +295,14 @@ int device_stale_generations(const device_state *s, char ***ret_uris) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         *ret_uris = l.v;
         return 0;
+}
+
+int device_stale_generations(const device_state *s, char ***ret_uris) {
+        return collect_uris(s, true, ret_uris);
+}
+
+int device_all_key_uris(const device_state *s, char ***ret_uris) {
+        return collect_uris(s, false, ret_uris);
 }
 
 static int remove_gen_dir(const char *gdir, void *ud) {
@@ -354,4 +382,37 @@ int device_clear_pending(const char *dir) {
         if (unlink(p) < 0 && errno != ENOENT)
                 return hwid_fail(HWID_E_IO, "cannot remove %s: %s", p, strerror(errno));
         return 0;
+}
+
+int device_mark_bootstrap(const char *dir, const char *reason) {
+        _cleanup_free_ char *line = NULL;
+
+        if (asprintf(&line, "%s\n", reason) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return write_in(dir, "needs-bootstrap", line, 0644);
+}
+
+bool device_needs_bootstrap(const char *dir) {
+        _cleanup_free_ char *p = path_join(dir, "needs-bootstrap");
+
+        return p && access(p, F_OK) == 0;
+}
+
+int device_forget(const device_state *s) {
+        static const char *const links[] = { "current", "cert.pem", "key.uri", "device.json" };
+        int r = 0;
+
+        /* Without `current`, DIR holds no identity: a crash from here on
+         * leaves only debris that a new enrollment overwrites. */
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(links); i++)
+                r = unlink_in(s->dir, links[i]);
+        if (r >= 0)
+                r = foreach_gen(s, false, remove_gen_dir, NULL);
+        if (r >= 0)
+                r = unlink_in(s->dir, "needs-bootstrap");
+        if (r >= 0) {
+                _cleanup_free_ char *any = path_join(s->dir, "current");
+                r = any ? fsync_parent_dir(any) : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        return r;
 }

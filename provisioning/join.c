@@ -131,10 +131,11 @@ static int parse_pending(const client_response *resp, char **ret_id, char *spki,
         return r;
 }
 
-/* Polls until issued, denied or out of time, honouring Retry-After. */
-static int poll_request(const join_opts *o, const client_opts *co, const char *id, char **ret_cert) {
+/* Polls until issued, denied or out of time, honouring Retry-After; once:
+ * asks one time only (a resumed --no-wait run). */
+static int poll_request(const join_opts *o, const client_opts *co, const char *id, bool once, char **ret_cert) {
         _cleanup_free_ char *path = NULL;
-        int64_t deadline = (int64_t) time(NULL) + (o->wait_timeout > 0 ? o->wait_timeout : 1800);
+        int64_t deadline = once ? 0 : (int64_t) time(NULL) + (o->wait_timeout > 0 ? o->wait_timeout : 1800);
         int64_t backoff = BACKOFF_MIN;
 
         if (asprintf(&path, "/v1/requests/%s", id) < 0)
@@ -155,11 +156,11 @@ static int poll_request(const join_opts *o, const client_opts *co, const char *i
                         wait = resp.retry_after;
                 client_response_clear(&resp);
                 /* Network trouble is retried like "not yet"; a refusal is final. */
-                if (r < 0 && r != -HWID_E_NETWORK)
+                if (r < 0 && (r != -HWID_E_NETWORK || once))
                         return r;
                 if ((int64_t) time(NULL) + wait > deadline)
-                        return hwid_fail(HWID_E_PENDING, "request %.8s… still pending after the wait; "
-                                                         "run hwid join again to resume", id);
+                        return hwid_fail(HWID_E_PENDING, "request %.8s… still pending%s; run hwid join again "
+                                         "to resume", id, once ? "" : " after the wait");
                 say(o, "waiting for approval (next poll in %llds)", (long long) wait);
                 sleep((unsigned) wait);
                 backoff = backoff * 3 / 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 3 / 2;
@@ -252,18 +253,64 @@ static int finish(const join_opts *o, join_ctx *c) {
         return r;
 }
 
+/* The identity in DIR can no longer renew: renewal was refused for good
+ * (DIR/needs-bootstrap) or its certificate has expired. */
+static bool identity_dead(const device_state *st) {
+        return device_needs_bootstrap(st->dir) || (int64_t) time(NULL) >= st->not_after;
+}
+
+/* A revoked or expired identity: its keys are deleted (a new identity
+ * never reuses them) and DIR forgets it, so that the token enrolls anew. */
+static int start_over(const join_opts *o, const device_state *st) {
+        hsm_options ho = { .tcti = o->tcti };
+        char **uris = NULL;
+        int r = device_all_key_uris(st, &uris);
+
+        say(o, "%s held %s, which is revoked or expired: starting over", o->dir, st->identity);
+        for (char **u = uris; r >= 0 && u && *u; u++) {
+                _cleanup_(hwid_key_freep) hwid_key *k = NULL;
+                r = hwid_key_open(*u, &ho, &k);
+                if (r == -HWID_E_KEY_NOT_FOUND)
+                        r = 0;
+                else if (r >= 0)
+                        r = hwid_key_delete(k);
+        }
+        strv_free(uris);
+        return r < 0 ? r : device_forget(st);
+}
+
 static int already_enrolled(const join_opts *o, bool *ret) {
         device_state st;
         int r = device_load(o->dir, &st);
 
-        *ret = r >= 0;
-        if (r == -HWID_E_NOT_FOUND)
+        if (r == -HWID_E_NOT_FOUND) {
+                *ret = false;
                 return 0;
+        }
         if (r < 0)
                 return r;
-        say(o, "%s is already enrolled as %s (generation %d); nothing to do", o->dir, st.identity, st.generation);
+        *ret = !identity_dead(&st);
+        if (*ret)
+                say(o, "%s is already enrolled as %s (generation %d); nothing to do", o->dir, st.identity,
+                    st.generation);
+        else
+                r = start_over(o, &st);
         device_state_clear(&st);
-        return 0;
+        return r;
+}
+
+bool join_needs_token(const char *dir) {
+        _cleanup_free_ char *p = path_join(dir, "pending.json");
+        device_state st;
+        bool alive;
+
+        if (p && access(p, F_OK) == 0)
+                return false;
+        if (device_load(dir, &st) < 0)
+                return true;
+        alive = !identity_dead(&st);
+        device_state_clear(&st);
+        return !alive;
 }
 
 static bool has_pending(const char *dir) {
@@ -286,14 +333,14 @@ int join_run(const join_opts *o, join_result *ret) {
         r = resumed ? resume(o, &c) : start(o, &c, &co);
         if (r >= 0 && c.request && !resumed)
                 r = device_write_pending(o->dir, o->server, o->cn, c.request, c.bundle, o->key_uri);
-        if (r >= 0 && c.request && o->no_wait) {
+        if (r >= 0 && c.request && o->no_wait && !resumed) {
                 say(o, "not waiting: run the same hwid join again later to collect the certificate");
                 *ret = JOIN_PENDING;
                 goto out;
         }
         co.ca_pem = c.anchor;
         if (r >= 0 && c.request)
-                r = poll_request(o, &co, c.request, &c.cert);
+                r = poll_request(o, &co, c.request, o->no_wait, &c.cert);
         if (r >= 0 && (r = finish(o, &c)) >= 0)
                 *ret = JOIN_ENROLLED;
 out:

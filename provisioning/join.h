@@ -38,7 +38,15 @@ typedef enum join_result {
         JOIN_PENDING,
 } join_result;
 
+/* DIR already enrolled (and neither revoked nor expired): nothing to do,
+ * JOIN_ALREADY_ENROLLED.  A revoked identity (DIR/needs-bootstrap, left
+ * by renew) or an expired one is started over: its keys are deleted, DIR
+ * forgets it, and the token enrolls a new one. */
 int join_run(const join_opts *o, join_result *ret);
+
+/* Whether join_run on DIR would need a token: false when DIR holds a live
+ * identity or a pending request to resume. */
+bool join_needs_token(const char *dir);
 
 /* Checks sha256:<64 hex> syntax. */
 bool ca_hash_valid(const char *s);

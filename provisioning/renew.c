@@ -64,8 +64,20 @@ static int next_key_uri(const device_state *s, int gen, char **ret) {
         return 0;
 }
 
-/* What the server says about our identity: rotate the key? */
-static int identity_status(const renew_opts *o, const client_opts *co, const char *identity, bool *ret_rotate) {
+/* The server refused for good: remember it in DIR (best effort) for
+ * hwid join, keeping the server's reason as the error detail. */
+static int dead_end(const char *dir, int r) {
+        char why[512];
+
+        if (!renew_needs_bootstrap(r))
+                return r;
+        snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        (void) device_mark_bootstrap(dir, why);
+        return hwid_fail((hwid_err) -r, "%s", why);
+}
+
+/* What the server says about our identity: when may it renew, rotate the key? */
+static int identity_status(const renew_opts *o, const client_opts *co, const char *identity, renew_status *ret) {
         _cleanup_free_ char *path = NULL;
         client_response resp;
         json_object *j, *v;
@@ -80,8 +92,9 @@ static int identity_status(const renew_opts *o, const client_opts *co, const cha
                 client_response_clear(&resp);
                 return r;
         }
-        j = json_tokener_parse((const char *) resp.body.data);
-        *ret_rotate = j && json_object_object_get_ex(j, "rotate_key", &v) && json_object_get_boolean(v);
+        j = json_tokener_parse(resp.body.data ? (const char *) resp.body.data : "");
+        ret->rotate_key = j && json_object_object_get_ex(j, "rotate_key", &v) && json_object_get_boolean(v);
+        ret->renew_after = j && json_object_object_get_ex(j, "renew_after", &v) ? json_object_get_int64(v) : -1;
         json_object_put(j);
         client_response_clear(&resp);
         return 0;
@@ -194,8 +207,12 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = pem_to_string(ca, &anchor)) < 0)
                 return r;
         co.ca_pem = anchor;
-        if (!rotate && (r = identity_status(o, &co, s->identity, &rotate)) < 0)
-                return r;
+        if (!rotate) {
+                renew_status st;
+                if ((r = identity_status(o, &co, s->identity, &st)) < 0)
+                        return r;
+                rotate = st.rotate_key;
+        }
         if ((r = pick_key(o, s, current, rotate, s->generation + 1, &k, &uri)) < 0)
                 return r;
         r = new_certificate(o, s, &co, k, &cert);
@@ -232,7 +249,7 @@ int renew_run(const renew_opts *o, renew_result *ret) {
                 r = renew_with(o, &s, current, &res);
         device_state_clear(&s);
         if (r < 0)
-                return r;
+                return dead_end(o->dir, r);
         hwid_key_free(TAKE_PTR(current)); /* release the old key before deleting it */
         if ((r = device_load(o->dir, &fresh)) < 0)
                 return r;
@@ -243,5 +260,33 @@ int renew_run(const renew_opts *o, renew_result *ret) {
         if (r < 0)
                 return r;
         *ret = res;
+        return 0;
+}
+
+int renew_fetch_status(const renew_opts *o, renew_status *ret) {
+        _cleanup_(hwid_key_freep) hwid_key *key = NULL;
+        _cleanup_(X509_freep) X509 *ca = NULL;
+        _cleanup_free_ char *anchor = NULL;
+        hsm_options ho = { .tcti = o->tcti };
+        client_opts co = { .timeout = o->http_timeout };
+        device_state s;
+        renew_status st;
+        int r;
+
+        if ((r = device_load(o->dir, &s)) < 0)
+                return r;
+        co.server = s.server;
+        co.cert_pem = s.cert_pem;
+        r = check_not_expired(&s);
+        if (r >= 0 && (r = pem_first_cert(s.ca_pem, &ca)) >= 0 && (r = pem_to_string(ca, &anchor)) >= 0 &&
+            (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {
+                co.ca_pem = anchor;
+                co.key = key;
+                r = identity_status(o, &co, s.identity, &st);
+        }
+        device_state_clear(&s);
+        if (r < 0)
+                return dead_end(o->dir, r);
+        *ret = st;
         return 0;
 }

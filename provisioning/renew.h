@@ -25,8 +25,19 @@ typedef struct renew_result {
         bool rotated;
 } renew_result;
 
-/* -HWID_E_EXPIRED / -HWID_E_REVOKED mean: bootstrap again with a token. */
+/* -HWID_E_EXPIRED / -HWID_E_REVOKED mean: bootstrap again with a token;
+ * DIR is then marked (device_mark_bootstrap) so that hwid join starts over. */
 int renew_run(const renew_opts *o, renew_result *ret);
+
+typedef struct renew_status {
+        int64_t renew_after;   /* when the server's renewal window opens */
+        bool rotate_key;       /* the profile wants a new key at each renewal */
+} renew_status;
+
+/* Asks the server, over mutual TLS with the current key, what it says of
+ * the identity in DIR (GET /v1/identities/NAME).  Bootstrap errors as for
+ * renew_run. */
+int renew_fetch_status(const renew_opts *o, renew_status *ret);
 
 /* Whether r means the device can no longer renew and must join again. */
 bool renew_needs_bootstrap(int r);

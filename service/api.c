@@ -31,18 +31,28 @@ void ca_respond_error(ca_service *ca, http_response *resp, int r) {
         http_error_from(resp, r);
 }
 
-/* Read-only endpoints anyone may use still go through the authorizer. */
-static int allow_anonymous(ca_service *ca, policy_action action) {
-        ca_auth a = { .who = { .role = ROLE_ANONYMOUS } };
+/* Read-only endpoints go through the authorizer like everything else,
+ * as whoever the client is: anonymous, or the holder of a client
+ * certificate (the admin role may read /metrics).  A client certificate
+ * that fails authentication still gets the public endpoints, as anonymous. */
+static int allow_read(ca_service *ca, const http_request *req, policy_action action) {
+        ca_auth a = { 0 };
         policy_decision d;
+        int r = ca_auth_peer(ca, req, (int64_t) time(NULL), &a);
 
-        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        if (r < 0) {
+                ca_auth_clear(&a);
+                a.who.role = ROLE_ANONYMOUS;
+                snprintf(a.actor, sizeof(a.actor), "anonymous");
+        }
         policy_authorize(ca->cfg->policy, &a.who, action, NULL, &d);
-        return ca_decision(ca, &a, "read", NULL, &d);
+        r = ca_decision(ca, &a, policy_action_name(action), NULL, &d);
+        ca_auth_clear(&a);
+        return r;
 }
 
-static void get_ca(ca_service *ca, http_response *resp) {
-        int r = allow_anonymous(ca, ACTION_GET_CA);
+static void get_ca(ca_service *ca, const http_request *req, http_response *resp) {
+        int r = allow_read(ca, req, ACTION_GET_CA);
 
         if (r < 0)
                 {
@@ -52,8 +62,8 @@ static void get_ca(ca_service *ca, http_response *resp) {
         ca_respond_pem(resp, 200, ca->ca_pem);
 }
 
-static void get_crl(ca_service *ca, http_response *resp) {
-        int r = allow_anonymous(ca, ACTION_GET_CRL);
+static void get_crl(ca_service *ca, const http_request *req, http_response *resp) {
+        int r = allow_read(ca, req, ACTION_GET_CRL);
 
         if (r >= 0)
                 r = ca_crl(ca, (int64_t) time(NULL), &resp->body);
@@ -66,8 +76,8 @@ static void get_crl(ca_service *ca, http_response *resp) {
         resp->content_type = "application/pkix-crl";
 }
 
-static void get_health(ca_service *ca, http_response *resp) {
-        int r = allow_anonymous(ca, ACTION_HEALTH);
+static void get_health(ca_service *ca, const http_request *req, http_response *resp) {
+        int r = allow_read(ca, req, ACTION_HEALTH);
 
         if (r >= 0)
                 r = store_ping(ca->store);
@@ -80,7 +90,7 @@ static void get_health(ca_service *ca, http_response *resp) {
 }
 
 /* Prometheus text format, one counter per line. */
-static void get_metrics(ca_service *ca, http_response *resp) {
+static void get_metrics(ca_service *ca, const http_request *req, http_response *resp) {
         const struct { const char *name, *help; unsigned long value; } m[] = {
                 { "hwid_http_requests_total", "HTTP requests handled.", atomic_load(&ca->n_requests) },
                 { "hwid_certificates_issued_total", "Certificates issued by enrollment.", atomic_load(&ca->n_issued) },
@@ -89,7 +99,7 @@ static void get_metrics(ca_service *ca, http_response *resp) {
                 { "hwid_policy_denials_total", "Requests denied by policy.", atomic_load(&ca->n_denied) },
                 { "hwid_errors_total", "Requests that failed on the server side.", atomic_load(&ca->n_errors) },
         };
-        int r = allow_anonymous(ca, ACTION_METRICS);
+        int r = allow_read(ca, req, ACTION_METRICS);
 
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(m); i++)
                 r = buf_printf(&resp->body, "# HELP %s %s\n# TYPE %s counter\n%s %lu\n", m[i].name, m[i].help,
@@ -178,7 +188,7 @@ static void route(ca_service *ca, const http_request *req, http_response *resp) 
         const char *arg;
 
         if (is(req, "GET", "/ca"))
-                get_ca(ca, resp);
+                get_ca(ca, req, resp);
         else if (is(req, "POST", "/csr"))
                 ca_enroll(ca, req, resp);
         else if ((arg = suffix(req, "GET", "/v1/requests/")))
@@ -186,11 +196,11 @@ static void route(ca_service *ca, const http_request *req, http_response *resp) 
         else if (is(req, "POST", "/v1/renew"))
                 ca_renew(ca, req, resp);
         else if (is(req, "GET", "/crl"))
-                get_crl(ca, resp);
+                get_crl(ca, req, resp);
         else if (is(req, "GET", "/healthz"))
-                get_health(ca, resp);
+                get_health(ca, req, resp);
         else if (is(req, "GET", "/metrics"))
-                get_metrics(ca, resp);
+                get_metrics(ca, req, resp);
         else if ((arg = suffix(req, "GET", "/v1/identities/")))
                 get_identity(ca, req, arg, resp);
         else

@@ -43,7 +43,7 @@ static int cert_record(X509 *x, const char *identity, const char *profile, int64
 
         if ((r = serial_to_hex(X509_get0_serialNumber(x), &rec->serial)) < 0 ||
             (r = name_to_string(X509_get_subject_name(x), &rec->subject)) < 0 ||
-            (r = spki_sha256_hex(X509_get0_pubkey(x), rec->spki_sha256)) < 0 ||
+            (r = spki_der_sha256_hex(X509_get_X509_PUBKEY(x), rec->spki_sha256)) < 0 ||
             (r = asn1_time_to_unix(X509_get0_notBefore(x), &rec->not_before)) < 0 ||
             (r = asn1_time_to_unix(X509_get0_notAfter(x), &rec->not_after)) < 0)
                 return r;
@@ -75,6 +75,7 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
                 return r;
         in = (issue_request) {
                 .subject_key = csr_info_pubkey(csr),
+                .subject_spki = csr_info_spki(csr),
                 .subject = subject,
                 .sans = sans,
                 .key_usage = iss->key_usage,

@@ -178,7 +178,7 @@ static int extract_key(csr_info *c, EVP_PKEY *pub) {
                 snprintf(c->curve, sizeof(c->curve), "%s", nist ? nist : group);
                 c->facts.curve = c->curve;
         }
-        if ((r = spki_sha256_hex(pub, c->spki)) < 0)
+        if ((r = spki_der_sha256_hex(X509_REQ_get_X509_PUBKEY(c->req), c->spki)) < 0)
                 return r;
         c->facts.spki_sha256 = c->spki;
         return 0;
@@ -229,6 +229,10 @@ const policy_csr *csr_info_facts(const csr_info *c) {
 
 EVP_PKEY *csr_info_pubkey(const csr_info *c) {
         return X509_REQ_get0_pubkey(c->req);
+}
+
+const X509_PUBKEY *csr_info_spki(const csr_info *c) {
+        return X509_REQ_get_X509_PUBKEY(c->req);
 }
 
 const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len) {

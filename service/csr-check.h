@@ -27,6 +27,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(csr_info *, csr_info_free)
 
 const policy_csr *csr_info_facts(const csr_info *c);
 EVP_PKEY *csr_info_pubkey(const csr_info *c);
+/* The same key as the request encodes it (SubjectPublicKeyInfo). */
+const X509_PUBKEY *csr_info_spki(const csr_info *c);
 const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len);
 
 /* Builds the subject and SANs to issue from the policy's decision. */

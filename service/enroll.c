@@ -239,8 +239,16 @@ static int do_poll(ca_service *ca, const char *id, int64_t now, http_response *r
 }
 
 void ca_poll(ca_service *ca, const char *id, http_response *resp) {
-        int r = do_poll(ca, id, (int64_t) time(NULL), resp);
+        ca_auth a = { .who = { .role = ROLE_ANONYMOUS } };
+        policy_decision d;
+        int r;
 
+        /* Anyone holding the (unguessable) request id may poll it. */
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        policy_authorize(ca->cfg->policy, &a.who, ACTION_POLL_REQUEST, NULL, &d);
+        r = ca_decision(ca, &a, "poll", NULL, &d);
+        if (r >= 0)
+                r = do_poll(ca, id, (int64_t) time(NULL), resp);
         if (r < 0)
                 ca_respond_error(ca, resp, r);
 }

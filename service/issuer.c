@@ -8,6 +8,7 @@
 #include "error.h"
 #include "issuer.h"
 #include "ossl-util.h"
+#include "x509-util.h"
 
 /* Certificates start a minute in the past: devices' clocks drift. */
 #define BACKDATE 60
@@ -173,9 +174,10 @@ int issuer_sign(issuer *is, const issue_request *in, X509 **ret) {
         if (!X509_set_version(x, X509_VERSION_3) ||
             !X509_set_subject_name(x, in->subject) ||
             !X509_set_issuer_name(x, X509_get_subject_name(is->cert)) ||
-            !X509_set_pubkey(x, in->subject_key))
+            (!in->subject_spki && !X509_set_pubkey(x, in->subject_key)))
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot fill in the certificate");
-        if ((r = random_serial(x)) < 0 ||
+        if ((in->subject_spki && (r = x509_set_spki(x, in->subject_spki)) < 0) ||
+            (r = random_serial(x)) < 0 ||
             (r = set_validity(x, is->cert, in->now, in->validity)) < 0 ||
             (r = add_leaf_extensions(is, x, in)) < 0 ||
             (r = sign_cert(is->key, x)) < 0)

@@ -23,6 +23,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(issuer *, issuer_free)
 
 typedef struct issue_request {
         EVP_PKEY *subject_key;       /* from the CSR (verified) */
+        /* The CSR's SubjectPublicKeyInfo (the same key): when set, copied
+         * into the certificate as it stands instead of re-encoding
+         * subject_key (see x509_set_spki()). */
+        const X509_PUBKEY *subject_spki;
         const X509_NAME *subject;
         const GENERAL_NAMES *sans;   /* NULL: none */
         uint32_t key_usage;          /* KU_* (policy.h) */

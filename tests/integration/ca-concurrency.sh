@@ -6,8 +6,14 @@
 #     with a reason naming the identity;
 #   - the store holds exactly one certificate for the identity, the one the
 #     winner received; the token has spent exactly one use;
-#   - the same race for a second identity while the first is live: all 32
-#     get 409 if the token is reused for the first identity's name.
+#   - a second race for the identity while it is live: all 32 get 409 and
+#     spend no use;
+#   - a token is never spent more than its uses: 32 concurrent enrollments
+#     of distinct names with a 5-use token give exactly 5 certificates, the
+#     rest 401 bad_token;
+#   - one renewal per certificate: 16 concurrent renewals with the same
+#     client certificate give exactly one 201 (the rest 409 or 401), and the
+#     identity has one valid certificate, the new one.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -67,9 +73,55 @@ test_all_lose() {
         assert_eq "$(token_used "$tok")" 0 "token uses spent by the second race"
 }
 
+test_token_uses() {
+        local tok i pids=()
+        tok=$(token_new --uses 5)
+        for i in $(seq "$N"); do
+                make_csr "c-$i"
+        done
+        for i in $(seq "$N"); do
+                (post_csr "$DEV/c-$i" "$tok" "$DEV/c-$i.csr" && echo "$CODE" >"$DEV/c-$i.code") &
+                pids+=($!)
+        done
+        for i in "${pids[@]}"; do wait "$i"; done
+        assert_eq "$(count c 201)/$(count c 401)" "5/$((N - 5))" "201s/401s with a 5-use token"
+        assert_eq "$(cert_rows | awk '$3 ~ /^c-/' | wc -l)" 5 "certificates issued with the 5-use token"
+        assert_eq "$(token_used "$tok")" 5 "uses spent"
+}
+
+test_one_renewal() {
+        local i pids=() winner rows
+        add_profiles <<'EOF'
+  short:
+    validity: 1h
+    renewal:
+      window: 1.0
+EOF
+        hwidd_stop
+        hwidd_start
+        enroll r-0 "$(token_new --profile short)"
+        expect_status 201 "$DEV/r-0"
+        for i in $(seq 16); do
+                openssl req -new -key "$DEV/r-0.key" -subj /CN=r-0 -out "$DEV/r-$i.csr"
+        done
+        for i in $(seq 16); do
+                (renew "$DEV/r-$i" "$DEV/r-0.pem" "$DEV/r-0.key" "$DEV/r-$i.csr" && echo "$CODE" >"$DEV/r-$i.code") &
+                pids+=($!)
+        done
+        for i in "${pids[@]}"; do wait "$i"; done
+        assert_eq "$(count r 201)/$(( $(count r 409) + $(count r 401) ))" 1/15 "201s/(409s+401s) of 16 renewals"
+        winner=$(grep -lx 201 "$DEV"/r-*.code)
+        rows=$(admin cert list --identity r-0 | tail -n +2)
+        assert_eq "$(wc -l <<<"$rows")" 1 "valid certificates of r-0 after the renewal race"
+        assert_eq "$(awk '{ print $1 }' <<<"$rows")" "$(serial_of "${winner%.code}.body")" "the valid one is the winner's"
+        assert_eq "$(cert_rows --identity r-0 | wc -l)" 2 "certificates of r-0: the original and one renewal"
+}
+
 ca_setup
 hwidd_start
 test_one_winner
 test_all_lose
+test_token_uses
+test_one_renewal
 hwidd_stop
 echo "ca-concurrency: all checks passed"

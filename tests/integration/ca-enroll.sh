@@ -13,6 +13,9 @@
 #   - a CSR asking for CA:TRUE/keyCertSign never yields a CA certificate:
 #     refused (403, nothing issued) under `ungranted: refuse`, issued without
 #     it under `ungranted: drop`; a SAN the profile does not allow: 403;
+#   - keys hwid never accepts (P-521, Ed25519, RSA-1024), two CNs, an
+#     attribute the profile does not allow, and O = the admin group from a
+#     CSR are refused, issuing nothing; RSA-2048 is accepted;
 #   - GET /ca, /healthz, /crl, and /v1/identities/NAME (mutual TLS, own
 #     identity only).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -110,7 +113,7 @@ test_san_refused() {
         refused dev-05 "$tok" "" -addext subjectAltName=email:dev-05@example.org
 }
 
-CA_EXTS=(-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign,digitalSignature)
+CA_EXTS=(-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature")
 
 test_ca_true_refused() {
         local tok
@@ -128,6 +131,42 @@ test_ca_true_dropped() {
         check_leaf ca-want-3 ""
         assert_eq "$(openssl x509 -in "$DEV/ca-want-3.pem" -noout -ext nameConstraints,certificatePolicies 2>/dev/null)" "" \
                 "no other extension copied"
+}
+
+# refused_csr NAME TOKEN STATUSES SLUG PART OPENSSL-REQ-ARGS... — a CSR that
+# openssl makes from ARGS is refused with one of STATUSES (a regex); an
+# empty SLUG takes whichever the answer has (it must have one).
+refused_csr() {
+        local name=$1 tok=$2 statuses=$3 slug=$4 part=$5 before
+        shift 5
+        before=$(store_state "$tok")
+        openssl req -new -nodes -keyout "$DEV/$name.key" -out "$DEV/$name.csr" "$@" 2>/dev/null ||
+                fail "openssl req for $name"
+        post_csr "$DEV/$name" "$tok" "$DEV/$name.csr"
+        [[ $CODE =~ ^($statuses)$ ]] || fail "$name: HTTP $CODE, expected $statuses: $(cat "$DEV/$name.body")"
+        [ -n "$slug" ] || slug=$(json_str error "$DEV/$name.body")
+        [ -n "$slug" ] || fail "$name: no JSON error slug: $(cat "$DEV/$name.body")"
+        expect_error "$CODE" "$slug" "$DEV/$name" "$part"
+        assert_eq "$(store_state "$tok")" "$before" "store after the refusal of $name"
+}
+
+test_keys_and_names() {
+        local tok
+        tok=$(token_new --uses 2)
+        refused_csr k-p521 "$tok" 400 unsupported_key_type P-521 -newkey ec -pkeyopt ec_paramgen_curve:P-521 -subj /CN=k-p521
+        refused_csr k-ed "$tok" 400 unsupported_key_type ED25519 -newkey ed25519 -subj /CN=k-ed
+        refused_csr k-rsa1k "$tok" "400|403" "" "1024" -newkey rsa:1024 -subj /CN=k-rsa1k
+        refused_csr k-2cn "$tok" 400 bad_csr "CN" -newkey ec -pkeyopt ec_paramgen_curve:P-256 -subj /CN=a/CN=b
+        refused_csr k-l "$tok" 403 forbidden "L" -newkey ec -pkeyopt ec_paramgen_curve:P-256 -subj /CN=k-l/L=x
+        refused_csr k-adm "$tok" 403 forbidden "admin group" -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+                -subj /CN=k-adm/O=hwid-admins
+        openssl req -new -newkey rsa:2048 -nodes -keyout "$DEV/k-rsa.key" -subj /CN=k-rsa -out "$DEV/k-rsa.csr" 2>/dev/null
+        post_csr "$DEV/k-rsa" "$tok" "$DEV/k-rsa.csr"
+        expect_status 201 "$DEV/k-rsa"
+        verify_leaf "$DEV/k-rsa.body"
+        assert_eq "$(openssl x509 -in "$DEV/k-rsa.body" -noout -subject -nameopt RFC2253)" "subject=CN=k-rsa" \
+                "subject of the RSA certificate"
+        assert_eq "$(ext "$DEV/k-rsa.body" keyUsage)" "X509v3 Key Usage: critical Digital Signature" "keyUsage (RSA)"
 }
 
 test_read_endpoints() {
@@ -164,12 +203,15 @@ add_profiles <<'EOF'
       uri: ["spiffe://test/{cn}"]
     ungranted: drop
 EOF
+sed -i 's/^  audit_only: false$/&\n  admin_group: hwid-admins/' "$CFG"
+grep -q '^  admin_group: hwid-admins$' "$CFG" || fail "could not set policy.admin_group"
 hwidd_start
 test_enroll_pem
 test_enroll_der_sans
 test_san_refused
 test_ca_true_refused
 test_ca_true_dropped
+test_keys_and_names
 test_read_endpoints
 hwidd_stop
 no_private_keys_in "$CA_DIR"

@@ -13,7 +13,8 @@
 #   certificate), 401 unauthenticated (renewal without one), 403 forbidden
 #   (name pattern), 503 store_unavailable while another process holds the
 #   database's write lock longer than hwidd's busy timeout — and afterwards
-#   the same request succeeds, so the 503 left nothing half-done.
+#   the same request succeeds, so the 503 left nothing half-done; 429
+#   rate_limited with Retry-After once a client exceeds limits.rate_per_ip.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -37,7 +38,7 @@ flip_last_byte() {
         cp "$1" "$2"
         size=$(stat -c %s "$2")
         last=$(tail -c 1 "$2" | od -An -tu1 | tr -d ' ')
-        printf "\\x$(printf %02x $((last ^ 1)))" |
+        printf '%b' "\\x$(printf %02x $((last ^ 1)))" |
                 dd of="$2" bs=1 seek=$((size - 1)) conv=notrunc status=none
 }
 
@@ -125,6 +126,7 @@ test_renew_refused() {
 # hwid.db and holds it until unlock_store.
 lock_store() {
         mkfifo "$T/lock.fifo"
+        # shellcheck disable=SC2016  # expanded by the inner bash
         start_bg "$T/lock.log" bash -c 'exec sqlite3 "$1" <"$2"' lock "$CA_DIR/hwid.db" "$T/lock.fifo"
         LOCK_PID=$BG_PID
         exec 7>"$T/lock.fifo"
@@ -159,6 +161,27 @@ test_store_unavailable() {
         assert_eq "$(token_used "$tok")" 1 "uses of the token after the retry"
 }
 
+# hwidd again, allowing 2 requests at once per address and then one per 10s.
+test_rate_limited() {
+        local tok before
+        hwidd_stop
+        sed 's/^  retry_after: 5s$/&\n  rate_per_ip: 0.1\n  rate_burst: 2/' "$CA_DIR/hwidd.yaml" >"$CA_DIR/rate.yaml"
+        grep -q '^  rate_burst: 2$' "$CA_DIR/rate.yaml" || fail "could not set the rate limit"
+        CFG=$CA_DIR/rate.yaml
+        hwidd_start
+        tok=$(token_new --uses 3)
+        enroll rate-1 "$tok"
+        expect_status 201 "$DEV/rate-1"
+        make_csr rate-2
+        before=$(store_state "$tok")
+        http "$DEV/rate-health" GET /healthz
+        expect_status 200 "$DEV/rate-health"
+        post_csr "$DEV/rate-2" "$tok" "$DEV/rate-2.csr"
+        expect_error 429 rate_limited "$DEV/rate-2" "too many requests"
+        [[ $(header Retry-After "$DEV/rate-2") =~ ^[1-9][0-9]*$ ]] || fail "429 without a Retry-After"
+        assert_eq "$(store_state "$tok")" "$before" "store after a 429"
+}
+
 ca_setup
 hwidd_start
 EXPIRED=$(token_new --ttl 1s)
@@ -172,5 +195,6 @@ test_renew_refused "$TOK"
 test_store_unavailable
 http "$DEV/nowhere" GET /v1/nowhere
 expect_error 404 not_found "$DEV/nowhere"
+test_rate_limited
 hwidd_stop
 echo "ca-errors: all checks passed"

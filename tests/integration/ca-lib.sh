@@ -27,6 +27,7 @@ ca_key_uri() {
 
 # ca_setup [ARGS...] — a SoftHSM2 token and `hwid ca init` into $CA_DIR,
 # listening on a free loopback port; sets PORT and URL.
+# shellcheck disable=SC2120  # optional arguments
 ca_setup() {
         softhsm_init ca
         PORT=$(free_port)
@@ -51,6 +52,7 @@ add_profiles() {
 
 # hwidd_start [ARGS...] — start hwidd on $CFG and wait until it listens;
 # sets HWIDD_PID and HWIDD_LOG (one log per start).
+# shellcheck disable=SC2120  # optional arguments
 hwidd_start() {
         _HWIDD_RUNS=$((${_HWIDD_RUNS:-0} + 1))
         HWIDD_LOG=$T/hwidd.$_HWIDD_RUNS.log
@@ -75,6 +77,7 @@ admin() {
 }
 
 # token_new [ARGS...] — `hwid token create`; prints the token <id>.<secret>.
+# shellcheck disable=SC2120  # optional arguments
 token_new() {
         local out tok
         out=$(admin token create "$@")
@@ -92,6 +95,7 @@ token_used() {
 }
 
 # cert_rows [ARGS...] — rows of `hwid cert list --all` (every status).
+# shellcheck disable=SC2120  # optional arguments
 cert_rows() {
         admin cert list --all "$@" | tail -n +2
 }

@@ -10,7 +10,7 @@
 #     TPM), the CRL verifies, and a renewal over mutual TLS works;
 #   - after hwidd stops, the TPM holds no transient objects or sessions
 #     (invariant 5).
-# shellcheck source-path=SCRIPTDIR source=../lib.sh
+# shellcheck source-path=SCRIPTDIR source=../lib.sh disable=SC2119
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"

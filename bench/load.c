@@ -1,0 +1,429 @@
+/* load: an HTTPS load generator for issuance (bench/run.sh).
+ *
+ *   load --url URL --cacert PEM [--mode hwid|cfssl] [--token T]
+ *        [--connections C] [--requests N] [--duration S] [--rate R]
+ *        [--prefix NAME] [--tag TEXT]
+ *       Makes N CSRs first (fresh P-256 keys, CN=NAME-<i>: one live
+ *       certificate per identity), then C threads each keep one TLS
+ *       connection alive (a libcurl easy handle, reused) and POST the CSRs
+ *       until all are sent or S seconds have passed: hwidd's POST /csr
+ *       with the token as bearer, or cfssl's POST /api/v1/cfssl/sign.
+ *       Connections are opened and warmed up (one cheap request each)
+ *       before the clock starts.  --rate R paces the C connections to R
+ *       requests/s in total; latency then counts from the scheduled send
+ *       time, so a server that falls behind is not flattered.
+ *   load --hold N --url URL --cacert PEM [--hold-seconds S]
+ *       Opens N keep-alive connections (one GET /healthz each), spread
+ *       over source addresses 127.0.0.1-8 (hwidd caps connections per
+ *       address), prints "ready", and keeps them open S seconds.
+ *
+ * Output: key=value on one line (requests, errors, seconds, rate, p50_ms,
+ * p90_ms, p99_ms, max_ms). */
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#define MAX_CONNS 1024
+#define BODY_MAX (64 * 1024)
+
+typedef enum { MODE_HWID, MODE_CFSSL } load_mode;
+
+typedef struct opts {
+        const char *url, *cacert, *token, *prefix, *tag;
+        load_mode mode;
+        int conns, hold;
+        long requests;
+        double duration, rate, hold_seconds;
+} opts;
+
+typedef struct body {
+        char *data;
+        size_t len;
+} body;
+
+static opts o = { .mode = MODE_HWID, .conns = 1, .requests = 1000, .duration = 10, .prefix = "bench",
+                  .tag = "", .hold_seconds = 30 };
+static char **payloads;          /* one per request: CSR PEM or cfssl JSON */
+static double *latency_ms;       /* per request index; NAN if not sent */
+static atomic_long next_req, n_errors;
+static pthread_barrier_t barrier;
+static double t_start;
+static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool err_shown;
+
+static double now_s(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+        va_list ap;
+
+        fprintf(stderr, "load: ");
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        exit(1);
+}
+
+/* ---- CSRs ---- */
+
+static char *make_csr(long i) {
+        EVP_PKEY *key = EVP_EC_gen("P-256");
+        X509_REQ *req = X509_REQ_new();
+        X509_NAME *name = X509_NAME_new();
+        BIO *b = BIO_new(BIO_s_mem());
+        char cn[128], *data, *pem;
+        long n;
+
+        snprintf(cn, sizeof(cn), "%s-%07ld", o.prefix, i);
+        if (!key || !req || !name || !b ||
+            !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (unsigned char *) cn, -1, -1, 0) ||
+            !X509_REQ_set_subject_name(req, name) || !X509_REQ_set_pubkey(req, key) ||
+            X509_REQ_sign(req, key, EVP_sha256()) <= 0 || !PEM_write_bio_X509_REQ(b, req))
+                die("cannot make a CSR");
+        n = BIO_get_mem_data(b, &data);
+        pem = strndup(data, (size_t) n);
+        BIO_free(b);
+        X509_NAME_free(name);
+        X509_REQ_free(req);
+        EVP_PKEY_free(key);
+        if (!pem)
+                die("out of memory");
+        return pem;
+}
+
+/* cfssl's sign request: {"certificate_request": "<PEM, newlines escaped>"}. */
+static char *cfssl_json(char *pem) {
+        size_t n = strlen(pem), k = 0;
+        char *j = malloc(2 * n + 64);
+
+        if (!j)
+                die("out of memory");
+        k += (size_t) sprintf(j, "{\"certificate_request\":\"");
+        for (size_t i = 0; i < n; i++) {
+                if (pem[i] == '\n') {
+                        j[k++] = '\\';
+                        j[k++] = 'n';
+                } else {
+                        j[k++] = pem[i];
+                }
+        }
+        strcpy(j + k, "\"}");
+        free(pem);
+        return j;
+}
+
+static void *gen_worker(void *arg) {
+        long step = (long) (intptr_t) arg >> 16, first = (long) (intptr_t) arg & 0xffff;
+
+        for (long i = first; i < o.requests; i += step) {
+                char *pem = make_csr(i);
+                payloads[i] = o.mode == MODE_CFSSL ? cfssl_json(pem) : pem;
+        }
+        return NULL;
+}
+
+static void make_payloads(void) {
+        long nth = sysconf(_SC_NPROCESSORS_ONLN);
+        pthread_t th[16];
+
+        if (nth < 1)
+                nth = 1;
+        if (nth > 16)
+                nth = 16;
+        payloads = calloc((size_t) o.requests, sizeof(*payloads));
+        latency_ms = malloc((size_t) o.requests * sizeof(*latency_ms));
+        if (!payloads || !latency_ms)
+                die("out of memory");
+        for (long i = 0; i < o.requests; i++)
+                latency_ms[i] = NAN;
+        for (long t = 0; t < nth; t++)
+                pthread_create(&th[t], NULL, gen_worker, (void *) (intptr_t) ((nth << 16) | t));
+        for (long t = 0; t < nth; t++)
+                pthread_join(th[t], NULL);
+}
+
+/* ---- HTTP ---- */
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud) {
+        body *b = ud;
+        size_t len = size * n, room = BODY_MAX - 1 - b->len;
+
+        if (len > room)
+                len = room; /* keep the start; it is only for error messages */
+        memcpy(b->data + b->len, p, len);
+        b->len += len;
+        b->data[b->len] = '\0';
+        return size * n;
+}
+
+typedef struct conn {
+        CURL *h;
+        struct curl_slist *hdrs;
+        body resp;
+        char err[CURL_ERROR_SIZE];
+        char url[512];
+} conn;
+
+static void conn_init(conn *c, const char *source) {
+        char auth[512];
+
+        c->h = curl_easy_init();
+        c->resp.data = malloc(BODY_MAX);
+        if (!c->h || !c->resp.data)
+                die("cannot make a curl handle");
+        curl_easy_setopt(c->h, CURLOPT_CAINFO, o.cacert);
+        curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(c->h, CURLOPT_WRITEDATA, &c->resp);
+        curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->err);
+        curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c->h, CURLOPT_TCP_NODELAY, 1L);
+        curl_easy_setopt(c->h, CURLOPT_TIMEOUT, 120L);
+        curl_easy_setopt(c->h, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_1_1);
+        if (source)
+                curl_easy_setopt(c->h, CURLOPT_INTERFACE, source);
+        c->hdrs = curl_slist_append(NULL, "Expect:");
+        if (o.mode == MODE_HWID) {
+                c->hdrs = curl_slist_append(c->hdrs, "Content-Type: application/pkcs10");
+                if (o.token) {
+                        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", o.token);
+                        c->hdrs = curl_slist_append(c->hdrs, auth);
+                }
+        } else {
+                c->hdrs = curl_slist_append(c->hdrs, "Content-Type: application/json");
+        }
+        curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, c->hdrs);
+}
+
+static void conn_free(conn *c) {
+        curl_slist_free_all(c->hdrs);
+        curl_easy_cleanup(c->h);
+        free(c->resp.data);
+}
+
+/* One request; the HTTP status, or 0 on a transport failure. */
+static long do_request(conn *c, const char *path, const char *post) {
+        long status = 0;
+
+        snprintf(c->url, sizeof(c->url), "%s%s", o.url, path);
+        curl_easy_setopt(c->h, CURLOPT_URL, c->url);
+        if (post) {
+                curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, post);
+                curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE, (long) strlen(post));
+        } else {
+                curl_easy_setopt(c->h, CURLOPT_HTTPGET, 1L);
+        }
+        c->resp.len = 0;
+        c->err[0] = '\0';
+        if (curl_easy_perform(c->h) != CURLE_OK)
+                return 0;
+        curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
+        return status;
+}
+
+static bool response_ok(const conn *c, long status) {
+        if (o.mode == MODE_HWID)
+                return status == 201 && c->resp.len > 0 && strstr(c->resp.data, "BEGIN CERTIFICATE");
+        return status == 200 && c->resp.len > 0 && strstr(c->resp.data, "\"success\":true");
+}
+
+static void note_error(const conn *c, long status) {
+        atomic_fetch_add(&n_errors, 1);
+        pthread_mutex_lock(&err_lock);
+        if (!err_shown) {
+                fprintf(stderr, "load: first error: HTTP %ld %s %.300s\n", status, c->err,
+                        c->resp.len ? c->resp.data : "");
+                err_shown = true;
+        }
+        pthread_mutex_unlock(&err_lock);
+}
+
+static void warm_up(conn *c) {
+        long st = o.mode == MODE_HWID ? do_request(c, "/healthz", NULL)
+                                      : do_request(c, "/api/v1/cfssl/info", "{}");
+        if (st != 200)
+                die("warm-up request failed: HTTP %ld %s %.200s", st, c->err, c->resp.len ? c->resp.data : "");
+}
+
+static void *load_worker(void *arg) {
+        long id = (long) (intptr_t) arg;
+        const char *path = o.mode == MODE_HWID ? "/csr" : "/api/v1/cfssl/sign";
+        double interval = o.rate > 0 ? (double) o.conns / o.rate : 0;
+        conn c = { 0 };
+
+        conn_init(&c, NULL);
+        warm_up(&c);
+        pthread_barrier_wait(&barrier);
+        for (long k = 0;; k++) {
+                double sched = t_start + (double) k * interval + (double) id * interval / o.conns, t0, t1;
+                long i, st;
+
+                if (o.rate > 0) {
+                        t0 = now_s();
+                        if (sched > t0) {
+                                double d = sched - t0;
+                                struct timespec ts = { (time_t) d, (long) ((d - (double) (time_t) d) * 1e9) };
+                                nanosleep(&ts, NULL);
+                        }
+                }
+                if (now_s() - t_start >= o.duration)
+                        break;
+                i = atomic_fetch_add(&next_req, 1);
+                if (i >= o.requests)
+                        break;
+                t0 = o.rate > 0 ? sched : now_s();
+                st = do_request(&c, path, payloads[i]);
+                t1 = now_s();
+                latency_ms[i] = (t1 - t0) * 1000.0;
+                if (!response_ok(&c, st))
+                        note_error(&c, st);
+        }
+        conn_free(&c);
+        return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, long n, double p) {
+        long i;
+
+        if (n == 0)
+                return 0;
+        i = (long) ceil(p / 100.0 * (double) n) - 1;
+        return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static void run_load(void) {
+        pthread_t th[MAX_CONNS];
+        double elapsed, *v, sum = 0;
+        long n = 0;
+
+        make_payloads();
+        pthread_barrier_init(&barrier, NULL, (unsigned) o.conns + 1);
+        for (long i = 0; i < o.conns; i++)
+                if (pthread_create(&th[i], NULL, load_worker, (void *) (intptr_t) i) != 0)
+                        die("cannot start thread %ld", i);
+        t_start = now_s() + 0.05; /* every thread sees the same start */
+        pthread_barrier_wait(&barrier);
+        for (long i = 0; i < o.conns; i++)
+                pthread_join(th[i], NULL);
+        elapsed = now_s() - t_start;
+        v = malloc((size_t) o.requests * sizeof(*v));
+        if (!v)
+                die("out of memory");
+        for (long i = 0; i < o.requests; i++)
+                if (!isnan(latency_ms[i])) {
+                        v[n++] = latency_ms[i];
+                        sum += latency_ms[i];
+                }
+        qsort(v, (size_t) n, sizeof(*v), cmp_double);
+        printf("tag=%s mode=%s conns=%d target_rate=%.0f requests=%ld errors=%ld seconds=%.3f rate=%.1f "
+               "mean_ms=%.2f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f\n",
+               o.tag, o.mode == MODE_HWID ? "hwid" : "cfssl", o.conns, o.rate, n, atomic_load(&n_errors), elapsed,
+               elapsed > 0 ? (double) n / elapsed : 0, n ? sum / (double) n : 0, pct(v, n, 50), pct(v, n, 90),
+               pct(v, n, 99), n ? v[n - 1] : 0);
+        free(v);
+}
+
+static void run_hold(void) {
+        conn *c = calloc((size_t) o.hold, sizeof(*c));
+        char src[32];
+
+        if (!c)
+                die("out of memory");
+        for (int i = 0; i < o.hold; i++) {
+                snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % 8);
+                conn_init(&c[i], src);
+                if (do_request(&c[i], "/healthz", NULL) != 200)
+                        die("connection %d: /healthz failed: %s", i, c[i].err);
+        }
+        printf("ready held=%d\n", o.hold);
+        fflush(stdout);
+        {
+                double d = o.hold_seconds;
+                struct timespec ts = { (time_t) d, (long) ((d - (double) (time_t) d) * 1e9) };
+                nanosleep(&ts, NULL);
+        }
+        for (int i = 0; i < o.hold; i++)
+                conn_free(&c[i]);
+        free(c);
+}
+
+static void usage(void) {
+        fprintf(stderr, "usage: load --url URL --cacert PEM [--mode hwid|cfssl] [--token T] [--connections C]\n"
+                        "            [--requests N] [--duration S] [--rate R] [--prefix NAME] [--tag TEXT]\n"
+                        "       load --hold N --url URL --cacert PEM [--hold-seconds S]\n");
+        exit(2);
+}
+
+int main(int argc, char **argv) {
+        static const struct option lo[] = {
+                { "url", required_argument, NULL, 'u' },      { "cacert", required_argument, NULL, 'c' },
+                { "mode", required_argument, NULL, 'm' },     { "token", required_argument, NULL, 't' },
+                { "connections", required_argument, NULL, 'n' }, { "requests", required_argument, NULL, 'r' },
+                { "duration", required_argument, NULL, 'd' }, { "rate", required_argument, NULL, 'R' },
+                { "prefix", required_argument, NULL, 'p' },   { "tag", required_argument, NULL, 'g' },
+                { "hold", required_argument, NULL, 'H' },     { "hold-seconds", required_argument, NULL, 'S' },
+                {},
+        };
+        int ch;
+
+        while ((ch = getopt_long(argc, argv, "", lo, NULL)) >= 0) {
+                switch (ch) {
+                case 'u': o.url = optarg; break;
+                case 'c': o.cacert = optarg; break;
+                case 'm':
+                        if (strcmp(optarg, "hwid") == 0)
+                                o.mode = MODE_HWID;
+                        else if (strcmp(optarg, "cfssl") == 0)
+                                o.mode = MODE_CFSSL;
+                        else
+                                usage();
+                        break;
+                case 't': o.token = optarg; break;
+                case 'n': o.conns = atoi(optarg); break;
+                case 'r': o.requests = atol(optarg); break;
+                case 'd': o.duration = atof(optarg); break;
+                case 'R': o.rate = atof(optarg); break;
+                case 'p': o.prefix = optarg; break;
+                case 'g': o.tag = optarg; break;
+                case 'H': o.hold = atoi(optarg); break;
+                case 'S': o.hold_seconds = atof(optarg); break;
+                default: usage();
+                }
+        }
+        if (!o.url || !o.cacert || o.conns < 1 || o.conns > MAX_CONNS || o.requests < 1 || o.requests >= (1L << 40) ||
+            o.hold < 0 || o.hold > 100000)
+                usage();
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
+                die("curl_global_init failed");
+        if (o.hold > 0)
+                run_hold();
+        else
+                run_load();
+        curl_global_cleanup();
+        return 0;
+}

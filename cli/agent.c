@@ -1,0 +1,151 @@
+/* hwid agent --dir DIR: renew before expiry, forever (or --once). */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "cli.h"
+#include "config.h"
+#include "error.h"
+#include "log.h"
+#include "renew.h"
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: hwid agent --dir DIR [--tcti TCTI] [--renew-at 0.66] [--jitter 0.05]\n"
+                   "                  [--min-backoff 5s] [--max-backoff 10m] [--once] [--verbose]\n\n"
+                   "Keeps the identity in DIR renewed, unattended: renews at --renew-at of the\n"
+                   "certificate's lifetime plus a random --jitter (never before the server's renewal\n"
+                   "window opens), over mutual TLS with the key in the TPM/HSM.  A failed renewal is\n"
+                   "retried with exponential backoff between --min-backoff and --max-backoff, capped at\n"
+                   "a quarter of the remaining lifetime so that a retry still comes before expiry.\n"
+                   "SIGTERM or SIGINT stop it (exit 0), never in the middle of a renewal.\n"
+                   "One log line per event on stderr (journald priorities under systemd).\n\n"
+                   "  -d, --dir DIR            the identity (written by hwid join)\n"
+                   "      --tcti TCTI          TPM to use (default $HWID_TCTI, else the tpm2-tss default)\n"
+                   "      --renew-at F         fraction of the lifetime, in (0, 1) (default 0.66); counted\n"
+                   "                           from when the certificate arrived if notBefore is earlier\n"
+                   "      --jitter F           random extra fraction, 0..1 (default 0.05)\n"
+                   "      --min-backoff D      first retry delay (default 5s)\n"
+                   "      --max-backoff D      longest retry delay (default 10m)\n"
+                   "      --once               exit 0 after the first successful renewal\n"
+                   "  -v, --verbose            also log each step of a renewal\n\n"
+                   "Exit codes: 0 stopped (or --once done), 1 failure (DIR not enrolled), 2 usage,\n"
+                   "            4 revoked or expired: bootstrap again with hwid join and a new token.\n");
+}
+
+static sigset_t stop_signals;
+
+static void on_log(void *ud, int level, const char *fmt, ...) {
+        char line[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        log_msg(level, "%s", line);
+}
+
+static void on_progress(void *ud, const char *fmt, ...) {
+        char line[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        log_debug("%s", line);
+}
+
+/* SIGTERM/SIGINT stay blocked, so they only take effect here: while
+ * waiting, never during a renewal (they stay pending until then). */
+static bool on_wait(void *ud, int64_t seconds) {
+        struct timespec ts = { .tv_sec = seconds > 0 ? (time_t) seconds : 0 };
+        siginfo_t si;
+        int sig = sigtimedwait(&stop_signals, &si, &ts);
+
+        if (sig > 0)
+                log_info("received %s", strsignal(sig));
+        return sig > 0;
+}
+
+static int parse_fraction(const char *opt, const char *s, double *ret) {
+        char *end;
+        double v = strtod(s, &end);
+
+        if (end == s || *end || !isfinite(v) || v < 0 || v >= 1)
+                return cli_usage("agent", "%s must be a fraction in [0, 1), not '%s'", opt, s);
+        *ret = v;
+        return 0;
+}
+
+static int parse_backoff(const char *opt, const char *s, int64_t *ret) {
+        int64_t v;
+
+        if (config_parse_duration(s, &v) < 0 || v < 1)
+                return cli_usage("agent", "%s must be a duration like 5s or 10m, not '%s'", opt, s);
+        *ret = v;
+        return 0;
+}
+
+static int parse(int argc, char **argv, agent_opts *o) {
+        static const struct option opts[] = {
+                { "dir", required_argument, NULL, 'd' }, { "tcti", required_argument, NULL, 'T' },
+                { "renew-at", required_argument, NULL, 'r' }, { "jitter", required_argument, NULL, 'j' },
+                { "min-backoff", required_argument, NULL, 'm' }, { "max-backoff", required_argument, NULL, 'M' },
+                { "once", no_argument, NULL, '1' }, { "verbose", no_argument, NULL, 'v' },
+                { "help", no_argument, NULL, 'h' }, {},
+        };
+        int c, r = 0;
+
+        while (r == 0 && (c = getopt_long(argc, argv, "d:vh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'd': o->dir = optarg; break;
+                case 'T': o->tcti = optarg; break;
+                case 'r': r = parse_fraction("--renew-at", optarg, &o->renew_at); break;
+                case 'j': r = parse_fraction("--jitter", optarg, &o->jitter); break;
+                case 'm': r = parse_backoff("--min-backoff", optarg, &o->min_backoff); break;
+                case 'M': r = parse_backoff("--max-backoff", optarg, &o->max_backoff); break;
+                case '1': o->once = true; break;
+                case 'v': log_set_max_level(LOG_LVL_DEBUG); break;
+                case 'h': usage(stdout); exit(0);
+                default: return cli_bad_option("agent", argv);
+                }
+        }
+        if (r != 0)
+                return r;
+        if (!o->dir || optind != argc)
+                return cli_usage("agent", "needs --dir DIR");
+        if (o->renew_at <= 0)
+                return cli_usage("agent", "--renew-at must be above 0");
+        if (o->renew_at + o->jitter >= 1)
+                return cli_usage("agent", "--renew-at plus --jitter must stay below 1");
+        if (o->min_backoff > o->max_backoff)
+                return cli_usage("agent", "--min-backoff is longer than --max-backoff");
+        return 0;
+}
+
+int cmd_agent(int argc, char **argv) {
+        agent_opts o = {
+                .renew_at = AGENT_RENEW_AT_DEFAULT, .jitter = AGENT_JITTER_DEFAULT,
+                .min_backoff = AGENT_MIN_BACKOFF_DEFAULT, .max_backoff = AGENT_MAX_BACKOFF_DEFAULT,
+                .http_timeout = 30, .log = on_log, .wait = on_wait, .progress = on_progress,
+        };
+        int r;
+
+        log_init("hwid agent");
+        if ((r = parse(argc, argv, &o)) != 0)
+                return r;
+        sigemptyset(&stop_signals);
+        sigaddset(&stop_signals, SIGTERM);
+        sigaddset(&stop_signals, SIGINT);
+        sigprocmask(SIG_BLOCK, &stop_signals, NULL);
+        log_info("watching %s (renew at %.0f%% of the lifetime, +%.0f%% jitter; backoff %llds..%llds)", o.dir,
+                 o.renew_at * 100, o.jitter * 100, (long long) o.min_backoff, (long long) o.max_backoff);
+        r = agent_run(&o);
+        if (r < 0)
+                return renew_needs_bootstrap(r) ? EXIT_BOOTSTRAP : hwid_err_exit_code(r);
+        return 0;
+}
