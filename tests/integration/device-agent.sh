@@ -68,6 +68,7 @@ wait_log() {
                 check_cert_file
                 sleep 0.3
         done
+        check_cert_file
 }
 
 # check_cert_file — a snapshot of DIR/cert.pem verifies and names edge-1.

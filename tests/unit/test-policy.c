@@ -575,7 +575,7 @@ static const row rows[] = {
         { "anonymous reads an identity", AUTHZ, .role = ROLE_ANONYMOUS, .action = ACTION_READ_IDENTITY,
           .target = "edge-7", DENY(HWID_E_UNAUTHENTICATED), .reason = "mutual TLS" },
         { "anonymous reads metrics", AUTHZ, .role = ROLE_ANONYMOUS, .action = ACTION_METRICS, DENY(HWID_E_FORBIDDEN),
-          .reason = "an anonymous client may not metrics: it needs the admin role" },
+          .reason = "an anonymous client may not perform 'metrics': it needs the admin role" },
         { "anonymous administers", AUTHZ, .role = ROLE_ANONYMOUS, .action = ACTION_ADMIN, DENY(HWID_E_FORBIDDEN),
           .reason = "admin role" },
         { "token holder administers", AUTHZ, TOKEN("edge"), .action = ACTION_ADMIN, DENY(HWID_E_FORBIDDEN),
