@@ -224,6 +224,12 @@ void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char 
         char reason[512];
 
         snprintf(reason, sizeof(reason), "%s", hwid_strerror(r));
+        /* When the store itself failed, auditing to it would wait out the
+         * same lock again: the log line has to do. */
+        if (r == -HWID_E_STORE) {
+                log_error("%s %s %s: %s", a->actor, action, target ? target : "-", reason);
+                a->audited = true;
+        }
         if (!a->audited)
                 ca_audit(ca, a->actor, action, target, hwid_err_http_status(r) >= 500 ? "error" : "deny",
                          reason, a->who.token_id);

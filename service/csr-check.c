@@ -200,8 +200,10 @@ int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
         EVP_PKEY *pub;
         int r;
 
-        if (len == 0 || len > CSR_MAX_BYTES)
-                return hwid_fail(HWID_E_CSR_INVALID, "the request is empty or larger than %d bytes", CSR_MAX_BYTES);
+        if (len == 0)
+                return hwid_fail(HWID_E_CSR_INVALID, "the body is empty: send a PKCS#10 request");
+        if (len > CSR_MAX_BYTES)
+                return hwid_fail(HWID_E_CSR_INVALID, "the request is larger than %d bytes", CSR_MAX_BYTES);
         c = calloc(1, sizeof(*c));
         if (!c)
                 return hwid_fail(HWID_E_NOMEM, NULL);

@@ -162,28 +162,43 @@ static int cert_insert(store *s, const store_cert *c, const char *request_id, in
         return r < 0 ? r : 0;
 }
 
-int store_cert_commit(store *s, const store_issue *in, int64_t now) {
-        _cleanup_(store_leavep) store *g = NULL;
-        const store_cert *c = in ? in->cert : NULL;
-        int r = cert_check(c);
+typedef struct cert_commit {
+        const store_issue *in;
+        int64_t now;
+} cert_commit;
 
-        if (r >= 0)
-                r = store_enter(s, true, &g);
-        if (r >= 0 && in->consume_token_id)
-                r = store_token_consume(s, in->consume_token_id, now);
+/* Everything an issuance changes; its savepoint undoes all of it on failure. */
+static int cert_commit_run(store *s, void *userdata) {
+        const cert_commit *cc = userdata;
+        const store_issue *in = cc->in;
+        const store_cert *c = in->cert;
+        int r = 0;
+
+        if (in->consume_token_id)
+                r = store_token_consume(s, in->consume_token_id, cc->now);
         if (r >= 0 && in->request_id)
-                r = store_request_mark_issued(s, in->request_id, c->identity, c->serial, now);
+                r = store_request_mark_issued(s, in->request_id, c->identity, c->serial, cc->now);
         if (r >= 0 && in->supersedes_serial)
-                r = supersede(s, in->supersedes_serial, c->identity, now);
+                r = supersede(s, in->supersedes_serial, c->identity, cc->now);
         if (r >= 0)
-                r = retire(s, c->identity, now, in->replace_live);
+                r = retire(s, c->identity, cc->now, in->replace_live);
         if (r >= 0)
-                r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, now);
+                r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, cc->now);
         if (r >= 0 && in->audit)
-                r = store_audit_insert(s, in->audit, now);
+                r = store_audit_insert(s, in->audit, cc->now);
+        return r < 0 ? r : 0;
+}
+
+/* Concurrent issuances share one transaction and one fsync (group
+ * commit); each returns only once its own row is durable. */
+int store_cert_commit(store *s, const store_issue *in, int64_t now) {
+        cert_commit cc = { .in = in, .now = now };
+        store_job job = { .run = cert_commit_run, .userdata = &cc };
+        int r = cert_check(in ? in->cert : NULL);
+
         if (r < 0)
-                return r; /* store_leavep rolls all of it back */
-        return store_commit(s, "commit the certificate");
+                return r;
+        return store_group_commit(s, &job, "commit the certificate");
 }
 
 /* ---- lookups ---- */

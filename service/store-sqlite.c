@@ -167,6 +167,101 @@ int store_commit(store *s, const char *what) {
         return 0;
 }
 
+/* ---- group commit ---- */
+
+/* With synchronous=FULL every COMMIT waits for an fsync of the WAL, which
+ * costs a millisecond or more; issuances arriving while one commits wait
+ * here and then share the next COMMIT. */
+
+static void job_fail(store_job *j, int r) {
+        j->r = r;
+        snprintf(j->detail, sizeof(j->detail), "%s", hwid_strerror(r));
+}
+
+static int exec_cached(store *s, stmt_id id, const char *sql) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_stmt(s, id, sql, &st);
+
+        if (r >= 0 && sqlite3_step(st) != SQLITE_DONE)
+                r = store_sql_fail(s, "manage a savepoint");
+        return r;
+}
+
+/* Runs one job in its own savepoint.  Fails only when the transaction as
+ * a whole is lost; a job's own failure is recorded in it and undone. */
+static int run_job(store *s, store_job *j) {
+        int r;
+
+        hwid_error_clear();
+        if ((r = exec_cached(s, ST_SAVEPOINT, "SAVEPOINT job")) < 0)
+                return r;
+        r = j->run(s, j->userdata);
+        if (r >= 0)
+                return exec_cached(s, ST_RELEASE, "RELEASE job");
+        job_fail(j, r);
+        /* I/O errors and a full disk roll the whole transaction back. */
+        if (sqlite3_get_autocommit(s->db))
+                return r;
+        if ((r = exec_cached(s, ST_ROLLBACK_TO, "ROLLBACK TO job")) < 0 ||
+            (r = exec_cached(s, ST_RELEASE, "RELEASE job")) < 0)
+                return r;
+        return 0;
+}
+
+static void run_batch(store *s, store_job *batch, const char *what) {
+        _cleanup_(store_leavep) store *g = NULL;
+        store_job *j;
+        int r = store_enter(s, true, &g);
+
+        for (j = batch; r >= 0 && j; j = j->next)
+                r = run_job(s, j);
+        if (r >= 0)
+                r = store_commit(s, what);
+        if (r >= 0)
+                return;
+        /* Nothing of the batch is durable: every job fails, those that
+         * failed on their own with their own reason. */
+        for (j = batch; j; j = j->next)
+                if (j->r >= 0)
+                        job_fail(j, r);
+}
+
+int store_group_commit(store *s, store_job *job, const char *what) {
+        job->r = 0;
+        job->detail[0] = '\0';
+        job->done = false;
+        job->next = NULL;
+        pthread_mutex_lock(&s->gc_lock);
+        *s->gc_tail = job;
+        s->gc_tail = &job->next;
+        while (!job->done) {
+                store_job *batch, *next;
+
+                if (s->gc_busy) {
+                        pthread_cond_wait(&s->gc_cond, &s->gc_lock);
+                        continue;
+                }
+                /* Lead: commit everything queued so far, this job included. */
+                batch = s->gc_head;
+                s->gc_head = NULL;
+                s->gc_tail = &s->gc_head;
+                s->gc_busy = true;
+                pthread_mutex_unlock(&s->gc_lock);
+                run_batch(s, batch, what);
+                pthread_mutex_lock(&s->gc_lock);
+                for (store_job *j = batch; j; j = next) {
+                        next = j->next; /* j belongs to its waiter once done */
+                        j->done = true;
+                }
+                s->gc_busy = false;
+                pthread_cond_broadcast(&s->gc_cond);
+        }
+        pthread_mutex_unlock(&s->gc_lock);
+        if (job->r < 0)
+                return hwid_fail((hwid_err) -job->r, "%s", job->detail);
+        return 0;
+}
+
 /* ---- columns and arrays ---- */
 
 char *store_col_strdup(sqlite3_stmt *st, int i, bool *oom) {
@@ -328,6 +423,14 @@ int store_open(const char *path, store **ret) {
         pthread_mutexattr_destroy(&attr);
         if (!s->lock_ready)
                 return hwid_fail(HWID_E_NOMEM, "cannot create the store's lock");
+        s->gc_tail = &s->gc_head;
+        s->gc_ready = pthread_mutex_init(&s->gc_lock, NULL) == 0;
+        if (s->gc_ready && pthread_cond_init(&s->gc_cond, NULL) != 0) {
+                pthread_mutex_destroy(&s->gc_lock);
+                s->gc_ready = false;
+        }
+        if (!s->gc_ready)
+                return hwid_fail(HWID_E_NOMEM, "cannot create the store's commit queue");
         r = create_file(path);
         if (r >= 0)
                 r = connect_db(s);
@@ -350,6 +453,10 @@ void store_free(store *s) {
         sqlite3_close(s->db);
         if (s->lock_ready)
                 pthread_mutex_destroy(&s->lock);
+        if (s->gc_ready) {
+                pthread_cond_destroy(&s->gc_cond);
+                pthread_mutex_destroy(&s->gc_lock);
+        }
         free(s->path);
         free(s);
 }

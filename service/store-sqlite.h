@@ -49,8 +49,24 @@ typedef enum stmt_id {
         ST_CERT_REVOKED,
         ST_AUDIT_INSERT,
         ST_AUDIT_LAST,
+        ST_SAVEPOINT,
+        ST_RELEASE,
+        ST_ROLLBACK_TO,
         _ST_MAX,
 } stmt_id;
+
+/* One writer's share of a group commit (store_group_commit()). */
+typedef struct store_job {
+        /* The job's statements, run inside the batch's transaction with
+         * the lock held; 0 or -hwid_err. */
+        int (*run)(store *s, void *userdata);
+        void *userdata;
+        /* Set by the thread that ran the batch. */
+        int r;
+        char detail[512];
+        bool done;
+        struct store_job *next;
+} store_job;
 
 struct store {
         sqlite3 *db;
@@ -58,6 +74,12 @@ struct store {
         pthread_mutex_t lock;
         bool lock_ready;
         sqlite3_stmt *stmts[_ST_MAX];
+        /* Group commit: writers queue here while a batch is committing. */
+        pthread_mutex_t gc_lock;
+        pthread_cond_t gc_cond;
+        bool gc_ready;
+        bool gc_busy;           /* a batch is being committed */
+        store_job *gc_head, **gc_tail;
 };
 
 /* ---- store-sqlite.c: connection, locking, transactions, statements ---- */
@@ -68,6 +90,13 @@ struct store {
 int store_enter(store *s, bool write, store **ret_guard);
 void store_leavep(store **guard);
 int store_commit(store *s, const char *what);
+
+/* Runs job->run in a write transaction shared with whatever other jobs
+ * are queued meanwhile, each in its own savepoint (a job that fails is
+ * rolled back alone), and one COMMIT for all of them: several issuances
+ * per fsync.  Returns only once the job is durable (0) or has failed
+ * (its error, with its detail, on the calling thread). */
+int store_group_commit(store *s, store_job *job, const char *what);
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize)
 

@@ -8,6 +8,10 @@
 #     FILE:LINE (and the field), and does not listen; the admin commands
 #     refuse it the same way; `hwidd --check` accepts the generated one; no
 #     --config is a usage error (2);
+#   - `hwid ca hash` prints sha256:<hex> of ca.pem's SubjectPublicKeyInfo
+#     (computed by openssl), the pin `hwid token create` puts in the join
+#     command; `hwid ca init` on a directory holding a CA refuses (exit 1)
+#     and leaves it as it was;
 #   - SIGTERM is graceful: a request in flight (its body still trickling in)
 #     completes with 201 and is in the store, new connections are refused
 #     meanwhile, and hwidd exits 0.
@@ -73,6 +77,18 @@ test_broken_config() {
         assert_contains "$(cat "$T/last.out")" "usable" "hwidd --check"
 }
 
+test_pin_and_reinit() {
+        local pin before
+        pin=sha256:$(openssl x509 -in "$CA_DIR/ca.pem" -noout -pubkey | openssl pkey -pubin -outform DER |
+                sha256sum | cut -d' ' -f1)
+        assert_eq "$(run_ok "$HWID" ca hash "$CA_DIR/ca.pem")" "$pin" "hwid ca hash vs openssl"
+        assert_contains "$(admin token create)" "--ca-hash $pin " "the join command's CA pin"
+        before=$(sha256sum "$CA_DIR"/ca.pem "$CA_DIR"/tls.pem "$CA_DIR"/hwidd.yaml)
+        expect_exit 1 "already exists" -- "$HWID" ca init --key "$(ca_key_uri)" --subject /CN=again --dir "$CA_DIR"
+        assert_eq "$(sha256sum "$CA_DIR"/ca.pem "$CA_DIR"/tls.pem "$CA_DIR"/hwidd.yaml)" "$before" \
+                "the CA directory after a refused ca init"
+}
+
 # The body of a slow enrollment: a PEM CSR and 6 KiB of trailing newlines,
 # sent at 2 KiB/s, so that the request is in flight for about 3 s.
 test_graceful_stop() {
@@ -105,5 +121,6 @@ test_graceful_stop() {
 ca_setup
 test_help
 test_broken_config
+test_pin_and_reinit
 test_graceful_stop
 echo "ca-cli: all checks passed"
