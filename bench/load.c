@@ -3,11 +3,13 @@
  *   load --url URL --cacert PEM [--mode hwid|cfssl] [--token T]
  *        [--connections C] [--requests N] [--duration S] [--rate R]
  *        [--prefix NAME] [--tag TEXT]
- *       Makes N CSRs first (fresh P-256 keys, CN=NAME-<i>: one live
- *       certificate per identity), then C threads each keep one TLS
- *       connection alive (a libcurl easy handle, reused) and POST the CSRs
- *       until all are sent or S seconds have passed: hwidd's POST /csr
- *       with the token as bearer, or cfssl's POST /api/v1/cfssl/sign.
+ *       Makes N CSRs first (CN=NAME-<i>: one live certificate per
+ *       identity; P-256 keys, 32 per generator thread), then C threads
+ *       each keep one TLS connection alive (a libcurl easy handle,
+ *       reused) and POST the CSRs until all are sent or S seconds have
+ *       passed (N = 0: only connect and warm up, e.g. to count what a TLS
+ *       handshake costs the HSM): hwidd's POST /csr with the token as
+ *       bearer, or cfssl's POST /api/v1/cfssl/sign.
  *       Connections are opened and warmed up (one cheap request each)
  *       before the clock starts.  --rate R paces the C connections to R
  *       requests/s in total; latency then counts from the scheduled send
@@ -16,6 +18,8 @@
  *       Opens N keep-alive connections (one GET /healthz each), spread
  *       over source addresses 127.0.0.1-8 (hwidd caps connections per
  *       address), prints "ready", and keeps them open S seconds.
+ *
+ * The bootstrap token comes from --token, else $HWID_TOKEN.
  *
  * Output: key=value on one line (requests, errors, seconds, rate, p50_ms,
  * p90_ms, p99_ms, max_ms). */
@@ -86,26 +90,38 @@ static void die(const char *fmt, ...) {
 
 /* ---- CSRs ---- */
 
-static char *make_csr(long i) {
-        EVP_PKEY *key = EVP_EC_gen("P-256");
-        X509_REQ *req = X509_REQ_new();
+/* A generator thread's P-256 keys, each with a request that carries it:
+ * OpenSSL 3.0 spends far longer encoding a new key into a request than
+ * signing one, so each key signs many requests (a new name each time). */
+#define KEYS_PER_THREAD 32
+
+typedef struct csr_maker {
+        EVP_PKEY *key[KEYS_PER_THREAD];
+        X509_REQ *req[KEYS_PER_THREAD];
+} csr_maker;
+
+static char *make_csr(csr_maker *m, long i) {
+        int k = (int) (i % KEYS_PER_THREAD);
         X509_NAME *name = X509_NAME_new();
         BIO *b = BIO_new(BIO_s_mem());
         char cn[128], *data, *pem;
         long n;
 
+        if (!m->key[k]) {
+                m->key[k] = EVP_EC_gen("P-256");
+                m->req[k] = X509_REQ_new();
+                if (!m->key[k] || !m->req[k] || !X509_REQ_set_pubkey(m->req[k], m->key[k]))
+                        die("cannot make a key");
+        }
         snprintf(cn, sizeof(cn), "%s-%07ld", o.prefix, i);
-        if (!key || !req || !name || !b ||
-            !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (unsigned char *) cn, -1, -1, 0) ||
-            !X509_REQ_set_subject_name(req, name) || !X509_REQ_set_pubkey(req, key) ||
-            X509_REQ_sign(req, key, EVP_sha256()) <= 0 || !PEM_write_bio_X509_REQ(b, req))
+        if (!name || !b || !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (unsigned char *) cn, -1, -1, 0) ||
+            !X509_REQ_set_subject_name(m->req[k], name) || X509_REQ_sign(m->req[k], m->key[k], EVP_sha256()) <= 0 ||
+            !PEM_write_bio_X509_REQ(b, m->req[k]))
                 die("cannot make a CSR");
         n = BIO_get_mem_data(b, &data);
         pem = strndup(data, (size_t) n);
         BIO_free(b);
         X509_NAME_free(name);
-        X509_REQ_free(req);
-        EVP_PKEY_free(key);
         if (!pem)
                 die("out of memory");
         return pem;
@@ -134,10 +150,15 @@ static char *cfssl_json(char *pem) {
 
 static void *gen_worker(void *arg) {
         long step = (long) (intptr_t) arg >> 16, first = (long) (intptr_t) arg & 0xffff;
+        csr_maker m = { 0 };
 
         for (long i = first; i < o.requests; i += step) {
-                char *pem = make_csr(i);
+                char *pem = make_csr(&m, i);
                 payloads[i] = o.mode == MODE_CFSSL ? cfssl_json(pem) : pem;
+        }
+        for (int k = 0; k < KEYS_PER_THREAD; k++) {
+                X509_REQ_free(m.req[k]);
+                EVP_PKEY_free(m.key[k]);
         }
         return NULL;
 }
@@ -150,8 +171,8 @@ static void make_payloads(void) {
                 nth = 1;
         if (nth > 16)
                 nth = 16;
-        payloads = calloc((size_t) o.requests, sizeof(*payloads));
-        latency_ms = malloc((size_t) o.requests * sizeof(*latency_ms));
+        payloads = calloc((size_t) o.requests + 1, sizeof(*payloads));
+        latency_ms = malloc(((size_t) o.requests + 1) * sizeof(*latency_ms));
         if (!payloads || !latency_ms)
                 die("out of memory");
         for (long i = 0; i < o.requests; i++)
@@ -331,7 +352,7 @@ static void run_load(void) {
         for (long i = 0; i < o.conns; i++)
                 pthread_join(th[i], NULL);
         elapsed = now_s() - t_start;
-        v = malloc((size_t) o.requests * sizeof(*v));
+        v = malloc(((size_t) o.requests + 1) * sizeof(*v));
         if (!v)
                 die("out of memory");
         for (long i = 0; i < o.requests; i++)
@@ -415,9 +436,11 @@ int main(int argc, char **argv) {
                 default: usage();
                 }
         }
-        if (!o.url || !o.cacert || o.conns < 1 || o.conns > MAX_CONNS || o.requests < 1 || o.requests >= (1L << 40) ||
+        if (!o.url || !o.cacert || o.conns < 1 || o.conns > MAX_CONNS || o.requests < 0 || o.requests >= (1L << 40) ||
             o.hold < 0 || o.hold > 100000)
                 usage();
+        if (!o.token)
+                o.token = getenv("HWID_TOKEN"); /* a secret: better not in argv */
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
                 die("curl_global_init failed");
         if (o.hold > 0)

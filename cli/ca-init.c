@@ -127,7 +127,7 @@ int cmd_ca_init(int argc, char **argv) {
         if ((r = ca_prepare_dir(&o.s)) < 0 || (r = absolute_dir(&o.s, &abs_dir)) < 0 ||
             (r = ca_key_open_or_create(o.s.ca_key_uri, o.s.type, &ho, &k, &created)) < 0)
                 return cli_fail(r);
-        printf("%s CA key %s\n", created ? "created" : "using existing", o.s.ca_key_uri);
+        printf("%s CA key %s\n", created ? "created" : "using existing", hwid_key_uri(k));
         if (o.csr) {
                 r = write_ca_csr(&o, k, name);
                 return r < 0 ? cli_fail(r) : 0;

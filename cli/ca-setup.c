@@ -110,14 +110,10 @@ int absolute_dir(ca_setup *s, char **storage) {
 }
 
 int write_cert_pem(const char *path, X509 *x) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
-        char *data;
-        long n;
+        _cleanup_free_ char *pem = NULL;
+        int r = cert_to_pem(x, &pem);
 
-        if (!b || !PEM_write_bio_X509(b, x))
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode a certificate");
-        n = BIO_get_mem_data(b, &data);
-        return write_file_atomic(path, data, (size_t) n, 0644);
+        return r < 0 ? r : write_file_atomic(path, pem, strlen(pem), 0644);
 }
 
 /* pkcs11:...;object=ca-key... -> the same token with object=ca-key-tls;
@@ -249,7 +245,7 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, char **
             (r = issuer_new(ca_key, ca_cert, crl_url, &is)) < 0 ||
             (r = issue_tls_cert(s, is, tls_key, ret_cert)) < 0)
                 return r;
-        printf("%s hwidd's TLS key %s\n", created ? "created" : "using", uri);
+        printf("%s hwidd's TLS key %s\n", created ? "created" : "using", hwid_key_uri(tls_key));
         *ret_tls_uri = TAKE_PTR(uri);
         return 0;
 }

@@ -53,6 +53,6 @@ int cmd_key_create(int argc, char **argv) {
         r = spki_sha256_hex(hwid_key_public(k), hex);
         if (r < 0)
                 return cli_fail(r);
-        printf("created %s key %s\nspki-sha256: %s\n", hwid_key_type_to_string(type), argv[optind], hex);
+        printf("created %s key %s\nspki-sha256: %s\n", hwid_key_type_to_string(type), hwid_key_uri(k), hex);
         return 0;
 }

@@ -51,10 +51,12 @@ int cmd_renew(int argc, char **argv) {
         if (!o.dir || optind != argc)
                 return cli_usage("renew", "needs --dir DIR");
         r = renew_run(&o, &res);
-        if (r < 0) {
-                fprintf(stderr, "hwid: %s\n", hwid_strerror(r));
-                return renew_needs_bootstrap(r) ? EXIT_BOOTSTRAP : 1;
+        if (r < 0 && renew_needs_bootstrap(r)) {
+                fprintf(stderr, "hwid: %s; bootstrap again: run hwid join with a new token\n", hwid_strerror(r));
+                return EXIT_BOOTSTRAP;
         }
+        if (r < 0)
+                return cli_fail(r);
         strftime(until, sizeof(until), "%Y-%m-%d %H:%M:%SZ", gmtime(&(time_t) { (time_t) res.not_after }));
         printf("renewed: generation %d, valid until %s%s\n", res.generation, until,
                res.rotated ? ", new key" : "");

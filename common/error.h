@@ -46,7 +46,8 @@
         X(HWID_E_NETWORK, 503, "network", "network failure")                             \
         X(HWID_E_PIN_MISMATCH, 400, "ca_pin_mismatch", "CA certificate does not match the pin") \
         X(HWID_E_EXPIRED, 401, "expired", "certificate expired")                         \
-        X(HWID_E_REVOKED, 401, "revoked", "certificate revoked")
+        X(HWID_E_REVOKED, 401, "revoked", "certificate revoked")                         \
+        X(HWID_E_SUPERSEDED, 409, "superseded", "certificate replaced by a newer one")
 
 typedef enum hwid_err {
         HWID_OK = 0,

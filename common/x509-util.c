@@ -236,3 +236,26 @@ int name_to_string(const X509_NAME *name, char **ret) {
         *ret = strndup(data, (size_t) n);
         return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
+
+int cert_to_pem(X509 *x, char **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+        char *data;
+        long n;
+
+        if (!b || !PEM_write_bio_X509(b, x))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode a certificate");
+        n = BIO_get_mem_data(b, &data);
+        *ret = strndup(data, (size_t) n);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+int cert_der_to_pem(const uint8_t *der, size_t len, char **ret) {
+        const unsigned char *p = der;
+        _cleanup_(X509_freep) X509 *x = d2i_X509(NULL, &p, (long) len);
+
+        if (!x) {
+                ERR_clear_error();
+                return hwid_fail(HWID_E_INVALID, "stored certificate cannot be parsed");
+        }
+        return cert_to_pem(x, ret);
+}

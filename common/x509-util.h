@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -35,6 +36,11 @@ int x509_set_spki(X509 *x, const X509_PUBKEY *spki);
 
 /* The public key as PEM (SubjectPublicKeyInfo); caller frees. */
 int pubkey_to_pem(EVP_PKEY *pkey, char **ret);
+
+/* A certificate as PEM text; caller frees. */
+int cert_to_pem(X509 *x, char **ret);
+/* The same from its DER encoding (as stored). */
+int cert_der_to_pem(const uint8_t *der, size_t len, char **ret);
 
 /* One-line RFC 2253 rendering of a name; caller frees. */
 int name_to_string(const X509_NAME *name, char **ret);

@@ -266,18 +266,32 @@ static int check_signing_key(const tpm_key *k) {
         return 0;
 }
 
-/* tpm2:file=: CreatePrimary, Create, FlushContext; the TPM keeps nothing. */
+/* tpm2:file=: CreatePrimary, Create, Load, FlushContext (primary),
+ * ContextSave, FlushContext (key); the TPM keeps nothing.  The new key is
+ * loaded while its parent still is, and kept as a saved context, so that
+ * its first signature (the CSR, usually) costs ContextLoad, Sign,
+ * FlushContext instead of a second CreatePrimary and Load. */
 static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
         _cleanup_unlock_ tpm_conn *locked = NULL;
-        _cleanup_(tpm_tr_flush) tpm_tr primary = TPM_TR(k->conn);
+        _cleanup_(tpm_tr_flush) tpm_tr primary = TPM_TR(k->conn), key = TPM_TR(k->conn);
+        TPMS_CONTEXT *saved = NULL;
         int r;
 
         r = tpm_conn_lock(k->conn, &locked);
         if (r >= 0)
                 r = create_primary(k->conn, &primary);
+        if (r >= 0)
+                r = create_key(k->conn, primary.tr, tmpl, &k->pub, &k->priv);
+        if (r >= 0)
+                r = load_key(k, primary.tr, &key);
         if (r < 0)
                 return r;
-        return create_key(k->conn, primary.tr, tmpl, &k->pub, &k->priv);
+        tpm_tr_flush(&primary);
+        /* Only a shortcut: without it the first signature loads the key
+         * through the primary, as after hwid_key_open(). */
+        if (Esys_ContextSave(k->conn->esys, key.tr, &saved) == TSS2_RC_SUCCESS)
+                k->saved = saved;
+        return 0;
 }
 
 static int create_file(tpm_key *k, const TPM2B_PUBLIC *tmpl, EVP_PKEY **ret_pub) {

@@ -48,18 +48,6 @@ int pem_first_cert(const char *pem, X509 **ret) {
         return 0;
 }
 
-int pem_to_string(X509 *x, char **ret) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
-        char *data;
-        long n;
-
-        if (!b || !PEM_write_bio_X509(b, x))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        n = BIO_get_mem_data(b, &data);
-        *ret = strndup(data, (size_t) n);
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
 static char *dir_file(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static char *dir_file(const char *dir, const char *fmt, ...) {
         _cleanup_free_ char *name = NULL;
@@ -222,6 +210,56 @@ int device_write_initial(const char *dir, const char *server, const char *identi
         return unlink_in(dir, "needs-bootstrap");
 }
 
+int device_read_generation(const device_state *s, int gen, char **ret_cert_pem, char **ret_key_uri) {
+        _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", gen), *cert = NULL, *uri = NULL;
+        int r;
+
+        if (!gdir)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        /* cert.pem is written before key.uri: both there, both complete. */
+        if ((r = read_in(gdir, "cert.pem", &cert)) < 0 || (r = read_in(gdir, "key.uri", &uri)) < 0)
+                return r;
+        uri[strcspn(uri, "\n")] = '\0';
+        *ret_cert_pem = TAKE_PTR(cert);
+        *ret_key_uri = TAKE_PTR(uri);
+        return 0;
+}
+
+int device_write_next_key(const device_state *s, const char *key_uri) {
+        _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", s->generation + 1), *line = NULL;
+        int r;
+
+        if (!gdir || asprintf(&line, "%s\n", key_uri) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (mkdir(gdir, 0700) < 0 && errno != EEXIST)
+                return hwid_fail(HWID_E_IO, "cannot create %s: %s", gdir, strerror(errno));
+        if ((r = unlink_in(gdir, "cert.pem")) < 0 || (r = write_in(gdir, "key.uri", line, 0600)) < 0)
+                return r;
+        return fsync_parent_dir(gdir);
+}
+
+int device_read_next_key(const device_state *s, char **ret_uri) {
+        _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", s->generation + 1);
+        char *uri = NULL;
+        int r;
+
+        if (!gdir)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = read_in(gdir, "key.uri", &uri)) < 0)
+                return r;
+        uri[strcspn(uri, "\n")] = '\0';
+        *ret_uri = uri;
+        return 0;
+}
+
+int device_switch(const device_state *s, int gen) {
+        _cleanup_free_ char *name = NULL;
+
+        if (asprintf(&name, "gen-%d", gen) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return symlink_atomic(s->dir, "current", name);
+}
+
 int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation) {
         int r = write_generation(s->dir, s->generation + 1, cert_pem, key_uri);
 
@@ -242,7 +280,10 @@ static int foreach_gen(const device_state *s, bool stale_only, int (*fn)(const c
                 return hwid_fail(HWID_E_IO, "cannot list %s: %s", s->dir, strerror(errno));
         while (r >= 0 && (de = readdir(d))) {
                 char rest;
-                if (sscanf(de->d_name, "gen-%d%c", &gen, &rest) != 1 || (stale_only && gen == s->generation))
+                /* The next generation is not stale: it holds the key of a
+                 * renewal in the making, which a retry must reuse. */
+                if (sscanf(de->d_name, "gen-%d%c", &gen, &rest) != 1 ||
+                    (stale_only && (gen == s->generation || gen == s->generation + 1)))
                         continue;
                 _cleanup_free_ char *gdir = path_join(s->dir, de->d_name);
                 r = gdir ? fn(gdir, ud) : hwid_fail(HWID_E_NOMEM, NULL);

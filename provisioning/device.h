@@ -42,8 +42,21 @@ void device_state_clear(device_state *s);
 int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
                          const char *cert_pem, const char *key_uri);
 
+/* Records the key a renewal is about to ask for, in gen-(N+1)/key.uri,
+ * before it asks: if the answer is lost, the retry reuses that key and
+ * the server hands the same certificate back. */
+int device_write_next_key(const device_state *s, const char *key_uri);
+/* -HWID_E_NOT_FOUND if no renewal is in the making. */
+int device_read_next_key(const device_state *s, char **ret_uri);
+
 /* Next generation (renew): writes gen-(N+1) and swaps `current` to it. */
 int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation);
+
+/* A generation's certificate and key URI (-HWID_E_NOT_FOUND unless both
+ * are there), and switching `current` to it: for a renewal that wrote its
+ * generation but was interrupted before the switch. */
+int device_read_generation(const device_state *s, int gen, char **ret_cert_pem, char **ret_key_uri);
+int device_switch(const device_state *s, int gen);
 
 /* Removes generation directories other than the current one; returns the
  * key URIs they held (other than the current key) for the caller to
@@ -72,6 +85,4 @@ int device_forget(const device_state *s);
 
 /* Parses the first certificate of a PEM text. */
 int pem_first_cert(const char *pem, X509 **ret);
-/* One certificate as PEM text. */
-int pem_to_string(X509 *x, char **ret);
 void strv_free(char **v);

@@ -79,7 +79,7 @@ typedef struct factory_opts {
  * files) or the station itself failed. */
 int factory_run(const factory_opts *o, factory_report **ret);
 
-/* Parses the devices file (exposed for tests and --check). */
+/* Parses and checks the devices file (names, duplicates); exposed for tests. */
 int factory_read_devices(const char *path, const char *out_dir, factory_device **ret, size_t *ret_n);
 
 const char *factory_outcome_name(factory_outcome o);

@@ -55,7 +55,7 @@ int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **re
         if (strcmp(got, pin) != 0)
                 return hwid_fail(HWID_E_PIN_MISMATCH, "the CA at %s is %s, not the pinned %s: "
                                                       "nothing was sent", server, got, pin);
-        if ((r = pem_to_string(ca, &anchor)) < 0)
+        if ((r = cert_to_pem(ca, &anchor)) < 0)
                 return r;
         *ret_bundle = TAKE_PTR(bundle);
         *ret_anchor = TAKE_PTR(anchor);
@@ -220,7 +220,7 @@ static int resume(const join_opts *o, join_ctx *c) {
                 return hwid_fail(HWID_E_CONFLICT, "%s holds a pending request for %s at %s with key %s; "
                                  "remove %s/pending.json to start over", o->dir, cn, server, uri, o->dir);
         say(o, "resuming pending request %.8s…", c->request);
-        if ((r = pem_first_cert(c->bundle, &ca)) < 0 || (r = pem_to_string(ca, &c->anchor)) < 0)
+        if ((r = pem_first_cert(c->bundle, &ca)) < 0 || (r = cert_to_pem(ca, &c->anchor)) < 0)
                 return r;
         return hwid_key_open(o->key_uri, &ho, &c->key);
 }

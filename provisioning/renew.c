@@ -11,6 +11,7 @@
 #include "csr.h"
 #include "device.h"
 #include "error.h"
+#include "x509-util.h"
 #include "fsutil.h"
 #include "ossl-util.h"
 #include "renew.h"
@@ -122,6 +123,53 @@ static int cleanup_state(const renew_opts *o, const device_state *s) {
         return r < 0 ? r : device_remove_stale(s);
 }
 
+/* A renewal interrupted after it wrote gen-(N+1) but before it switched
+ * `current`: the server has already replaced the current certificate by
+ * that one, so it is taken (once checked) rather than thrown away. */
+static int adopt_finished(const renew_opts *o, const device_state *s, bool *ret_adopted) {
+        _cleanup_free_ char *cert = NULL, *uri = NULL, *anchor = NULL;
+        _cleanup_(hwid_key_freep) hwid_key *k = NULL;
+        _cleanup_(X509_freep) X509 *ca = NULL;
+        hsm_options ho = { .tcti = o->tcti };
+        int r;
+
+        *ret_adopted = false;
+        if (device_read_generation(s, s->generation + 1, &cert, &uri) < 0)
+                return 0; /* nothing finished there: debris at most */
+        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
+                return r;
+        r = hwid_key_open(uri, &ho, &k);
+        if (r == -HWID_E_KEY_NOT_FOUND)
+                return 0;
+        if (r < 0)
+                return r; /* the TPM is away: decide another time */
+        if (check_issued(cert, anchor, k, s->identity) < 0)
+                return 0;
+        say(o, "taking generation %d, which an interrupted renewal stored but did not switch to",
+            s->generation + 1);
+        if ((r = device_switch(s, s->generation + 1)) < 0)
+                return r;
+        *ret_adopted = true;
+        return 0;
+}
+
+/* DIR, with an interrupted renewal's finished generation taken. */
+static int load_recovered(const renew_opts *o, device_state *ret) {
+        device_state s;
+        bool adopted;
+        int r;
+
+        if ((r = device_load(o->dir, &s)) < 0)
+                return r;
+        r = adopt_finished(o, &s, &adopted);
+        if (r >= 0 && !adopted) {
+                *ret = s;
+                return 0;
+        }
+        device_state_clear(&s);
+        return r < 0 ? r : device_load(o->dir, ret);
+}
+
 int renew_cleanup(const renew_opts *o) {
         device_state s;
         int r = device_load(o->dir, &s);
@@ -133,25 +181,37 @@ int renew_cleanup(const renew_opts *o) {
         return r;
 }
 
-/* The key the new certificate will carry: the current one, or a fresh
- * one made in the device for generation gen. */
-static int pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate, int gen,
+/* The URI the next certificate's key lives at: the one an interrupted
+ * renewal recorded, else a new one when rotating, else the current one. */
+static int next_uri(const device_state *s, bool rotate, char **ret) {
+        int r = device_read_next_key(s, ret);
+
+        if (r != -HWID_E_NOT_FOUND)
+                return r;
+        if (rotate)
+                return next_key_uri(s, s->generation + 1, ret);
+        *ret = strdup(s->key_uri);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+/* The key the new certificate will carry, recorded in DIR before the
+ * server is asked: the current one, or a new one made in the device. */
+static int pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate,
                     hwid_key **ret, char **ret_uri) {
-        _cleanup_free_ char *uri = NULL, *gdir = NULL;
+        _cleanup_free_ char *uri = NULL;
         hsm_options ho = { .tcti = o->tcti };
         int r;
 
-        if (!rotate) {
-                *ret_uri = strdup(s->key_uri);
-                return *ret_uri ? hwid_key_open(s->key_uri, &ho, ret) : hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = next_uri(s, rotate, &uri)) < 0 || (r = device_write_next_key(s, uri)) < 0)
+                return r;
+        r = hwid_key_open(uri, &ho, ret);
+        if (r == -HWID_E_KEY_NOT_FOUND) {
+                say(o, "creating a new key in the device (%s)", uri);
+                r = hwid_key_create(uri, hwid_key_get_type(current), true, &ho, ret);
+        } else if (r >= 0 && strcmp(uri, s->key_uri) != 0) {
+                say(o, "reusing the new key of an interrupted renewal (%s)", uri);
         }
-        if ((r = next_key_uri(s, gen, &uri)) < 0 || asprintf(&gdir, "%s/gen-%d", s->dir, gen) < 0)
-                return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
-        if (mkdir(gdir, 0700) < 0 && errno != EEXIST)
-                return hwid_fail(HWID_E_IO, "cannot create %s: %s", gdir, strerror(errno));
-        say(o, "creating a new key in the device (%s)", uri);
-        /* Anything at that URI is debris of an interrupted renewal. */
-        if ((r = hwid_key_create(uri, hwid_key_get_type(current), true, &ho, ret)) < 0)
+        if (r < 0)
                 return r;
         *ret_uri = TAKE_PTR(uri);
         return 0;
@@ -164,7 +224,8 @@ static int post_renew(const client_opts *co, const char *csr, char **ret_cert) {
 
         if (r < 0)
                 return r;
-        if (resp.status == 201)
+        /* 200: the server hands back a renewal whose answer we lost. */
+        if (resp.status == 201 || resp.status == 200)
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
         else
                 r = client_error_from_response(&resp);
@@ -195,6 +256,28 @@ static int check_not_expired(const device_state *s) {
                                          "(hwid join with a new token)", s->identity);
 }
 
+/* Asks the server whether to rotate.  A superseded certificate means an
+ * earlier renewal went through but its answer was lost: if that renewal's
+ * key is recorded, go on and ask again (the server replays it). */
+static int status_or_replay(const renew_opts *o, const client_opts *co, const device_state *s, bool *ret_rotate) {
+        _cleanup_free_ char *uri = NULL;
+        renew_status st;
+        int r = identity_status(o, co, s->identity, &st);
+
+        if (r == -HWID_E_SUPERSEDED) {
+                if (device_read_next_key(s, &uri) < 0)
+                        return hwid_fail(HWID_E_REVOKED, "the certificate of %s was replaced by one this device "
+                                         "never received: bootstrap again with a new token", s->identity);
+                say(o, "an earlier renewal's answer was lost; asking for it again");
+                *ret_rotate = false;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        *ret_rotate = st.rotate_key;
+        return 0;
+}
+
 /* Everything after the state is loaded and the current key opened. */
 static int renew_with(const renew_opts *o, const device_state *s, hwid_key *current, renew_result *ret) {
         _cleanup_free_ char *anchor = NULL, *cert = NULL, *uri = NULL;
@@ -204,29 +287,19 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         bool rotate = o->rotate;
         int r, gen;
 
-        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = pem_to_string(ca, &anchor)) < 0)
+        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
                 return r;
         co.ca_pem = anchor;
-        if (!rotate) {
-                renew_status st;
-                if ((r = identity_status(o, &co, s->identity, &st)) < 0)
-                        return r;
-                rotate = st.rotate_key;
-        }
-        if ((r = pick_key(o, s, current, rotate, s->generation + 1, &k, &uri)) < 0)
+        if (!rotate && (r = status_or_replay(o, &co, s, &rotate)) < 0)
                 return r;
-        r = new_certificate(o, s, &co, k, &cert);
-        if (r >= 0)
-                r = check_issued(cert, anchor, k, s->identity);
-        if (r >= 0)
-                r = device_write_next(s, cert, uri, &gen);
-        if (r < 0) {
-                /* No certificate for the new key: it must not linger. */
-                if (rotate)
-                        (void) hwid_key_delete(k);
+        if ((r = pick_key(o, s, current, rotate, &k, &uri)) < 0)
                 return r;
-        }
-        *ret = (renew_result) { .generation = gen, .rotated = rotate };
+        /* On failure the new key stays recorded in gen-(N+1): a retry
+         * reuses it, which is what lets a lost answer be replayed. */
+        if ((r = new_certificate(o, s, &co, k, &cert)) < 0 || (r = check_issued(cert, anchor, k, s->identity)) < 0 ||
+            (r = device_write_next(s, cert, uri, &gen)) < 0)
+                return r;
+        *ret = (renew_result) { .generation = gen, .rotated = strcmp(uri, s->key_uri) != 0 };
         return 0;
 }
 
@@ -237,7 +310,7 @@ int renew_run(const renew_opts *o, renew_result *ret) {
         renew_result res;
         int r;
 
-        if ((r = device_load(o->dir, &s)) < 0)
+        if ((r = load_recovered(o, &s)) < 0)
                 return r;
         /* Debris of an interrupted run goes first, so it cannot pile up. */
         r = cleanup_state(o, &s);
@@ -273,12 +346,12 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret) {
         renew_status st;
         int r;
 
-        if ((r = device_load(o->dir, &s)) < 0)
+        if ((r = load_recovered(o, &s)) < 0)
                 return r;
         co.server = s.server;
         co.cert_pem = s.cert_pem;
         r = check_not_expired(&s);
-        if (r >= 0 && (r = pem_first_cert(s.ca_pem, &ca)) >= 0 && (r = pem_to_string(ca, &anchor)) >= 0 &&
+        if (r >= 0 && (r = pem_first_cert(s.ca_pem, &ca)) >= 0 && (r = cert_to_pem(ca, &anchor)) >= 0 &&
             (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {
                 co.ca_pem = anchor;
                 co.key = key;

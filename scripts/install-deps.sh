@@ -13,7 +13,7 @@ PACKAGES=(
         libjson-c-dev
         # runtime, test peers and tools
         openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2
-        swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind
+        swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind strace
 )
 
 log() { echo "install-deps: $*" >&2; }

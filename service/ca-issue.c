@@ -24,18 +24,6 @@ static int asn1_time_to_unix(const ASN1_TIME *t, int64_t *ret) {
         return 0;
 }
 
-static int cert_pem(X509 *x, char **ret) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
-        char *data;
-        long n;
-
-        if (!b || !PEM_write_bio_X509(b, x))
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the certificate");
-        n = BIO_get_mem_data(b, &data);
-        *ret = strndup(data, (size_t) n);
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
 /* Fills the store record for x; strings are allocated into rec. */
 static int cert_record(X509 *x, const char *identity, const char *profile, int64_t now, store_cert *rec) {
         unsigned char *der = NULL;
@@ -95,7 +83,7 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
 
         if ((r = sign_for(ca, csr, iss, now, &x)) < 0)
                 return r;
-        if ((r = cert_pem(x, &pem)) < 0 || (r = cert_record(x, identity, iss->profile->name, now, &rec)) < 0)
+        if ((r = cert_to_pem(x, &pem)) < 0 || (r = cert_record(x, identity, iss->profile->name, now, &rec)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
         how->cert = &rec;

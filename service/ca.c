@@ -151,7 +151,7 @@ static int peer_record(ca_service *ca, X509 *x, int64_t now, ca_auth *ret) {
                 return hwid_fail(HWID_E_REVOKED, "certificate %s of %s is revoked: bootstrap again with a new token",
                                  serial, ret->cert.identity);
         if (ret->cert.status == CERT_SUPERSEDED)
-                return hwid_fail(HWID_E_REVOKED, "certificate %s of %s has been replaced by a newer one",
+                return hwid_fail(HWID_E_SUPERSEDED, "certificate %s of %s has been replaced by a newer one",
                                  serial, ret->cert.identity);
         if (now >= ret->cert.not_after)
                 return hwid_fail(HWID_E_EXPIRED, "certificate %s of %s has expired: bootstrap again with a new token",

@@ -1,8 +1,10 @@
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/provider.h>
 
 #include "csr-check.h"
 #include "error.h"
@@ -14,6 +16,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ASN1_BIT_STRING *, ASN1_BIT_STRING_free)
 
 struct csr_info {
         X509_REQ *req;
+        EVP_PKEY *pub;                  /* the request's public key */
         uint8_t *der;
         size_t der_len;
         policy_csr facts;
@@ -34,20 +37,56 @@ void csr_info_free(csr_info *c) {
                 OPENSSL_free(c->attr_utf8[i]);
         sk_X509_EXTENSION_pop_free(c->exts, X509_EXTENSION_free);
         GENERAL_NAMES_free(c->gens);
+        EVP_PKEY_free(c->pub);
         X509_REQ_free(c->req);
         OPENSSL_free(c->der);
         free(c);
 }
 
+/* OpenSSL 3.0 decodes the public key of every request it parses, and sets
+ * up a decoder for that by walking every algorithm of every provider: a
+ * quarter of hwidd's time per issuance went there.  Requests are parsed
+ * in a library context with no algorithms (only the "null" provider), so
+ * that attempt ends at once, and the key is then imported from its curve
+ * and point (import_pubkey()).  Without that context, parsing is as it
+ * was. */
+static OSSL_LIB_CTX *parse_ctx;
+static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
+
+static void parse_ctx_init(void) {
+        OSSL_LIB_CTX *ctx = OSSL_LIB_CTX_new();
+
+        /* Loading any provider keeps "default" from being loaded by itself. */
+        if (ctx && !OSSL_PROVIDER_load(ctx, "null")) {
+                OSSL_LIB_CTX_free(ctx);
+                ctx = NULL;
+        }
+        ERR_clear_error();
+        parse_ctx = ctx;
+}
+
+static X509_REQ *d2i_req(const unsigned char **p, long len) {
+        return (X509_REQ *) ASN1_item_d2i_ex(NULL, p, len, ASN1_ITEM_rptr(X509_REQ), parse_ctx, NULL);
+}
+
 static int decode(const uint8_t *data, size_t len, X509_REQ **ret) {
         X509_REQ *req = NULL;
 
+        pthread_once(&parse_once, parse_ctx_init);
         if (len > 10 && memcmp(data, "-----BEGIN", 10) == 0) {
                 _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(data, (int) len);
-                req = b ? PEM_read_bio_X509_REQ(b, NULL, NULL, NULL) : NULL;
+                _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+                const unsigned char *p;
+                long n = 0;
+
+                /* What PEM_read_bio_X509_REQ() does, in our context. */
+                if (b && PEM_bytes_read_bio(&der, &n, NULL, PEM_STRING_X509_REQ, b, NULL, NULL)) {
+                        p = der;
+                        req = d2i_req(&p, n);
+                }
         } else {
                 const unsigned char *p = data;
-                req = d2i_X509_REQ(NULL, &p, (long) len);
+                req = d2i_req(&p, (long) len);
                 if (req && p != data + len) { /* trailing bytes: not one DER object */
                         X509_REQ_free(req);
                         req = NULL;
@@ -184,6 +223,49 @@ static int extract_key(csr_info *c, EVP_PKEY *pub) {
         return 0;
 }
 
+/* A named-curve EC key (what devices send) is imported from its curve and
+ * point, which checks the point like decoding does; any other key, or
+ * one the import refuses, is decoded as OpenSSL would have. */
+static EVP_PKEY *import_ec(const char *group, const unsigned char *point, int len) {
+        _cleanup_(EVP_PKEY_CTX_freep) EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+        OSSL_PARAM params[] = {
+                OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *) group, 0),
+                OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (void *) point, (size_t) len),
+                OSSL_PARAM_construct_end(),
+        };
+        EVP_PKEY *pkey = NULL;
+
+        if (!ctx || EVP_PKEY_fromdata_init(ctx) <= 0 || EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_PUBLIC_KEY, params) <= 0)
+                return NULL;
+        return pkey;
+}
+
+static int import_pubkey(const X509_PUBKEY *spki, EVP_PKEY **ret) {
+        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+        ASN1_OBJECT *alg = NULL;
+        const unsigned char *pk = NULL, *p;
+        const void *pval = NULL;
+        X509_ALGOR *a = NULL;
+        EVP_PKEY *pkey = NULL;
+        int pk_len = 0, ptype = V_ASN1_UNDEF, len;
+
+        if (X509_PUBKEY_get0_param(&alg, &pk, &pk_len, &a, spki) && a) {
+                X509_ALGOR_get0(NULL, &ptype, &pval, a);
+                if (OBJ_obj2nid(alg) == NID_X9_62_id_ecPublicKey && ptype == V_ASN1_OBJECT &&
+                    OBJ_obj2nid(pval) != NID_undef && pk_len > 0)
+                        pkey = import_ec(OBJ_nid2sn(OBJ_obj2nid(pval)), pk, pk_len);
+        }
+        if (!pkey && (len = i2d_X509_PUBKEY(spki, &der)) > 0) {
+                p = der;
+                pkey = d2i_PUBKEY(NULL, &p, len);
+        }
+        ERR_clear_error();
+        if (!pkey)
+                return hwid_fail(HWID_E_CSR_INVALID, "the request's public key cannot be read");
+        *ret = pkey;
+        return 0;
+}
+
 static int keep_der(csr_info *c) {
         unsigned char *der = NULL;
         int len = i2d_X509_REQ(c->req, &der);
@@ -209,12 +291,11 @@ int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = decode(data, len, &c->req)) < 0)
                 return r;
-        pub = X509_REQ_get0_pubkey(c->req);
-        if (!pub) {
-                ERR_clear_error();
-                return hwid_fail(HWID_E_CSR_INVALID, "the request's public key cannot be read");
-        }
-        if (X509_REQ_verify(c->req, pub) != 1) {
+        if ((r = import_pubkey(X509_REQ_get_X509_PUBKEY(c->req), &c->pub)) < 0)
+                return r;
+        pub = c->pub;
+        /* Verified in the default context (the request's own has no algorithms). */
+        if (X509_REQ_verify_ex(c->req, pub, NULL, NULL) != 1) {
                 ERR_clear_error();
                 return hwid_fail(HWID_E_CSR_SIGNATURE, "the request's signature does not verify with its key");
         }
@@ -230,7 +311,7 @@ const policy_csr *csr_info_facts(const csr_info *c) {
 }
 
 EVP_PKEY *csr_info_pubkey(const csr_info *c) {
-        return X509_REQ_get0_pubkey(c->req);
+        return c->pub;
 }
 
 const X509_PUBKEY *csr_info_spki(const csr_info *c) {

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "log.h"
 #include "ossl-util.h"
+#include "x509-util.h"
 
 static void respond_pending(ca_service *ca, http_response *resp, const store_request *rq) {
         json_object *o = json_object_new_object();
@@ -171,29 +172,17 @@ static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, 
 }
 
 static int respond_issued(ca_service *ca, const store_request *rq, http_response *resp) {
+        _cleanup_free_ char *pem = NULL;
         store_cert c = { 0 };
-        _cleanup_(X509_freep) X509 *x = NULL;
-        const unsigned char *p;
         int r;
 
-        if ((r = store_cert_get(ca->store, rq->serial, &c)) < 0)
-                return r;
-        p = c.der;
-        x = d2i_X509(NULL, &p, (long) c.der_len);
+        if ((r = store_cert_get(ca->store, rq->serial, &c)) >= 0)
+                r = cert_der_to_pem(c.der, c.der_len, &pem);
         store_cert_clear(&c);
-        if (!x)
-                return hwid_fail(HWID_E_STORE, "stored certificate %s cannot be parsed", rq->serial);
-        {
-                _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
-                char *data;
-                long n;
-                if (!b || !PEM_write_bio_X509(b, x))
-                        return hwid_fail(HWID_E_NOMEM, NULL);
-                n = BIO_get_mem_data(b, &data);
-                resp->status = 200;
-                resp->content_type = "application/x-pem-file";
-                return buf_append(&resp->body, data, (size_t) n);
-        }
+        if (r < 0)
+                return r;
+        ca_respond_pem(resp, 200, pem);
+        return 0;
 }
 
 static bool valid_request_id(const char *id) {
@@ -253,6 +242,34 @@ void ca_poll(ca_service *ca, const char *id, http_response *resp) {
                 ca_respond_error(ca, resp, r);
 }
 
+/* A device whose renewal answer was lost comes back with the certificate
+ * that renewal superseded.  If its CSR carries the key of the identity's
+ * live certificate -- proof it holds both keys -- it gets that
+ * certificate again (200): nothing hwidd issued is lost to a dropped
+ * connection. */
+static int replay_renewal(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        _cleanup_free_ char *pem = NULL;
+        store_cert live = { 0 };
+        int r;
+
+        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+                return r;
+        r = store_cert_live_for(ca->store, a->cert.identity, now, &live);
+        if (r < 0 || strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) != 0) {
+                store_cert_clear(&live);
+                return hwid_fail(HWID_E_REVOKED, "certificate %s of %s was replaced by one for a key this request "
+                                 "does not carry: bootstrap again with a new token", a->cert.serial, a->cert.identity);
+        }
+        r = cert_der_to_pem(live.der, live.der_len, &pem);
+        if (r >= 0) {
+                ca_audit(ca, a->actor, "renew-replay", a->cert.identity, "allow", live.serial, NULL);
+                ca_respond_pem(resp, 200, pem);
+        }
+        store_cert_clear(&live);
+        return r;
+}
+
 static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_free_ char *pem = NULL, *serial = NULL;
@@ -261,7 +278,13 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
         char cn[128];
         int r;
 
-        if ((r = ca_auth_peer(ca, req, now, a)) < 0)
+        r = ca_auth_peer(ca, req, now, a);
+        if (r == -HWID_E_SUPERSEDED) {
+                a->who.role = ROLE_NODE;
+                snprintf(a->actor, sizeof(a->actor), "node:%s", a->cert.identity);
+                return replay_renewal(ca, req, now, a, resp);
+        }
+        if (r < 0)
                 return r;
         /* Authentication is not policy: audit-only mode never lets an
          * unauthenticated renewal through. */

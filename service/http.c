@@ -21,7 +21,10 @@
 #include "http.h"
 #include "ratelimit.h"
 
-#define HTTP_RESPONSE_MAX (4u << 20)   /* cap of resp->body */
+/* Cap of resp->body.  Responses are made by hwidd, not sent to it; the
+ * largest is the CRL, about 50 bytes per revoked certificate: 100,000
+ * revocations make some 5 MB (bench/run.sh serves one). */
+#define HTTP_RESPONSE_MAX (64u << 20)
 #define HTTP_ERROR_MESSAGE_MAX 1024     /* longer messages are cut */
 #define HTTP_POOL_SLACK (16u << 10)     /* MHD pool beyond max_header */
 #define HTTP_DISCARD_MIN (1u << 20)     /* see on_body() */

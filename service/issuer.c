@@ -1,5 +1,6 @@
 /* Certificates.  Everything a certificate says comes from the policy's
  * decision (issue_request), never from the CSR's requested extensions. */
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -13,10 +14,22 @@
 /* Certificates start a minute in the past: devices' clocks drift. */
 #define BACKDATE 60
 
+/* Distinct extension values cached (a handful: see add_cached_ext()). */
+#define EXT_CACHE_MAX 16
+
+typedef struct ext_cached {
+        int nid;
+        char *value;
+        X509_EXTENSION *ext;
+} ext_cached;
+
 struct issuer {
         hwid_key *key;
         X509 *cert;
         char *crl_url;
+        pthread_mutex_t ext_lock; /* guards the cache below */
+        ext_cached ext_cache[EXT_CACHE_MAX];
+        size_t n_ext;
 };
 
 int issuer_new(hwid_key *ca_key, X509 *ca_cert, const char *crl_url, issuer **ret) {
@@ -34,6 +47,7 @@ int issuer_new(hwid_key *ca_key, X509 *ca_cert, const char *crl_url, issuer **re
                 free(is);
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
+        pthread_mutex_init(&is->ext_lock, NULL);
         *ret = is;
         return 0;
 }
@@ -49,6 +63,11 @@ X509 *issuer_cert(const issuer *is) {
 void issuer_free(issuer *is) {
         if (!is)
                 return;
+        for (size_t i = 0; i < is->n_ext; i++) {
+                free(is->ext_cache[i].value);
+                X509_EXTENSION_free(is->ext_cache[i].ext);
+        }
+        pthread_mutex_destroy(&is->ext_lock);
         free(is->crl_url);
         free(is);
 }
@@ -92,6 +111,43 @@ static int add_conf_ext(X509 *x, X509 *issuer_cert, int nid, const char *value) 
         return 0;
 }
 
+/* An extension that depends only on the CA and its value (not on the
+ * subject) is made from its text once and copied into each certificate:
+ * parsing the same strings for every certificate cost a few percent of
+ * an issuance.  Called with ext_lock held. */
+static X509_EXTENSION *cache_ext(issuer *is, X509 *x, int nid, const char *value) {
+        X509V3_CTX ctx;
+        X509_EXTENSION *ext;
+        char *v = strdup(value);
+
+        X509V3_set_ctx(&ctx, is->cert, x, NULL, NULL, 0);
+        ext = v ? X509V3_EXT_conf_nid(NULL, &ctx, nid, value) : NULL;
+        if (!ext) {
+                free(v);
+                return NULL; /* the caller makes it the slow way and reports why */
+        }
+        is->ext_cache[is->n_ext++] = (ext_cached) { .nid = nid, .value = v, .ext = ext };
+        return ext;
+}
+
+static int add_cached_ext(issuer *is, X509 *x, int nid, const char *value) {
+        X509_EXTENSION *ext = NULL;
+        int ok = 0;
+
+        pthread_mutex_lock(&is->ext_lock);
+        for (size_t i = 0; i < is->n_ext && !ext; i++)
+                if (is->ext_cache[i].nid == nid && strcmp(is->ext_cache[i].value, value) == 0)
+                        ext = is->ext_cache[i].ext;
+        if (!ext && is->n_ext < EXT_CACHE_MAX)
+                ext = cache_ext(is, x, nid, value);
+        if (ext)
+                ok = X509_add_ext(x, ext, -1); /* adds a copy */
+        pthread_mutex_unlock(&is->ext_lock);
+        if (!ext)
+                return add_conf_ext(x, is->cert, nid, value);
+        return ok ? 0 : hwid_fail_ossl(HWID_E_CRYPTO, "cannot add extension %s=%s", OBJ_nid2sn(nid), value);
+}
+
 static int key_usage_string(uint32_t ku, char *out, size_t n) {
         static const struct { uint32_t bit; const char *name; } names[] = {
                 { KU_DIGITAL_SIGNATURE, "digitalSignature" }, { KU_KEY_ENCIPHERMENT, "keyEncipherment" },
@@ -117,17 +173,19 @@ static int add_leaf_extensions(issuer *is, X509 *x, const issue_request *in) {
                 strcat(eku, "clientAuth");
         if (in->eku & EKU_SERVER_AUTH)
                 strcat(eku, eku[0] ? ",serverAuth" : "serverAuth");
-        if ((r = add_conf_ext(x, is->cert, NID_basic_constraints, "critical,CA:FALSE")) < 0 ||
-            (r = add_conf_ext(x, is->cert, NID_key_usage, ku)) < 0 ||
-            (eku[0] && (r = add_conf_ext(x, is->cert, NID_ext_key_usage, eku)) < 0) ||
+        /* The key identifier is the subject's own; everything else is the
+         * CA's or the profile's, the same for many certificates. */
+        if ((r = add_cached_ext(is, x, NID_basic_constraints, "critical,CA:FALSE")) < 0 ||
+            (r = add_cached_ext(is, x, NID_key_usage, ku)) < 0 ||
+            (eku[0] && (r = add_cached_ext(is, x, NID_ext_key_usage, eku)) < 0) ||
             (r = add_conf_ext(x, is->cert, NID_subject_key_identifier, "hash")) < 0 ||
-            (r = add_conf_ext(x, is->cert, NID_authority_key_identifier, "keyid:always")) < 0)
+            (r = add_cached_ext(is, x, NID_authority_key_identifier, "keyid:always")) < 0)
                 return r;
         if (is->crl_url) {
                 _cleanup_free_ char *dp = NULL;
                 if (asprintf(&dp, "URI:%s", is->crl_url) < 0)
                         return hwid_fail(HWID_E_NOMEM, NULL);
-                if ((r = add_conf_ext(x, is->cert, NID_crl_distribution_points, dp)) < 0)
+                if ((r = add_cached_ext(is, x, NID_crl_distribution_points, dp)) < 0)
                         return r;
         }
         if (in->sans && sk_GENERAL_NAME_num(in->sans) > 0 &&

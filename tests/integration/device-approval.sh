@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2119,SC2015  # lib.sh helpers take optional arguments; A && B || fail
 # device-approval.sh — hwid join under a profile that needs an admin's
 # approval (`manual`, written by hwid ca init), against a real hwidd.
 # Proves:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2119,SC2015  # lib.sh helpers take optional arguments; A && B || fail
 # device-factory.sh — a factory station (hwid factory) enrolls 20 devices,
 # each with its own swtpm, 8 at a time, with tokens from
 # `hwid token create --count 20 --out FILE`.

@@ -8,7 +8,7 @@
 # and sqlite3 read the CA's store. A device key's public half is read with
 # `hwid key show` (from the TPM itself).
 
-# shellcheck source=ca-lib.sh
+# shellcheck source-path=SCRIPTDIR source=ca-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
 
 # device_ca [PROFILES...] — a CA (SoftHSM2) with the generated profiles plus

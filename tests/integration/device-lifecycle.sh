@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2119,SC2015  # lib.sh helpers take optional arguments; A && B || fail
 # device-lifecycle.sh — a device's whole life with the real binaries: hwid
 # join (key made in swtpm) ⇒ hwid renew ⇒ hwid cert revoke --identity on
 # the CA ⇒ renewal refused ⇒ hwid join again with a new token.
@@ -10,7 +11,8 @@
 #     old certificate superseded and holds one valid certificate;
 #   - after revocation, hwid renew exits 4 saying "bootstrap again", marks
 #     DIR (needs-bootstrap), and hwid agent exits 4 at once with the same
-#     advice; DIR still holds the old certificate and its key, untouched;
+#     advice (with journald priorities <6>/<3> under JOURNAL_STREAM); DIR
+#     still holds the old certificate and its key, untouched;
 #   - join with a new token then starts over by itself (no need to remove
 #     DIR): new serial, new key (the revoked identity's key is deleted, not
 #     reused), generation 1 again, marker gone; renewal works again;
@@ -84,6 +86,9 @@ test_revoked() {
         expect_exit 4 "bootstrap again: run hwid join with a new token" --multiline -- \
                 "$HWID" agent --dir "$D" --renew-at 0.5
         assert_eq "$(grep -c . "$T/last.err")" 2 "agent log lines (start, the refusal)"
+        # Under systemd (JOURNAL_STREAM set) each line carries its priority.
+        expect_exit 4 "" --multiline -- env JOURNAL_STREAM=8:1 "$HWID" agent --dir "$D"
+        assert_eq "$(cut -c1-3 "$T/last.err" | tr '\n' ' ')" "<6> <3> " "journald priorities (info, error)"
         assert_eq "$(cert_rows | wc -l)" "$before" "certificates after refused renewals"
         # Nothing on the device was touched by the refusals.
         assert_eq "$(dir_serial "$D")" "$SERIAL2" "serial in DIR after the refusals"
@@ -129,7 +134,8 @@ test_agent_window() {
         wait "$BG_PID" || rc=$?
         assert_eq "$rc" 0 "agent exit code after SIGTERM"
         assert_contains "$(cat "$T/agent-window.log")" "stopping" "agent log after SIGTERM"
-        at=$(date -u -d "$(sed 's/.*next renewal at \([^ ]*\) .*/\1/' <<<"$line")" +%s)
+        at=${line#*next renewal at }
+        at=$(date -u -d "${at%% *}" +%s)
         nb=$(date -u -d "$(openssl x509 -in "$d/cert.pem" -noout -startdate | cut -d= -f2)" +%s)
         na=$(date -u -d "$(openssl x509 -in "$d/cert.pem" -noout -enddate | cut -d= -f2)" +%s)
         life=$((na - nb))

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2119,SC2015  # lib.sh helpers take optional arguments; A && B || fail
 # device-pin.sh — hwid join checks the CA against the pin before it sends
 # anything: with a wrong pin, or against an impostor CA at the server's
 # address, the token never leaves the device.

@@ -573,6 +573,65 @@ static void race_one_identity(const char *name, bool shared) {
         CHECK(uses_left(s, "many99") == 99);
 }
 
+/* ---- 32 concurrent commits sharing transactions (group commit) ---- */
+
+/* Commits that land in one batch fail alone: each keeps its own error
+ * and detail, the others are all durable, and only theirs spent a token
+ * use.  Odd racers find their identity taken, racer 2 brings an audit
+ * record the store refuses. */
+static void *race_mixed(void *arg) {
+        racer *x = arg;
+        store_audit bad = { .at = NOW, .actor = NULL, .action = "enroll", .outcome = "allow" };
+        store_issue in = { .consume_token_id = "mixed1", .audit = x->index == 2 ? &bad : NULL };
+        char serial[8], identity[16];
+
+        snprintf(serial, sizeof(serial), "%04X", 0x200 + x->index);
+        snprintf(identity, sizeof(identity), "mix-%d", x->index);
+        pthread_barrier_wait(x->go);
+        x->result = commit(x->shared, serial, identity, NOW + 1000, NOW, &in);
+        if (x->result == -HWID_E_CONFLICT && !strstr(hwid_strerror(x->result), identity))
+                x->result = -HWID_E_INTERNAL; /* the detail must be this racer's own */
+        return NULL;
+}
+
+static void race_mixed_batch(void) {
+        _cleanup_free_ char *path = db_path("race-mixed.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        pthread_barrier_t go;
+        pthread_t th[RACERS];
+        racer x[RACERS];
+        char serial[8], identity[16];
+        int ok = 0, conflict = 0, invalid = 0;
+
+        CHECK(add_token(s, "mixed1", RACERS, NOW + 3600) == 0);
+        for (int i = 1; i < RACERS; i += 2) {
+                snprintf(serial, sizeof(serial), "%04X", 0x300 + i);
+                snprintf(identity, sizeof(identity), "mix-%d", i);
+                CHECK(commit(s, serial, identity, NOW + 1000, NOW, NULL) == 0);
+        }
+        pthread_barrier_init(&go, NULL, RACERS);
+        for (int i = 0; i < RACERS; i++) {
+                x[i] = (racer) { .shared = s, .go = &go, .index = i };
+                CHECK(pthread_create(&th[i], NULL, race_mixed, &x[i]) == 0);
+        }
+        for (int i = 0; i < RACERS; i++) {
+                pthread_join(th[i], NULL);
+                ok += x[i].result == 0;
+                conflict += x[i].result == -HWID_E_CONFLICT;
+                invalid += x[i].result == -HWID_E_INVALID;
+                CHECK(x[i].result == (i % 2 ? -HWID_E_CONFLICT : i == 2 ? -HWID_E_INVALID : 0));
+        }
+        pthread_barrier_destroy(&go);
+        CHECK(ok == RACERS / 2 - 1 && conflict == RACERS / 2 && invalid == 1);
+        for (int i = 0; i < RACERS; i++) {
+                snprintf(serial, sizeof(serial), "%04X", 0x200 + i);
+                CHECK(cert_status(s, serial) == (i % 2 == 0 && i != 2 ? CERT_VALID : -1));
+        }
+        CHECK(raw_int(path, "SELECT count(*) FROM certificates") == RACERS / 2 + RACERS / 2 - 1);
+        CHECK(uses_left(s, "mixed1") == RACERS - (RACERS / 2 - 1));
+        CHECK(raw_int(path, "SELECT count(*) FROM audit") == 0);
+}
+
 /* Many openers of a brand-new file at once (hwidd and the admin CLI at
  * first start): one creates the schema, none fails. */
 static void *open_one(void *arg) {
@@ -991,6 +1050,7 @@ int main(void) {
         atomicity();
         race_one_identity("race-shared.db", true);
         race_one_identity("race-separate.db", false);
+        race_mixed_batch();
         race_first_open();
         revocation();
         crl_walk_many();

@@ -1,0 +1,784 @@
+#!/bin/bash
+# bench/run.sh — hwid's one benchmark command (see README, "Benchmarks"):
+#
+#   bench/run.sh [--quick] [--keep] [--out FILE] [--wait-quiet SECONDS]
+#
+# Builds a release build with the benchmark tools (build-bench/, -Dbench=true),
+# sets up in a fresh temporary directory a CA whose key and TLS key live in a
+# SoftHSM2 token, hwidd, software TPMs (swtpm) for devices, a cfssl CA with an
+# ECDSA P-256 key and an `openssl ca` directory, runs every measurement and
+# regenerates docs/BENCHMARKS.md (or FILE):
+#   1. the signing ceiling: C_Sign on SoftHSM2, TPM signing on swtpm, OpenSSL;
+#   2. hwidd issuance over HTTPS with keep-alive at 1, 4, 16, 64 clients;
+#   3. the same load against `cfssl serve`, and `openssl ca` per certificate;
+#   4. the device side: `hwid join` on swtpm, `hwid factory` at 1, 4, 16;
+#   5. scale: 1,000,000 valid + 100,000 revoked certificates in the store;
+#   6. memory: hwidd's RSS idle and holding 1,000 connections;
+#   7. round trips: PKCS#11 calls per issuance (OpenSC's pkcs11-spy), TPM
+#      commands per join and renew (swtpm's command log).
+# Everything listens on 127.0.0.1.  Every process it starts is stopped by
+# PID when it exits, pass or fail.  --quick shortens every run (and the
+# scale store to 100,000 + 10,000) for trying the script, not for numbers.
+# The temporary directory is under $BENCH_TMPDIR (default /var/tmp): on a
+# disk, because hwidd's commits must really reach it (fsync).  Numbers are
+# only worth comparing from an otherwise idle machine: --wait-quiet waits
+# (at most SECONDS) for the 1-minute load average to drop below 0.5 first.
+set -euo pipefail
+
+SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-$SRCDIR/build-bench}
+OUT=$SRCDIR/docs/BENCHMARKS.md
+QUICK=0
+KEEP=0
+QUIET_WAIT=0
+
+while [ $# -gt 0 ]; do
+        case "$1" in
+        --quick) QUICK=1; shift ;;
+        --keep) KEEP=1; shift ;;
+        --out) OUT=$2; shift 2 ;;
+        --wait-quiet) QUIET_WAIT=$2; shift 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+        esac
+done
+
+if [ $QUICK = 1 ]; then
+        DUR=2; SIGN_SECS=1; JOINS=3; ROUNDS=1; FILL_VALID=100000; FILL_REVOKED=10000; OSSL_CA_N=30
+else
+        DUR=8; SIGN_SECS=3; JOINS=10; ROUNDS=3; FILL_VALID=1000000; FILL_REVOKED=100000; OSSL_CA_N=200
+fi
+LEVELS=(1 4 16 64)
+HOLD=1000
+SOFTHSM_MODULE=${SOFTHSM_MODULE:-/usr/lib/softhsm/libsofthsm2.so}
+SPY_MODULE=${SPY_MODULE:-/usr/lib/x86_64-linux-gnu/pkcs11/pkcs11-spy.so}
+export TSS2_LOG=all+NONE
+unset HWID_TCTI TPM2TOOLS_TCTI
+
+W=$(mktemp -d "${BENCH_TMPDIR:-/var/tmp}/hwid-bench.XXXXXX")
+RES=$W/results.env       # KEY=VALUE lines: what the report is made of
+PIDS=()                  # processes to stop at exit
+SWTPM_DIRS=()            # swtpm-start directories to stop at exit
+: >"$RES"
+
+# --- plumbing -------------------------------------------------------------------
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+
+cleanup() {
+        local rc=$? pid i
+        set +e
+        for d in "${SWTPM_DIRS[@]}"; do
+                "$SRCDIR/swtpm/swtpm-stop" "$d" >/dev/null 2>&1
+        done
+        for pid in "${PIDS[@]}"; do
+                kill -TERM "$pid" 2>/dev/null
+        done
+        for ((i = 0; i < 30; i++)); do
+                local alive=0
+                for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+                [ $alive = 0 ] && break
+                sleep 0.1
+        done
+        for pid in "${PIDS[@]}"; do
+                kill -KILL "$pid" 2>/dev/null
+                wait "$pid" 2>/dev/null
+        done
+        if [ $KEEP = 1 ] || [ $rc -ne 0 ]; then
+                log "work directory kept: $W"
+        else
+                rm -rf "$W"
+        fi
+        exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# res KEY VALUE — record a result (and set $KEY for the report).
+res() {
+        printf '%s=%s\n' "$1" "$2" >>"$RES"
+        printf -v "$1" '%s' "$2"
+}
+
+# kv FIELD LINE — the value of FIELD=... in a key=value line.
+kv() {
+        awk -v k="$1" '{ for (i = 1; i <= NF; i++) { n = index($i, "="); if (substr($i, 1, n - 1) == k) { print substr($i, n + 1); exit } } }' <<<"$2"
+}
+
+# calc EXPR — floating point arithmetic (awk), printed with up to 2 decimals.
+calc() { awk "BEGIN { v = $1; printf (v == int(v) ? \"%d\" : \"%.2f\"), v }"; }
+
+free_port() {
+        local p i
+        for ((i = 0; i < 200; i++)); do
+                p=$((22000 + (RANDOM * 32768 + RANDOM) % 10000))
+                ss -Hltn "sport = :$p" | grep -q . && continue
+                grep -qx "$p" "$W/.ports" 2>/dev/null && continue
+                echo "$p" >>"$W/.ports"
+                echo "$p"
+                return 0
+        done
+        die "no free port"
+}
+
+# bg NAME CMD... — start CMD in the background (output in $W/NAME.log); BG_PID.
+bg() {
+        local name=$1
+        shift
+        "$@" >"$W/$name.log" 2>&1 </dev/null &
+        BG_PID=$!
+        PIDS+=("$BG_PID")
+}
+
+# stop PID — TERM and reap one process we started.
+stop() {
+        kill -TERM "$1" 2>/dev/null || true
+        wait "$1" 2>/dev/null || true
+}
+
+wait_port() {
+        local port=$1 pid=$2 i
+        for ((i = 0; i < 200; i++)); do
+                ss -Hltn "sport = :$port" | grep -q . && return 0
+                kill -0 "$pid" 2>/dev/null || die "process $pid died before listening on $port (see $W)"
+                sleep 0.05
+        done
+        die "nothing listens on port $port"
+}
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+now_ns() { date +%s%N; }
+
+HWID=$BUILD/cli/hwid
+HWIDD=$BUILD/service/hwidd
+LOAD=$BUILD/bench/load
+CEIL=$BUILD/bench/sign-ceiling
+FILL=$BUILD/bench/fill-store
+
+# --- 0. build and the machine -----------------------------------------------------
+
+build() {
+        log "building a release build in $BUILD"
+        "$SRCDIR/scripts/install-deps.sh" >&2
+        local opts=(--buildtype=release -Dbench=true -Db_sanitize=none)
+        if [ -f "$BUILD/meson-private/coredata.dat" ]; then
+                meson setup --reconfigure "$BUILD" "${opts[@]}" >"$W/meson-setup.log" 2>&1
+        else
+                meson setup "$BUILD" "${opts[@]}" >"$W/meson-setup.log" 2>&1
+        fi || { cat "$W/meson-setup.log" >&2; die "meson setup"; }
+        meson compile -C "$BUILD" >"$W/meson-compile.log" 2>&1 || { tail -30 "$W/meson-compile.log" >&2; die "build"; }
+}
+
+pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
+
+machine() {
+        res M_CPU "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+        res M_CORES "$(nproc)"
+        res M_MEM "$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+        res M_KERNEL "$(uname -r)"
+        res M_OS "$(. /etc/os-release && echo "$PRETTY_NAME")"
+        res M_FS "$(df -PT "$W" | awk 'NR == 2 { print $2 " on " $1 }')"
+        res M_DATE "$(date -u '+%Y-%m-%d %H:%M UTC')"
+        res M_REV "$(git -C "$SRCDIR" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$SRCDIR" status --porcelain 2>/dev/null | grep -q . && echo '+changes')"
+        res M_VERSIONS "OpenSSL $(pkgver libssl3), SoftHSM2 $(pkgver softhsm2), swtpm $(pkgver swtpm), tpm2-tss $(pkgver libtss2-esys-3.0.2-0), libmicrohttpd $(pkgver libmicrohttpd12), GnuTLS $(pkgver libgnutls30), SQLite $(pkgver libsqlite3-0), libcurl $(pkgver libcurl4), cfssl $(pkgver golang-cfssl), gcc $(pkgver gcc-12)"
+        res M_LOAD_START "$(loadavg)"
+}
+
+# --- 1. the CA, hwidd ---------------------------------------------------------------
+
+setup_ca() {
+        log "CA: SoftHSM2 token, hwid ca init"
+        mkdir -p "$W/softhsm/tokens"
+        printf 'directories.tokendir = %s/softhsm/tokens\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n' \
+                "$W" >"$W/softhsm/softhsm2.conf"
+        export SOFTHSM2_CONF=$W/softhsm/softhsm2.conf
+        (umask 077; head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/pin")
+        # softhsm2-util takes PINs only on its command line: a throwaway token.
+        softhsm2-util --init-token --free --label ca --pin "$(cat "$W/pin")" --so-pin "$(cat "$W/pin")" >/dev/null
+        PORT=$(free_port)
+        URL=https://127.0.0.1:$PORT
+        CA_KEY="pkcs11:token=ca;object=ca-key?pin-source=file:$W/pin"
+        "$HWID" ca init --key "$CA_KEY" --subject "/CN=hwid bench CA" --dir "$W/ca" \
+                --listen "127.0.0.1:$PORT" >"$W/ca-init.log"
+        CFG=$W/ca/hwidd.yaml
+        # Renewal is open at once (window 1.0) so that renew can be counted;
+        # "rotate" also asks for a new key.  Nothing else differs from what
+        # hwid ca init writes.
+        sed -i 's/window: 0.3333/window: 1.0/' "$CFG"
+        cat >>"$CFG" <<EOF
+  rotate:
+    validity: 30d
+    key_types: [ec-p256]
+    extended_key_usage: [clientAuth]
+    subject:
+      allowed_rdns: [CN]
+    approval: auto
+    renewal:
+      window: 1.0
+      rotate_key: true
+EOF
+        TOKEN=$("$HWID" token create --config "$CFG" --uses 1000000 --ttl 2d | awk '/^token:/ { print $2 }')
+        [ -n "$TOKEN" ] || die "no token"
+        export HWID_TOKEN=$TOKEN # read by bench/load (and hwid join), never on a command line
+        CA_PIN=$("$HWID" ca hash "$W/ca/ca.pem")
+}
+
+hwidd_start() {
+        local cfg=${1:-$CFG}
+        bg hwidd "$HWIDD" --config "$cfg"
+        HWIDD_PID=$BG_PID
+        wait_port "$PORT" "$HWIDD_PID"
+        curl -sf --cacert "$W/ca/ca.pem" "$URL/healthz" >/dev/null || die "hwidd does not answer /healthz"
+}
+
+# --- 2. the ceiling -----------------------------------------------------------------
+
+ceilings() {
+        local out n=$M_CORES tcti
+        log "ceiling: PKCS#11 C_Sign on SoftHSM2, OpenSSL, TPM signing on swtpm"
+        out=$("$CEIL" p11 --module "$SOFTHSM_MODULE" --token ca --object ca-key --pin-file "$W/pin" --seconds "$SIGN_SECS")
+        res C_P11_1 "$(kv rate "$out")"
+        out=$("$CEIL" p11 --module "$SOFTHSM_MODULE" --token ca --object ca-key --pin-file "$W/pin" --seconds "$SIGN_SECS" --threads "$n")
+        res C_P11_N "$(kv rate "$out")"
+        out=$("$CEIL" openssl --seconds "$SIGN_SECS")
+        res C_OSSL_SIGN_1 "$(kv rate "$(grep openssl-sign <<<"$out")")"
+        res C_OSSL_VERIFY_1 "$(kv rate "$(grep openssl-verify <<<"$out")")"
+        out=$("$CEIL" openssl --seconds "$SIGN_SECS" --threads "$n")
+        res C_OSSL_SIGN_N "$(kv rate "$(grep openssl-sign <<<"$out")")"
+        res C_OSSL_VERIFY_N "$(kv rate "$(grep openssl-verify <<<"$out")")"
+        # TPM: a persistent key (one Sign per signature) and a key file
+        # (ContextLoad, Sign, FlushContext), both through hsm/.
+        SWTPM_DIRS+=("$W/tpm-ceil")
+        tcti=$("$SRCDIR/swtpm/swtpm-start" --count 1 --dir "$W/tpm-ceil" 2>"$W/swtpm-ceil.err") || die "swtpm-start"
+        "$HWID" key create "tpm2:handle=0x81000010" --tcti "$tcti" >/dev/null
+        "$HWID" key create "tpm2:file=$W/tpm-ceil/k.pem" --tcti "$tcti" >/dev/null
+        out=$("$CEIL" hsm --key "tpm2:handle=0x81000010" --tcti "$tcti" --seconds "$SIGN_SECS")
+        res C_TPM_PERSISTENT "$(kv rate "$out")"
+        out=$("$CEIL" hsm --key "tpm2:file=$W/tpm-ceil/k.pem" --tcti "$tcti" --seconds "$SIGN_SECS")
+        res C_TPM_FILE "$(kv rate "$out")"
+        out=$("$CEIL" hsm --key "$CA_KEY" --seconds "$SIGN_SECS")
+        res C_HSM_P11 "$(kv rate "$out")"
+        "$SRCDIR/swtpm/swtpm-stop" "$W/tpm-ceil" >/dev/null 2>&1 || true
+}
+
+# --- 3. issuance load: hwidd, cfssl, openssl ca --------------------------------------
+
+# load_run PREFIX KEY MODE URL CACERT CONNS [EXTRA...] — one load run; stores
+# KEY_rate, KEY_p50, KEY_p99, KEY_errors.
+load_run() {
+        local prefix=$1 key=$2 mode=$3 url=$4 cacert=$5 conns=$6 out
+        shift 6
+        out=$("$LOAD" --mode "$mode" --url "$url" --cacert "$cacert" --connections "$conns" \
+                --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "$prefix" "$@" 2>>"$W/load-errors.log") ||
+                die "load $mode $conns: $(tail -3 "$W/load-errors.log")"
+        echo "$out" >>"$W/load.log"
+        res "${key}_rate" "$(kv rate "$out")"
+        res "${key}_p50" "$(kv p50_ms "$out")"
+        res "${key}_p99" "$(kv p99_ms "$out")"
+        res "${key}_errors" "$(kv errors "$out")"
+        res "${key}_n" "$(kv requests "$out")"
+        res "${key}_load" "$(loadavg)"
+        log "  $mode c=$conns: $(kv rate "$out")/s p50 $(kv p50_ms "$out") ms p99 $(kv p99_ms "$out") ms errors $(kv errors "$out")"
+}
+
+hwidd_load() {
+        local c peak=0 r
+        log "hwidd issuance (durable commits, keep-alive, CSRs made beforehand)"
+        for c in "${LEVELS[@]}"; do
+                load_run "h$c" "H$c" hwid "$URL" "$W/ca/ca.pem" "$c"
+                r=$(eval echo "\$H${c}_rate")
+                peak=$(awk -v a="$peak" -v b="$r" 'BEGIN { print (b > a ? b : a) }')
+        done
+        res H_PEAK "$peak"
+        res H_HALF_RATE "$(awk -v p="$peak" 'BEGIN { printf "%d", p / 2 }')"
+        log "hwidd at half the peak ($H_HALF_RATE/s, 16 clients)"
+        load_run "hh" "HH" hwid "$URL" "$W/ca/ca.pem" 16 --rate "$H_HALF_RATE"
+}
+
+setup_cfssl() {
+        log "cfssl: ECDSA P-256 CA (cfssl genkey -initca), cfssl serve over TLS on loopback"
+        mkdir -p "$W/cfssl"
+        (
+                cd "$W/cfssl"
+                echo '{"CN":"cfssl bench CA","key":{"algo":"ecdsa","size":256}}' >ca-csr.json
+                cfssl genkey -initca ca-csr.json 2>/dev/null | cfssljson -bare ca
+                cat >config.json <<'EOF'
+{"signing":{"default":{"expiry":"720h","usages":["digital signature","client auth"]},
+ "profiles":{"tls":{"expiry":"720h","usages":["digital signature","server auth"]}}}}
+EOF
+                echo '{"CN":"127.0.0.1","hosts":["127.0.0.1"],"key":{"algo":"ecdsa","size":256}}' >tls-csr.json
+                cfssl gencert -ca ca.pem -ca-key ca-key.pem -config config.json -profile tls tls-csr.json \
+                        2>/dev/null | cfssljson -bare tls
+        )
+        [ -s "$W/cfssl/ca-key.pem" ] && [ -s "$W/cfssl/tls.pem" ] || die "cfssl CA setup"
+        CFSSL_PORT=$(free_port)
+        bg cfssl cfssl serve -address 127.0.0.1 -port "$CFSSL_PORT" -ca "$W/cfssl/ca.pem" \
+                -ca-key "$W/cfssl/ca-key.pem" -config "$W/cfssl/config.json" \
+                -tls-cert "$W/cfssl/tls.pem" -tls-key "$W/cfssl/tls-key.pem" -loglevel 4
+        CFSSL_PID=$BG_PID
+        wait_port "$CFSSL_PORT" "$CFSSL_PID"
+}
+
+cfssl_load() {
+        local c
+        log "cfssl issuance (same load)"
+        for c in "${LEVELS[@]}"; do
+                load_run "f$c" "F$c" cfssl "https://127.0.0.1:$CFSSL_PORT" "$W/cfssl/ca.pem" "$c"
+        done
+        stop "$CFSSL_PID"
+}
+
+openssl_ca_floor() {
+        local d=$W/ossl i t0 t1
+        log "openssl ca, one process per certificate ($OSSL_CA_N certificates)"
+        mkdir -p "$d/new" "$d/csr"
+        : >"$d/index.txt"
+        openssl rand -hex 16 >"$d/serial"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/ca.key" \
+                -subj "/CN=openssl bench CA" -days 30 -out "$d/ca.pem" 2>/dev/null
+        cat >"$d/ca.cnf" <<EOF
+[ca]
+default_ca = bench
+[bench]
+dir = $d
+database = \$dir/index.txt
+serial = \$dir/serial
+new_certs_dir = \$dir/new
+certificate = \$dir/ca.pem
+private_key = \$dir/ca.key
+default_md = sha256
+default_days = 30
+policy = anything
+unique_subject = yes
+copy_extensions = none
+x509_extensions = leaf
+[anything]
+commonName = supplied
+[leaf]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+EOF
+        for ((i = 0; i < OSSL_CA_N; i++)); do
+                openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout /dev/null \
+                        -subj "/CN=ossl-$i" -out "$d/csr/$i.csr" 2>/dev/null
+        done
+        t0=$(now_ns)
+        for ((i = 0; i < OSSL_CA_N; i++)); do
+                openssl ca -batch -notext -config "$d/ca.cnf" -in "$d/csr/$i.csr" -out "$d/new/$i.pem" 2>>"$d/ca.log" ||
+                        die "openssl ca: $(tail -2 "$d/ca.log")"
+        done
+        t1=$(now_ns)
+        res O_RATE "$(awk -v n="$OSSL_CA_N" -v t=$((t1 - t0)) 'BEGIN { printf "%.1f", n / (t / 1e9) }')"
+        res O_MS "$(awk -v n="$OSSL_CA_N" -v t=$((t1 - t0)) 'BEGIN { printf "%.2f", t / 1e6 / n }')"
+        log "  openssl ca: $O_RATE/s, $O_MS ms per certificate"
+}
+
+# --- 4. PKCS#11 calls per issuance -----------------------------------------------------
+
+# spy_count FROM TO — "C_Xxx count" for the spy log's lines FROM..TO.
+spy_count() {
+        sed -n "$1,$2p" "$W/spy.log" | grep -E '^[0-9]+: C_' | awk '{ print $2 }' | sort | uniq -c | awk '{ print $2, $1 }'
+}
+
+p11_roundtrips() {
+        local cfg=$W/ca/hwidd-spy.yaml n=50 l0 l1 l2 f hs per
+        log "PKCS#11 calls per issuance (pkcs11-spy in front of SoftHSM2)"
+        [ -f "$SPY_MODULE" ] || die "no $SPY_MODULE (install opensc)"
+        # Both keys through the spy, as module-path= in their URIs.
+        sed -e "/^  key: \"pkcs11:/ s|\"\$|\&module-path=$SPY_MODULE\"|" "$CFG" >"$cfg"
+        grep -q "module-path=$SPY_MODULE" "$cfg" || die "could not route the keys through pkcs11-spy"
+        PKCS11SPY=$SOFTHSM_MODULE PKCS11SPY_OUTPUT=$W/spy.log hwidd_start "$cfg"
+        sleep 0.3
+        l0=$(wc -l <"$W/spy.log")
+        "$LOAD" --url "$URL" --cacert "$W/ca/ca.pem" --connections 1 --requests 0 >/dev/null
+        sleep 0.3
+        l1=$(wc -l <"$W/spy.log")
+        "$LOAD" --url "$URL" --cacert "$W/ca/ca.pem" --connections 1 --requests $n \
+                --prefix spy >"$W/spy-load.log"
+        [ "$(kv errors "$(cat "$W/spy-load.log")")" = 0 ] || die "issuance through pkcs11-spy failed"
+        sleep 0.3
+        l2=$(wc -l <"$W/spy.log")
+        stop "$HWIDD_PID"
+        spy_count $((l0 + 1)) "$l1" >"$W/spy-handshake.txt"
+        spy_count $((l1 + 1)) "$l2" >"$W/spy-issue.txt"
+        # Per issuance: (connection + n issuances) minus (connection alone), / n.
+        P11_TABLE=""
+        for f in $(cat "$W/spy-handshake.txt" "$W/spy-issue.txt" | awk '{ print $1 }' | sort -u); do
+                hs=$(awk -v f="$f" '$1 == f { print $2 }' "$W/spy-handshake.txt")
+                per=$(awk -v f="$f" -v h="${hs:-0}" -v n=$n '$1 == f { printf "%.2f", ($2 - h) / n }' "$W/spy-issue.txt")
+                P11_TABLE+="| \`$f\` | ${per:-0} | ${hs:-0} |"$'\n'
+                res "P11_$f" "${per:-0}"
+                res "P11HS_$f" "${hs:-0}"
+        done
+        res P11_N "$n"
+}
+
+# --- 5. devices: join, factory, TPM commands -------------------------------------------
+
+tpm_name() {
+        case $1 in
+        0000011F) echo NV_UndefineSpace ;; 00000120) echo EvictControl ;; 0000012A) echo NV_DefineSpace ;;
+        00000131) echo CreatePrimary ;; 00000144) echo Startup ;; 00000145) echo Shutdown ;;
+        0000014E) echo NV_Read ;; 00000153) echo Create ;; 00000157) echo Load ;; 0000015D) echo Sign ;;
+        00000161) echo ContextLoad ;; 00000162) echo ContextSave ;; 00000165) echo FlushContext ;;
+        00000169) echo NV_ReadPublic ;; 00000173) echo ReadPublic ;; 00000176) echo StartAuthSession ;;
+        00000177) echo VerifySignature ;; 0000017A) echo GetCapability ;; 0000017B) echo GetRandom ;;
+        0000017E) echo PCR_Read ;; 00000191) echo CreateLoaded ;; 00000148) echo Certify ;;
+        *) echo "0x$1" ;;
+        esac
+}
+
+# tpm_commands LOG FROM — commands in swtpm's log after line FROM, "Name count"
+# per line.  A command the TPM refused with TPM_RC_RETRY (0x922: not run;
+# tpm2-tss sends it again) counts as "RETRY".
+tpm_commands() {
+        tail -n +$(($2 + 1)) "$1" |
+                awk '/SWTPM_IO_Read/ { getline; code = $7 $8 $9 $10 }
+                     /SWTPM_IO_Write/ { getline; print ($7 $8 $9 $10 == "00000922" ? "RETRY" : code) }' |
+                while read -r code; do [ "$code" = RETRY ] && echo RETRY || tpm_name "$code"; done |
+                sort | uniq -c | awk '{ printf "%s %s\n", $2, $1 }'
+}
+
+fmt_cmds() { awk '$1 != "RETRY" { printf "%s%s %s", (n++ ? ", " : ""), $1, $2 } $1 == "RETRY" { r = $2 }
+                  END { if (r) printf " (and %d refused with TPM_RC_RETRY, resent)", r }' "$1"; }
+sum_cmds() { awk '$1 != "RETRY" { s += $2 } END { print s + 0 }' "$1"; }
+
+devices() {
+        local tctis tcti i t0 t1 l0 times=() d p n
+        log "devices: hwid join on swtpm ($JOINS joins), TPM commands per join and renew"
+        SWTPM_DIRS+=("$W/tpm-log")
+        tcti=$("$SRCDIR/swtpm/swtpm-start" --count 1 --dir "$W/tpm-log" --log 2>"$W/swtpm-log.err") || die "swtpm-start --log"
+        TPMLOG=$W/tpm-log/tpm0/swtpm.log
+        # A fresh swtpm answers its very first Sign with TPM_RC_RETRY (even
+        # after TPM2_SelfTest): sign once before counting, as a device that
+        # has been used.
+        "$HWID" key create "tpm2:file=$W/tpm-log/warm.pem" --tcti "$tcti" >/dev/null
+        "$CEIL" hsm --key "tpm2:file=$W/tpm-log/warm.pem" --tcti "$tcti" --seconds 0.001 >/dev/null
+        # Commands of one join (a fresh key in a key file), then of a renew.
+        l0=$(wc -l <"$TPMLOG")
+        HWID_TOKEN=$TOKEN "$HWID" join --server "$URL" --ca-hash "$CA_PIN" --tcti "$tcti" \
+                --key "tpm2:file=$W/dev-count/device.tss2.pem" --cn dev-count --dir "$W/dev-count" >"$W/join-count.log" 2>&1 ||
+                die "hwid join: $(tail -2 "$W/join-count.log")"
+        tpm_commands "$TPMLOG" "$l0" >"$W/tpm-join.txt"
+        l0=$(wc -l <"$TPMLOG")
+        "$HWID" renew --dir "$W/dev-count" --tcti "$tcti" >"$W/renew-count.log" 2>&1 || die "hwid renew: $(tail -2 "$W/renew-count.log")"
+        tpm_commands "$TPMLOG" "$l0" >"$W/tpm-renew.txt"
+        # A renewal under a profile that asks for a new key.
+        local rtok
+        rtok=$("$HWID" token create --config "$CFG" --profile rotate | awk '/^token:/ { print $2 }')
+        HWID_TOKEN=$rtok "$HWID" join --server "$URL" --ca-hash "$CA_PIN" --tcti "$tcti" \
+                --key "tpm2:file=$W/dev-rot/device.tss2.pem" --cn dev-rot --dir "$W/dev-rot" >"$W/join-rot.log" 2>&1 ||
+                die "hwid join (rotate): $(tail -2 "$W/join-rot.log")"
+        l0=$(wc -l <"$TPMLOG")
+        "$HWID" renew --dir "$W/dev-rot" --tcti "$tcti" >"$W/renew-rot.log" 2>&1 || die "hwid renew (rotate): $(tail -2 "$W/renew-rot.log")"
+        tpm_commands "$TPMLOG" "$l0" >"$W/tpm-renew-rot.txt"
+        res T_JOIN "$(fmt_cmds "$W/tpm-join.txt")"
+        res T_JOIN_N "$(sum_cmds "$W/tpm-join.txt")"
+        res T_JOIN_CP "$(awk '$1 == "CreatePrimary" { print $2 }' "$W/tpm-join.txt")"
+        res T_JOIN_SIGN "$(awk '$1 == "Sign" { print $2 }' "$W/tpm-join.txt")"
+        res T_RENEW "$(fmt_cmds "$W/tpm-renew.txt")"
+        res T_RENEW_N "$(sum_cmds "$W/tpm-renew.txt")"
+        res T_RENEW_ROT "$(fmt_cmds "$W/tpm-renew-rot.txt")"
+        res T_RENEW_ROT_N "$(sum_cmds "$W/tpm-renew-rot.txt")"
+        "$SRCDIR/swtpm/swtpm-stop" "$W/tpm-log" >/dev/null 2>&1 || true
+
+        # End-to-end join time on a TPM without logging.
+        SWTPM_DIRS+=("$W/tpm-dev")
+        mapfile -t tctis < <("$SRCDIR/swtpm/swtpm-start" --count 16 --dir "$W/tpm-dev" 2>"$W/swtpm-dev.err") ||
+                die "swtpm-start --count 16"
+        for ((i = 0; i < JOINS; i++)); do
+                t0=$(now_ns)
+                HWID_TOKEN=$TOKEN "$HWID" join --server "$URL" --ca-hash "$CA_PIN" --tcti "${tctis[0]}" \
+                        --key "tpm2:file=$W/join/$i/device.tss2.pem" --cn "join-$i" --dir "$W/join/$i" \
+                        >"$W/join-$i.log" 2>&1 || die "hwid join: $(tail -2 "$W/join-$i.log")"
+                t1=$(now_ns)
+                times+=($(((t1 - t0) / 1000)))
+        done
+        res J_MEAN_MS "$(printf '%s\n' "${times[@]}" | awk '{ s += $1 } END { printf "%.1f", s / NR / 1000 }')"
+        res J_P50_MS "$(printf '%s\n' "${times[@]}" | sort -n | awk '{ a[NR] = $1 } END { printf "%.1f", a[int((NR + 1) / 2)] / 1000 }')"
+        res J_MIN_MS "$(printf '%s\n' "${times[@]}" | sort -n | awk 'NR == 1 { printf "%.1f", $1 / 1000 }')"
+        res J_LOAD "$(loadavg)"
+
+        # The factory station: P devices at once, each in its own TPM.
+        for p in 1 4 16; do
+                n=$((p * ROUNDS))
+                [ $n -lt 4 ] && n=4
+                d=$W/factory-$p
+                mkdir -p "$d"
+                "$HWID" token create --config "$CFG" --count "$n" --out "$d/tokens" >/dev/null
+                for ((i = 0; i < n; i++)); do
+                        echo "fac$p-$i ${tctis[$((i % p))]} tpm2:file=$d/fac$p-$i/device.tss2.pem"
+                done >"$d/devices"
+                t0=$(now_ns)
+                "$HWID" factory --server "$URL" --ca-hash "$CA_PIN" --tokens "$d/tokens" --devices "$d/devices" \
+                        --parallel "$p" --out-dir "$d" >"$d/factory.log" 2>&1 || die "hwid factory --parallel $p: $(tail -3 "$d/factory.log")"
+                t1=$(now_ns)
+                res "FAC${p}_N" "$n"
+                res "FAC${p}_PER_MIN" "$(awk -v n=$n -v t=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (t / 1e9) * 60 }')"
+                res "FAC${p}_LOAD" "$(loadavg)"
+                log "  factory --parallel $p: $n devices, $(eval echo "\$FAC${p}_PER_MIN") devices/min"
+        done
+        "$SRCDIR/swtpm/swtpm-stop" "$W/tpm-dev" >/dev/null 2>&1 || true
+}
+
+# --- 6. memory ----------------------------------------------------------------------
+
+memory_held() {
+        local out pid i rss
+        log "memory: hwidd holding $HOLD connections"
+        bg hold "$LOAD" --url "$URL" --cacert "$W/ca/ca.pem" --hold "$HOLD" --hold-seconds 20
+        pid=$BG_PID
+        for ((i = 0; i < 600; i++)); do
+                grep -q '^ready' "$W/hold.log" 2>/dev/null && break
+                kill -0 "$pid" 2>/dev/null || die "holding $HOLD connections failed: $(tail -2 "$W/hold.log")"
+                sleep 0.1
+        done
+        grep -q '^ready' "$W/hold.log" || die "holding $HOLD connections timed out"
+        sleep 0.5
+        res R_HELD "$(rss_kib "$HWIDD_PID")"
+        res R_HELD_CONNS "$(ss -Htn state established "( sport = :$PORT )" | wc -l)"
+        stop "$pid"
+        sleep 1
+        res R_AFTER "$(rss_kib "$HWIDD_PID")"
+}
+
+# The same, with module-path= in both key URIs: p11-kit then loads only
+# SoftHSM2 instead of every registered module (OpenSC brings GLib/GIO).
+memory_module_path() {
+        local cfg=$W/ca/hwidd-module-path.yaml
+        sed -e "/^  key: \"pkcs11:/ s|\"\$|\&module-path=$SOFTHSM_MODULE\"|" "$CFG" >"$cfg"
+        hwidd_start "$cfg"
+        res R_IDLE_MP "$(rss_kib "$HWIDD_PID")"
+        res R_IDLE_MP_ANON "$(awk '/^RssAnon:/ { print $2 }' "/proc/$HWIDD_PID/status")"
+        stop "$HWIDD_PID"
+}
+
+# --- 7. scale -------------------------------------------------------------------------
+
+# get_crl OUT — one GET /crl, its time in ms (new connection, TLS included).
+get_crl() {
+        local t
+        t=$(curl -sS --fail-with-body --cacert "$W/ca/ca.pem" -o "$1" -w '%{time_total}' "$URL/crl" 2>"$W/crl.err") ||
+                die "GET /crl failed: $(cat "$W/crl.err") $(head -c 300 "$1")"
+        awk -v t="$t" 'BEGIN { printf "%.1f", t * 1000 }'
+}
+
+scale() {
+        local out db=$W/ca/hwid.db t
+        log "scale: filling the store with $FILL_VALID valid + $FILL_REVOKED revoked certificates"
+        stop "$HWIDD_PID"
+        t=$(now_ns)
+        "$FILL" --db "$db" --ca "$W/ca/ca.pem" --valid "$FILL_VALID" --revoked "$FILL_REVOKED" 2>"$W/fill.log" ||
+                die "fill-store: $(tail -2 "$W/fill.log")"
+        res S_FILL_S "$(awk -v t=$(($(now_ns) - t)) 'BEGIN { printf "%.0f", t / 1e9 }')"
+        res S_ROWS "$(sqlite3 "$db" 'SELECT count(*) FROM certificates')"
+        res S_REVOKED "$(sqlite3 "$db" "SELECT count(*) FROM certificates WHERE status = 'revoked'")"
+        res S_DB_MIB "$(du -cm "$db"* | awk 'END { print $1 }')"
+        hwidd_start
+        res S_RSS_START "$(rss_kib "$HWIDD_PID")"
+        log "scale: CRL of $S_REVOKED entries"
+        t=$(get_crl "$W/crl1.der")
+        res S_CRL_FIRST_MS "$t"
+        t=$(get_crl "$W/crl2.der")
+        res S_CRL_CACHED_MS "$t"
+        "$HWID" cert revoke --config "$CFG" --identity fill-0000000 --reason key-compromise >/dev/null
+        t=$(get_crl "$W/crl3.der")
+        res S_CRL_REGEN_MS "$t"
+        res S_CRL_BYTES "$(stat -c %s "$W/crl3.der")"
+        res S_CRL_ENTRIES "$(openssl crl -inform DER -in "$W/crl3.der" -noout -text | grep -c 'Serial Number:')"
+        openssl crl -inform DER -in "$W/crl3.der" -CAfile "$W/ca/ca.pem" -noout 2>&1 | grep -q 'verify OK' ||
+                die "the CRL does not verify against the CA"
+        log "scale: enrollment against the full store"
+        load_run "s1" "S1" hwid "$URL" "$W/ca/ca.pem" 1
+        load_run "s16" "S16" hwid "$URL" "$W/ca/ca.pem" 16
+        res S_RSS_END "$(rss_kib "$HWIDD_PID")"
+        res S_DB_MIB_END "$(du -cm "$db"* | awk 'END { print $1 }')"
+}
+
+# --- the report -------------------------------------------------------------------------
+
+ok() { awk "BEGIN { exit !($1) }" && echo "met" || echo "**not met**"; }
+
+write_doc() {
+        local h16=$H16_rate f16=$F16_rate
+        res M_LOAD_END "$(loadavg)"
+        log "writing $OUT"
+        {
+                cat <<EOF
+# Benchmarks
+
+Generated by \`bench/run.sh\`$([ $QUICK = 1 ] && echo ' --quick (short runs, small store: not for comparison)') on $M_DATE — rerun it to regenerate this file.
+All numbers come from one run on one machine; every server and client ran
+on it at once, over 127.0.0.1.
+
+| machine | |
+|---|---|
+| CPU | $M_CPU, $M_CORES cores |
+| memory | $M_MEM |
+| OS, kernel | $M_OS, Linux $M_KERNEL |
+| store on | $M_FS |
+| load average (1 min) | $M_LOAD_START at the start, $M_LOAD_END at the end |
+| hwid | $M_REV, release build (-O3) |
+| versions | $M_VERSIONS |
+
+## Summary: targets
+
+| target | measured | |
+|---|---|---|
+| issuance at 16 clients ≥ 50% of the signing ceiling (SoftHSM2 C_Sign, one session) | $h16/s = $(calc "100 * $h16 / $C_P11_1")% of $C_P11_1/s | $(ok "$h16 >= 0.5 * $C_P11_1") |
+| issuance at 16 clients ≥ 1.5× cfssl | $(calc "$h16 / $f16")× ($h16/s vs $f16/s) | $(ok "$h16 >= 1.5 * $f16") |
+| p99 < 20 ms at half the peak load ($H_HALF_RATE/s, 16 clients) | p99 $HH_p99 ms (p50 $HH_p50 ms, achieved $HH_rate/s) | $(ok "$HH_p99 < 20") |
+| one signing call, no login, no object search per issuance (HSM) | C_Sign $(echo "${P11_C_Sign:-0}"), C_Login ${P11_C_Login:-0}, C_FindObjectsInit ${P11_C_FindObjectsInit:-0} per issuance | $(ok "${P11_C_Sign:-0} == 1 && ${P11_C_Login:-0} == 0 && ${P11_C_FindObjectsInit:-0} == 0") |
+| ≤ 10 TPM commands per join, ≤ 1 CreatePrimary, exactly 1 Sign per CSR | $T_JOIN_N commands, ${T_JOIN_CP:-0} CreatePrimary, ${T_JOIN_SIGN:-0} Sign | $(ok "$T_JOIN_N <= 10 && ${T_JOIN_CP:-0} <= 1 && ${T_JOIN_SIGN:-0} == 1") |
+| CRL of $S_REVOKED entries in < 2 s | $(calc "$S_CRL_REGEN_MS - $S_CRL_CACHED_MS") ms (GET after a revocation $S_CRL_REGEN_MS ms, cached GET $S_CRL_CACHED_MS ms) | $(ok "$S_CRL_REGEN_MS - $S_CRL_CACHED_MS < 2000") |
+| hwidd idle RSS < 16 MiB | $(calc "$R_IDLE / 1024") MiB as generated; $(calc "$R_IDLE_MP / 1024") MiB with \`module-path=\` (section 6) | $(ok "$R_IDLE < 16384") / $(ok "$R_IDLE_MP < 16384") |
+
+## 1. The ceiling: signing rate of the key itself
+
+| what | 1 thread | $M_CORES threads |
+|---|---|---|
+| SoftHSM2 ECDSA P-256 \`C_SignInit\`+\`C_Sign\` (raw PKCS#11 through p11-kit, one session per thread) | $C_P11_1/s | $C_P11_N/s |
+| the same key through hwid's \`hsm/\` (provider + session pool) | $C_HSM_P11/s | |
+| swtpm ECDSA P-256, persistent key, through \`hsm/\` (\`Sign\`) | $C_TPM_PERSISTENT/s | |
+| swtpm ECDSA P-256, key file, through \`hsm/\` (\`ContextLoad\`, \`Sign\`, \`FlushContext\`) | $C_TPM_FILE/s | |
+| OpenSSL P-256 sign (software) | $C_OSSL_SIGN_1/s | $C_OSSL_SIGN_N/s |
+| OpenSSL P-256 verify (every CSR costs one) | $C_OSSL_VERIFY_1/s | $C_OSSL_VERIFY_N/s |
+
+## 2–3. Issuance: hwidd, cfssl, openssl ca
+
+Each client is a thread with one keep-alive HTTPS connection, POSTing CSRs
+made beforehand (P-256 keys, a distinct CN each: hwidd issues one live
+certificate per identity) for ${DUR} s after a warm-up request.  hwidd: \`POST
+/csr\` with a many-use bootstrap token, CA key and TLS key in SoftHSM2, every
+certificate committed to SQLite (WAL, \`synchronous=FULL\`) before it is
+returned, with its audit record.  cfssl: \`cfssl serve\` over TLS, \`POST
+/api/v1/cfssl/sign\`, CA key (ECDSA P-256) in a file, no database (it
+records nothing).  \`openssl ca\`: one process per certificate, sequential,
+key in a file, index.txt not synced.
+
+| clients | hwidd /s | p50 ms | p99 ms | cfssl /s | p50 ms | p99 ms | hwidd / cfssl | hwidd / ceiling | load avg after (hwidd, cfssl) |
+|---|---|---|---|---|---|---|---|---|---|
+EOF
+                for c in "${LEVELS[@]}"; do
+                        local hr hp5 hp9 fr fp5 fp9
+                        hr=$(eval echo "\$H${c}_rate"); hp5=$(eval echo "\$H${c}_p50"); hp9=$(eval echo "\$H${c}_p99")
+                        fr=$(eval echo "\$F${c}_rate"); fp5=$(eval echo "\$F${c}_p50"); fp9=$(eval echo "\$F${c}_p99")
+                        echo "| $c | $hr | $hp5 | $hp9 | $fr | $fp5 | $fp9 | $(calc "$hr / $fr")× | $(calc "100 * $hr / $C_P11_1")% | $(eval echo "\$H${c}_load, \$F${c}_load") |"
+                done
+                cat <<EOF
+
+- hwidd at half its peak ($H_HALF_RATE/s offered by 16 paced clients; latency
+  counted from each request's scheduled time): achieved $HH_rate/s, p50
+  $HH_p50 ms, p99 $HH_p99 ms.
+- \`openssl ca\` per certificate: $O_RATE certificates/s ($O_MS ms each).
+- Failed requests per level: hwidd $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done); cfssl $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done).
+- "hwidd / ceiling" divides by the one-session SoftHSM2 \`C_Sign\` rate
+  ($C_P11_1/s); against the $M_CORES-thread rate ($C_P11_N/s) hwidd at 16 clients is
+  $(calc "100 * $h16 / $C_P11_N")%.
+
+## 4. Devices
+
+| | |
+|---|---|
+| \`hwid join\` end to end (new key in swtpm, CSR signed there, pinned CA, enroll) | mean $J_MEAN_MS ms, median $J_P50_MS ms, best $J_MIN_MS ms ($JOINS joins; load average $J_LOAD) |
+| \`hwid factory --parallel 1\` ($FAC1_N devices) | $FAC1_PER_MIN devices/min (load average $FAC1_LOAD) |
+| \`hwid factory --parallel 4\` ($FAC4_N devices, one swtpm each) | $FAC4_PER_MIN devices/min (load average $FAC4_LOAD) |
+| \`hwid factory --parallel 16\` ($FAC16_N devices, one swtpm each) | $FAC16_PER_MIN devices/min (load average $FAC16_LOAD) |
+
+## 5. Scale
+
+A store filled by \`bench/fill-store\` with $FILL_VALID valid and $FILL_REVOKED
+revoked certificates (real leaf DER, ~hwidd's size; one audit record per
+issuance and per revocation), issued over 60 days for 90 days, plus what the
+runs above issued: $S_ROWS certificates, $S_REVOKED revoked.
+
+| | |
+|---|---|
+| database size (with WAL) | $S_DB_MIB MiB after the fill, $S_DB_MIB_END MiB at the end |
+| filling it (direct SQL, not an issuance path) | $S_FILL_S s |
+| CRL: first GET after start (built and signed) | $S_CRL_FIRST_MS ms |
+| CRL: GET after one more revocation (rebuilt and signed) | $S_CRL_REGEN_MS ms |
+| CRL: GET served from cache | $S_CRL_CACHED_MS ms |
+| CRL size | $S_CRL_BYTES bytes, $S_CRL_ENTRIES entries (verified with \`openssl crl -CAfile\`) |
+| enrollment, 1 client | $S1_rate/s, p50 $S1_p50 ms, p99 $S1_p99 ms (empty store: $H1_rate/s, p50 $H1_p50 ms, p99 $H1_p99 ms) |
+| enrollment, 16 clients | $S16_rate/s, p50 $S16_p50 ms, p99 $S16_p99 ms (empty store: $H16_rate/s) |
+| hwidd RSS | $(calc "$S_RSS_START / 1024") MiB after start, $(calc "$S_RSS_END / 1024") MiB after the runs |
+
+## 6. Memory (hwidd RSS)
+
+| | |
+|---|---|
+| idle, after start and one \`/healthz\` (configuration as \`hwid ca init\` writes it) | $(calc "$R_IDLE / 1024") MiB ($(calc "$R_IDLE_ANON / 1024") MiB of it anonymous, the rest mapped libraries) |
+| the same with \`module-path=\` in the key URIs (p11-kit loads SoftHSM2 only) | $(calc "$R_IDLE_MP / 1024") MiB ($(calc "$R_IDLE_MP_ANON / 1024") MiB anonymous) |
+| after the issuance runs, idle | $(calc "$R_LOADED / 1024") MiB |
+| holding $HOLD keep-alive TLS connections ($R_HELD_CONNS established) | $(calc "$R_HELD / 1024") MiB ($(calc "($R_HELD - $R_LOADED) / $HOLD") KiB per connection) |
+| after they closed | $(calc "$R_AFTER / 1024") MiB |
+
+## 7. Hardware round trips
+
+PKCS#11 calls per issuance, counted by OpenSC's \`pkcs11-spy\` in front of
+SoftHSM2 (both of hwidd's keys through it): $P11_N issuances on one
+keep-alive connection, minus what opening that connection costs (its TLS
+handshake signs with the TLS key in the token).
+
+| call | per issuance | per new TLS connection |
+|---|---|---|
+${P11_TABLE}
+TPM commands, from swtpm's command log:
+
+| operation | commands |
+|---|---|
+| \`hwid join\` (new key file) | $T_JOIN_N: $T_JOIN |
+| \`hwid renew\` (same key) | $T_RENEW_N: $T_RENEW |
+| \`hwid renew\` (profile with \`rotate_key\`) | $T_RENEW_ROT_N: $T_RENEW_ROT |
+EOF
+                if [ -f "$SRCDIR/bench/NOTES.md" ]; then
+                        echo
+                        cat "$SRCDIR/bench/NOTES.md"
+                fi
+        } >"$OUT"
+}
+
+wait_quiet() {
+        local deadline=$((SECONDS + QUIET_WAIT))
+        while awk -v l="$(loadavg)" 'BEGIN { exit !(l >= 0.5) }' && [ $SECONDS -lt $deadline ]; do
+                log "load average $(loadavg): waiting for a quiet machine"
+                sleep 15
+        done
+}
+
+main() {
+        ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+        build
+        wait_quiet
+        machine
+        log "work directory $W (load average $M_LOAD_START)"
+        setup_ca
+        ceilings
+        hwidd_start
+        res R_IDLE "$(rss_kib "$HWIDD_PID")"
+        res R_IDLE_ANON "$(awk '/^RssAnon:/ { print $2 }' "/proc/$HWIDD_PID/status")"
+        hwidd_load
+        res R_LOADED "$(rss_kib "$HWIDD_PID")"
+        memory_held
+        stop "$HWIDD_PID"
+        memory_module_path
+        p11_roundtrips
+        hwidd_start
+        setup_cfssl
+        cfssl_load
+        openssl_ca_floor
+        devices
+        scale
+        stop "$HWIDD_PID"
+        write_doc
+        log "done: $OUT"
+}
+
+main
