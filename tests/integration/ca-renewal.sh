@@ -6,7 +6,9 @@
 # Proves:
 #   - a renewal authenticated by the current certificate gets 201 and a new
 #     certificate (new serial, same identity, verifies); the old one is
-#     `superseded` in `hwid cert list` and can no longer renew (401);
+#     `superseded` in `hwid cert list` and can no longer renew (401) —
+#     except to get the live certificate back when its CSR carries that
+#     certificate's key (a lost answer, replayed with 200);
 #   - renewal is refused, issuing nothing, when: the CSR names another
 #     identity (403), the certificate is not yet in its renewal window
 #     (default profile, 403), the profile wants a new key and gets the old
@@ -61,8 +63,18 @@ test_renew() {
                 "subject of the renewed certificate"
         assert_eq "$(status_of "$old")/$(status_of "$new")" superseded/valid "old/new status in cert list"
         assert_eq "$(admin cert list --identity rn-1 | tail -n +2 | wc -l)" 1 "live certificates of rn-1"
-        # The superseded certificate cannot renew again.
-        refused_renewal "$DEV/rn-1-old" "$DEV/rn-1.pem" "$DEV/rn-1.key" "$DEV/rn-1b.csr" 401 revoked "replaced"
+        # The superseded certificate cannot renew again: with the live
+        # certificate's key it gets that same certificate back (a lost
+        # answer replayed, 200, nothing new issued); with any other key,
+        # 401 and nothing issued.
+        local before
+        before=$(cert_rows)
+        renew "$DEV/rn-1-replay" "$DEV/rn-1.pem" "$DEV/rn-1.key" "$DEV/rn-1b.csr"
+        expect_status 200 "$DEV/rn-1-replay"
+        assert_eq "$(serial_of "$DEV/rn-1-replay.body")" "$new" "replayed certificate"
+        assert_eq "$(cert_rows)" "$before" "store after a replay"
+        renewal_csr rn-1x rn-1
+        refused_renewal "$DEV/rn-1-old" "$DEV/rn-1.pem" "$DEV/rn-1.key" "$DEV/rn-1x.csr" 401 revoked "replaced"
         # A second renewal from the new certificate works (and rotates again).
         renewal_csr rn-1c rn-1
         renew "$DEV/rn-1c" "$DEV/rn-1b.pem" "$DEV/rn-1.key" "$DEV/rn-1c.csr"
