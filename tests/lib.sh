@@ -187,7 +187,10 @@ track_log() {
 start_bg() {
         local log=$1
         shift
-        "$@" >"$log" 2>&1 </dev/null &
+        # The log exists before we return: the background job opens it
+        # only once it runs, and callers read it at once.
+        : >"$log"
+        "$@" >>"$log" 2>&1 </dev/null &
         BG_PID=$!
         track_pid "$BG_PID"
         track_log "$log"
