@@ -39,6 +39,7 @@ static void usage(FILE *f) {
 
 static sigset_t stop_signals;
 
+static void on_log(void *ud, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void on_log(void *ud, int level, const char *fmt, ...) {
         char line[1024];
         va_list ap;
@@ -49,14 +50,8 @@ static void on_log(void *ud, int level, const char *fmt, ...) {
         log_msg(level, "%s", line);
 }
 
-static void on_progress(void *ud, const char *fmt, ...) {
-        char line[1024];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        log_debug("%s", line);
+static void on_progress(void *ud, const char *message) {
+        log_debug("%s", message);
 }
 
 /* SIGTERM/SIGINT stay blocked, so they only take effect here: while

@@ -38,15 +38,10 @@ typedef struct display {
         bool tty;
 } display;
 
-static void on_progress(void *ud, const char *fmt, ...) {
+static void on_progress(void *ud, const char *message) {
         const factory_device *d = ud;
-        char line[512];
-        va_list ap;
 
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "%s%s: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", d->name, line);
+        fprintf(stderr, "%s%s: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", d->name, message);
 }
 
 /* One line per device as it finishes; on a terminal, a status line below

@@ -31,15 +31,8 @@ static void usage(FILE *f) {
                    "Exit codes: 0 enrolled (or already), 1 failure, 2 usage, 3 pending.\n");
 }
 
-static void progress(void *ud, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void progress(void *ud, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        fputs("hwid join: ", stderr);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
+static void progress(void *ud, const char *message) {
+        fprintf(stderr, "hwid join: %s\n", message);
 }
 
 static int read_token(const char *file, char **ret) {

@@ -18,15 +18,8 @@ static void usage(FILE *f) {
                    "            4 revoked or expired: bootstrap again with hwid join and a new token.\n");
 }
 
-static void progress(void *ud, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void progress(void *ud, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        fputs("hwid renew: ", stderr);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
+static void progress(void *ud, const char *message) {
+        fprintf(stderr, "hwid renew: %s\n", message);
 }
 
 int cmd_renew(int argc, char **argv) {

@@ -129,8 +129,9 @@ static int key_wrap(const char *uri, const hsm_backend *be, void *bobj, EVP_PKEY
         return 0;
 }
 
-int hwid_key_create(const char *uri, hwid_key_type type, bool force,
-                    const hsm_options *opts, hwid_key **ret) {
+/* Opens the key at uri, or creates one there when create is set. */
+static int key_acquire(const char *uri, bool create, hwid_key_type type, bool force,
+                       const hsm_options *opts, hwid_key **ret) {
         _cleanup_(key_uri_freep) key_uri *u = NULL;
         const hsm_options none = { 0 };
         const hsm_backend *be;
@@ -140,30 +141,24 @@ int hwid_key_create(const char *uri, hwid_key_type type, bool force,
 
         if ((r = hsm_init()) < 0 || (r = key_uri_parse(uri, &u)) < 0)
                 return r;
-        if (type < 0 || type >= _HWID_KEY_TYPE_MAX)
-                return hwid_fail(HWID_E_KEY_TYPE, "unsupported key type");
         be = backend_for(u);
-        r = be->create(u, type, force, opts ? opts : &none, &bobj, &pub);
+        if (!opts)
+                opts = &none;
+        r = create ? be->create(u, type, force, opts, &bobj, &pub) : be->open(u, opts, &bobj, &pub);
         if (r < 0)
                 return r;
         return key_wrap(uri, be, bobj, pub, ret);
 }
 
-int hwid_key_open(const char *uri, const hsm_options *opts, hwid_key **ret) {
-        _cleanup_(key_uri_freep) key_uri *u = NULL;
-        const hsm_options none = { 0 };
-        const hsm_backend *be;
-        EVP_PKEY *pub = NULL;
-        void *bobj = NULL;
-        int r;
+int hwid_key_create(const char *uri, hwid_key_type type, bool force,
+                    const hsm_options *opts, hwid_key **ret) {
+        if (type < 0 || type >= _HWID_KEY_TYPE_MAX)
+                return hwid_fail(HWID_E_KEY_TYPE, "unsupported key type");
+        return key_acquire(uri, true, type, force, opts, ret);
+}
 
-        if ((r = hsm_init()) < 0 || (r = key_uri_parse(uri, &u)) < 0)
-                return r;
-        be = backend_for(u);
-        r = be->open(u, opts ? opts : &none, &bobj, &pub);
-        if (r < 0)
-                return r;
-        return key_wrap(uri, be, bobj, pub, ret);
+int hwid_key_open(const char *uri, const hsm_options *opts, hwid_key **ret) {
+        return key_acquire(uri, false, HWID_KEY_TYPE_DEFAULT, false, opts, ret);
 }
 
 int hwid_key_delete(hwid_key *k) {

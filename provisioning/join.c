@@ -21,18 +21,19 @@
 #define BACKOFF_MIN 2
 #define BACKOFF_MAX 60
 
-static void say(const join_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const join_opts *o, const char *fmt, ...) {
+void progress_say(progress_fn fn, void *userdata, const char *fmt, ...) {
         char line[512];
         va_list ap;
 
-        if (!o->progress)
+        if (!fn)
                 return;
         va_start(ap, fmt);
         vsnprintf(line, sizeof(line), fmt, ap);
         va_end(ap);
-        o->progress(o->progress_data, "%s", line);
+        fn(userdata, line);
 }
+
+#define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
 
 bool ca_hash_valid(const char *s) {
         if (!s || strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)

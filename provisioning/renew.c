@@ -17,18 +17,7 @@
 #include "renew.h"
 #include "uri.h"
 
-static void say(const renew_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const renew_opts *o, const char *fmt, ...) {
-        char line[512];
-        va_list ap;
-
-        if (!o->progress)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        o->progress(o->progress_data, "%s", line);
-}
+#define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
 
 bool renew_needs_bootstrap(int r) {
         return r == -HWID_E_EXPIRED || r == -HWID_E_REVOKED;
