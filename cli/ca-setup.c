@@ -141,6 +141,31 @@ static int derive_tls_uri(const ca_setup *s, char **ret) {
         return 0;
 }
 
+/* A PKCS#11 URI that names its module: hwidd then loads that module alone
+ * instead of every module registered with p11-kit (less memory, less
+ * start-up work, no surprise from unrelated modules).  Other URIs are
+ * returned as they are. */
+int uri_with_module(const char *uri, hwid_key *k, char **ret) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL;
+        hwid_custody c;
+        int r;
+
+        if ((r = key_uri_parse(uri, &u)) < 0)
+                return r;
+        if (u->scheme != KEY_URI_PKCS11 || u->module_path || u->module_name) {
+                *ret = strdup(uri);
+                return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        if ((r = hwid_key_custody(k, &c)) < 0)
+                return r;
+        if (!c.module_path[0])
+                return (*ret = strdup(uri)) ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        p11_kit_uri_set_module_path(u->p11, c.module_path);
+        if (p11_kit_uri_format(u->p11, P11_KIT_URI_FOR_ANY, ret) != P11_KIT_URI_OK)
+                return hwid_fail(HWID_E_URI, "cannot add module-path to %s", hwid_key_uri(k));
+        return 0;
+}
+
 /* hwidd's own TLS certificate, issued by the CA like any other and
  * recorded in the store. */
 static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, X509 **ret) {
@@ -203,7 +228,7 @@ static int record_tls_cert(store *st, X509 *x) {
         return store_cert_commit(st, &how, now);
 }
 
-static int write_config(const ca_setup *s, const char *tls_uri) {
+static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_uri) {
         _cleanup_free_ char *path = path_join(s->dir, "hwidd.yaml");
         _cleanup_buf_ buf b;
         char when[32];
@@ -214,12 +239,12 @@ static int write_config(const ca_setup *s, const char *tls_uri) {
         if (!path)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         /* Values go into double-quoted YAML scalars. */
-        if (strpbrk(s->ca_key_uri, "\"\\\n") || strpbrk(tls_uri, "\"\\\n") || strpbrk(s->listen, "\"\\\n"))
+        if (strpbrk(ca_uri, "\"\\\n") || strpbrk(tls_uri, "\"\\\n") || strpbrk(s->listen, "\"\\\n"))
                 return hwid_fail(HWID_E_INVALID, "key URIs and the listen address may not contain quotes or backslashes");
         buf_init(&b, 64 * 1024);
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
         r = buf_printf(&b, CONFIG_TEMPLATE, when, s->listen, s->tcti ? "" : "# ", s->tcti ? s->tcti : "swtpm:...",
-                       s->ca_key_uri, s->chain_file ? "" : "# ", s->listen, tls_uri);
+                       ca_uri, s->chain_file ? "" : "# ", s->listen, tls_uri);
         if (r < 0)
                 return r;
         return write_file_atomic(path, b.data, b.len, 0640);
@@ -246,8 +271,7 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, char **
             (r = issue_tls_cert(s, is, tls_key, ret_cert)) < 0)
                 return r;
         printf("%s hwidd's TLS key %s\n", created ? "created" : "using", hwid_key_uri(tls_key));
-        *ret_tls_uri = TAKE_PTR(uri);
-        return 0;
+        return uri_with_module(uri, tls_key, ret_tls_uri);
 }
 
 static int write_tls_pem(const ca_setup *s, X509 *tls, X509 *ca_cert) {
@@ -266,7 +290,7 @@ static int write_tls_pem(const ca_setup *s, X509 *tls, X509 *ca_cert) {
 int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
         _cleanup_(X509_freep) X509 *tls = NULL;
         _cleanup_(store_freep) store *st = NULL;
-        _cleanup_free_ char *tls_uri = NULL, *db = path_join(s->dir, "hwid.db");
+        _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *db = path_join(s->dir, "hwid.db");
         char pin[72];
         int r;
 
@@ -276,7 +300,8 @@ int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
             (r = write_tls_pem(s, tls, ca_cert)) < 0 ||
             (r = store_open(db, &st)) < 0 ||
             (r = record_tls_cert(st, tls)) < 0 ||
-            (r = write_config(s, tls_uri)) < 0 ||
+            (r = uri_with_module(s->ca_key_uri, ca_key, &ca_uri)) < 0 ||
+            (r = write_config(s, ca_uri, tls_uri)) < 0 ||
             (r = spki_sha256_pin(X509_get0_pubkey(ca_cert), pin)) < 0)
                 return r;
         printf("\nCA ready in %s\n  ca.pem       the CA certificate\n  tls.pem      hwidd's TLS certificate\n"

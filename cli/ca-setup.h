@@ -36,5 +36,9 @@ int absolute_dir(ca_setup *s, char **storage);
  * DIR/hwidd.yaml, the database; prints what to do next. */
 int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert);
 
+/* uri, with module-path= added when it is a PKCS#11 URI without one (the
+ * module the token was found in). */
+int uri_with_module(const char *uri, hwid_key *k, char **ret);
+
 /* Writes a PEM certificate to path (0644). */
 int write_cert_pem(const char *path, X509 *x);

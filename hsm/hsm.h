@@ -72,6 +72,8 @@ typedef struct hwid_custody {
         bool restricted;
         /* Where the key lives, e.g. "SoftHSM slot 0x2a, token 'ca'". */
         char location[256];
+        /* PKCS#11: the module file the token was found in. */
+        char module_path[256];
 } hwid_custody;
 
 typedef struct hwid_key hwid_key;

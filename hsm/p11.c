@@ -482,6 +482,10 @@ static int p11_custody(void *obj, hwid_custody *ret) {
         c.value_readable = secret_readable(k, s.h);
         snprintf(c.location, sizeof(c.location), "PKCS#11 module %s, slot 0x%lx, token '%s', key %s",
                  k->tok->module_desc, (unsigned long) k->tok->slot, k->tok->label, k->desc);
+        {
+                _cleanup_free_ char *file = p11_kit_module_get_filename(k->tok->mod);
+                snprintf(c.module_path, sizeof(c.module_path), "%s", file ? file : "");
+        }
         *ret = c;
         return 0;
 }

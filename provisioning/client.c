@@ -11,7 +11,6 @@
 #include "ossl-util.h"
 #include "secret.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(CURL *, curl_easy_cleanup)
 
 /* Header lists may hold the bootstrap token: wipe before freeing. */
 static void headers_freep(struct curl_slist **l) {
@@ -95,40 +94,87 @@ static int perform(CURL *c, const char *url, client_response *ret) {
         return 0;
 }
 
-int client_request(const client_opts *o, const char *method, const char *path, const char *auth,
-                   const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
-        _cleanup_(curl_easy_cleanupp) CURL *c = curl_easy_init();
+struct client_session {
+        client_opts opts;
+        CURL *curl;
+};
+
+int client_session_new(const client_opts *o, client_session **ret) {
+        client_session *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s || !(s->curl = curl_easy_init())) {
+                free(s);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        s->opts = *o;
+        if ((r = setup_tls(s->curl, &s->opts)) < 0) {
+                client_session_free(s);
+                return r;
+        }
+        curl_easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "https");
+        curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(s->curl, CURLOPT_TIMEOUT, o->timeout > 0 ? o->timeout : 30L);
+        curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT, 10L);
+        curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(s->curl, CURLOPT_HEADERFUNCTION, on_header);
+        *ret = s;
+        return 0;
+}
+
+void client_session_free(client_session *s) {
+        if (!s)
+                return;
+        curl_easy_cleanup(s->curl);
+        free(s);
+}
+
+/* The per-request options; the connection (and its TLS session) stays. */
+static void set_method(CURL *c, const char *method, const uint8_t *body, size_t body_len) {
+        if (body) {
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) body_len);
+        } else {
+                curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+        }
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, strcmp(method, body ? "POST" : "GET") == 0 ? NULL : method);
+}
+
+int client_session_request(client_session *s, const char *method, const char *path, const char *auth,
+                           const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
         _cleanup_(headers_freep) struct curl_slist *hdrs = NULL;
         _cleanup_secret_ char *authz = NULL;
         _cleanup_free_ char *url = NULL, *ctype = NULL;
         int r;
 
-        if (!c || asprintf(&url, "%s%s", o->server, path) < 0)
+        if (asprintf(&url, "%s%s", s->opts.server, path) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         *ret = (client_response) { 0 };
         buf_init(&ret->body, CLIENT_MAX_RESPONSE);
-        if ((r = setup_tls(c, o)) < 0)
-                return r;
         if (auth && asprintf(&authz, "Authorization: %s", auth) >= 0)
                 hdrs = curl_slist_append(hdrs, authz);
         if (content_type && asprintf(&ctype, "Content-Type: %s", content_type) >= 0)
                 hdrs = curl_slist_append(hdrs, ctype);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, o->timeout > 0 ? o->timeout : 30L);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-        if (body) {
-                curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) body_len);
-        }
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, ret);
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, ret);
-        return perform(c, url, ret);
+        curl_easy_setopt(s->curl, CURLOPT_URL, url);
+        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, hdrs);
+        set_method(s->curl, method, body, body_len);
+        curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, ret);
+        curl_easy_setopt(s->curl, CURLOPT_HEADERDATA, ret);
+        r = perform(s->curl, url, ret);
+        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL); /* the list dies here */
+        return r;
+}
+
+int client_request(const client_opts *o, const char *method, const char *path, const char *auth,
+                   const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
+        client_session *s = NULL;
+        int r = client_session_new(o, &s);
+
+        if (r < 0)
+                return r;
+        r = client_session_request(s, method, path, auth, body, body_len, content_type, ret);
+        client_session_free(s);
+        return r;
 }
 
 int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem) {

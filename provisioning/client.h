@@ -36,6 +36,16 @@ void client_response_clear(client_response *r);
 int client_request(const client_opts *o, const char *method, const char *path, const char *auth,
                    const uint8_t *body, size_t body_len, const char *content_type, client_response *ret);
 
+/* Several requests over one connection (one TLS handshake: with a device
+ * key, one signature in the TPM).  The options are copied; the strings and
+ * the key they point to must outlive the session. */
+typedef struct client_session client_session;
+int client_session_new(const client_opts *o, client_session **ret);
+int client_session_request(client_session *s, const char *method, const char *path, const char *auth,
+                           const uint8_t *body, size_t body_len, const char *content_type, client_response *ret);
+void client_session_free(client_session *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(client_session *, client_session_free)
+
 /* GET /ca without trusting the server yet: the caller must check the
  * result against the pin before believing it or sending anything else. */
 int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem);

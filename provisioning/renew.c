@@ -67,7 +67,7 @@ static int dead_end(const char *dir, int r) {
 }
 
 /* What the server says about our identity: when may it renew, rotate the key? */
-static int identity_status(const renew_opts *o, const client_opts *co, const char *identity, renew_status *ret) {
+static int identity_status(const renew_opts *o, client_session *cs, const char *identity, renew_status *ret) {
         _cleanup_free_ char *path = NULL;
         client_response resp;
         json_object *j, *v;
@@ -75,7 +75,7 @@ static int identity_status(const renew_opts *o, const client_opts *co, const cha
 
         if (asprintf(&path, "/v1/identities/%s", identity) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = client_request(co, "GET", path, NULL, NULL, 0, NULL, &resp)) < 0)
+        if ((r = client_session_request(cs, "GET", path, NULL, NULL, 0, NULL, &resp)) < 0)
                 return r;
         if (resp.status != 200) {
                 r = client_error_from_response(&resp);
@@ -184,7 +184,8 @@ static int next_uri(const device_state *s, bool rotate, char **ret) {
 }
 
 /* The key the new certificate will carry, recorded in DIR before the
- * server is asked: the current one, or a new one made in the device. */
+ * server is asked: the current one (*ret stays NULL: use current), or a
+ * new one made in the device. */
 static int pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate,
                     hwid_key **ret, char **ret_uri) {
         _cleanup_free_ char *uri = NULL;
@@ -193,11 +194,16 @@ static int pick_key(const renew_opts *o, const device_state *s, hwid_key *curren
 
         if ((r = next_uri(s, rotate, &uri)) < 0 || (r = device_write_next_key(s, uri)) < 0)
                 return r;
+        if (strcmp(uri, s->key_uri) == 0) {
+                *ret = NULL;
+                *ret_uri = TAKE_PTR(uri);
+                return 0;
+        }
         r = hwid_key_open(uri, &ho, ret);
         if (r == -HWID_E_KEY_NOT_FOUND) {
                 say(o, "creating a new key in the device (%s)", uri);
                 r = hwid_key_create(uri, hwid_key_get_type(current), true, &ho, ret);
-        } else if (r >= 0 && strcmp(uri, s->key_uri) != 0) {
+        } else if (r >= 0) {
                 say(o, "reusing the new key of an interrupted renewal (%s)", uri);
         }
         if (r < 0)
@@ -206,10 +212,10 @@ static int pick_key(const renew_opts *o, const device_state *s, hwid_key *curren
         return 0;
 }
 
-static int post_renew(const client_opts *co, const char *csr, char **ret_cert) {
+static int post_renew(client_session *cs, const char *csr, char **ret_cert) {
         client_response resp;
-        int r = client_request(co, "POST", "/v1/renew", NULL, (const uint8_t *) csr, strlen(csr),
-                               "application/pkcs10", &resp);
+        int r = client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) csr, strlen(csr),
+                                       "application/pkcs10", &resp);
 
         if (r < 0)
                 return r;
@@ -222,7 +228,7 @@ static int post_renew(const client_opts *co, const char *csr, char **ret_cert) {
         return r;
 }
 
-static int new_certificate(const renew_opts *o, const device_state *s, const client_opts *co, hwid_key *k,
+static int new_certificate(const renew_opts *o, const device_state *s, client_session *cs, hwid_key *k,
                            char **ret_cert) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
         _cleanup_(X509_REQ_freep) X509_REQ *req = NULL;
@@ -235,7 +241,7 @@ static int new_certificate(const renew_opts *o, const device_state *s, const cli
         if ((r = csr_build(k, name, NULL, &req)) < 0 || (r = csr_to_pem(req, &csr)) < 0)
                 return r;
         say(o, "asking %s to renew %s", s->server, s->identity);
-        return post_renew(co, csr, ret_cert);
+        return post_renew(cs, csr, ret_cert);
 }
 
 static int check_not_expired(const device_state *s) {
@@ -248,10 +254,10 @@ static int check_not_expired(const device_state *s) {
 /* Asks the server whether to rotate.  A superseded certificate means an
  * earlier renewal went through but its answer was lost: if that renewal's
  * key is recorded, go on and ask again (the server replays it). */
-static int status_or_replay(const renew_opts *o, const client_opts *co, const device_state *s, bool *ret_rotate) {
+static int status_or_replay(const renew_opts *o, client_session *cs, const device_state *s, bool *ret_rotate) {
         _cleanup_free_ char *uri = NULL;
         renew_status st;
-        int r = identity_status(o, co, s->identity, &st);
+        int r = identity_status(o, cs, s->identity, &st);
 
         if (r == -HWID_E_SUPERSEDED) {
                 if (device_read_next_key(s, &uri) < 0)
@@ -270,22 +276,29 @@ static int status_or_replay(const renew_opts *o, const client_opts *co, const de
 /* Everything after the state is loaded and the current key opened. */
 static int renew_with(const renew_opts *o, const device_state *s, hwid_key *current, renew_result *ret) {
         _cleanup_free_ char *anchor = NULL, *cert = NULL, *uri = NULL;
-        _cleanup_(hwid_key_freep) hwid_key *k = NULL;
+        _cleanup_(hwid_key_freep) hwid_key *fresh = NULL;
+        _cleanup_(client_session_freep) client_session *cs = NULL;
         _cleanup_(X509_freep) X509 *ca = NULL;
         client_opts co = { .server = s->server, .key = current, .cert_pem = s->cert_pem, .timeout = o->http_timeout };
         bool rotate = o->rotate;
+        hwid_key *k;
         int r, gen;
 
         if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
                 return r;
         co.ca_pem = anchor;
-        if (!rotate && (r = status_or_replay(o, &co, s, &rotate)) < 0)
+        /* One connection for the status and the renewal: one TLS handshake,
+         * one signature by the current key. */
+        if ((r = client_session_new(&co, &cs)) < 0)
                 return r;
-        if ((r = pick_key(o, s, current, rotate, &k, &uri)) < 0)
+        if (!rotate && (r = status_or_replay(o, cs, s, &rotate)) < 0)
                 return r;
+        if ((r = pick_key(o, s, current, rotate, &fresh, &uri)) < 0)
+                return r;
+        k = fresh ? fresh : current;
         /* On failure the new key stays recorded in gen-(N+1): a retry
          * reuses it, which is what lets a lost answer be replayed. */
-        if ((r = new_certificate(o, s, &co, k, &cert)) < 0 || (r = check_issued(cert, anchor, k, s->identity)) < 0 ||
+        if ((r = new_certificate(o, s, cs, k, &cert)) < 0 || (r = check_issued(cert, anchor, k, s->identity)) < 0 ||
             (r = device_write_next(s, cert, uri, &gen)) < 0)
                 return r;
         *ret = (renew_result) { .generation = gen, .rotated = strcmp(uri, s->key_uri) != 0 };
@@ -327,6 +340,7 @@ int renew_run(const renew_opts *o, renew_result *ret) {
 
 int renew_fetch_status(const renew_opts *o, renew_status *ret) {
         _cleanup_(hwid_key_freep) hwid_key *key = NULL;
+        _cleanup_(client_session_freep) client_session *cs = NULL;
         _cleanup_(X509_freep) X509 *ca = NULL;
         _cleanup_free_ char *anchor = NULL;
         hsm_options ho = { .tcti = o->tcti };
@@ -344,8 +358,10 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret) {
             (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {
                 co.ca_pem = anchor;
                 co.key = key;
-                r = identity_status(o, &co, s.identity, &st);
+                if ((r = client_session_new(&co, &cs)) >= 0)
+                        r = identity_status(o, cs, s.identity, &st);
         }
+        client_session_free(TAKE_PTR(cs)); /* it points into s */
         device_state_clear(&s);
         if (r < 0)
                 return dead_end(o->dir, r);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -198,6 +199,12 @@ static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char
         return MHD_YES;
 }
 
+static bool expects_continue(struct MHD_Connection *conn) {
+        const char *e = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+
+        return e && strcasecmp(e, "100-continue") == 0;
+}
+
 /* First call: the headers are in, the body is not.  Everything that can be
  * refused without reading the body is refused here. */
 static enum MHD_Result on_headers(http_server *srv, struct MHD_Connection *conn, req_state *st,
@@ -228,6 +235,14 @@ static enum MHD_Result on_headers(http_server *srv, struct MHD_Connection *conn,
                 n = strtoull(cl, &end, 10);
                 /* A malformed length is MHD's to refuse (400); an overflowing one is too large. */
                 if (errno == ERANGE || (end != cl && n > srv->max_body)) {
+                        /* A client already sending its body would see the
+                         * connection reset before our answer: read and drop
+                         * a body of reasonable size, then answer 413.  One
+                         * waiting for "100 Continue" is answered at once. */
+                        if (errno != ERANGE && n <= srv->discard_max && !expects_continue(conn)) {
+                                st->too_large = true;
+                                return MHD_YES;
+                        }
                         snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", srv->max_body);
                         return reply_error(srv, conn, st, 413, hwid_err_slug(-HWID_E_TOO_LARGE), msg, 0, true);
                 }
