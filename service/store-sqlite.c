@@ -438,6 +438,8 @@ int store_open(const char *path, store **ret) {
                 r = configure(s);
         if (r >= 0)
                 r = store_migrate(s);
+        if (r >= 0)
+                r = store_checkpointer_start(s);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
@@ -447,6 +449,7 @@ int store_open(const char *path, store **ret) {
 void store_free(store *s) {
         if (!s)
                 return;
+        store_checkpointer_stop(s);
         for (size_t i = 0; i < _ST_MAX; i++)
                 sqlite3_finalize(s->stmts[i]);
         /* The last connection to close checkpoints the WAL into the file. */

@@ -80,7 +80,17 @@ struct store {
         bool gc_ready;
         bool gc_busy;           /* a batch is being committed */
         store_job *gc_head, **gc_tail;
+        /* Background WAL checkpoints (store-sqlite-checkpoint.c). */
+        sqlite3 *ck_db;
+        pthread_t ck_thread;
+        pthread_mutex_t ck_lock;
+        pthread_cond_t ck_cond;
+        bool ck_ready, ck_running, ck_due, ck_stop;
 };
+
+/* ---- store-sqlite-checkpoint.c ---- */
+int store_checkpointer_start(store *s);
+void store_checkpointer_stop(store *s);
 
 /* ---- store-sqlite.c: connection, locking, transactions, statements ---- */
 
