@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "bench-util.h"
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -69,23 +71,12 @@ static double t_start;
 static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool err_shown;
 
-static double now_s(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
         va_list ap;
 
-        fprintf(stderr, "load: ");
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-        exit(1);
+        die_prog("load", fmt, ap);
 }
 
 /* ---- CSRs ---- */

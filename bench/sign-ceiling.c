@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench-util.h"
+
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -40,23 +42,12 @@ typedef struct opts {
         double seconds;
 } opts;
 
-static double now_s(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
         va_list ap;
 
-        fprintf(stderr, "sign-ceiling: ");
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-        exit(1);
+        die_prog("sign-ceiling", fmt, ap);
 }
 
 /* Runs fn on n threads for `seconds`; each returns its operation count. */

@@ -33,19 +33,6 @@ hexid() {
         grep -oE '([0-9A-F]{2}:){19}[0-9A-F]{2}' <<<"$1" | head -n 1
 }
 
-# check_not_a_ca PEM KEY — openssl refuses a certificate signed by PEM.
-check_not_a_ca() {
-        local pem=$1 key=$2 out
-        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/child.key" \
-                -subj /CN=child -out "$DEV/child.csr" 2>/dev/null
-        openssl x509 -req -in "$DEV/child.csr" -CA "$pem" -CAkey "$key" -CAcreateserial \
-                -CAserial "$DEV/child.srl" -days 1 -out "$DEV/child.pem" 2>/dev/null
-        if out=$(openssl verify -CAfile "$CA_DIR/ca.pem" -untrusted "$pem" "$DEV/child.pem" 2>&1); then
-                fail "openssl accepts a certificate signed by the leaf $pem: $out"
-        fi
-        assert_contains "$out" "invalid CA certificate" "why openssl refuses a chain through $pem"
-}
-
 # check_leaf NAME SANS — the certificate $DEV/NAME.pem, issued for the CSR
 # $DEV/NAME.csr, is the leaf described above, with the SAN line SANS.
 check_leaf() {
