@@ -285,7 +285,9 @@ void policy_check_renew(const policy *p, const policy_requester *who, const poli
         int r;
 
         start(&c, p, csr, issue, ret);
-        if (who->role != ROLE_NODE || !who->identity) {
+        /* An admin's certificate renews like any other (the admin role
+         * comes from its O, which the profile fixes). */
+        if ((who->role != ROLE_NODE && who->role != ROLE_ADMIN) || !who->identity) {
                 end(&c, check_hard(&c, -HWID_E_UNAUTHENTICATED, "role",
                                    "renewal needs mutual TLS with the current certificate"), NULL);
                 return;

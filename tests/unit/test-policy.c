@@ -471,6 +471,8 @@ static const row rows[] = {
         /* ---- renewal ---- */
         { "renewal inside the window with a new key", RENEW, NODE("edge-7", "edge"), .csr = { SUBJ(CN("edge-7")) },
           ALLOW, .reason = "renewal of CN 'edge-7'", .also = renewal_auto },
+        { "an admin's certificate renews like a node's", RENEW, .role = ROLE_ADMIN, .identity = "edge-7",
+          .profile = "edge", .csr = { SUBJ(CN("edge-7")) }, ALLOW, .reason = "renewal of CN 'edge-7'" },
         { "renewal of another identity", RENEW, NODE("edge-7", "edge"), .csr = { SUBJ(CN("edge-8")) },
           DENY(HWID_E_FORBIDDEN), .reason = "node 'edge-7' may not renew identity 'edge-8'", .by = "renew.identity" },
         { "renewal before the window", RENEW, NODE("edge-7", "edge"), .now = NB + 10 * DAY,
