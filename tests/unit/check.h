@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static int check_failures;
+/* One count per test binary, shared by all of its files (a test and the
+ * fixture compiled into it): each file has a weak definition, and the
+ * linker makes them one. */
+__attribute__((weak)) int check_failures;
 
 #define CHECK(cond)                                                                     \
         do {                                                                            \

@@ -1,0 +1,172 @@
+/* The store tests' helpers: see store-fixture.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "error.h"
+#include "fsutil.h"
+#include "store-fixture.h"
+
+char *db_path(const char *name) {
+        char *p = path_join(dir, name);
+
+        if (!p)
+                abort();
+        unlink(p);
+        return p;
+}
+
+store *open_fresh(const char *path) {
+        store *s = NULL;
+        int r = store_open(path, &s);
+
+        if (r < 0) {
+                fprintf(stderr, "store_open(%s): %s\n", path, hwid_strerror(r));
+                abort();
+        }
+        return s;
+}
+
+/* First column of the first row of sql on a separate connection; -1 on error. */
+int64_t raw_int(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        int64_t v = -1;
+
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return v;
+}
+
+/* Concatenated "detail" column of EXPLAIN QUERY PLAN for sql. */
+char *raw_plan(const char *path, const char *sql) {
+        _cleanup_free_ char *q = NULL;
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        char *out = calloc(1, 1024);
+
+        if (!out || asprintf(&q, "EXPLAIN QUERY PLAN %s", sql) < 0)
+                abort();
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK)
+                while (sqlite3_step(st) == SQLITE_ROW)
+                        snprintf(out + strlen(out), 1024 - strlen(out), "%s; ", sqlite3_column_text(st, 3));
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return out;
+}
+
+int raw_exec(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        sqlite3_close(db);
+        return rc;
+}
+
+int add_token(store *s, const char *id, int uses, int64_t expires_at) {
+        store_token t = {
+                .profile = (char *) "edge",
+                .created_at = NOW - 60,
+                .expires_at = expires_at,
+                .uses_total = uses,
+                .uses_left = uses,
+        };
+
+        snprintf(t.id, sizeof(t.id), "%s", id);
+        memset(t.secret_hash, 0xab, sizeof(t.secret_hash));
+        return store_token_insert(s, &t);
+}
+
+int uses_left(store *s, const char *id) {
+        store_token t = { 0 };
+        int n;
+
+        if (store_token_get(s, id, &t) < 0)
+                return -1;
+        n = t.uses_left;
+        store_token_clear(&t);
+        return n;
+}
+
+store_cert make_cert(const char *serial, const char *identity, int64_t not_after) {
+        store_cert c = {
+                .serial = (char *) serial,
+                .identity = (char *) identity,
+                .subject = (char *) "CN=x,O=acme",
+                .profile = (char *) "edge",
+                .der = (uint8_t *) der,
+                .der_len = sizeof(der),
+                .not_before = NOW - 60,
+                .not_after = not_after,
+                .status = CERT_VALID,
+        };
+
+        memcpy(c.spki_sha256, spki, sizeof(spki));
+        return c;
+}
+
+/* A commit with the usual parts; NULL/false leave a part out. */
+int commit(store *s, const char *serial, const char *identity, int64_t not_after, int64_t now,
+           const store_issue *extra) {
+        store_cert c = make_cert(serial, identity, not_after);
+        store_issue in = extra ? *extra : (store_issue) { 0 };
+
+        in.cert = &c;
+        return store_cert_commit(s, &in, now);
+}
+
+int cert_status(store *s, const char *serial) {
+        store_cert c = { 0 };
+        int st;
+
+        if (store_cert_get(s, serial, &c) < 0)
+                return -1;
+        st = (int) c.status;
+        store_cert_clear(&c);
+        return st;
+}
+
+int request_status(store *s, const char *id) {
+        store_request q = { 0 };
+        int st;
+
+        if (store_request_get(s, id, &q) < 0)
+                return -1;
+        st = (int) q.status;
+        store_request_clear(&q);
+        return st;
+}
+
+int add_request(store *s, const char *id, const char *identity, const char *token, int64_t now) {
+        store_request q = {
+                .identity = (char *) identity,
+                .profile = (char *) "edge",
+                .csr_der = (uint8_t *) der,
+                .csr_der_len = sizeof(der),
+        };
+
+        snprintf(q.id, sizeof(q.id), "%s", id);
+        snprintf(q.token_id, sizeof(q.token_id), "%s", token);
+        memcpy(q.spki_sha256, spki, sizeof(spki));
+        return store_request_create(s, &q, now);
+}
+
+static int count_audit(const store_audit *a, void *userdata) {
+        (*(int *) userdata)++;
+        return 0;
+}
+
+int audit_rows(store *s) {
+        int n = 0;
+
+        return store_audit_foreach(s, 0, count_audit, &n) < 0 ? -1 : n;
+}

@@ -1,0 +1,43 @@
+/* What the store tests share: one database file per test in the test
+ * binary's temporary directory, a second raw connection to look at a file
+ * (as an admin with the sqlite3 shell would), and short ways to create
+ * tokens, requests and certificates.  The helpers abort() when they cannot
+ * set a test up; they check nothing themselves. */
+#pragma once
+
+#include <stdint.h>
+
+#include "store.h"
+
+#define NOW ((int64_t) 1700000000)
+
+#define REQ1 "00000000000000000000000000000001"
+#define REQ2 "00000000000000000000000000000002"
+#define REQ3 "00000000000000000000000000000003"
+
+/* The temporary directory: each test binary defines it and mkdtemp()s it. */
+extern char dir[];
+
+static const uint8_t der[] = { 0x30, 0x03, 0x02, 0x01, 0x01 };
+static const char spki[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/* dir/name, removed first: each test starts from a fresh file. */
+char *db_path(const char *name);
+store *open_fresh(const char *path);
+
+/* First column of the first row of sql on a separate connection; -1 on error. */
+int64_t raw_int(const char *path, const char *sql);
+/* Concatenated "detail" column of EXPLAIN QUERY PLAN for sql. */
+char *raw_plan(const char *path, const char *sql);
+int raw_exec(const char *path, const char *sql);
+
+int add_token(store *s, const char *id, int uses, int64_t expires_at);
+int uses_left(store *s, const char *id);
+store_cert make_cert(const char *serial, const char *identity, int64_t not_after);
+/* A commit with the usual parts; NULL/false leave a part out. */
+int commit(store *s, const char *serial, const char *identity, int64_t not_after, int64_t now,
+           const store_issue *extra);
+int cert_status(store *s, const char *serial);
+int request_status(store *s, const char *id);
+int add_request(store *s, const char *id, const char *identity, const char *token, int64_t now);
+int audit_rows(store *s);
