@@ -1,11 +1,14 @@
 /* The store tests' helpers: see store-fixture.h. */
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
+#include "check.h"
 #include "error.h"
 #include "fsutil.h"
 #include "store-fixture.h"
@@ -169,4 +172,23 @@ int audit_rows(store *s) {
         int n = 0;
 
         return store_audit_foreach(s, 0, count_audit, &n) < 0 ? -1 : n;
+}
+
+bool fixture_begin(void) {
+        if (mkdtemp(dir))
+                return true;
+        perror("mkdtemp");
+        return false;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(path);
+}
+
+int fixture_end(const char *name) {
+        if (!check_failures && nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+                fprintf(stderr, "could not remove %s\n", dir);
+        else if (check_failures)
+                fprintf(stderr, "databases kept in %s\n", dir);
+        return check_done(name);
 }

@@ -5,6 +5,7 @@
  * set a test up; they check nothing themselves. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "store.h"
@@ -20,6 +21,12 @@ extern char dir[];
 
 static const uint8_t der[] = { 0x30, 0x03, 0x02, 0x01, 0x01 };
 static const char spki[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/* Creates dir (mkdtemp); false if it cannot. */
+bool fixture_begin(void);
+/* Removes dir unless a check failed (then keeps it for a look with the
+ * sqlite3 shell); returns the test's exit code. */
+int fixture_end(const char *name);
 
 /* dir/name, removed first: each test starts from a fresh file. */
 char *db_path(const char *name);

@@ -3,7 +3,6 @@
  * certificate per identity, renewal, approved requests, concurrent
  * commits, revocation and the CRL walk.  Tokens, requests, audit and the
  * file itself are in test-store.c. */
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -500,15 +499,9 @@ static void crl_walk_many(void) {
         CHECK_CONTAINS(plan, "USING INDEX");
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(path);
-}
-
 int main(void) {
-        if (!mkdtemp(dir)) {
-                perror("mkdtemp");
+        if (!fixture_begin())
                 return 1;
-        }
         commit_happy_path();
         one_live_per_identity();
         renewal();
@@ -520,10 +513,5 @@ int main(void) {
         race_first_open();
         revocation();
         crl_walk_many();
-        /* Kept on failure, for a look with the sqlite3 shell. */
-        if (!check_failures && nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-                fprintf(stderr, "could not remove %s\n", dir);
-        else if (check_failures)
-                fprintf(stderr, "databases kept in %s\n", dir);
-        return check_done("test-store-certs");
+        return fixture_end("test-store-certs");
 }

@@ -5,7 +5,6 @@
  * cannot show something (row counts, the journal mode, query plans), a
  * second raw connection looks at the file, as an admin with the sqlite3
  * shell would. */
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,15 +381,9 @@ static void busy_writers(void) {
         CHECK(uses_left(s, "wait02") == -1);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(path);
-}
-
 int main(void) {
-        if (!mkdtemp(dir)) {
-                perror("mkdtemp");
+        if (!fixture_begin())
                 return 1;
-        }
         tokens();
         requests();
         audit();
@@ -399,10 +392,5 @@ int main(void) {
         unwritable_path();
         disk_full();
         busy_writers();
-        /* Kept on failure, for a look with the sqlite3 shell. */
-        if (!check_failures && nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-                fprintf(stderr, "could not remove %s\n", dir);
-        else if (check_failures)
-                fprintf(stderr, "databases kept in %s\n", dir);
-        return check_done("test-store");
+        return fixture_end("test-store");
 }
