@@ -171,7 +171,6 @@ static const cfg_field limit_fields[] = {
         FIELD("max_header", cfg_fn_size, CFG(max_header), .min = 1024, .max = 1024 * 1024),
         FIELD("timeout", cfg_fn_duration_uint, CFG(timeout), .min = 1, .max = 3600),
         FIELD("max_connections", cfg_fn_uint, CFG(max_connections), .min = 1, .max = 65536),
-        FIELD("threads", cfg_fn_uint, CFG(threads), .min = 1, .max = 1024),
         FIELD("rate_per_ip", cfg_fn_rate, CFG(rate_per_ip), .min = 0, .max = 1000000),
         FIELD("rate_burst", cfg_fn_uint, CFG(rate_burst), .min = 1, .max = 1000000),
         FIELD("retry_after", cfg_fn_duration, CFG(retry_after), .min = 1, .max = DAY),
@@ -203,14 +202,11 @@ static const cfg_field root_fields[] = {
 };
 
 static void set_defaults(hwidd_config *c) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-
         c->crl_validity = 7 * DAY;
         c->max_body = 64 * 1024;
         c->max_header = 8 * 1024;
         c->timeout = 30;
         c->max_connections = 1024;
-        c->threads = cores > 0 ? (unsigned) (cores > 32 ? 64 : 2 * cores) : 2;
         c->rate_per_ip = 0;
         c->rate_burst = 20;
         c->retry_after = 5;

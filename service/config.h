@@ -30,7 +30,6 @@ typedef struct hwidd_config {
         size_t max_header;     /* bytes, default 8 KiB */
         unsigned timeout;      /* connection timeout, seconds, default 30 */
         unsigned max_connections; /* default 1024 */
-        unsigned threads;      /* worker threads, default 2 x cores */
         double rate_per_ip;    /* requests per second per client address, 0: off */
         unsigned rate_burst;
         int64_t retry_after;   /* seconds a pending device is told to wait, default 5 */

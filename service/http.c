@@ -427,19 +427,20 @@ static unsigned per_ip_limit(const http_options *o) {
 }
 
 static int start_daemon(http_server *srv, const http_options *o) {
-        unsigned threads = o->threads ? o->threads : 1;
-        unsigned flags = MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                         MHD_USE_ERROR_LOG;
+        /* A thread per connection: handlers block (an HSM signature, a
+         * group commit), and with a fixed pool the connections that MHD
+         * happened to give one thread waited for each other; throughput
+         * swung by half between runs and p99 doubled (bench/NOTES.md).
+         * max_connections bounds the threads. */
+        unsigned flags = MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
 
-        if (threads > o->max_connections)
-                threads = o->max_connections; /* MHD splits the limit between the threads */
         srv->daemon = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_access, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket) srv->listen_fd,
                 MHD_OPTION_HTTPS_CERT_CALLBACK, on_certificate,
                 MHD_OPTION_HTTPS_PRIORITIES, HTTP_TLS_PRIORITIES,
-                MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
                 MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_limit(o),
                 MHD_OPTION_CONNECTION_TIMEOUT, o->timeout,

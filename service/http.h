@@ -57,7 +57,6 @@ typedef struct http_options {
         unsigned timeout;            /* seconds per connection */
         unsigned max_connections;
         unsigned max_connections_per_ip; /* 0: max_connections / 4, at least 16 (capped at max_connections) */
-        unsigned threads;
         double rate_per_ip;          /* 0: unlimited */
         unsigned rate_burst;
 } http_options;

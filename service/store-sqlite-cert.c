@@ -205,7 +205,7 @@ int store_cert_commit(store *s, const store_issue *in, int64_t now) {
 
 int store_cert_get(store *s, const char *serial, store_cert *ret) {
         _cleanup_(store_leavep) store *g = NULL;
-        int r = store_enter(s, false, &g);
+        int r = store_read_enter(&s, &g);
 
         if (r < 0)
                 return r;
@@ -219,7 +219,7 @@ int store_cert_live_for(store *s, const char *identity, int64_t now, store_cert 
 
         if (!identity)
                 return hwid_fail(HWID_E_INVALID, "no identity given");
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         /* status = 'valid' literally, so the partial unique index serves it. */
         if (r >= 0)
                 r = store_stmt(s, ST_CERT_LIVE,
@@ -241,7 +241,7 @@ int store_cert_list(store *s, const char *identity, store_cert **ret, size_t *re
         size_t n = 0, alloc = 0;
         int r;
 
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         if (r >= 0 && identity)
                 r = store_stmt(s, ST_CERT_LIST_IDENTITY,
                                "SELECT " CERT_COLS " FROM certificates WHERE identity = ?1 "
@@ -323,7 +323,7 @@ int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void 
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         if (r >= 0)
                 r = store_stmt(s, ST_CERT_REVOKED,
                                "SELECT serial, revoked_at, revocation_reason FROM certificates "
@@ -345,7 +345,7 @@ int store_revocation_seq(store *s, int64_t *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         if (r >= 0)
                 r = store_stmt(s, ST_META_GET, "SELECT value FROM meta WHERE key = ?1", &st);
         if (r >= 0)

@@ -103,7 +103,7 @@ int store_token_insert(store *s, const store_token *t) {
 
 int store_token_get(store *s, const char *id, store_token *ret) {
         _cleanup_(store_leavep) store *g = NULL;
-        int r = store_enter(s, false, &g);
+        int r = store_read_enter(&s, &g);
 
         if (r < 0)
                 return r;
@@ -117,7 +117,7 @@ int store_token_list(store *s, store_token **ret, size_t *ret_n) {
         size_t n = 0, alloc = 0;
         int r;
 
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         if (r >= 0)
                 r = store_stmt(s, ST_TOKEN_LIST, "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_at, id", &st);
         while (r >= 0 && (r = store_step(s, st, "list tokens")) == 1) {
@@ -266,7 +266,7 @@ int store_request_create(store *s, const store_request *q, int64_t now) {
 
 int store_request_get(store *s, const char *id, store_request *ret) {
         _cleanup_(store_leavep) store *g = NULL;
-        int r = store_enter(s, false, &g);
+        int r = store_read_enter(&s, &g);
 
         if (r < 0)
                 return r;
@@ -280,7 +280,7 @@ int store_request_list(store *s, bool pending_only, store_request **ret, size_t 
         size_t n = 0, alloc = 0;
         int r;
 
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         if (r >= 0 && pending_only)
                 r = store_stmt(s, ST_REQ_LIST_PENDING,
                                "SELECT " REQUEST_COLS " FROM requests WHERE status = 'pending' "
@@ -411,7 +411,7 @@ int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdat
         int64_t lim = limit == 0 || limit > (size_t) INT64_MAX ? -1 : (int64_t) limit; /* -1: no limit */
         int r;
 
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         if (r >= 0)
                 r = store_stmt(s, ST_AUDIT_LAST,
                                "SELECT at, actor, action, target, outcome, reason, token_id FROM "

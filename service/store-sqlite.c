@@ -226,19 +226,36 @@ static void run_batch(store *s, store_job *batch, const char *what) {
                         job_fail(j, r);
 }
 
+/* Marks a committed batch done and wakes each of its callers, then the
+ * first job queued meanwhile, which leads the next batch: one wake-up per
+ * job (a broadcast woke every waiter for every batch). */
+static void batch_done(store *s, store_job *batch) {
+        store_job *j, *next;
+
+        for (j = batch; j; j = next) {
+                next = j->next; /* j belongs to its waiter once done */
+                j->done = true;
+                pthread_cond_signal(&j->wake);
+        }
+        s->gc_busy = false;
+        if (s->gc_head)
+                pthread_cond_signal(&s->gc_head->wake);
+}
+
 int store_group_commit(store *s, store_job *job, const char *what) {
         job->r = 0;
         job->detail[0] = '\0';
         job->done = false;
         job->next = NULL;
+        pthread_cond_init(&job->wake, NULL);
         pthread_mutex_lock(&s->gc_lock);
         *s->gc_tail = job;
         s->gc_tail = &job->next;
         while (!job->done) {
-                store_job *batch, *next;
+                store_job *batch;
 
                 if (s->gc_busy) {
-                        pthread_cond_wait(&s->gc_cond, &s->gc_lock);
+                        pthread_cond_wait(&job->wake, &s->gc_lock);
                         continue;
                 }
                 /* Lead: commit everything queued so far, this job included. */
@@ -249,14 +266,10 @@ int store_group_commit(store *s, store_job *job, const char *what) {
                 pthread_mutex_unlock(&s->gc_lock);
                 run_batch(s, batch, what);
                 pthread_mutex_lock(&s->gc_lock);
-                for (store_job *j = batch; j; j = next) {
-                        next = j->next; /* j belongs to its waiter once done */
-                        j->done = true;
-                }
-                s->gc_busy = false;
-                pthread_cond_broadcast(&s->gc_cond);
+                batch_done(s, batch);
         }
         pthread_mutex_unlock(&s->gc_lock);
+        pthread_cond_destroy(&job->wake);
         if (job->r < 0)
                 return hwid_fail((hwid_err) -job->r, "%s", job->detail);
         return 0;
@@ -354,7 +367,7 @@ static int create_file(const char *path) {
         return 0;
 }
 
-static int connect_db(store *s) {
+int store_connect(store *s) {
         int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX; /* our mutex guards the connection */
 
         if (sqlite3_open_v2(s->path, &s->db, flags, NULL) != SQLITE_OK)
@@ -425,21 +438,19 @@ int store_open(const char *path, store **ret) {
                 return hwid_fail(HWID_E_NOMEM, "cannot create the store's lock");
         s->gc_tail = &s->gc_head;
         s->gc_ready = pthread_mutex_init(&s->gc_lock, NULL) == 0;
-        if (s->gc_ready && pthread_cond_init(&s->gc_cond, NULL) != 0) {
-                pthread_mutex_destroy(&s->gc_lock);
-                s->gc_ready = false;
-        }
         if (!s->gc_ready)
                 return hwid_fail(HWID_E_NOMEM, "cannot create the store's commit queue");
         r = create_file(path);
         if (r >= 0)
-                r = connect_db(s);
+                r = store_connect(s);
         if (r >= 0)
                 r = configure(s);
         if (r >= 0)
                 r = store_migrate(s);
         if (r >= 0)
                 r = store_checkpointer_start(s);
+        if (r >= 0)
+                r = store_readers_open(s);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
@@ -449,6 +460,7 @@ int store_open(const char *path, store **ret) {
 void store_free(store *s) {
         if (!s)
                 return;
+        store_readers_close(s);
         store_checkpointer_stop(s);
         for (size_t i = 0; i < _ST_MAX; i++)
                 sqlite3_finalize(s->stmts[i]);
@@ -456,10 +468,8 @@ void store_free(store *s) {
         sqlite3_close(s->db);
         if (s->lock_ready)
                 pthread_mutex_destroy(&s->lock);
-        if (s->gc_ready) {
-                pthread_cond_destroy(&s->gc_cond);
+        if (s->gc_ready)
                 pthread_mutex_destroy(&s->gc_lock);
-        }
         free(s->path);
         free(s);
 }
@@ -469,7 +479,7 @@ int store_ping(store *s) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = store_enter(s, false, &g);
+        r = store_read_enter(&s, &g);
         if (r < 0)
                 return r;
         /* Reads a real page (not just "SELECT 1") so a vanished or

@@ -19,6 +19,10 @@
 /* How long a writer waits for another (thread or process) to finish. */
 #define STORE_BUSY_TIMEOUT_MS 5000
 
+/* Read connections (store-sqlite-readers.c): lookups run there, beside
+ * the writer.  A lookup takes tens of microseconds, so a few suffice. */
+#define STORE_READERS 4
+
 /* Statements prepared once per connection and kept. */
 typedef enum stmt_id {
         ST_BEGIN_IMMEDIATE,
@@ -65,6 +69,7 @@ typedef struct store_job {
         int r;
         char detail[512];
         bool done;
+        pthread_cond_t wake;    /* signalled when done, or when it is to lead */
         struct store_job *next;
 } store_job;
 
@@ -76,7 +81,6 @@ struct store {
         sqlite3_stmt *stmts[_ST_MAX];
         /* Group commit: writers queue here while a batch is committing. */
         pthread_mutex_t gc_lock;
-        pthread_cond_t gc_cond;
         bool gc_ready;
         bool gc_busy;           /* a batch is being committed */
         store_job *gc_head, **gc_tail;
@@ -86,7 +90,20 @@ struct store {
         pthread_mutex_t ck_lock;
         pthread_cond_t ck_cond;
         bool ck_ready, ck_running, ck_due, ck_stop;
+        /* Read connections, each itself a store object with no readers. */
+        struct store *readers[STORE_READERS];
+        size_t n_readers;
+        _Atomic unsigned next_reader;
 };
+
+/* ---- store-sqlite-readers.c ---- */
+int store_readers_open(store *s);
+void store_readers_close(store *s);
+
+/* For lookups: locks one of the store's read connections and points *s
+ * at it (the caller's code then runs on it unchanged); *ret_guard as for
+ * store_enter().  Sees everything committed before it was called. */
+int store_read_enter(store **s, store **ret_guard);
 
 /* ---- store-sqlite-checkpoint.c ---- */
 int store_checkpointer_start(store *s);
@@ -98,6 +115,8 @@ void store_checkpointer_stop(store *s);
  * *ret_guard is set to s so that _cleanup_(store_leavep) rolls back
  * whatever was not committed and releases the lock. */
 int store_enter(store *s, bool write, store **ret_guard);
+/* Opens s->path on s->db with the store's settings (busy timeout, extended codes). */
+int store_connect(store *s);
 void store_leavep(store **guard);
 int store_commit(store *s, const char *what);
 

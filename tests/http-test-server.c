@@ -154,14 +154,14 @@ static const struct option serve_opts[] = {
         { "client-ca", required_argument, NULL, 'a' }, { "listen", required_argument, NULL, 'l' },
         { "max-body", required_argument, NULL, 'b' },  { "max-header", required_argument, NULL, 'h' },
         { "timeout", required_argument, NULL, 't' },   { "max-conn", required_argument, NULL, 'm' },
-        { "per-ip", required_argument, NULL, 'i' },    { "threads", required_argument, NULL, 'n' },
+        { "per-ip", required_argument, NULL, 'i' },
         { "rate", required_argument, NULL, 'r' },      { "burst", required_argument, NULL, 'u' },
         { NULL, 0, NULL, 0 },
 };
 
 static int serve(int argc, char **argv) {
         http_options o = { .listen = "127.0.0.1:0", .max_body = 65536, .max_header = 8192,
-                           .timeout = 10, .max_connections = 64, .threads = 2 };
+                           .timeout = 10, .max_connections = 64 };
         const char *key_uri = NULL, *cert = NULL, *client_ca = NULL;
         char *cert_pem = NULL, *ca_pem = NULL;
         http_server *srv = NULL;
@@ -180,7 +180,6 @@ static int serve(int argc, char **argv) {
                 case 't': o.timeout = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'm': o.max_connections = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'i': o.max_connections_per_ip = (unsigned) strtoul(optarg, NULL, 10); break;
-                case 'n': o.threads = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'r': o.rate_per_ip = strtod(optarg, NULL); break;
                 case 'u': o.rate_burst = (unsigned) strtoul(optarg, NULL, 10); break;
                 default: return 2;

@@ -260,7 +260,7 @@ stop_server
 
 # --- connection limits ------------------------------------------------------------
 
-start_server conn ec --max-conn 2 --threads 1 --timeout 5
+start_server conn ec --max-conn 2 --timeout 5
 exec 3<>"/dev/tcp/127.0.0.1/$PORT" 4<>"/dev/tcp/127.0.0.1/$PORT"
 sleep 0.3
 assert_eq "$(status --max-time 3 "$(URL /c)")" 000 "a third connection is not served"
@@ -269,7 +269,7 @@ sleep 0.3
 assert_eq "$(status "$(URL /c)")" 200 "served once the others are gone"
 stop_server
 
-start_server perip ec --max-conn 8 --per-ip 1 --threads 2
+start_server perip ec --max-conn 8 --per-ip 1
 exec 3<>"/dev/tcp/127.0.0.1/$PORT"
 sleep 0.3
 assert_eq "$(status --max-time 3 "$(URL /c)")" 000 "second connection from one address refused"

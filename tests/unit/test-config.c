@@ -67,7 +67,7 @@ static void example_loads(void) {
         CHECK_STREQ(c->tls_key, "tpm2:handle=0x81000002");
         CHECK(c->tls_cert && strstr(c->tls_cert, "docs/tls.pem"));
         CHECK(c->max_body == 64 * 1024 && c->max_header == 8 * 1024 && c->timeout == 30);
-        CHECK(c->max_connections == 1024 && c->threads == 4);
+        CHECK(c->max_connections == 1024);
         CHECK(c->rate_per_ip == 20.0 && c->rate_burst == 40 && c->retry_after == 10);
         CHECK(!policy_audit_only(c->policy) && !policy_public_metrics(c->policy));
         CHECK_STREQ(policy_admin_group(c->policy), "hwid-admins");
@@ -142,7 +142,7 @@ static void defaults(void) {
         CHECK_STREQ(c->ca_cert, "etc/hwid/ca.pem");
         CHECK(c->tcti == NULL && c->ca_chain == NULL && c->crl_url == NULL);
         CHECK(c->crl_validity == 7 * 86400 && c->max_body == 65536 && c->max_header == 8192);
-        CHECK(c->timeout == 30 && c->max_connections == 1024 && c->threads >= 1);
+        CHECK(c->timeout == 30 && c->max_connections == 1024);
         CHECK(c->rate_per_ip == 0 && c->retry_after == 5);
         CHECK(!policy_audit_only(c->policy) && policy_admin_group(c->policy) == NULL);
         p = policy_profile_find(c->policy, "edge");
@@ -283,8 +283,8 @@ static const broken broken_files[] = {
         { PROFILE_OK "limits:\n  max_body: 64KB\n", 12, "limits.max_body", "'64KB' is not a size" },
         { PROFILE_OK "limits:\n  max_body: 100\n", 12, "limits.max_body", "out of range" },
         { PROFILE_OK "limits:\n  timeout: 30\n", 12, "limits.timeout", "not a duration" },
-        { PROFILE_OK "limits:\n  threads: -1\n", 12, "limits.threads", "not a whole number" },
-        { PROFILE_OK "limits:\n  threads: 0\n", 12, "limits.threads", "out of range" },
+        { PROFILE_OK "limits:\n  max_connections: -1\n", 12, "limits.max_connections", "not a whole number" },
+        { PROFILE_OK "limits:\n  max_connections: 0\n", 12, "limits.max_connections", "out of range" },
         { PROFILE_OK "limits:\n  rate_per_ip: fast\n", 12, "limits.rate_per_ip", "not a number" },
         { PROFILE_OK "limits:\n  rate_per_ip: nan\n", 12, "limits.rate_per_ip", "not a number" },
         { PROFILE_OK "limits:\n  retry_after: 2d\n", 12, "limits.retry_after", "out of range" },
