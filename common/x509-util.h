@@ -37,6 +37,8 @@ int x509_set_spki(X509 *x, const X509_PUBKEY *spki);
 /* The public key as PEM (SubjectPublicKeyInfo); caller frees. */
 int pubkey_to_pem(EVP_PKEY *pkey, char **ret);
 
+/* DER as PEM text with the given label ("CERTIFICATE"); caller frees. */
+int der_to_pem(const uint8_t *der, size_t len, const char *label, char **ret);
 /* A certificate as PEM text; caller frees. */
 int cert_to_pem(X509 *x, char **ret);
 /* The same from its DER encoding (as stored). */

@@ -83,7 +83,8 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
 
         if ((r = sign_for(ca, csr, iss, now, &x)) < 0)
                 return r;
-        if ((r = cert_to_pem(x, &pem)) < 0 || (r = cert_record(x, identity, iss->profile->name, now, &rec)) < 0)
+        if ((r = cert_record(x, identity, iss->profile->name, now, &rec)) < 0 ||
+            (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
         how->cert = &rec;

@@ -1,5 +1,6 @@
-/* DN and SAN parsing for the command line, and the SPKI pin. */
+/* DN and SAN parsing for the command line, the SPKI pin, and PEM. */
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 
 #include "check.h"
 #include "error.h"
@@ -77,11 +78,55 @@ static void pin_matches_openssl(void) {
         CHECK_STREQ(pin, want);
 }
 
+/* OpenSSL's PEM writer is the reference, for lengths around a whole line
+ * (48 bytes) and for a real certificate. */
+static void pem_matches_openssl(void) {
+        static const size_t lens[] = { 1, 47, 48, 49, 95, 96, 97, 300 };
+        _cleanup_(X509_freep) X509 *x = X509_new();
+        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+        unsigned char data[300];
+        int len;
+
+        for (size_t i = 0; i < sizeof(data); i++)
+                data[i] = (unsigned char) (i * 7 + 3);
+        for (size_t i = 0; i < ELEMENTSOF(lens); i++) {
+                _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
+                _cleanup_free_ char *pem = NULL;
+                char *want = NULL;
+                long n;
+
+                CHECK(PEM_write_bio(b, "TEST DATA", "", data, (long) lens[i]) > 0);
+                n = BIO_get_mem_data(b, &want);
+                CHECK(der_to_pem(data, lens[i], "TEST DATA", &pem) == 0);
+                CHECK(pem && strlen(pem) == (size_t) n && memcmp(pem, want, (size_t) n) == 0);
+        }
+        /* A certificate comes back from its PEM unchanged. */
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *k = EVP_EC_gen("P-256");
+
+        CHECK(x && k && X509_set_version(x, X509_VERSION_3) && ASN1_INTEGER_set(X509_get_serialNumber(x), 4242) &&
+              X509_gmtime_adj(X509_getm_notBefore(x), 0) && X509_gmtime_adj(X509_getm_notAfter(x), 3600) &&
+              X509_set_pubkey(x, k) && X509_sign(x, k, EVP_sha256()) > 0);
+        len = i2d_X509(x, &der);
+        CHECK(len > 0);
+        if (len > 0) {
+                _cleanup_free_ char *pem = NULL;
+                _cleanup_(BIO_free_allp) BIO *b = NULL;
+                _cleanup_(X509_freep) X509 *back = NULL;
+
+                CHECK(cert_der_to_pem(der, (size_t) len, &pem) == 0);
+                b = BIO_new_mem_buf(pem, -1);
+                back = PEM_read_bio_X509(b, NULL, NULL, NULL);
+                CHECK(back && X509_cmp(back, x) == 0);
+        }
+        CHECK(cert_der_to_pem((const uint8_t *) "junk", 4, &(char *) { NULL }) == -HWID_E_INVALID);
+}
+
 int main(void) {
         parses_dn();
         refuses_bad_dn();
         parses_sans();
         refuses_bad_sans();
         pin_matches_openssl();
+        pem_matches_openssl();
         return check_done("test-x509-util");
 }
