@@ -24,17 +24,20 @@ static int asn1_time_to_unix(const ASN1_TIME *t, int64_t *ret) {
         return 0;
 }
 
-/* Fills the store record for x; strings are allocated into rec. */
-static int cert_record(X509 *x, const char *identity, const char *profile, int64_t now, store_cert *rec) {
+/* Fills the store record for x, whose key is the request's (its SPKI
+ * fingerprint is the one already taken of the request); strings are
+ * allocated into rec. */
+static int cert_record(X509 *x, const csr_info *csr, const char *identity, const char *profile, int64_t now,
+                       store_cert *rec) {
         unsigned char *der = NULL;
         int len, r;
 
         if ((r = serial_to_hex(X509_get0_serialNumber(x), &rec->serial)) < 0 ||
             (r = name_to_string(X509_get_subject_name(x), &rec->subject)) < 0 ||
-            (r = spki_der_sha256_hex(X509_get_X509_PUBKEY(x), rec->spki_sha256)) < 0 ||
             (r = asn1_time_to_unix(X509_get0_notBefore(x), &rec->not_before)) < 0 ||
             (r = asn1_time_to_unix(X509_get0_notAfter(x), &rec->not_after)) < 0)
                 return r;
+        snprintf(rec->spki_sha256, sizeof(rec->spki_sha256), "%s", csr_info_facts(csr)->spki_sha256);
         len = i2d_X509(x, &der);
         if (len <= 0)
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the certificate");
@@ -83,7 +86,7 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
 
         if ((r = sign_for(ca, csr, iss, now, &x)) < 0)
                 return r;
-        if ((r = cert_record(x, identity, iss->profile->name, now, &rec)) < 0 ||
+        if ((r = cert_record(x, csr, identity, iss->profile->name, now, &rec)) < 0 ||
             (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;

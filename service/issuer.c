@@ -148,6 +148,24 @@ static int add_cached_ext(issuer *is, X509 *x, int nid, const char *value) {
         return ok ? 0 : hwid_fail_ossl(HWID_E_CRYPTO, "cannot add extension %s=%s", OBJ_nid2sn(nid), value);
 }
 
+/* subjectKeyIdentifier as RFC 5280 4.2.1.2 (1) and OpenSSL's "hash":
+ * SHA-1 of the subjectPublicKey bits, made directly rather than by
+ * parsing the text "hash" for every certificate. */
+static int add_ski(X509 *x) {
+        _cleanup_(ASN1_OCTET_STRING_freep) ASN1_OCTET_STRING *ski = ASN1_OCTET_STRING_new();
+        const unsigned char *pk = NULL;
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned md_len = 0;
+        int pk_len = 0;
+
+        if (!ski || !X509_PUBKEY_get0_param(NULL, &pk, &pk_len, NULL, X509_get_X509_PUBKEY(x)) ||
+            !EVP_Digest(pk, (size_t) pk_len, md, &md_len, EVP_sha1(), NULL) ||
+            !ASN1_OCTET_STRING_set(ski, md, (int) md_len) ||
+            !X509_add1_ext_i2d(x, NID_subject_key_identifier, ski, 0, X509V3_ADD_DEFAULT))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot add subjectKeyIdentifier");
+        return 0;
+}
+
 static int key_usage_string(uint32_t ku, char *out, size_t n) {
         static const struct { uint32_t bit; const char *name; } names[] = {
                 { KU_DIGITAL_SIGNATURE, "digitalSignature" }, { KU_KEY_ENCIPHERMENT, "keyEncipherment" },
@@ -178,7 +196,7 @@ static int add_leaf_extensions(issuer *is, X509 *x, const issue_request *in) {
         if ((r = add_cached_ext(is, x, NID_basic_constraints, "critical,CA:FALSE")) < 0 ||
             (r = add_cached_ext(is, x, NID_key_usage, ku)) < 0 ||
             (eku[0] && (r = add_cached_ext(is, x, NID_ext_key_usage, eku)) < 0) ||
-            (r = add_conf_ext(x, is->cert, NID_subject_key_identifier, "hash")) < 0 ||
+            (r = add_ski(x)) < 0 ||
             (r = add_cached_ext(is, x, NID_authority_key_identifier, "keyid:always")) < 0)
                 return r;
         if (is->crl_url) {
