@@ -5,7 +5,8 @@
 # the store: the rows of `hwid cert list --all`, of `hwid request list
 # --all`, and the spent uses of the token involved are the same before and
 # after.
-#   400 bad_csr (garbage, empty), 400 bad_csr_signature (one bit of the
+#   400 bad_csr (garbage, empty, a P-256 key whose point is off the curve),
+#   400 bad_csr_signature (one bit of the
 #   signature of a DER CSR flipped), 401 bad_token (missing, malformed,
 #   unknown id, wrong secret, expired, used up, revoked), 413 too_large
 #   (Content-Length and chunked; 64 KiB passes the cap, 64 KiB + 1 does not),
@@ -42,6 +43,19 @@ flip_last_byte() {
                 dd of="$2" bs=1 seek=$((size - 1)) conv=notrunc status=none
 }
 
+# flip_point_bit IN OUT — OUT is the DER CSR IN with the low bit of its
+# P-256 public key's y coordinate flipped: the point is then off the curve.
+flip_point_bit() {
+        local at last
+        cp "$1" "$2"
+        # The SubjectPublicKeyInfo's BIT STRING: 03 42 00, then 04 x(32) y(32).
+        at=$(LC_ALL=C grep -obUaP '\x03\x42\x00\x04' "$2" | head -n 1 | cut -d: -f1)
+        [ -n "$at" ] || fail "no uncompressed P-256 point in $1"
+        at=$((at + 4 + 63))
+        last=$(od -An -tu1 -j "$at" -N 1 "$2" | tr -d ' ')
+        printf '%b' "\\x$(printf %02x $((last ^ 1)))" | dd of="$2" bs=1 seek="$at" conv=notrunc status=none
+}
+
 test_bad_csrs() {
         local tok=$1
         head -c 3000 /dev/urandom >"$DEV/garbage"
@@ -60,6 +74,15 @@ test_bad_csrs() {
                 "openssl on the flipped CSR"
         refused "$DEV/badsig" "$tok" 400 bad_csr_signature "signature" \
                 post_csr "$DEV/badsig" "$tok" "$DEV/badsig.bad"
+        # A key that is no point of its curve is refused before anything
+        # else is looked at; OpenSSL, as an independent reader, agrees.
+        flip_point_bit "$DEV/badsig.der" "$DEV/offcurve.der"
+        openssl req -inform DER -in "$DEV/offcurve.der" -noout -subject >/dev/null 2>&1 ||
+                fail "the off-curve CSR no longer parses as a request"
+        openssl req -inform DER -in "$DEV/offcurve.der" -noout -pubkey >/dev/null 2>&1 &&
+                fail "openssl reads the off-curve key"
+        refused "$DEV/offcurve" "$tok" 400 bad_csr "public key" \
+                post_csr "$DEV/offcurve" "$tok" "$DEV/offcurve.der"
 }
 
 test_bad_tokens() {
