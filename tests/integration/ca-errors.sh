@@ -14,7 +14,8 @@
 #   certificate), 401 unauthenticated (renewal without one), 403 forbidden
 #   (name pattern), 503 store_unavailable while another process holds the
 #   database's write lock longer than hwidd's busy timeout — and afterwards
-#   the same request succeeds, so the 503 left nothing half-done; 429
+#   the same request succeeds, so the 503 left nothing half-done (and while
+#   it waited, other connections were served at once); 429
 #   rate_limited with Retry-After once a client exceeds limits.rate_per_ip.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -167,14 +168,69 @@ unlock_store() {
         wait "$LOCK_PID" || fail "sqlite3 holding the lock failed: $(cat "$T/lock.log")"
 }
 
+# probes_open N — N keep-alive TLS connections (openssl s_client), each
+# having had one GET /healthz answered; requests go in on fd 20+i.
+probes_open() {
+        local i deadline
+        for ((i = 1; i <= $1; i++)); do
+                mkfifo "$T/probe-$i.in"
+                openssl s_client -quiet -connect "127.0.0.1:$PORT" -CAfile "$CA_DIR/ca.pem" \
+                        -verify_return_error <"$T/probe-$i.in" >"$T/probe-$i.out" 2>&1 &
+                track_pid $!
+                track_log "$T/probe-$i.out"
+                eval "exec $((20 + i))>\"\$T/probe-\$i.in\""
+                printf 'GET /healthz HTTP/1.1\r\nHost: hwid\r\n\r\n' >&$((20 + i))
+        done
+        deadline=$((SECONDS + 10))
+        for ((i = 1; i <= $1; i++)); do
+                until grep -q '^HTTP/1.1 200' "$T/probe-$i.out"; do
+                        [ $SECONDS -lt $deadline ] || fail "probe $i got no answer to its first request"
+                        sleep 0.1
+                done
+        done
+}
+
+# probes_ask N — one more GET /healthz on each probe; writes "K of N
+# answered" (answered within 3 s) to $T/probes.result.
+probes_ask() {
+        local i k=0 deadline=$((SECONDS + 3))
+        for ((i = 1; i <= $1; i++)); do
+                printf 'GET /healthz HTTP/1.1\r\nHost: hwid\r\n\r\n' >&$((20 + i))
+        done
+        for ((i = 1; i <= $1; i++)); do
+                while [ "$(grep -c '^HTTP/1.1 200' "$T/probe-$i.out")" -lt 2 ] && [ $SECONDS -lt $deadline ]; do
+                        sleep 0.1
+                done
+                [ "$(grep -c '^HTTP/1.1 200' "$T/probe-$i.out")" -lt 2 ] || k=$((k + 1))
+        done
+        echo "$k of $1 answered" >"$T/probes.result"
+}
+
+probes_close() {
+        local i
+        for ((i = 1; i <= $1; i++)); do
+                eval "exec $((20 + i))>&-"
+        done
+}
+
 test_store_unavailable() {
         local tok before
         tok=$(token_new)
         make_csr locked-1
         before=$(store_state "$tok")
         lock_store
+        # While that enrollment waits inside hwidd for the lock, eight
+        # keep-alive connections opened before it are still answered at once
+        # (with a fixed pool, those on the enrollment's thread waited).
+        probes_open 8
+        ( sleep 1; probes_ask 8 ) &
+        local asker=$!
         post_csr "$DEV/locked-1" "$tok" "$DEV/locked-1.csr"
+        wait "$asker"
         unlock_store
+        assert_eq "$(cat "$T/probes.result")" "8 of 8 answered" \
+                "/healthz on connections opened before the enrollment that waits for the store"
+        probes_close 8
         expect_error 503 store_unavailable "$DEV/locked-1" "hwid.db"
         assert_eq "$(store_state "$tok")" "$before" "store after the 503"
         # Nothing was half-done: the same token and CSR now succeed once.
