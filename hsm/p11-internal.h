@@ -19,8 +19,12 @@
 #include "hsm.h"
 #include "uri.h"
 
-/* Sessions kept per token; lowered to what the token says it supports. */
-#define P11_POOL_MAX 4
+/* Sessions kept per token: twice the cores (a signature is CPU work in a
+ * software token, a round trip to a network HSM: either way, more
+ * concurrent signers than cores pays), within these bounds, and never more
+ * than the token says it allows (p11_pool_size()). */
+#define P11_POOL_MIN 4
+#define P11_POOL_CAP 64
 /* Objects looked at per search: enough to tell "one" from "several". */
 #define P11_MATCH_MAX 16
 
@@ -36,7 +40,7 @@ typedef struct p11_token {
 
         pthread_mutex_t lock; /* guards the pool below */
         pthread_cond_t cond;
-        CK_SESSION_HANDLE idle[P11_POOL_MAX];
+        CK_SESSION_HANDLE *idle; /* max_open places */
         size_t n_idle;
         size_t n_open; /* idle + borrowed */
         size_t max_open;
@@ -54,6 +58,10 @@ int p11_fail(CK_RV rv, const char *token, const char *what);
 int p11_token_acquire(const key_uri *uri, p11_token **ret);
 void p11_token_release(p11_token *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(p11_token *, p11_token_release)
+
+/* How many sessions a token's pool keeps open at most, for its token
+ * info and the number of online cores. */
+size_t p11_pool_size(const CK_TOKEN_INFO *ti, long cores);
 
 /* Borrows a session from the pool, waiting while all are in use. */
 int p11_session_get(p11_token *t, CK_SESSION_HANDLE *ret);

@@ -8,6 +8,7 @@
  * the registry lock, only its token's pool lock. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "p11-internal.h"
@@ -267,14 +268,19 @@ static void token_free(p11_token *t) {
                 t->mod->C_CloseSession(t->idle[i]);
         pthread_cond_destroy(&t->cond);
         pthread_mutex_destroy(&t->lock);
+        free(t->idle);
         free(t->label);
         free(t->module_desc);
         free(t);
 }
 
-/* The pool never holds more sessions than the token says it allows. */
-static size_t pool_size(const CK_TOKEN_INFO *ti) {
-        size_t n = P11_POOL_MAX;
+size_t p11_pool_size(const CK_TOKEN_INFO *ti, long cores) {
+        size_t n = cores > 0 ? 2 * (size_t) cores : P11_POOL_MIN;
+
+        if (n < P11_POOL_MIN)
+                n = P11_POOL_MIN;
+        if (n > P11_POOL_CAP)
+                n = P11_POOL_CAP;
 
         if (ti->ulMaxSessionCount != CK_EFFECTIVELY_INFINITE &&
             ti->ulMaxSessionCount != CK_UNAVAILABLE_INFORMATION && ti->ulMaxSessionCount < n)
@@ -293,9 +299,11 @@ static int token_new(p11_modset *ms, const slot_match *m, p11_token **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         t->label = p11_kit_space_strdup(m->info.label, sizeof(m->info.label));
         t->module_desc = module_desc(m->mod);
+        t->max_open = p11_pool_size(&m->info, sysconf(_SC_NPROCESSORS_ONLN));
+        t->idle = calloc(t->max_open, sizeof(*t->idle));
         pthread_mutex_init(&t->lock, NULL);
         pthread_cond_init(&t->cond, NULL);
-        if (!t->label || !t->module_desc) {
+        if (!t->label || !t->module_desc || !t->idle) {
                 token_free(t);
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
@@ -303,7 +311,6 @@ static int token_new(p11_modset *ms, const slot_match *m, p11_token **ret) {
         t->mod = m->mod;
         t->slot = m->slot;
         t->token_flags = m->info.flags;
-        t->max_open = pool_size(&m->info);
         t->refs = 1;
         t->next = tokens;
         *ret = tokens = t;

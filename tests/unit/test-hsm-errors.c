@@ -1,7 +1,8 @@
 /* The PKCS#11 error mapping p11_fail() (hsm/p11-module.c): every return
  * value lands in the right hwid error class (so the right exit code and
  * HTTP status), and its one-line detail names the token and the operation,
- * and never carries a PIN.  No device is needed: p11_fail() only maps. */
+ * and never carries a PIN.  No device is needed: p11_fail() only maps.
+ * Also the session pool's size (p11_pool_size()), which only computes. */
 #include "check.h"
 #include "error.h"
 #include "p11-internal.h"
@@ -107,7 +108,38 @@ static void never_shows_pin(void) {
         CHECK(strstr(hwid_strerror(r), PIN) == NULL);
 }
 
+/* Twice the cores within [P11_POOL_MIN, P11_POOL_CAP], never more than the
+ * token allows (either limit), never zero. */
+static void pool_size(void) {
+        static const struct {
+                CK_ULONG max, max_rw;
+                long cores;
+                size_t want;
+        } cases[] = {
+                { CK_EFFECTIVELY_INFINITE, CK_EFFECTIVELY_INFINITE, 2, 4 },
+                { CK_EFFECTIVELY_INFINITE, CK_EFFECTIVELY_INFINITE, 1, P11_POOL_MIN },
+                { CK_EFFECTIVELY_INFINITE, CK_EFFECTIVELY_INFINITE, -1, P11_POOL_MIN }, /* cores unknown */
+                { CK_EFFECTIVELY_INFINITE, CK_EFFECTIVELY_INFINITE, 8, 16 },
+                { CK_EFFECTIVELY_INFINITE, CK_EFFECTIVELY_INFINITE, 1000, P11_POOL_CAP },
+                { CK_UNAVAILABLE_INFORMATION, CK_UNAVAILABLE_INFORMATION, 8, 16 },
+                { 2, CK_EFFECTIVELY_INFINITE, 8, 2 },
+                { CK_EFFECTIVELY_INFINITE, 3, 8, 3 },
+                { 10, 5, 32, 5 },
+                { 0, 0, 8, 16 }, /* 0 is CK_EFFECTIVELY_INFINITE */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                CK_TOKEN_INFO ti = { .ulMaxSessionCount = cases[i].max, .ulMaxRwSessionCount = cases[i].max_rw };
+                size_t n = p11_pool_size(&ti, cases[i].cores);
+
+                CHECK(n == cases[i].want);
+                if (n != cases[i].want)
+                        fprintf(stderr, "  case %zu: %zu sessions, want %zu\n", i, n, cases[i].want);
+        }
+}
+
 int main(void) {
+        pool_size();
         maps_every_code();
         generic_names_code();
         http_status();
