@@ -100,7 +100,8 @@ static int create_one(store *s, const token_opts *o, int64_t now, char **ret_tok
         if ((r = token_generate(id, &secret)) < 0)
                 return r;
         memcpy(t.id, id, sizeof(t.id));
-        token_hash(secret, t.secret_hash);
+        if ((r = token_hash(secret, t.secret_hash)) < 0)
+                return r;
         t.profile = (char *) o->profile;
         t.name_pattern = (char *) o->pattern;
         t.description = (char *) o->description;

@@ -74,16 +74,18 @@ int token_parse(const char *s, bool bearer, char ret_id[TOKEN_ID_LEN + 1], char 
         return 0;
 }
 
-void token_hash(const char *secret, uint8_t ret[32]) {
-        EVP_Digest(secret, strlen(secret), ret, NULL, EVP_sha256(), NULL);
+int token_hash(const char *secret, uint8_t ret[32]) {
+        if (!EVP_Digest(secret, strlen(secret), ret, NULL, EVP_sha256(), NULL))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot hash a token secret");
+        return 0;
 }
 
 bool token_secret_matches(const char *secret, const uint8_t hash[32]) {
         uint8_t h[32];
         bool ok;
 
-        token_hash(secret, h);
-        ok = secret_equal(h, hash, sizeof(h));
+        /* A secret that cannot be hashed matches nothing. */
+        ok = token_hash(secret, h) == 0 && secret_equal(h, hash, sizeof(h));
         secret_wipe(h, sizeof(h));
         return ok;
 }

@@ -18,6 +18,7 @@ int token_generate(char ret_id[TOKEN_ID_LEN + 1], char **ret_secret);
  * value when bearer is true).  -HWID_E_TOKEN_INVALID if malformed. */
 int token_parse(const char *s, bool bearer, char ret_id[TOKEN_ID_LEN + 1], char **ret_secret);
 
-void token_hash(const char *secret, uint8_t ret[32]);
+/* SHA-256 of the secret, as stored; 0 or -HWID_E_CRYPTO. */
+int token_hash(const char *secret, uint8_t ret[32]);
 /* Constant-time comparison of a presented secret with a stored hash. */
 bool token_secret_matches(const char *secret, const uint8_t hash[32]);
