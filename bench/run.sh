@@ -9,7 +9,8 @@
 # ECDSA P-256 key and an `openssl ca` directory, runs every measurement and
 # regenerates docs/BENCHMARKS.md (or FILE):
 #   1. the signing ceiling: C_Sign on SoftHSM2, TPM signing on swtpm, OpenSSL;
-#   2. hwidd issuance over HTTPS with keep-alive at 1, 4, 16, 64 clients;
+#   2. hwidd issuance over HTTPS with keep-alive at 1, 4, 16, 64 clients
+#      (each level the median of three runs);
 #   3. the same load against `cfssl serve`, and `openssl ca` per certificate;
 #   4. the device side: `hwid join` on swtpm, `hwid factory` at 1, 4, 16;
 #   5. scale: 1,000,000 valid + 100,000 revoked certificates in the store;
