@@ -250,7 +250,9 @@ int der_to_pem(const uint8_t *der, size_t len, const char *label, char **ret) {
         n = (size_t) snprintf(pem, cap, "-----BEGIN %s-----\n", label);
         for (size_t off = 0; off < len; off += 48) {
                 /* 48 bytes make one line of 64 characters, as PEM wants. */
-                n += (size_t) EVP_EncodeBlock((unsigned char *) pem + n, der + off, (int) (len - off < 48 ? len - off : 48));
+                int chunk = (int) (len - off < 48 ? len - off : 48);
+
+                n += (size_t) EVP_EncodeBlock((unsigned char *) pem + n, der + off, chunk);
                 pem[n++] = '\n';
         }
         snprintf(pem + n, cap - n, "-----END %s-----\n", label);
