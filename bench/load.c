@@ -22,7 +22,8 @@
  * The bootstrap token comes from --token, else $HWID_TOKEN.
  *
  * Output: key=value on one line (requests, errors, seconds, rate, p50_ms,
- * p90_ms, p99_ms, max_ms). */
+ * p90_ms, p99_ms, max_ms, cpu_us_per_req: this process's CPU time per
+ * request during the run, CSR making and warm-up excluded). */
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "bench-util.h"
@@ -328,9 +330,18 @@ static double pct(const double *v, long n, double p) {
         return v[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
+/* CPU time of this process so far, in microseconds. */
+static double cpu_us(void) {
+        struct rusage ru;
+
+        getrusage(RUSAGE_SELF, &ru);
+        return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+               (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 static void run_load(void) {
         pthread_t th[MAX_CONNS];
-        double elapsed, *v, sum = 0;
+        double elapsed, *v, sum = 0, cpu0;
         long n = 0;
 
         make_payloads();
@@ -340,9 +351,11 @@ static void run_load(void) {
                         die("cannot start thread %ld", i);
         t_start = now_s() + 0.05; /* every thread sees the same start */
         pthread_barrier_wait(&barrier);
+        cpu0 = cpu_us(); /* CSRs made and connections warmed up: only the run counts */
         for (long i = 0; i < o.conns; i++)
                 pthread_join(th[i], NULL);
         elapsed = now_s() - t_start;
+        cpu0 = cpu_us() - cpu0;
         v = malloc(((size_t) o.requests + 1) * sizeof(*v));
         if (!v)
                 die("out of memory");
@@ -353,10 +366,10 @@ static void run_load(void) {
                 }
         qsort(v, (size_t) n, sizeof(*v), cmp_double);
         printf("tag=%s mode=%s conns=%d target_rate=%.0f requests=%ld errors=%ld seconds=%.3f rate=%.1f "
-               "mean_ms=%.2f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f\n",
+               "mean_ms=%.2f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f cpu_us_per_req=%.1f\n",
                o.tag, o.mode == MODE_HWID ? "hwid" : "cfssl", o.conns, o.rate, n, atomic_load(&n_errors), elapsed,
                elapsed > 0 ? (double) n / elapsed : 0, n ? sum / (double) n : 0, pct(v, n, 50), pct(v, n, 90),
-               pct(v, n, 99), n ? v[n - 1] : 0);
+               pct(v, n, 99), n ? v[n - 1] : 0, n ? cpu0 / (double) n : 0);
         free(v);
 }
 

@@ -27,6 +27,7 @@
 set -euo pipefail
 
 SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CLK_TCK=$(getconf CLK_TCK)
 BUILD=${BUILD:-$SRCDIR/build-bench}
 OUT=$SRCDIR/docs/BENCHMARKS.md
 QUICK=0
@@ -273,37 +274,51 @@ ceilings() {
 
 # --- 3. issuance load: hwidd, cfssl, openssl ca --------------------------------------
 
+# cpu_ticks PID — user + system CPU time of PID so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
 # load_run PREFIX KEY MODE URL CACERT CONNS [EXTRA...] — LOAD_REPS runs of the
-# same load (each with CNs of its own); keeps the run with the median rate:
-# KEY_rate, KEY_p50, KEY_p99, KEY_errors (all runs), KEY_rates (every rate).
+# same load (each with CNs of its own) against the server whose PID is
+# $SERVER_PID; keeps the run with the median rate: KEY_rate, KEY_p50,
+# KEY_p99, KEY_errors (all runs), KEY_rates (every rate), KEY_srv_cpu and
+# KEY_gen_cpu (µs of CPU per request: the server's, from /proc, and the
+# load generator's own).
 load_run() {
-        local prefix=$1 key=$2 mode=$3 url=$4 cacert=$5 conns=$6 out rep errors=0 rates=() outs=()
+        local prefix=$1 key=$2 mode=$3 url=$4 cacert=$5 conns=$6 out rep t0 n errors=0 rates=() outs=() srv=()
         shift 6
         for ((rep = 1; rep <= LOAD_REPS; rep++)); do
+                t0=$(cpu_ticks "$SERVER_PID")
                 out=$("$LOAD" --mode "$mode" --url "$url" --cacert "$cacert" --connections "$conns" \
                         --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "${prefix}r$rep" "$@" \
                         2>>"$W/load-errors.log") ||
                         die "load $mode $conns: $(tail -3 "$W/load-errors.log")"
+                # While the load made its CSRs the server was idle: its CPU is the run's.
+                n=$(kv requests "$out")
+                srv+=("$(calc "($(cpu_ticks "$SERVER_PID") - $t0) * 1000000 / $CLK_TCK / ($n > 0 ? $n : 1)")")
                 echo "$out" >>"$W/load.log"
                 outs+=("$out")
                 rates+=("$(kv rate "$out")")
                 errors=$((errors + $(kv errors "$out")))
         done
         # The median run by rate: one stall of the machine does not decide a level.
-        out=${outs[$(for i in "${!rates[@]}"; do echo "${rates[$i]} $i"; done | sort -n | awk -v m=$(((LOAD_REPS + 1) / 2)) 'NR == m { print $2 }')]}
+        rep=$(for i in "${!rates[@]}"; do echo "${rates[$i]} $i"; done | sort -n | awk -v m=$(((LOAD_REPS + 1) / 2)) 'NR == m { print $2 }')
+        out=${outs[$rep]}
         res "${key}_rate" "$(kv rate "$out")"
         res "${key}_p50" "$(kv p50_ms "$out")"
         res "${key}_p99" "$(kv p99_ms "$out")"
         res "${key}_errors" "$errors"
         res "${key}_rates" "$(IFS=/; echo "${rates[*]}")"
         res "${key}_n" "$(kv requests "$out")"
+        res "${key}_srv_cpu" "$(printf '%.0f' "${srv[$rep]}")"
+        res "${key}_gen_cpu" "$(printf '%.0f' "$(kv cpu_us_per_req "$out")")"
         res "${key}_load" "$(loadavg)"
-        log "  $mode c=$conns: $(kv rate "$out")/s p50 $(kv p50_ms "$out") ms p99 $(kv p99_ms "$out") ms (runs: ${rates[*]}) errors $errors"
+        log "  $mode c=$conns: $(kv rate "$out")/s p50 $(kv p50_ms "$out") ms p99 $(kv p99_ms "$out") ms (runs: ${rates[*]}) errors $errors, CPU/request server ${srv[$rep]} µs, load generator $(kv cpu_us_per_req "$out") µs"
 }
 
 hwidd_load() {
         local c peak=0 r
         log "hwidd issuance (durable commits, keep-alive, CSRs made beforehand)"
+        SERVER_PID=$HWIDD_PID
         for c in "${LEVELS[@]}"; do
                 load_run "h$c" "H$c" hwid "$URL" "$W/ca/ca.pem" "$c"
                 r=$(eval echo "\$H${c}_rate")
@@ -345,6 +360,7 @@ EOF
 cfssl_load() {
         local c
         log "cfssl issuance (same load)"
+        SERVER_PID=$CFSSL_PID
         for c in "${LEVELS[@]}"; do
                 load_run "f$c" "F$c" cfssl "https://127.0.0.1:$CFSSL_PORT" "$W/cfssl/ca.pem" "$c"
         done
@@ -615,6 +631,7 @@ scale() {
         openssl crl -inform DER -in "$W/crl3.der" -CAfile "$W/ca/ca.pem" -noout 2>&1 | grep -q 'verify OK' ||
                 die "the CRL does not verify against the CA"
         log "scale: enrollment against the full store"
+        SERVER_PID=$HWIDD_PID
         new_token
         load_run "s1" "S1" hwid "$URL" "$W/ca/ca.pem" 1
         load_run "s16" "S16" hwid "$URL" "$W/ca/ca.pem" 16
@@ -700,6 +717,10 @@ EOF
   $((2 * DUR)) s; latency counted from each request's scheduled time, so a
   stall of client, server or machine counts): achieved $HH_rate/s, p50
   $HH_p50 ms, p99 $HH_p99 ms (load average $HH_load).
+- CPU time per request, per level (1, 4, 16, 64 clients; the median
+  runs): hwidd $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_srv_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs, cfssl $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_srv_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs (from /proc);
+  the load generator $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_gen_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs against hwidd, $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_gen_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs against cfssl
+  (getrusage).  All of it shares the machine's $M_CORES cores.
 - Every run's rate, per level (1, 4, 16, 64 clients): hwidd $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_rates"; [ "$c" = 64 ] || echo -n "; "; done); cfssl $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_rates"; [ "$c" = 64 ] || echo -n "; "; done).
 - \`openssl ca\` per certificate: $O_RATE certificates/s ($O_MS ms each).
 - Failed requests per level: hwidd $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done); cfssl $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done).
