@@ -300,14 +300,20 @@ load_run() {
                 rates+=("$(kv rate "$out")")
                 errors=$((errors + $(kv errors "$out")))
         done
-        # The median run by rate: one stall of the machine does not decide a level.
-        rep=$(for i in "${!rates[@]}"; do echo "${rates[$i]} $i"; done | sort -n | awk -v m=$(((LOAD_REPS + 1) / 2)) 'NR == m { print $2 }')
+        # The median run: one stall of the machine does not decide a level.
+        # By rate; by p99 for a paced load (--rate), whose rate is fixed.
+        rep=$(for i in "${!outs[@]}"; do
+                        if [[ " $* " == *" --rate "* ]]; then kv p99_ms "${outs[$i]}"; else echo "${rates[$i]}"; fi |
+                                tr '\n' ' '
+                        echo "$i"
+                done | sort -n | awk -v m=$(((LOAD_REPS + 1) / 2)) 'NR == m { print $2 }')
         out=${outs[$rep]}
         res "${key}_rate" "$(kv rate "$out")"
         res "${key}_p50" "$(kv p50_ms "$out")"
         res "${key}_p99" "$(kv p99_ms "$out")"
         res "${key}_errors" "$errors"
         res "${key}_rates" "$(IFS=/; echo "${rates[*]}")"
+        res "${key}_p99s" "$(for o in "${outs[@]}"; do kv p99_ms "$o"; done | paste -sd/)"
         res "${key}_n" "$(kv requests "$out")"
         res "${key}_srv_cpu" "$(printf '%.0f' "${srv[$rep]}")"
         res "${key}_gen_cpu" "$(printf '%.0f' "$(kv cpu_us_per_req "$out")")"
@@ -716,7 +722,8 @@ EOF
 - hwidd at half its peak ($H_HALF_RATE/s offered by 16 paced clients for
   $((2 * DUR)) s; latency counted from each request's scheduled time, so a
   stall of client, server or machine counts): achieved $HH_rate/s, p50
-  $HH_p50 ms, p99 $HH_p99 ms (load average $HH_load).
+  $HH_p50 ms, p99 $HH_p99 ms, the median of $LOAD_REPS runs by p99 (each run's
+  p99: $HH_p99s ms; load average $HH_load).
 - CPU time per request, per level (1, 4, 16, 64 clients; the median
   runs): hwidd $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_srv_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs, cfssl $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_srv_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs (from /proc);
   the load generator $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_gen_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs against hwidd, $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_gen_cpu"; [ "$c" = 64 ] || echo -n ", "; done) µs against cfssl
