@@ -5,27 +5,17 @@
  * few read-only connections of their own; each is a store object with its
  * own lock and statement cache, so the read functions run unchanged on
  * it.  A lookup started after a commit returned sees that commit. */
-#include <errno.h>
 #include <stdatomic.h>
-#include <string.h>
 
 #include "error.h"
 #include "store-sqlite.h"
 
 static int reader_open(const store *parent, store **ret) {
-        _cleanup_(store_freep) store *r = calloc(1, sizeof(*r));
-        pthread_mutexattr_t attr;
+        _cleanup_(store_freep) store *r = NULL;
+        int e = store_alloc(parent->path, &r);
 
-        if (!r || !(r->path = strdup(parent->path)))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        /* Error-checking: a thread never waits for a connection it holds. */
-        pthread_mutexattr_init(&attr);
-        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
-        r->lock_ready = pthread_mutex_init(&r->lock, &attr) == 0;
-        pthread_mutexattr_destroy(&attr);
-        if (!r->lock_ready)
-                return hwid_fail(HWID_E_NOMEM, "cannot create a read connection's lock");
-        r->gc_tail = &r->gc_head;
+        if (e < 0)
+                return e;
         if (store_connect(r) < 0)
                 return -HWID_E_STORE;
         /* A read connection never writes, whatever a caller might try. */

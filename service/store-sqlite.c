@@ -420,16 +420,14 @@ static int configure(store *s) {
         return 0;
 }
 
-int store_open(const char *path, store **ret) {
-        _cleanup_(store_freep) store *s = NULL;
+int store_alloc(const char *path, store **ret) {
+        _cleanup_(store_freep) store *s = calloc(1, sizeof(*s));
         pthread_mutexattr_t attr;
-        int r;
 
-        if (!store_str_ok(path, 4096))
-                return hwid_fail(HWID_E_INVALID, "no database path given");
-        s = calloc(1, sizeof(*s));
         if (!s || !(s->path = strdup(path)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        /* Error-checking: a callback calling back into the store, or a
+         * thread after a read connection it holds, gets EDEADLK, not a hang. */
         pthread_mutexattr_init(&attr);
         pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
         s->lock_ready = pthread_mutex_init(&s->lock, &attr) == 0;
@@ -437,6 +435,18 @@ int store_open(const char *path, store **ret) {
         if (!s->lock_ready)
                 return hwid_fail(HWID_E_NOMEM, "cannot create the store's lock");
         s->gc_tail = &s->gc_head;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+int store_open(const char *path, store **ret) {
+        _cleanup_(store_freep) store *s = NULL;
+        int r;
+
+        if (!store_str_ok(path, 4096))
+                return hwid_fail(HWID_E_INVALID, "no database path given");
+        if ((r = store_alloc(path, &s)) < 0)
+                return r;
         s->gc_ready = pthread_mutex_init(&s->gc_lock, NULL) == 0;
         if (!s->gc_ready)
                 return hwid_fail(HWID_E_NOMEM, "cannot create the store's commit queue");

@@ -115,6 +115,9 @@ void store_checkpointer_stop(store *s);
  * *ret_guard is set to s so that _cleanup_(store_leavep) rolls back
  * whatever was not committed and releases the lock. */
 int store_enter(store *s, bool write, store **ret_guard);
+/* A store object for path with its lock, not yet connected: the main
+ * store and each read connection start as one. */
+int store_alloc(const char *path, store **ret);
 /* Opens s->path on s->db with the store's settings (busy timeout, extended codes). */
 int store_connect(store *s);
 void store_leavep(store **guard);
