@@ -47,7 +47,13 @@
         X(HWID_E_PIN_MISMATCH, 400, "ca_pin_mismatch", "CA certificate does not match the pin") \
         X(HWID_E_EXPIRED, 401, "expired", "certificate expired")                         \
         X(HWID_E_REVOKED, 401, "revoked", "certificate revoked")                         \
-        X(HWID_E_SUPERSEDED, 409, "superseded", "certificate replaced by a newer one")
+        X(HWID_E_SUPERSEDED, 409, "superseded", "certificate replaced by a newer one")   \
+        X(HWID_E_NOT_YET_VALID, 401, "not_yet_valid",                                    \
+          "certificate not yet valid (check the clocks)")                                \
+        X(HWID_E_TOO_EARLY, 403, "renewal_not_open", "renewal window not open yet")      \
+        X(HWID_E_KEY_BLOCKED, 403, "key_blocked",                                        \
+          "key blocked after a key-compromise revocation")                               \
+        X(HWID_E_ATTESTATION, 403, "attestation_failed", "hardware attestation failed")
 
 typedef enum hwid_err {
         HWID_OK = 0,
