@@ -33,7 +33,7 @@ typedef struct opts {
         const char *roots[MAX_ROOTS];
         size_t n_roots;
         tpm_ek_alg ek;
-        bool other_nonce, replay, check_transient, warm, late, malformed_first;
+        bool other_nonce, replay, check_transient, warm, late, malformed_first, wrong_secret;
 } opts;
 
 static int die(const char *stage, int r) {
@@ -312,6 +312,8 @@ static int cmd_exchange(const opts *o) {
                 return 1;
         if (r < 0)
                 return die("respond", r);
+        if (o->wrong_secret) /* what a device that cannot activate must guess */
+                ans->activated[0] ^= 1;
         return ca_verify(o, v, key, &c, ans);
 }
 
@@ -466,6 +468,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
                 { "warm", no_argument, NULL, 'w' },
                 { "late", no_argument, NULL, 'l' },
                 { "malformed-first", no_argument, NULL, 'm' },
+                { "wrong-secret", no_argument, NULL, 's' },
                 {},
         };
         int ch;
@@ -494,6 +497,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
                 case 'w': o->warm = true; break;
                 case 'l': o->late = true; break;
                 case 'm': o->malformed_first = true; break;
+                case 's': o->wrong_secret = true; break;
                 default: return -1;
                 }
         return 0;

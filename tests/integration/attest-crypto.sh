@@ -8,13 +8,14 @@
 # the CA verifies.
 #
 # Proves:
-#   - the exchange succeeds with an RSA 2048 EK and an ECC P-384 EK, with
+#   - the exchange succeeds with RSA 2048, ECC P-256 and ECC P-384 EKs, with
 #     the persistent EK and with the EK made from the TCG template; the EK
 #     certificate the CA verified is the one tpm2-tools reads from NV;
 #   - its cost: at most 16 TPM commands and 2 CreatePrimary (swtpm's log);
 #   - every refusal, at the step that must catch it: an EK certificate from
 #     a foreign manufacturer (same CA name, other key); a credential made
-#     for another TPM's EK, or bound to another TPM's AK; an AK without
+#     for another TPM's EK, or bound to another TPM's AK; a wrong activated
+#     secret; a TPM whose NV holds another TPM's EK certificate; an AK without
 #     `restricted`; a device key without fixedTPM/fixedParent; a Certify
 #     over another nonce; a CSR key that is not the certified one; a
 #     replayed answer; a late answer; malformed evidence (refused as such,
@@ -27,7 +28,8 @@
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-require_tools tpm2_evictcontrol tpm2_createprimary tpm2_readpublic tpm2_flushcontext tpm2_nvread openssl
+require_tools tpm2_evictcontrol tpm2_createprimary tpm2_readpublic tpm2_flushcontext tpm2_nvread \
+        tpm2_nvdefine tpm2_nvundefine tpm2_nvwrite tpm2_createek openssl
 : "${ATTEST_TOOL:=$BUILDDIR/tests/attest-tool}"
 [ -x "$ATTEST_TOOL" ] || fail "attest-tool not built: $ATTEST_TOOL"
 export TSS2_LOG=all+NONE
@@ -173,6 +175,9 @@ assert_no_transient "$B"
 refused respond "it was made for another EK or another AK" "$A" --check-transient \
         --roots "$ROOTS" --key "tpm2:file=$T/A.pem" --ek rsa-2048 --ek-from "$T/ek-b"
 
+echo "== a wrong activated secret is refused"
+refused verify "the activated secret is wrong" "$A" --roots "$ROOTS" --key "tpm2:file=$T/A.pem" --wrong-secret
+
 echo "== a credential bound to another TPM's AK cannot be activated"
 refused respond "it was made for another EK or another AK" "$A" --check-transient \
         --roots "$ROOTS" --key "tpm2:file=$T/A.pem" --ak-public "$T/ek-b/ak.pub"
@@ -205,6 +210,46 @@ refused verify "the CSR's key is not the certified TPM key" "$A" --roots "$ROOTS
 echo "== a late answer is refused"
 refused verify "the attestation challenge has expired" "$A" --roots "$ROOTS" \
         --key "tpm2:file=$T/A.pem" --late
+
+echo "== a TPM whose NV holds another TPM's EK certificate refuses to answer"
+# Its RSA EK certificate replaced by A's (platform authorization is empty on
+# swtpm): the CA cannot tell, but the EK the TPM makes from the template is
+# not that key.  B has no persistent EK any more; F's persistent EK is not
+# the certified key either, and is passed over.
+for t in B F; do
+        tcti=${!t}
+        run_ok tpm2_nvundefine -T "$tcti" -C p 0x01c00002
+        run_ok tpm2_nvdefine -T "$tcti" -C p -s "$(stat -c %s "$T/ek-a.der")" \
+                -a 'ppwrite|ppread|ownerread|authread|no_da|platformcreate' 0x01c00002 >/dev/null
+        run_ok tpm2_nvwrite -T "$tcti" -C p -i "$T/ek-a.der" 0x01c00002
+        refused respond "the rsa-2048 EK this TPM makes from the TCG template is not the key of its EK certificate" \
+                "$tcti" --check-transient --roots "$ROOTS" --key "tpm2:file=$T/$t.pem" --ek rsa-2048
+done
+
+echo "== ECC P-256 EK (low-range template L-2), certified here, persistent"
+# swtpm_setup makes no P-256 EK: tpm2-tools makes it from the TCG template
+# and persists it; the manufacturer's CA certifies it into NV 0x01c0000a.
+run_ok tpm2_createek -T "$A" -G ecc -c 0x81010002 -u "$T/ek256.pub" -f pem >/dev/null
+run_ok tpm2_readpublic -T "$A" -Q -c 0x81010002 -f pem -o "$T/ek256.pem"
+# (openssl x509 -req wants a CSR; -force_pubkey puts the EK's key in.)
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$T/csr-only.key" 2>/dev/null
+openssl req -new -key "$T/csr-only.key" -subj "/CN=unused" -out "$T/ek256.csr"
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,keyAgreement\nextendedKeyUsage=2.23.133.8.1\n' \
+        >"$T/ek256.ext"
+run_ok openssl x509 -req -in "$T/ek256.csr" -force_pubkey "$T/ek256.pem" -CA "$CA_DIR/issuercert.pem" \
+        -CAkey "$CA_DIR/signkey.pem" -set_serial 256 -days 30 -extfile "$T/ek256.ext" \
+        -outform der -out "$T/ek256.der"
+run_ok tpm2_nvdefine -T "$A" -C p -s "$(stat -c %s "$T/ek256.der")" \
+        -a 'ppwrite|ppread|ownerread|authread|no_da|platformcreate' 0x01c0000a >/dev/null
+run_ok tpm2_nvwrite -T "$A" -C p -i "$T/ek256.der" 0x01c0000a
+assert_no_transient "$A"
+out=$(attest "$A" --key "tpm2:file=$T/A.pem")
+assert_contains "$out" "ek: ecc-p256"
+assert_contains "$out" "verified"
+# And from the template, once the persistent one is gone.
+run_ok tpm2_evictcontrol -T "$A" -C o -c 0x81010002 >/dev/null
+out=$(attest "$A" --key "tpm2:file=$T/A.pem" --ek ecc-p256)
+assert_contains "$out" "verified"
 
 # --- EK certificate chains with the extensions EK certificates carry -------------
 
