@@ -25,8 +25,8 @@ static const struct {
         { TPMA_OBJECT_DECRYPT, "decrypt" },
 };
 
-/* "lacks X" for the first attribute of want that have lacks, "has X" for
- * the first of deny that it has, else NULL; what names the object. */
+/* Fails, saying "<what>: it lacks X" or "it has X", unless have holds
+ * every attribute of want and none of deny. */
 static int attr_check(TPMA_OBJECT have, TPMA_OBJECT want, TPMA_OBJECT deny, const char *what) {
         for (size_t i = 0; i < ELEMENTSOF(attr_names); i++) {
                 TPMA_OBJECT bit = attr_names[i].bit;

@@ -25,39 +25,35 @@
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir)
 DEFINE_TRIVIAL_CLEANUP_FUNC(ASN1_OBJECT *, ASN1_OBJECT_free)
 
-static inline void sk_X509_INFO_pop_freep(STACK_OF(X509_INFO) **p) {
-        if (*p)
-                sk_X509_INFO_pop_free(*p, X509_INFO_free);
-}
-
 struct attest_roots {
         X509_STORE *store;
         size_t count;
 };
 
-/* Every certificate in a PEM file, or the one of a DER file; 0 if none. */
+/* Every certificate in a PEM file (other PEM blocks, such as keys, are
+ * skipped unread: nothing may ask for a password), or the one of a DER
+ * file; none is not an error here. */
 static int load_certs(attest_roots *roots, const char *path, size_t *ret_added) {
         _cleanup_free_ char *data = NULL;
         _cleanup_(BIO_free_allp) BIO *bio = NULL;
-        _cleanup_(sk_X509_INFO_pop_freep) STACK_OF(X509_INFO) *infos = NULL;
         _cleanup_(X509_freep) X509 *der = NULL;
         const unsigned char *p;
         size_t len, added = 0;
+        X509 *x;
         int r;
 
         r = read_file_capped(path, ROOTS_FILE_MAX, &data, &len);
         if (r < 0)
                 return r;
         bio = BIO_new_mem_buf(data, (int) len);
-        infos = bio ? PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL) : NULL;
-        for (int i = 0; infos && i < sk_X509_INFO_num(infos); i++) {
-                X509 *x = sk_X509_INFO_value(infos, i)->x509;
-
-                if (x && !X509_STORE_add_cert(roots->store, x))
+        while (bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
+                r = X509_STORE_add_cert(roots->store, x);
+                X509_free(x);
+                if (!r)
                         return hwid_fail_ossl(HWID_E_CONFIG, "cannot add a certificate of %s", path);
-                added += x != NULL;
+                added++;
         }
-        ERR_clear_error(); /* a DER file is no PEM */
+        ERR_clear_error(); /* the end of the PEM data, or DER */
         p = (const unsigned char *) data;
         if (added == 0 && (der = d2i_X509(NULL, &p, (long) len)) && p == (const unsigned char *) data + len) {
                 if (!X509_STORE_add_cert(roots->store, der))

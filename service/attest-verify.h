@@ -121,6 +121,7 @@ typedef struct attest_fresh_ops {
 
 typedef struct attest_fresh attest_fresh;
 
+/* Wraps an implementation; takes impl (freed with ops->free, also on failure). */
 int attest_fresh_new(const attest_fresh_ops *ops, void *impl, attest_fresh **ret);
 /* The in-memory table, holding at most max challenges. */
 int attest_fresh_new_memory(size_t max, attest_fresh **ret);
