@@ -234,18 +234,25 @@ run_ok tpm2_readpublic -T "$A" -Q -c 0x81010002 -f pem -o "$T/ek256.pem"
 # (openssl x509 -req wants a CSR; -force_pubkey puts the EK's key in.)
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$T/csr-only.key" 2>/dev/null
 openssl req -new -key "$T/csr-only.key" -subj "/CN=unused" -out "$T/ek256.csr"
-printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,keyAgreement\nextendedKeyUsage=2.23.133.8.1\n' \
-        >"$T/ek256.ext"
+# Padded past 1024 bytes (one NV_Read's worth on swtpm) by a non-critical
+# extension, and stored in an NV index 64 bytes bigger than itself.
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,keyAgreement\nextendedKeyUsage=2.23.133.8.1\n1.3.6.1.4.1.99999.2=ASN1:UTF8String:%s\n' \
+        "$(head -c 1200 /dev/zero | tr '\0' x)" >"$T/ek256.ext"
 run_ok openssl x509 -req -in "$T/ek256.csr" -force_pubkey "$T/ek256.pem" -CA "$CA_DIR/issuercert.pem" \
         -CAkey "$CA_DIR/signkey.pem" -set_serial 256 -days 30 -extfile "$T/ek256.ext" \
         -outform der -out "$T/ek256.der"
-run_ok tpm2_nvdefine -T "$A" -C p -s "$(stat -c %s "$T/ek256.der")" \
+size=$(stat -c %s "$T/ek256.der")
+[ "$size" -gt 1024 ] || fail "the P-256 EK certificate has only $size bytes"
+head -c 64 /dev/zero >"$T/pad"
+cat "$T/ek256.der" "$T/pad" >"$T/ek256.nv"
+run_ok tpm2_nvdefine -T "$A" -C p -s $((size + 64)) \
         -a 'ppwrite|ppread|ownerread|authread|no_da|platformcreate' 0x01c0000a >/dev/null
-run_ok tpm2_nvwrite -T "$A" -C p -i "$T/ek256.der" 0x01c0000a
+run_ok tpm2_nvwrite -T "$A" -C p -i "$T/ek256.nv" 0x01c0000a
 assert_no_transient "$A"
 out=$(attest "$A" --key "tpm2:file=$T/A.pem")
 assert_contains "$out" "ek: ecc-p256"
 assert_contains "$out" "verified"
+assert_contains "$out" "ek-sha256: $(sha256sum <"$T/ek256.der" | cut -d' ' -f1)"
 # And from the template, once the persistent one is gone.
 run_ok tpm2_evictcontrol -T "$A" -C o -c 0x81010002 >/dev/null
 out=$(attest "$A" --key "tpm2:file=$T/A.pem" --ek ecc-p256)
