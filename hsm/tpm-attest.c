@@ -86,6 +86,7 @@ static int nv_buffer_max(tpm_conn *c, uint16_t *ret) {
 /* Reads size bytes of NV index nv into buf, in chunks the TPM accepts. */
 static int nv_read(tpm_conn *c, ESYS_TR auth, ESYS_TR nv, uint32_t idx, uint16_t size, uint8_t *buf) {
         uint16_t chunk = NV_CHUNK, off = 0;
+        bool asked = false;
         int r;
 
         while (off < size) {
@@ -95,7 +96,9 @@ static int nv_read(tpm_conn *c, ESYS_TR auth, ESYS_TR nv, uint32_t idx, uint16_t
 
                 rc = Esys_NV_Read(c->esys, auth, nv, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
                                   n, off, &data);
-                if (chunk == NV_CHUNK && (tpm_rc_is_fmt1(rc, TPM2_RC_VALUE) || tpm_rc_is_fmt1(rc, TPM2_RC_SIZE))) {
+                /* Asked once: a refusal at the TPM's own size is reported. */
+                if (!asked && (tpm_rc_is_fmt1(rc, TPM2_RC_VALUE) || tpm_rc_is_fmt1(rc, TPM2_RC_SIZE))) {
+                        asked = true;
                         r = nv_buffer_max(c, &chunk);
                         if (r < 0)
                                 return r;
