@@ -73,6 +73,7 @@
 
 #define TLS_VALIDITY (365 * 86400)
 #define TLS_IDENTITY "hwidd"
+#define TLS_BACKDATE 300 /* hwidd's default clock_skew */
 
 int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options *o, hwid_key **ret,
                           bool *ret_created) {
@@ -168,7 +169,7 @@ int uri_with_module(const char *uri, hwid_key *k, char **ret) {
 
 /* hwidd's own TLS certificate, issued by the CA like any other and
  * recorded in the store. */
-static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, X509 **ret) {
+static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, const char *crl_url, X509 **ret) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
         _cleanup_free_ char *list = NULL;
@@ -194,6 +195,7 @@ static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, X509
                 .subject_key = hwid_key_public(tls_key), .subject = name, .sans = sans,
                 .key_usage = KU_DIGITAL_SIGNATURE | (rsa ? KU_KEY_ENCIPHERMENT : 0),
                 .eku = EKU_SERVER_AUTH, .validity = TLS_VALIDITY, .now = (int64_t) time(NULL),
+                .backdate = TLS_BACKDATE, .crl_url = crl_url,
         };
         return issuer_sign(is, &in, ret);
 }
@@ -267,8 +269,8 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, char **
         if (asprintf(&crl_url, "https://%s/crl", s->listen) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = ca_key_open_or_create(uri, s->type, &o, &tls_key, &created)) < 0 ||
-            (r = issuer_new(ca_key, ca_cert, crl_url, &is)) < 0 ||
-            (r = issue_tls_cert(s, is, tls_key, ret_cert)) < 0)
+            (r = issuer_new(ca_key, ca_cert, &is)) < 0 ||
+            (r = issue_tls_cert(s, is, tls_key, crl_url, ret_cert)) < 0)
                 return r;
         printf("%s hwidd's TLS key %s\n", created ? "created" : "using", hwid_key_uri(tls_key));
         return uri_with_module(uri, tls_key, ret_tls_uri);

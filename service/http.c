@@ -282,6 +282,8 @@ static void fill_peer(http_server *srv, struct MHD_Connection *conn, http_reques
         req->peer_cert_len = peer.cert_len;
         req->peer_verified = peer.verified;
         req->peer_expired = peer.expired;
+        req->peer_not_yet_valid = peer.not_yet_valid;
+        req->peer_valid_from = peer.valid_from;
 }
 
 /* Last call: the whole body is in; run the handler. */

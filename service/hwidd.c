@@ -77,7 +77,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                  sigset_t *sigs) {
         http_options o = {
                 .listen = cfg->listen, .tls_key = tls_key, .tls_cert_pem = tls_pem,
-                .client_ca_pem = ca_service_ca_pem(ca), .max_body = cfg->max_body,
+                .client_ca_pem = ca_service_client_ca_pem(ca), .max_body = cfg->max_body,
                 .max_header = cfg->max_header, .timeout = cfg->timeout,
                 .max_connections = cfg->max_connections,
                 .rate_per_ip = cfg->rate_per_ip, .rate_burst = cfg->rate_burst,

@@ -82,6 +82,9 @@ typedef struct store_cert {
         int revocation_reason;   /* RFC 5280 CRLReason code */
         char *request_id;        /* NULL if issued without a request record */
         int64_t created_at;
+        /* What the holder may do ("node", "admin", ...: policy_cert_role_name()),
+         * decided by the profile at issuance.  Empty when committing: "node". */
+        char role[16];
 } store_cert;
 
 typedef struct store_audit {

@@ -383,7 +383,7 @@ static void race_first_open(void) {
         }
         pthread_barrier_destroy(&go);
         CHECK(ok == RACERS / 2);
-        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 1);
+        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
         CHECK(raw_int(path, "SELECT count(*) FROM meta") == 2);
 }
 
