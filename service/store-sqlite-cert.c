@@ -174,9 +174,11 @@ static int cert_commit_run(store *s, void *userdata) {
         const cert_commit *cc = userdata;
         const store_issue *in = cc->in;
         const store_cert *c = in->cert;
-        int r = 0;
+        /* A compromised key is refused here, in the transaction that would
+         * record it: no race with its revocation. */
+        int r = store_key_check(s, c->spki_sha256);
 
-        if (in->consume_token_id)
+        if (r >= 0 && in->consume_token_id)
                 r = store_token_consume(s, in->consume_token_id, cc->now);
         if (r >= 0 && in->request_id)
                 r = store_request_mark_issued(s, in->request_id, c->identity, c->serial, cc->now);
@@ -286,7 +288,7 @@ static bool crl_reason_ok(int reason) {
 int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_(store_cert_clear) store_cert c = { 0 };
-        _cleanup_stmt_ sqlite3_stmt *st = NULL, *seq = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
         if (!crl_reason_ok(reason))
@@ -304,12 +306,11 @@ int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, con
                 r = store_bind(s, st, "tIi", serial, now, reason);
         if (r >= 0)
                 r = store_step(s, st, "revoke a certificate");
+        if (r >= 0 && reason == 1) /* keyCompromise */
+                r = store_keys_block(s, serial, NULL, now);
         /* Same transaction: hwidd never sees the new status with an old seq. */
         if (r >= 0)
-                r = store_stmt(s, ST_SEQ_BUMP,
-                               "UPDATE meta SET value = value + 1 WHERE key = 'revocation_seq'", &seq);
-        if (r >= 0)
-                r = store_step(s, seq, "bump the revocation sequence");
+                r = store_revocation_bump(s);
         if (r >= 0 && audit)
                 r = store_audit_insert(s, audit, now);
         if (r < 0)
