@@ -245,3 +245,17 @@ void ca_service_handle(void *userdata, const http_request *req, http_response *r
         route(ca, req, resp);
         pthread_rwlock_unlock(&ca->cfg_lock);
 }
+
+void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp) {
+        ca_service *ca = userdata;
+
+        atomic_fetch_add(&ca->n_requests, 1);
+        pthread_rwlock_rdlock(&ca->cfg_lock);
+        if (is(req, "GET", "/crl"))
+                get_crl(ca, req, resp);
+        else if (is(req, "GET", "/ca"))
+                get_ca(ca, req, resp);
+        else
+                http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl and GET /ca only");
+        pthread_rwlock_unlock(&ca->cfg_lock);
+}

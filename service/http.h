@@ -55,7 +55,10 @@ void http_error_from(http_response *resp, int r);
 
 typedef struct http_options {
         const char *listen;          /* "ADDR:PORT" */
-        hwid_key *tls_key;           /* server TLS key (borrowed) */
+        /* Server TLS key (borrowed).  NULL: plain HTTP, without
+         * certificates (for what relying parties must fetch without TLS,
+         * like a CRL distribution point). */
+        hwid_key *tls_key;
         const char *tls_cert_pem;    /* server certificate chain, PEM */
         const char *client_ca_pem;   /* trust anchor(s) for client certificates; NULL: no mTLS */
         size_t max_body;

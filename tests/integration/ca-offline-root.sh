@@ -87,7 +87,7 @@ keyUsage=critical,digitalSignature'
 test_import() {
         local served
         run_ok "$HWID" ca import --key "$(ca_key_uri)" --cert "$R/int.pem" --chain "$R/root.pem" \
-                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" >"$T/import.out"
+                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" --http-listen "127.0.0.1:$(free_port)" >"$T/import.out"
         assert_eq "$(openssl x509 -in "$CA_DIR/ca.pem" -outform DER | sha256sum)" \
                 "$(openssl x509 -in "$R/int.pem" -outform DER | sha256sum)" "ca.pem is the signed intermediate"
         grep -q '^  chain: ca-chain.pem$' "$CFG" || fail "the generated config serves no chain"
