@@ -29,7 +29,8 @@ static void usage(FILE *f) {
                    "      --check           validate the configuration and keys, then exit\n"
                    "  -h, --help            show this help\n\n"
                    "Signals: SIGTERM/SIGINT finish in-flight requests and stop; SIGHUP reloads the\n"
-                   "policy (a broken file is refused and the old policy stays in force).\n");
+                   "configuration: profiles, policy, ca.crl_url, ca.crl_validity and clock_skew apply\n"
+                   "at once, the rest needs a restart (a broken file is refused and the old one stays).\n");
 }
 
 static int parse_args(int argc, char **argv, hwidd_args *a) {
