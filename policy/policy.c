@@ -110,6 +110,40 @@ const char *policy_admin_group(const policy *p) {
         return p->admin_group;
 }
 
+policy_role policy_profile_role(const policy *p, const policy_profile *prof) {
+        if (prof->role_given)
+                return (policy_role) prof->role;
+        for (size_t i = 0; p->admin_group && prof->fixed_o && prof->fixed_o[i]; i++)
+                if (strcmp(prof->fixed_o[i], p->admin_group) == 0)
+                        return ROLE_ADMIN;
+        return ROLE_NODE;
+}
+
+/* Roles a certificate record may carry; new roles are appended. */
+static const struct {
+        policy_role role;
+        const char *name;
+} cert_roles[] = {
+        { ROLE_NODE, "node" },
+        { ROLE_ADMIN, "admin" },
+};
+
+const char *policy_cert_role_name(policy_role role) {
+        for (size_t i = 0; i < ELEMENTSOF(cert_roles); i++)
+                if (cert_roles[i].role == role)
+                        return cert_roles[i].name;
+        return NULL;
+}
+
+int policy_cert_role_parse(const char *name, policy_role *ret) {
+        for (size_t i = 0; name && i < ELEMENTSOF(cert_roles); i++)
+                if (strcmp(cert_roles[i].name, name) == 0) {
+                        *ret = cert_roles[i].role;
+                        return 0;
+                }
+        return hwid_fail(HWID_E_INVALID, "'%s' is not a certificate role (node, admin)", name ? name : "");
+}
+
 const policy_attr *policy_csr_cn(const policy_csr *csr) {
         for (size_t i = 0; csr && csr->subject && i < csr->n_subject; i++)
                 if (rdn_is(csr->subject[i].type, "CN"))

@@ -14,6 +14,15 @@
 
 /* ---------- profiles ---------- */
 
+/* Who asks (see policy_requester); certificates carry NODE or ADMIN. */
+typedef enum policy_role {
+        ROLE_ANONYMOUS,
+        ROLE_TOKEN,  /* holds a valid bootstrap token */
+        ROLE_NODE,   /* mutual TLS with a certificate hwid issued */
+        ROLE_ADMIN,
+} policy_role;
+
+
 typedef enum policy_approval {
         APPROVAL_AUTO,
         APPROVAL_MANUAL,
@@ -77,6 +86,11 @@ typedef struct policy_profile {
         bool rotate_key;             /* renewal must present a new key */
         bool allow_reenroll;         /* token enrollment may replace a live certificate */
         policy_ungranted ungranted;
+        /* What certificates of this profile may do, recorded in the store
+         * at issuance (never read from a presented certificate): ROLE_NODE
+         * or ROLE_ADMIN.  Unless role_given, see policy_profile_role(). */
+        policy_role role;
+        bool role_given;
 } policy_profile;
 
 /* ---------- the parsed request ---------- */
@@ -123,13 +137,6 @@ typedef struct policy_csr {
 
 /* ---------- who asks ---------- */
 
-typedef enum policy_role {
-        ROLE_ANONYMOUS,
-        ROLE_TOKEN,  /* holds a valid bootstrap token */
-        ROLE_NODE,   /* mutual TLS with a certificate hwid issued */
-        ROLE_ADMIN,
-} policy_role;
-
 typedef struct policy_requester {
         policy_role role;
         const char *token_id;           /* ROLE_TOKEN */
@@ -141,6 +148,11 @@ typedef struct policy_requester {
         int64_t cert_not_after;         /* ROLE_NODE */
         const char *cert_spki_sha256;   /* ROLE_NODE: current key */
 } policy_requester;
+
+/* The roles a certificate can carry, by name: "node", "admin" (the list
+ * grows with new roles).  NULL / -HWID_E_INVALID for any other. */
+const char *policy_cert_role_name(policy_role role);
+int policy_cert_role_parse(const char *name, policy_role *ret);
 
 /* ---------- decisions ---------- */
 
@@ -190,12 +202,17 @@ int policy_add_profile(policy *p, policy_profile *prof);
 const policy_profile *policy_profile_find(const policy *p, const char *name);
 void policy_set_audit_only(policy *p, bool on);
 bool policy_audit_only(const policy *p);
-/* Admin role: certificates whose subject carries this O value. */
+/* Compatibility with configurations written before profiles had a role:
+ * a profile without an explicit role whose fixed_o holds this O value
+ * issues admin certificates.  A CSR can never put it in O itself. */
 int policy_set_admin_group(policy *p, const char *o_value);
 const char *policy_admin_group(const policy *p);
 /* GET /metrics without credentials (default off: admin role only). */
 void policy_set_public_metrics(policy *p, bool on);
 bool policy_public_metrics(const policy *p);
+/* The role certificates issued under prof carry: its explicit role, else
+ * ROLE_ADMIN if its fixed_o holds the admin group, else ROLE_NODE. */
+policy_role policy_profile_role(const policy *p, const policy_profile *prof);
 void policy_profile_free(policy_profile *prof);
 DEFINE_TRIVIAL_CLEANUP_FUNC(policy_profile *, policy_profile_free)
 

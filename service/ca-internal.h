@@ -15,6 +15,7 @@ struct ca_service {
         hwid_key *ca_key;
         X509 *ca_cert;
         char *ca_pem;               /* CA certificate + chain, served at /ca */
+        char *client_ca_pem;        /* the CA certificate alone: the one client trust anchor */
         issuer *issuer;
         store *store;
         /* CRL cache: regenerated when a revocation happened or it nears nextUpdate. */
@@ -39,9 +40,11 @@ typedef struct ca_auth {
 void ca_auth_clear(ca_auth *a);
 
 /* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
- * -HWID_E_EXPIRED / -HWID_E_REVOKED with a reason. */
+ * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
-/* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent. */
+/* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent.
+ * The certificate must be, byte for byte, one this CA issued and
+ * recorded; the role is the one recorded with it. */
 int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
 
 /* Writes an audit record (and a log line); failures to audit are logged. */

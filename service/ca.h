@@ -27,6 +27,11 @@ hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg);
 
 /* The HTTP handler: routes every endpoint. */
 void ca_service_handle(void *userdata, const http_request *req, http_response *resp);
+/* The handler of the plain-HTTP listener: GET /crl and GET /ca, as for
+ * anyone; everything else is 404. */
+void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp);
 
-/* The PEM the TLS layer trusts for client certificates (the CA chain). */
-const char *ca_service_ca_pem(const ca_service *ca);
+/* The PEM the TLS layer trusts for client certificates: the CA
+ * certificate alone, never the root or other members of its chain (hwid
+ * signs every client certificate with this CA directly). */
+const char *ca_service_client_ca_pem(const ca_service *ca);

@@ -43,6 +43,13 @@ static const cfg_name approval_names[] = {
         { NULL, 0, NULL },
 };
 
+/* The roles a profile can give its certificates (policy_cert_role_name). */
+static const cfg_name role_names[] = {
+        { "node", ROLE_NODE, NULL },
+        { "admin", ROLE_ADMIN, NULL },
+        { NULL, 0, NULL },
+};
+
 static const cfg_name ungranted_names[] = {
         { "refuse", UNGRANTED_REFUSE, NULL },
         { "drop", UNGRANTED_DROP, NULL },
@@ -295,6 +302,18 @@ static int fn_ungranted(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_
         return r;
 }
 
+static int fn_role(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        policy_profile *prof = base;
+        uint32_t v;
+        int r = cfg_pick(x, n, path, role_names, &v);
+
+        if (r >= 0) {
+                prof->role = (policy_role) v;
+                prof->role_given = true;
+        }
+        return r;
+}
+
 /* A fraction in (0, 1] or a percentage: 0.33, 33%. */
 static int fn_window(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
         const char *s;
@@ -351,6 +370,7 @@ static const cfg_field profile_fields[] = {
         FIELD("renewal", cfg_fn_section, 0, .aux = renewal_fields),
         FIELD("allow_reenroll", cfg_fn_bool, PROF(allow_reenroll)),
         FIELD("ungranted", fn_ungranted, 0),
+        FIELD("role", fn_role, 0),
         FIELD_END,
 };
 
@@ -363,6 +383,7 @@ static void profile_defaults(policy_profile *p) {
         p->approval = APPROVAL_AUTO;
         p->renew_window = 1.0 / 3.0;
         p->ungranted = UNGRANTED_REFUSE;
+        p->role = ROLE_NODE;
 }
 
 static bool profile_name_valid(const char *s) {

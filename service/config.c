@@ -191,6 +191,8 @@ static int fn_policy(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_fie
 
 static const cfg_field root_fields[] = {
         FIELD("listen", cfg_fn_listen, CFG(listen)),
+        FIELD("http_listen", cfg_fn_listen, CFG(http_listen)),
+        FIELD("clock_skew", cfg_fn_duration, CFG(clock_skew), .min = 0, .max = 3600),
         FIELD("database", cfg_fn_path, CFG(database), .required = true),
         FIELD("tcti", cfg_fn_string, CFG(tcti)),
         FIELD("ca", cfg_fn_section, 0, .aux = ca_fields, .required = true),
@@ -210,6 +212,7 @@ static void set_defaults(hwidd_config *c) {
         c->rate_per_ip = 0;
         c->rate_burst = 20;
         c->retry_after = 5;
+        c->clock_skew = 5 * MINUTE;
 }
 
 static int syntax_error(cfg_ctx *x, const yaml_parser_t *p) {
@@ -334,6 +337,7 @@ void config_free(hwidd_config *c) {
                 return;
         free(c->path);
         free(c->listen);
+        free(c->http_listen);
         free(c->database);
         free(c->tcti);
         free(c->ca_key);

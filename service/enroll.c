@@ -103,7 +103,8 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
         policy_authorize(ca->cfg->policy, &a->who, ACTION_ENROLL, NULL, &d);
         if ((r = ca_decision(ca, a, "enroll", NULL, &d)) < 0)
                 return r;
-        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0 ||
+            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
                 return r;
         policy_check_enroll(ca->cfg->policy, &a->who, csr_info_facts(csr), &iss, &d);
         request_cn(csr, cn, sizeof(cn));
@@ -290,7 +291,8 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
          * unauthenticated renewal through. */
         if (a->who.role == ROLE_ANONYMOUS)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "renewal needs mutual TLS with the current certificate");
-        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0 ||
+            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
                 return r;
         request_cn(csr, cn, sizeof(cn));
         policy_authorize(ca->cfg->policy, &a->who, ACTION_RENEW, cn, &d);

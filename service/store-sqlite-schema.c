@@ -83,6 +83,22 @@ static const char *const migrations[] = {
         "  reason TEXT,"
         "  token_id TEXT) STRICT;"
         "CREATE INDEX audit_at ON audit(at);",
+
+        /* 1 -> 2: the role a certificate was issued with (its profile's),
+         * the only source of what its holder may do.  Rows from before
+         * are nodes.  A lower-case name, so that new roles need no new
+         * constraint; hwidd refuses a name it does not know. */
+        "ALTER TABLE certificates ADD COLUMN role TEXT NOT NULL DEFAULT 'node'"
+        "  CHECK (length(role) BETWEEN 1 AND 15 AND role NOT GLOB '*[^a-z]*');"
+        /* Keys of certificates revoked for keyCompromise: never certified
+         * again.  A table of its own, so that the block outlives any
+         * pruning of old certificate rows. */
+        "CREATE TABLE blocked_keys ("
+        "  spki_sha256 TEXT PRIMARY KEY NOT NULL CHECK (length(spki_sha256) = 64),"
+        "  serial TEXT NOT NULL,"
+        "  blocked_at INTEGER NOT NULL) STRICT;"
+        /* Every certificate of a key, for revoking them all at once. */
+        "CREATE INDEX certificates_spki ON certificates(spki_sha256);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

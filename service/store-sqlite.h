@@ -51,6 +51,10 @@ typedef enum stmt_id {
         ST_CERT_SUPERSEDE,
         ST_CERT_REVOKE,
         ST_CERT_REVOKED,
+        ST_CERT_REVOKE_IDENTITY,
+        ST_CERT_REVOKE_BLOCKED,
+        ST_KEY_BLOCK,
+        ST_KEY_BLOCKED,
         ST_AUDIT_INSERT,
         ST_AUDIT_LAST,
         ST_SAVEPOINT,
@@ -185,3 +189,11 @@ int store_request_mark_issued(store *s, const char *id, const char *identity, co
                               int64_t now);
 /* Inside a write transaction: appends a (at now if a->at is 0). */
 int store_audit_insert(store *s, const store_audit *a, int64_t now);
+
+/* ---- store-sqlite-revoke.c (within a write transaction) ---- */
+int store_revocation_bump(store *s);
+/* keyCompromise: blocks the keys revoked with serial or of identity (either
+ * may be NULL) and revokes every unexpired certificate of a blocked key. */
+int store_keys_block(store *s, const char *serial, const char *identity, int64_t now);
+/* -HWID_E_KEY_BLOCKED if the key is blocked; 0 if not. */
+int store_key_check(store *s, const char *spki_sha256);

@@ -82,6 +82,9 @@ typedef struct store_cert {
         int revocation_reason;   /* RFC 5280 CRLReason code */
         char *request_id;        /* NULL if issued without a request record */
         int64_t created_at;
+        /* What the holder may do ("node", "admin", ...: policy_cert_role_name()),
+         * decided by the profile at issuance.  Empty when committing: "node". */
+        char role[16];
 } store_cert;
 
 typedef struct store_audit {
@@ -148,8 +151,21 @@ int store_cert_get(store *s, const char *serial, store_cert *ret);
 /* The identity's live certificate at now; -HWID_E_NOT_FOUND if none. */
 int store_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret);
 int store_cert_list(store *s, const char *identity /* NULL: all */, store_cert **ret, size_t *ret_n);
-/* VALID -> REVOKED; -HWID_E_NOT_FOUND, -HWID_E_CONFLICT if already revoked. */
+/* VALID or SUPERSEDED -> REVOKED; -HWID_E_NOT_FOUND, -HWID_E_CONFLICT if
+ * already revoked.  With reason 1 (keyCompromise) the certificate's key is
+ * blocked: every unexpired certificate of it is revoked too, in the same
+ * transaction, and store_cert_commit() refuses it from then on
+ * (-HWID_E_KEY_BLOCKED). */
 int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit);
+/* Every certificate of identity not revoked and not expired at now (the
+ * live one and superseded generations) -> REVOKED, in one transaction, with
+ * the key blocking of reason 1 as above; *ret_n: how many.  -HWID_E_NOT_FOUND
+ * if there is none. */
+int store_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
+                               size_t *ret_n);
+/* -HWID_E_KEY_BLOCKED (with the serial that blocked it) if a certificate
+ * of this key (SPKI SHA-256, hex) was revoked for keyCompromise; 0 if not. */
+int store_key_blocked(store *s, const char *spki_sha256);
 /* Revoked certificates not yet expired at now, for the CRL. */
 typedef int (*store_revoked_fn)(const char *serial, int64_t revoked_at, int reason, void *userdata);
 int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);

@@ -204,6 +204,31 @@ static void public_metrics_switch(policy *p) {
         CHECK(d.verdict == VERDICT_DENY);
 }
 
+/* A certificate's role is its profile's; without one, fixed_o holding the
+ * admin group makes admins (how files before roles said it). */
+static void certificate_roles(policy *p) {
+        _cleanup_(policy_profile_freep) policy_profile *own = profile_edge(); /* fixed_o: edge-nodes */
+        policy_role r = ROLE_ANONYMOUS;
+
+        CHECK(policy_profile_role(p, own) == ROLE_NODE);
+        CHECK(policy_set_admin_group(p, "edge-nodes") == 0);
+        CHECK(policy_profile_role(p, own) == ROLE_ADMIN);
+        own->role = ROLE_NODE;
+        own->role_given = true;
+        CHECK(policy_profile_role(p, own) == ROLE_NODE);
+        own->fixed_o[0][0] = 'X';
+        own->role = ROLE_ADMIN;
+        CHECK(policy_profile_role(p, own) == ROLE_ADMIN);
+        CHECK(policy_set_admin_group(p, NULL) == 0);
+        CHECK_STREQ(policy_cert_role_name(ROLE_NODE), "node");
+        CHECK_STREQ(policy_cert_role_name(ROLE_ADMIN), "admin");
+        CHECK(policy_cert_role_name(ROLE_TOKEN) == NULL && policy_cert_role_name(ROLE_ANONYMOUS) == NULL);
+        CHECK(policy_cert_role_parse("admin", &r) == 0 && r == ROLE_ADMIN);
+        CHECK(policy_cert_role_parse("node", &r) == 0 && r == ROLE_NODE);
+        CHECK(policy_cert_role_parse("Admin", &r) == -HWID_E_INVALID && r == ROLE_NODE);
+        CHECK(policy_cert_role_parse("token", &r) == -HWID_E_INVALID);
+}
+
 static void the_object(void) {
         _cleanup_(policy_freep) policy *p = NULL;
 
@@ -218,6 +243,7 @@ static void the_object(void) {
         CHECK_STREQ(policy_admin_group(p), "g");
         CHECK(policy_set_admin_group(p, NULL) == 0 && policy_admin_group(p) == NULL);
         CHECK(!policy_audit_only(p));
+        certificate_roles(p);
         policy_set_audit_only(p, true);
         CHECK(policy_audit_only(p));
 }
