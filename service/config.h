@@ -33,6 +33,8 @@ typedef struct hwidd_config {
         double rate_per_ip;    /* requests per second per client address, 0: off */
         unsigned rate_burst;
         int64_t retry_after;   /* seconds a pending device is told to wait, default 5 */
+        /* audit */
+        int64_t audit_retention; /* seconds an audit record is kept, default 365 days */
         /* policy (profiles, audit-only mode, admin group) */
         policy *policy;
 } hwidd_config;

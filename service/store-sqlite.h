@@ -19,6 +19,10 @@
 /* How long a writer waits for another (thread or process) to finish. */
 #define STORE_BUSY_TIMEOUT_MS 5000
 
+/* Where the WAL file is cut back to when it starts over: about the 1000
+ * pages at which a checkpoint is due. */
+#define STORE_WAL_LIMIT_BYTES (4 * 1024 * 1024)
+
 /* Read connections (store-sqlite-readers.c): lookups run there, beside
  * the writer.  A lookup takes tens of microseconds, so a few suffice. */
 #define STORE_READERS 4
@@ -53,6 +57,7 @@ typedef enum stmt_id {
         ST_CERT_REVOKED,
         ST_AUDIT_INSERT,
         ST_AUDIT_LAST,
+        ST_AUDIT_PRUNE,
         ST_SAVEPOINT,
         ST_RELEASE,
         ST_ROLLBACK_TO,
@@ -90,7 +95,12 @@ struct store {
         pthread_mutex_t ck_lock;
         pthread_cond_t ck_cond;
         bool ck_ready, ck_running, ck_due, ck_stop;
-        /* Read connections, each itself a store object with no readers. */
+        unsigned long ck_commits; /* commits since the last round */
+        /* Where the WAL file is cut back to when it starts over: about the 1000
+ * pages at which a checkpoint is due. */
+#define STORE_WAL_LIMIT_BYTES (4 * 1024 * 1024)
+
+/* Read connections, each itself a store object with no readers. */
         struct store *readers[STORE_READERS];
         size_t n_readers;
         _Atomic unsigned next_reader;
@@ -108,6 +118,11 @@ int store_read_enter(store **s, store **ret_guard);
 /* ---- store-sqlite-checkpoint.c ---- */
 int store_checkpointer_start(store *s);
 void store_checkpointer_stop(store *s);
+/* One checkpoint on the checkpointer's connection (mode: SQLITE_CHECKPOINT_*;
+ * anything beyond PASSIVE holds the store's lock meanwhile).  *ret_log:
+ * frames in the WAL, *ret_ckpt: frames copied back into the database.
+ * -HWID_E_STORE if it failed or could not finish (a reader in the way). */
+int store_checkpoint_run(store *s, int mode, int *ret_log, int *ret_ckpt);
 
 /* ---- store-sqlite.c: connection, locking, transactions, statements ---- */
 

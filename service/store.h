@@ -162,6 +162,10 @@ int store_audit_append(store *s, const store_audit *a);
 /* Calls fn for the last `limit` records, oldest first (limit 0: all). */
 typedef int (*store_audit_fn)(const store_audit *a, void *userdata);
 int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
+/* Retention: deletes at most max_rows (1..10000) of the oldest records
+ * written before `before`, in one short transaction; *ret_n: how many (0
+ * when none is left).  The only way audit records are ever removed. */
+int store_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);
 
 /* Frees arrays returned by the list functions. */
 void store_token_list_free(store_token *t, size_t n);
