@@ -36,6 +36,20 @@ static int load_ca_cert(ca_service *ca, const hwidd_config *cfg) {
         return 0;
 }
 
+/* A store from before DNS names were kept: record those of its live
+ * certificates, once, before serving anyone. */
+static int record_old_dns_names(ca_service *ca) {
+        size_t recorded = 0, skipped = 0;
+        int r = store_cert_dns_backfill(ca->store, (int64_t) time(NULL), der_dns_names, &recorded, &skipped);
+
+        if (r < 0)
+                return r;
+        if (recorded > 0 || skipped > 0)
+                log_notice("recorded %zu DNS names of certificates issued before names were kept%s", recorded,
+                           skipped ? "; some names were held by two live certificates and stay with the older" : "");
+        return 0;
+}
+
 int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         _cleanup_(ca_service_freep) ca_service *ca = calloc(1, sizeof(*ca));
         hsm_options ho = { .tcti = cfg->tcti };
@@ -49,7 +63,8 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         if ((r = refusals_new(&ca->refusals)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = issuer_new(ca->ca_key, ca->ca_cert, cfg->crl_url, &ca->issuer)) < 0 ||
-            (r = store_open(cfg->database, &ca->store)) < 0)
+            (r = store_open(cfg->database, &ca->store)) < 0 ||
+            (r = record_old_dns_names(ca)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);
         return 0;

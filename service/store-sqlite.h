@@ -58,6 +58,10 @@ typedef enum stmt_id {
         ST_AUDIT_INSERT,
         ST_AUDIT_LAST,
         ST_AUDIT_PRUNE,
+        ST_DNS_HOLDER,
+        ST_DNS_RETIRE,
+        ST_DNS_INSERT,
+        ST_DNS_OWNER,
         ST_SAVEPOINT,
         ST_RELEASE,
         ST_ROLLBACK_TO,
@@ -189,6 +193,17 @@ bool store_serial_ok(const char *serial);
 /* Brings the schema to the version this code knows, in one transaction;
  * refuses a database from a newer hwid or one that is not hwid's. */
 int store_migrate(store *s);
+
+/* ---- store-sqlite-dns.c ---- */
+
+/* The canonical form of a DNS name into out: ASCII lower case, without a
+ * trailing dot; -HWID_E_INVALID if it is empty, longer than 253 or not
+ * printable ASCII. */
+int store_dns_canonical(const char *name, char *out, size_t size);
+/* Inside a certificate's write transaction: records its n DNS names;
+ * -HWID_E_CONFLICT if another live certificate holds one. */
+int store_dns_record(store *s, const char *serial, const char *identity, const char *const *names, size_t n,
+                     int64_t now);
 
 /* ---- store-sqlite-token.c: helpers used inside cert transactions ---- */
 

@@ -102,8 +102,10 @@ static void wal_bounded(void) {
         CHECK(asprintf(&wal, "%s-wal", path) > 0);
         for (size_t i = 0; i < ELEMENTSOF(th); i++)
                 CHECK(pthread_create(&th[i], NULL, writer, &l) == 0);
-        /* Commits without a pause for 4 s, the WAL's size looked at every 10 ms. */
-        for (int i = 0; i < 400; i++) {
+        /* Commits without a pause -- at least 2 s and until they have
+         * written the WAL's bound six times over (3 pages a commit) --
+         * the WAL's size looked at every 10 ms. */
+        for (int i = 0; i < 3000 && (i < 200 || atomic_load(&l.commits) < 2000); i++) {
                 int64_t now = file_size(wal);
                 if (now > max)
                         max = now;

@@ -383,8 +383,8 @@ static void race_first_open(void) {
         }
         pthread_barrier_destroy(&go);
         CHECK(ok == RACERS / 2);
-        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 1);
-        CHECK(raw_int(path, "SELECT count(*) FROM meta") == 2);
+        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
+        CHECK(raw_int(path, "SELECT count(*) FROM meta") == 3);
 }
 
 /* ---- revocation and the CRL walk ---- */
