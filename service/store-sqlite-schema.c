@@ -95,7 +95,10 @@ static const char *const migrations[] = {
          * table is rebuilt.  Live certificates whose identities differ
          * only in case break the new rule: the newest stays live, the
          * others become superseded (valid to relying parties until they
-         * expire, but no longer the identity's; they cannot renew). */
+         * expire, but no longer the identity's; they cannot renew).
+         * The copy names every column the table has at this point: a
+         * later migration that changes certificates (or points a foreign
+         * key at it) must come after this one. */
         "CREATE TABLE certificates_v2 ("
         "  serial TEXT PRIMARY KEY NOT NULL"
         "    CHECK (length(serial) > 0 AND serial NOT GLOB '*[^0-9A-F]*'),"
