@@ -211,6 +211,8 @@ static int record_tls_cert(store *st, X509 *x) {
         store_audit a = { .at = now, .actor = "admin:ca-init", .action = "issue-tls", .target = TLS_IDENTITY,
                           .outcome = "allow", .reason = "hwidd's TLS server certificate" };
         store_issue how = { .cert = &c, .replace_live = true, .audit = &a };
+        char **dns = NULL;
+        size_t n_dns = 0;
 
         if (len <= 0 || (r = serial_to_hex(X509_get0_serialNumber(x), &serial)) < 0 ||
             (r = name_to_string(X509_get_subject_name(x), &subject)) < 0 ||
@@ -228,7 +230,14 @@ static int record_tls_cert(store *st, X509 *x) {
         c.not_after = (int64_t) timegm(&tm);
         c.status = CERT_VALID;
         c.created_at = now;
-        return store_cert_commit(st, &how, now);
+        /* Its DNS names are hwidd's: no device may get them. */
+        if ((r = x509_dns_names(x, &dns, &n_dns)) < 0)
+                return r;
+        how.dns_names = (const char *const *) dns;
+        how.n_dns_names = n_dns;
+        r = store_cert_commit(st, &how, now);
+        strv_free_n(dns, n_dns);
+        return r;
 }
 
 /* "ADDR:PORT" / "[v6]:PORT" -> where the port starts; NULL if malformed. */

@@ -281,6 +281,13 @@ const policy_attr *policy_csr_cn(const policy_csr *csr);
  * store's token name patterns and tests. */
 bool policy_glob_match(const char *pattern, const char *s, size_t len);
 
+/* Identities (CNs) compare without regard to ASCII case, everywhere: a
+ * token's or profile's CN pattern, a node acting on its own identity, a
+ * renewal's CN, the store's one live certificate per identity.  a holds
+ * a_len bytes (it may be a CSR's value, not NUL-terminated); b is a
+ * string.  A NUL in a is never equal to anything in b. */
+bool policy_identity_equal(const char *a, size_t a_len, const char *b);
+
 /* The canonical short name of a subject attribute type given as a short
  * name (any case) or its OID ("2.5.4.3" -> "CN"); a dotted OID of another
  * type as it is; NULL if neither. */

@@ -86,20 +86,25 @@ static bool cn_equals(const policy_attr *cn, const char *s) {
         return strlen(s) == cn->len && memcmp(cn->value, s, cn->len) == 0;
 }
 
+/* An identity pattern: a glob, ASCII case ignored as identities are. */
+static bool cn_matches(const char *pattern, const policy_attr *cn) {
+        return glob_match_ex(pattern, NULL, 0, cn->value, cn->len, GLOB_NOCASE);
+}
+
 /* Who the CN may be: the node itself (renewal), the token's pattern, the
- * profile's pattern. */
+ * profile's pattern -- compared as identities are, without ASCII case. */
 static int check_cn(check *c, const policy_attr *cn) {
         char q[QUOTE_BUF];
 
         name_quote(q, sizeof(q), cn->value, cn->len);
-        if (c->identity && !cn_equals(cn, c->identity) &&
+        if (c->identity && !policy_identity_equal(cn->value, cn->len, c->identity) &&
             check_soft(c, "renew.identity", "node '%s' may not renew identity '%s'", c->identity, q) < 0)
                 return -1;
-        if (c->name_pattern && !policy_glob_match(c->name_pattern, cn->value, cn->len) &&
+        if (c->name_pattern && !cn_matches(c->name_pattern, cn) &&
             check_soft(c, "token.name_pattern", "CN '%s' does not match the token's name pattern '%s'", q,
                        c->name_pattern) < 0)
                 return -1;
-        if (c->prof->cn_pattern && !policy_glob_match(c->prof->cn_pattern, cn->value, cn->len) &&
+        if (c->prof->cn_pattern && !cn_matches(c->prof->cn_pattern, cn) &&
             check_soft(c, "subject.cn_pattern", "CN '%s' does not match the CN pattern '%s' of profile '%s'", q,
                        c->prof->cn_pattern, c->prof->name) < 0)
                 return -1;

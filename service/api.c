@@ -127,6 +127,9 @@ static void get_metrics(ca_service *ca, const http_request *req, http_response *
                 { "hwid_requests_pending_total", "Requests held for manual approval.", atomic_load(&ca->n_pending) },
                 { "hwid_policy_denials_total", "Requests denied by policy.", atomic_load(&ca->n_denied) },
                 { "hwid_errors_total", "Requests that failed on the server side.", atomic_load(&ca->n_errors) },
+                { "hwid_unauthenticated_refusals_total",
+                  "Requests refused without valid credentials (audited as a summary per minute).",
+                  refusals_total(ca->refusals) },
         };
         int r = allow_read(ca, req, ACTION_METRICS);
 

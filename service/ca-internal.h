@@ -7,6 +7,7 @@
 #include "ca.h"
 #include "csr-check.h"
 #include "issuer.h"
+#include "refusals.h"
 #include "store.h"
 
 struct ca_service {
@@ -24,6 +25,10 @@ struct ca_service {
         size_t crl_len;
         int64_t crl_seq;
         int64_t crl_refresh_at;
+        /* Refusals of requests without valid credentials (refusals.h). */
+        refusals *refusals;
+        /* Audit retention: when the next pruning pass is due. */
+        int64_t prune_at;
         /* Prometheus counters. */
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
 };
@@ -53,7 +58,11 @@ void ca_audit(ca_service *ca, const char *actor, const char *action, const char 
 /* Audits a decision and turns a deny into its error (0 when allowed). */
 int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *target,
                 const policy_decision *d);
-/* Audits a failed request (unless already audited) and sends its error. */
+/* Writes the summary of refusals without valid credentials, if one is
+ * due (or force): one audit record per interval, not one per refusal. */
+void ca_refusals_flush(ca_service *ca, int64_t now, bool force);
+/* Audits a failed request (unless already audited) and sends its error;
+ * without valid credentials it is only counted (ca_refusals_flush()). */
 void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char *target,
                      http_response *resp, int r);
 

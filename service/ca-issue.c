@@ -88,22 +88,32 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
         _cleanup_(X509_freep) X509 *x = NULL;
         _cleanup_free_ char *pem = NULL;
         store_cert rec = { 0 };
+        char **dns = NULL;
+        size_t n_dns = 0;
         int r;
 
         if ((r = sign_for(ca, csr, iss, now, &x)) < 0)
                 return r;
+        /* The DNS names as the certificate carries them: the store keeps
+         * each with one live certificate at most. */
         if ((r = cert_record(x, csr, identity, iss->profile->name,
                              policy_profile_role(ca->cfg->policy, iss->profile), now, &rec)) < 0 ||
-            (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0)
+            (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0 ||
+            (r = x509_dns_names(x, &dns, &n_dns)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
         how->cert = &rec;
+        how->dns_names = (const char *const *) dns;
+        how->n_dns_names = n_dns;
         r = store_cert_commit(ca->store, how, now);
+        how->dns_names = NULL;
+        how->n_dns_names = 0;
         if (r < 0)
                 goto out;
         *ret_serial = TAKE_PTR(rec.serial);
         *ret_pem = TAKE_PTR(pem);
 out:
+        strv_free_n(dns, n_dns);
         store_cert_clear(&rec);
         return r;
 }

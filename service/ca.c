@@ -37,6 +37,20 @@ static int load_ca_cert(ca_service *ca, const hwidd_config *cfg) {
         return cert_to_pem(ca->ca_cert, &ca->client_ca_pem);
 }
 
+/* A store from before DNS names were kept: record those of its live
+ * certificates, once, before serving anyone. */
+static int record_old_dns_names(ca_service *ca) {
+        size_t recorded = 0, skipped = 0;
+        int r = store_cert_dns_backfill(ca->store, (int64_t) time(NULL), der_dns_names, &recorded, &skipped);
+
+        if (r < 0)
+                return r;
+        if (recorded > 0 || skipped > 0)
+                log_notice("recorded %zu DNS names of certificates issued before names were kept%s", recorded,
+                           skipped ? "; some names were held by two live certificates and stay with the older" : "");
+        return 0;
+}
+
 int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         _cleanup_(ca_service_freep) ca_service *ca = calloc(1, sizeof(*ca));
         hsm_options ho = { .tcti = cfg->tcti };
@@ -47,10 +61,11 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         pthread_rwlock_init(&ca->cfg_lock, NULL);
         pthread_mutex_init(&ca->crl_lock, NULL);
         ca->cfg = cfg;
-        if ((r = load_ca_cert(ca, cfg)) < 0 ||
+        if ((r = refusals_new(&ca->refusals)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
-            (r = store_open(cfg->database, &ca->store)) < 0)
+            (r = store_open(cfg->database, &ca->store)) < 0 ||
+            (r = record_old_dns_names(ca)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);
         return 0;
@@ -59,6 +74,10 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
 void ca_service_free(ca_service *ca) {
         if (!ca)
                 return;
+        /* What was counted since the last summary is not lost on shutdown. */
+        if (ca->store && ca->refusals)
+                ca_refusals_flush(ca, (int64_t) time(NULL), true);
+        refusals_free(ca->refusals);
         issuer_free(ca->issuer);
         store_free(ca->store);
         hwid_key_free(ca->ca_key);
@@ -232,8 +251,33 @@ void ca_audit(ca_service *ca, const char *actor, const char *action, const char 
                 log_error("cannot write the audit record: %s", hwid_strerror(r));
 }
 
+/* Who has not shown a valid credential: no token or certificate was
+ * accepted (authentication fills in a role only when it succeeds). */
+static bool unauthenticated(const ca_auth *a) {
+        return a->who.role == ROLE_ANONYMOUS;
+}
+
+/* A refusal of an unauthenticated request: counted, logged if few, and
+ * summarized later (ca_refusals_flush()) instead of a record each. */
+static void refuse_unauthenticated(ca_service *ca, ca_auth *a, const char *action, const char *target,
+                                   const char *reason, int r) {
+        if (refusals_note(ca->refusals, r, (int64_t) time(NULL)))
+                log_notice("%s %s %s: deny — %s", a->actor, action, target ? target : "-", reason);
+        a->audited = true;
+}
+
+void ca_refusals_flush(ca_service *ca, int64_t now, bool force) {
+        char summary[512];
+
+        if (!refusals_take_summary(ca->refusals, now, force, summary, sizeof(summary)))
+                return;
+        ca_audit(ca, "anonymous", "refused", NULL, "deny", summary, NULL);
+}
+
 int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *target,
                 const policy_decision *d) {
+        int r;
+
         if (d->verdict == VERDICT_ALLOW && !d->audit_only)
                 return 0;
         if (d->verdict == VERDICT_ALLOW) {
@@ -242,9 +286,13 @@ int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *targ
                 return 0;
         }
         atomic_fetch_add(&ca->n_denied, 1);
-        ca_audit(ca, a->actor, action, target, "deny", d->reason, a->who.token_id);
+        r = d->error ? d->error : -HWID_E_FORBIDDEN;
+        if (unauthenticated(a))
+                refuse_unauthenticated(ca, a, action, target, d->reason, r);
+        else
+                ca_audit(ca, a->actor, action, target, "deny", d->reason, a->who.token_id);
         a->audited = true;
-        return hwid_fail(d->error ? (hwid_err) -d->error : HWID_E_FORBIDDEN, "%s", d->reason);
+        return hwid_fail((hwid_err) -r, "%s", d->reason);
 }
 
 void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char *target,
@@ -259,6 +307,8 @@ void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char 
                 log_error("%s %s %s: %s", a->actor, action, target ? target : "-", reason);
                 a->audited = true;
         }
+        if (!a->audited && unauthenticated(a))
+                refuse_unauthenticated(ca, a, action, target, reason, r);
         if (!a->audited)
                 ca_audit(ca, a->actor, action, target, hwid_err_http_status(r) >= 500 ? "error" : "deny",
                          reason, a->who.token_id);

@@ -25,6 +25,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ca_service *, ca_service_free)
  * once no request can still use it (after this returns, none does). */
 hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg);
 
+/* Housekeeping, called about once a second from one thread, never from a
+ * request: summaries of refused unauthenticated requests, audit retention. */
+void ca_service_tick(ca_service *ca, int64_t now);
+
 /* The HTTP handler: routes every endpoint. */
 void ca_service_handle(void *userdata, const http_request *req, http_response *resp);
 /* The handler of the plain-HTTP listener: GET /crl and GET /ca, as for

@@ -177,6 +177,11 @@ static const cfg_field limit_fields[] = {
         FIELD_END,
 };
 
+static const cfg_field audit_fields[] = {
+        FIELD("retention", cfg_fn_duration, CFG(audit_retention), .min = DAY, .max = 36500LL * DAY),
+        FIELD_END,
+};
+
 static const cfg_field policy_fields[] = {
         FIELD("audit_only", cfg_fn_bool, offsetof(cfg_ctx, audit_only)),
         FIELD("admin_group", cfg_fn_name, offsetof(cfg_ctx, admin_group)),
@@ -198,6 +203,7 @@ static const cfg_field root_fields[] = {
         FIELD("ca", cfg_fn_section, 0, .aux = ca_fields, .required = true),
         FIELD("tls", cfg_fn_section, 0, .aux = tls_fields, .required = true),
         FIELD("limits", cfg_fn_section, 0, .aux = limit_fields),
+        FIELD("audit", cfg_fn_section, 0, .aux = audit_fields),
         FIELD("policy", fn_policy, 0),
         FIELD("profiles", cfg_fn_profiles, 0, .required = true),
         FIELD_END,
@@ -213,6 +219,7 @@ static void set_defaults(hwidd_config *c) {
         c->rate_burst = 20;
         c->retry_after = 5;
         c->clock_skew = 5 * MINUTE;
+        c->audit_retention = 365 * DAY;
 }
 
 static int syntax_error(cfg_ctx *x, const yaml_parser_t *p) {

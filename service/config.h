@@ -38,6 +38,8 @@ typedef struct hwidd_config {
          * backdates notBefore by it, and a client certificate up to this
          * far from its notBefore is accepted. */
         int64_t clock_skew;
+        /* audit */
+        int64_t audit_retention; /* seconds an audit record is kept, default 365 days */
         /* policy (profiles, audit-only mode, admin group) */
         policy *policy;
 } hwidd_config;

@@ -90,11 +90,43 @@ static const char *request_cn(const csr_info *csr, char *out, size_t n) {
         return out;
 }
 
+/* Cheap early answers (the store enforces both again at commit): the
+ * identity's live certificate, and DNS names another identity holds. */
+static int check_names_free(ca_service *ca, const policy_issue *iss, const char *cn, int64_t now) {
+        store_cert live = { 0 };
+        int r = store_cert_live_for(ca->store, cn, now, &live);
+
+        /* Identities ignore ASCII case: the store found it however spelt. */
+        if (r == 0 && !iss->profile->allow_reenroll)
+                r = strcmp(live.identity, cn) == 0
+                    ? hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn)
+                    : hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (as %s: names differing only in "
+                                "case are one identity); revoke it first", cn, live.identity);
+        store_cert_clear(&live);
+        if (r < 0 && r != -HWID_E_NOT_FOUND)
+                return r;
+        for (size_t i = 0; i < iss->n_sans; i++) {
+                _cleanup_free_ char *name = NULL, *owner = NULL;
+
+                if (iss->sans[i].type != SAN_DNS)
+                        continue;
+                if (!(name = strndup(iss->sans[i].value, iss->sans[i].len)))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                r = store_dns_owner(ca->store, name, now, &owner);
+                if (r == -HWID_E_NOT_FOUND || (r == 0 && policy_identity_equal(owner, strlen(owner), cn)))
+                        continue;
+                if (r < 0)
+                        return r;
+                return hwid_fail(HWID_E_CONFLICT, "DNS name %s already belongs to the live certificate of %s", name,
+                                 owner);
+        }
+        return 0;
+}
+
 static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         policy_issue iss;
         policy_decision d;
-        store_cert live = { 0 };
         char cn[128];
         int r;
 
@@ -112,12 +144,7 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
                 return r;
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to issue %s under", cn);
-        /* Cheap early answer; the store enforces it again at commit. */
-        r = store_cert_live_for(ca->store, cn, now, &live);
-        store_cert_clear(&live);
-        if (r == 0 && !iss.profile->allow_reenroll)
-                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn);
-        if (r < 0 && r != -HWID_E_NOT_FOUND)
+        if ((r = check_names_free(ca, &iss, cn, now)) < 0)
                 return r;
         if (iss.manual_approval)
                 return enroll_pending(ca, a, csr, cn, now, resp);

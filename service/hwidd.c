@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ca.h"
 #include "config.h"
@@ -116,8 +117,12 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
         }
         log_notice("listening on https://%s (port %d)", cfg->listen, http_server_port(srv));
         for (;;) {
-                if (sigwait(sigs, &sig) != 0)
+                /* Woken once a second for housekeeping when no signal comes. */
+                sig = sigtimedwait(sigs, NULL, &(struct timespec) { .tv_sec = 1 });
+                if (sig < 0) {
+                        ca_service_tick(ca, (int64_t) time(NULL));
                         continue;
+                }
                 if (sig == SIGHUP) {
                         reload(ca, path);
                         continue;

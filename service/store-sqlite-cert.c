@@ -104,7 +104,7 @@ static int supersede(store *s, const char *serial, const char *identity, int64_t
 
         if (r < 0)
                 return r;
-        if (strcmp(old.identity, identity) != 0)
+        if (sqlite3_stricmp(old.identity, identity) != 0) /* as the column compares */
                 return hwid_fail(HWID_E_FORBIDDEN, "certificate %s belongs to %s, not %s", serial, old.identity,
                                  identity);
         if (old.status == CERT_REVOKED)
@@ -159,8 +159,8 @@ static int cert_insert(store *s, const store_cert *c, const char *request_id, in
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
                 return hwid_fail(HWID_E_EXISTS, "a certificate with serial %s is already stored", c->serial);
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_UNIQUE)
-                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first",
-                                 c->identity);
+                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (identities ignore case); "
+                                 "revoke it first", c->identity);
         return r < 0 ? r : 0;
 }
 
@@ -188,6 +188,8 @@ static int cert_commit_run(store *s, void *userdata) {
                 r = retire(s, c->identity, cc->now, in->replace_live);
         if (r >= 0)
                 r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, cc->now);
+        if (r >= 0)
+                r = store_dns_record(s, c->serial, c->identity, in->dns_names, in->n_dns_names, cc->now);
         if (r >= 0 && in->audit)
                 r = store_audit_insert(s, in->audit, cc->now);
         return r < 0 ? r : 0;
