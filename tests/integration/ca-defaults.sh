@@ -1,5 +1,5 @@
 #!/bin/bash
-# shellcheck disable=SC2119  # lib.sh helpers take optional arguments
+# shellcheck disable=SC2119,SC2015  # lib.sh helpers take optional arguments; A && B || fail
 # ca-defaults.sh — what the configuration of a fresh `hwid ca init` grants,
 # and how a renewal asked for too early is answered. The default profile is
 # the generated one, untouched (one profile, `short`, is added for the agent).
