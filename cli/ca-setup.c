@@ -49,15 +49,20 @@
         "  audit_only: false\n"                                                                  \
         "\n"                                                                                     \
         "profiles:\n"                                                                            \
-        "  # Devices enrolling with a token are signed at once.\n"                               \
+        "  # Devices enrolling with a token are signed at once.  The subject is the CN\n"        \
+        "  # alone: a requester never chooses its own O/OU (groups, roles); give them\n"         \
+        "  # with fixed_o/fixed_ou here.  Each certificate also names its CN as a DNS\n"         \
+        "  # name, so that verifiers checking host names accept it.\n"                           \
         "  default:\n"                                                                           \
         "    validity: 30d\n"                                                                    \
         "    key_types: [ec-p256, ec-p384, rsa]\n"                                               \
         "    extended_key_usage: [clientAuth]\n"                                                 \
         "    subject:\n"                                                                         \
-        "      allowed_rdns: [CN, O, OU]\n"                                                      \
+        "      allowed_rdns: [CN]\n"                                                             \
+        "      # fixed_o: [devices]\n"                                                           \
         "    san:\n"                                                                             \
         "      dns: [\"{cn}\"]\n"                                                                \
+        "      add_dns_templates: true\n"                                                        \
         "    approval: auto\n"                                                                   \
         "    renewal:\n"                                                                         \
         "      window: 0.3333\n"                                                                 \
@@ -67,7 +72,7 @@
         "    key_types: [ec-p256, ec-p384, rsa]\n"                                               \
         "    extended_key_usage: [clientAuth]\n"                                                 \
         "    subject:\n"                                                                         \
-        "      allowed_rdns: [CN, O, OU]\n"                                                      \
+        "      allowed_rdns: [CN]\n"                                                             \
         "    approval: manual\n"                                                                 \
         "    renewal:\n"                                                                         \
         "      window: 0.3333\n"

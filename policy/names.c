@@ -314,6 +314,10 @@ const char *ip_format(char *buf, size_t size, const uint8_t *ip, int ip_len) {
 
 /* ---------- templates ---------- */
 
+bool policy_dns_is_template(const char *pattern) {
+        return pattern && !strpbrk(pattern, "*?\\");
+}
+
 bool template_has_cn(const char *tmpl) {
         return tmpl && strstr(tmpl, "{cn}") != NULL;
 }

@@ -81,6 +81,7 @@ typedef struct policy_profile {
         size_t n_ip_ranges;
         char **uri_templates;        /* "spiffe://example.org/node/{cn}" */
         bool san_from_templates;     /* add every uri template (expanded) even if not requested */
+        bool san_dns_from_templates; /* add every DNS pattern without glob characters (expanded), likewise */
         policy_approval approval;
         double renew_window;         /* renewal allowed only in the last fraction of the lifetime (0..1] */
         bool rotate_key;             /* renewal must present a new key */
@@ -168,6 +169,9 @@ typedef struct policy_decision {
         int error;         /* -hwid_err for a deny (FORBIDDEN, UNAUTHENTICATED, ...) */
         char reason[256];  /* always set: why it is allowed or denied */
         char decided_by[32]; /* authorizer or rule that decided */
+        /* A deny for now only (-HWID_E_TOO_EARLY): the moment (Unix
+         * seconds) from which the same request can be allowed; 0 otherwise. */
+        int64_t retry_at;
 } policy_decision;
 
 /* What to put in the certificate: only what the profile grants.  The
@@ -269,9 +273,21 @@ void policy_check_enroll(const policy *p, const policy_requester *who, const pol
 
 /* Renewal over mutual TLS: same identity, inside the renewal window, key
  * rotation if the profile requires it, same rules as enrollment for the
- * rest.  now is Unix seconds. */
+ * rest.  now is Unix seconds.  Before the window opens the deny is
+ * -HWID_E_TOO_EARLY with retry_at = policy_renewal_opens_at(). */
 void policy_check_renew(const policy *p, const policy_requester *who, const policy_csr *csr,
                         int64_t now, policy_issue *issue, policy_decision *ret);
+
+/* When renewal opens for a certificate valid from not_before to
+ * not_after under prof: the last renew_window of its lifetime, to the
+ * nearest second.  The one rule for the renewal check and for what the
+ * service tells devices (GET /v1/identities renew_after), so that the two
+ * never disagree. */
+int64_t policy_renewal_opens_at(const policy_profile *prof, int64_t not_before, int64_t not_after);
+
+/* Whether a DNS pattern names one name once {cn} is expanded (no '*',
+ * '?' or '\\'): only such a pattern can be added to a certificate unasked. */
+bool policy_dns_is_template(const char *pattern);
 
 /* The CN of a subject (first CN attribute), or NULL. */
 const policy_attr *policy_csr_cn(const policy_csr *csr);

@@ -51,6 +51,25 @@ void ca_respond_error(ca_service *ca, http_response *resp, int r) {
                 http_error_from(resp, r);
 }
 
+void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now) {
+        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        const char *s;
+
+        resp->retry_after = at > now ? at - now : 1;
+        if (!o || !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                return; /* not a JSON error body: Retry-After alone */
+        }
+        json_object_object_add(o, key, json_object_new_int64(at));
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (s) {
+                buf_reset(&resp->body);
+                if (buf_append_str(&resp->body, s) < 0)
+                        http_error_from(resp, -HWID_E_NOMEM);
+        }
+        json_object_put(o);
+}
+
 /* Read-only endpoints go through the authorizer like everything else,
  * as whoever the client is: anonymous, or the holder of a client
  * certificate (the admin role may read /metrics).  A client certificate
@@ -152,12 +171,11 @@ static const char *cert_status_name(store_cert_status s) {
  * its profile wants a new key. */
 static void add_renewal_info(ca_service *ca, const store_cert *c, json_object *o) {
         const policy_profile *p = policy_profile_find(ca->cfg->policy, c->profile);
-        int64_t life = c->not_after - c->not_before;
 
         if (!p)
                 return;
         json_object_object_add(o, "renew_after",
-                               json_object_new_int64(c->not_after - (int64_t) (p->renew_window * (double) life)));
+                               json_object_new_int64(policy_renewal_opens_at(p, c->not_before, c->not_after)));
         json_object_object_add(o, "rotate_key", json_object_new_boolean(p->rotate_key));
 }
 

@@ -81,6 +81,9 @@ void ca_respond_pem(http_response *resp, int status, const char *pem);
 void ca_respond_json(http_response *resp, int status, const char *json);
 /* Error response + error counter. */
 void ca_respond_error(ca_service *ca, http_response *resp, int r);
+/* Adds to an error response the moment (Unix seconds) from which asking
+ * again can succeed: as "<key>": at in its JSON body, and Retry-After. */
+void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now);
 
 /* The current CRL (DER), regenerated on change. */
 int ca_crl(ca_service *ca, int64_t now, buf *out);

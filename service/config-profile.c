@@ -349,6 +349,7 @@ static const cfg_field san_fields[] = {
         FIELD("ip", fn_cidrs, 0, .max = 64),
         FIELD("uri", fn_strv, PROF(uri_templates), .max = 8, .aux = &uri_rule),
         FIELD("add_uri_templates", cfg_fn_bool, PROF(san_from_templates)),
+        FIELD("add_dns_templates", cfg_fn_bool, PROF(san_dns_from_templates)),
         FIELD_END,
 };
 
@@ -395,6 +396,29 @@ static bool profile_name_valid(const char *s) {
         return true;
 }
 
+static bool has_dns_template(const policy_profile *prof) {
+        for (size_t i = 0; prof->dns_patterns && prof->dns_patterns[i]; i++)
+                if (policy_dns_is_template(prof->dns_patterns[i]))
+                        return true;
+        return false;
+}
+
+/* add_*_templates needs something to add. */
+static int check_san_templates(cfg_ctx *x, yaml_node_t *n, const char *path, const policy_profile *prof) {
+        char sub[300];
+
+        if (prof->san_from_templates && !(prof->uri_templates && prof->uri_templates[0])) {
+                snprintf(sub, sizeof(sub), "%s.san.add_uri_templates", path);
+                return cfg_fail(x, n, sub, "is true but the profile has no san.uri templates");
+        }
+        if (prof->san_dns_from_templates && !has_dns_template(prof)) {
+                snprintf(sub, sizeof(sub), "%s.san.add_dns_templates", path);
+                return cfg_fail(x, n, sub, "is true but no san.dns pattern is a template (one without '*', '?' "
+                                "or '\\', such as \"{cn}\" or \"{cn}.example.org\")");
+        }
+        return 0;
+}
+
 static int load_profile(cfg_ctx *x, yaml_node_t *n, const char *path, const char *name) {
         _cleanup_(policy_profile_freep) policy_profile *prof = calloc(1, sizeof(*prof));
         int r;
@@ -404,11 +428,8 @@ static int load_profile(cfg_ctx *x, yaml_node_t *n, const char *path, const char
         profile_defaults(prof);
         if ((r = cfg_mapping(x, n, path, profile_fields, prof)) < 0)
                 return r;
-        if (prof->san_from_templates && !(prof->uri_templates && prof->uri_templates[0])) {
-                char sub[300];
-                snprintf(sub, sizeof(sub), "%s.san.add_uri_templates", path);
-                return cfg_fail(x, n, sub, "is true but the profile has no san.uri templates");
-        }
+        if ((r = check_san_templates(x, n, path, prof)) < 0)
+                return r;
         return policy_add_profile(x->policy, TAKE_PTR(prof));
 }
 

@@ -298,7 +298,9 @@ static int replay_renewal(ca_service *ca, const http_request *req, int64_t now, 
         return r;
 }
 
-static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+/* *ret_opens_at: on -HWID_E_TOO_EARLY, when the renewal window opens. */
+static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp,
+                    int64_t *ret_opens_at) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_free_ char *pem = NULL, *serial = NULL;
         policy_issue iss;
@@ -326,8 +328,11 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
         if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
                 return r;
         policy_check_renew(ca->cfg->policy, &a->who, csr_info_facts(csr), now, &iss, &d);
-        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
+        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0) {
+                if (r == -HWID_E_TOO_EARLY)
+                        *ret_opens_at = d.retry_at;
                 return r;
+        }
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to renew %s under", cn);
         {
@@ -344,12 +349,16 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
 }
 
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp) {
+        int64_t now = (int64_t) time(NULL), opens_at = 0;
         ca_auth a = { 0 };
         int r;
 
         snprintf(a.actor, sizeof(a.actor), "anonymous");
-        r = do_renew(ca, req, (int64_t) time(NULL), &a, resp);
+        r = do_renew(ca, req, now, &a, resp, &opens_at);
         if (r < 0)
                 ca_fail_request(ca, &a, "renew", NULL, resp, r);
+        /* Too early says until when, for the device to wait instead of guessing. */
+        if (r == -HWID_E_TOO_EARLY && opens_at > now)
+                ca_error_retry_at(resp, "renewal_opens_at", opens_at, now);
         ca_auth_clear(&a);
 }

@@ -91,6 +91,7 @@ static void example_loads(void) {
                 CHECK(edge->ip_ranges[1].family == 6 && edge->ip_ranges[1].prefix == 48);
                 CHECK(strv_is(edge->uri_templates, "spiffe://example.org/node/{cn}", NULL));
                 CHECK(edge->san_from_templates && edge->approval == APPROVAL_AUTO);
+                CHECK(edge->san_dns_from_templates);
                 CHECK(edge->renew_window > 0.333 && edge->renew_window < 0.334 && edge->rotate_key);
                 CHECK(!edge->allow_reenroll && edge->ungranted == UNGRANTED_REFUSE);
                 CHECK(edge->role_given && edge->role == ROLE_NODE && policy_profile_role(c->policy, edge) == ROLE_NODE);
@@ -108,6 +109,7 @@ static void example_loads(void) {
                 CHECK(server->approval == APPROVAL_MANUAL && server->renew_window == 0.5 && !server->rotate_key);
                 CHECK(server->allow_reenroll && server->ungranted == UNGRANTED_DROP);
                 CHECK(!server->san_from_templates && !server->uri_templates);
+                CHECK(!server->san_dns_from_templates);
         }
         admin = policy_profile_find(c->policy, "admin");
         CHECK(admin && strv_is(admin->fixed_o, "hwid-admins", NULL) && admin->validity == 7 * 86400);
@@ -270,6 +272,8 @@ static const broken broken_files[] = {
         { PROFILE "    san:\n      uri: [\"{cn}\"]\n", 11, "profiles.edge.san.uri[0]", "URI scheme" },
         { PROFILE "    san:\n      add_uri_templates: true\n", 10, "profiles.edge.san.add_uri_templates",
           "no san.uri templates" },
+        { PROFILE "    san:\n      dns: [\"*.example.org\"]\n      add_dns_templates: true\n", 10,
+          "profiles.edge.san.add_dns_templates", "no san.dns pattern is a template" },
         { PROFILE "    subject:\n      allowed_rdns: [O]\n", 11, "profiles.edge.subject.allowed_rdns",
           "must include CN" },
         { PROFILE "    subject:\n      allowed_rdns: [CN, Foo]\n", 11, "profiles.edge.subject.allowed_rdns[1]",

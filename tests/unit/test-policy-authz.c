@@ -38,12 +38,12 @@ static const row rows[] = {
         { "renewal of another identity", RENEW, NODE("edge-7", "edge"), .csr = { SUBJ(CN("edge-8")) },
           DENY(HWID_E_FORBIDDEN), .reason = "node 'edge-7' may not renew identity 'edge-8'", .by = "renew.identity" },
         { "renewal before the window", RENEW, NODE("edge-7", "edge"), .now = NB + 10 * DAY,
-          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_FORBIDDEN),
+          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_TOO_EARLY), .retry_at = NB + 20 * DAY,
           .reason = "renewal of 'edge-7' opens at 2023-12-04T22:13:20Z", .by = "renew.window" },
         { "renewal right when the window opens", RENEW, NODE("edge-7", "edge"), .now = NB + 20 * DAY,
           .csr = { SUBJ(CN("edge-7")) }, ALLOW },
         { "renewal a second before the window", RENEW, NODE("edge-7", "edge"), .now = NB + 20 * DAY - 1,
-          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_FORBIDDEN), .reason = "last 33%" },
+          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_TOO_EARLY), .retry_at = NB + 20 * DAY, .reason = "last 33%" },
         { "renewal with the same key when the profile rotates", RENEW, NODE("edge-7", "edge"), .same_key = true,
           .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_FORBIDDEN), .reason = "requires a new key on renewal" },
         { "renewal with the same key when it need not rotate", RENEW, NODE("a.svc.example.org", "server"),
@@ -254,6 +254,31 @@ static void the_object(void) {
         CHECK(policy_audit_only(p));
 }
 
+/* One rule for when renewal opens, which the renewal check denies by
+ * (retry_at) and GET /v1/identities reports (renew_after): to the nearest
+ * second, so 0.3333 of 30 days is 863913.6 s -> 863914 s. */
+static void renewal_moment(policy *p) {
+        _cleanup_(policy_profile_freep) policy_profile *prof = new_profile("w");
+        policy_requester who = { .role = ROLE_NODE, .identity = "edge-7", .cert_profile = "edge",
+                                 .cert_not_before = NB, .cert_not_after = NA, .cert_spki_sha256 = OLD_KEY };
+        policy_attr cn = { "CN", "edge-7", 6 };
+        policy_csr csr = { .subject = &cn, .n_subject = 1, .key_alg = "EC", .curve = "P-256", .spki_sha256 = NEW_KEY };
+        int64_t opens = policy_renewal_opens_at(policy_profile_find(p, "edge"), NB, NA);
+        policy_issue iss;
+        policy_decision d;
+
+        CHECK(opens == NB + 20 * DAY);
+        prof->renew_window = 0.3333;
+        CHECK(policy_renewal_opens_at(prof, NB, NA) == NA - 863914);
+        prof->renew_window = 1.0;
+        CHECK(policy_renewal_opens_at(prof, NB, NA) == NB);
+        CHECK(policy_renewal_opens_at(prof, NA, NB) == NB); /* no lifetime: at the end */
+        policy_check_renew(p, &who, &csr, opens - 1, &iss, &d);
+        CHECK(d.verdict == VERDICT_DENY && d.error == -HWID_E_TOO_EARLY && d.retry_at == opens);
+        policy_check_renew(p, &who, &csr, opens, &iss, &d);
+        CHECK(d.verdict == VERDICT_ALLOW && d.retry_at == 0);
+}
+
 int main(void) {
         _cleanup_(policy_freep) policy *strict = make_policy(false);
         _cleanup_(policy_freep) policy *audit = make_policy(true);
@@ -265,6 +290,7 @@ int main(void) {
         anonymous_may_do_little(strict);
         public_metrics_switch(strict);
         the_object();
+        renewal_moment(strict);
         if (!check_failures)
                 printf("test-policy-authz: %zu rows and the rest passed\n", ELEMENTSOF(rows));
         return check_done("test-policy-authz");
