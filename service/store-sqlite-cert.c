@@ -14,7 +14,7 @@
 
 #define CERT_COLS                                                                             \
         "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
-        "revoked_at, revocation_reason, request_id, created_at, role"
+        "revoked_at, revocation_reason, request_id, created_at, role, ek_cert_sha256, ek_pub_sha256, ak_name"
 
 static const char *const cert_status_names[] = {
         [CERT_VALID] = "valid",
@@ -47,6 +47,7 @@ static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         c.request_id = store_col_strdup(st, 11, &oom);
         c.created_at = sqlite3_column_int64(st, 12);
         store_col_copy(st, 13, c.role, sizeof(c.role));
+        store_col_attestation(st, 14, &c.attestation);
         if (oom) {
                 store_cert_clear(&c);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -93,6 +94,8 @@ static int cert_check(const store_cert *c) {
                 return hwid_fail(HWID_E_INVALID, "certificate %s lacks its key hash or DER", c->serial);
         if (c->not_after < c->not_before)
                 return hwid_fail(HWID_E_INVALID, "certificate %s ends before it starts", c->serial);
+        if (!store_attestation_ok(&c->attestation))
+                return hwid_fail(HWID_E_INVALID, "certificate %s has a malformed attestation record", c->serial);
         return 0;
 }
 
@@ -147,12 +150,13 @@ static int cert_insert(store *s, const store_cert *c, const char *request_id, in
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt(s, ST_CERT_INSERT,
                            "INSERT INTO certificates (" CERT_COLS ") "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11)", &st);
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13, ?14)", &st);
 
         if (r >= 0)
-                r = store_bind(s, st, "tttttbIItIt", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
+                r = store_bind(s, st, "tttttbIItItttt", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
                                c->der, c->der_len, c->not_before, c->not_after, request_id, now,
-                               c->role[0] ? c->role : "node");
+                               c->role[0] ? c->role : "node", store_opt(c->attestation.ek_cert_sha256),
+                               store_opt(c->attestation.ek_pub_sha256), store_opt(c->attestation.ak_name));
         if (r >= 0)
                 r = store_step(s, st, "insert a certificate");
         /* Never an overwrite: a serial is issued once. */
