@@ -39,6 +39,8 @@ typedef struct ca_auth {
         char actor[96];       /* for the audit log: "token:abc123", "node:edge-1" */
         store_token token;    /* ROLE_TOKEN */
         store_cert cert;      /* ROLE_NODE / ROLE_ADMIN: the client's certificate record */
+        store_ek ek;          /* ROLE_EK: its EK allowlist entry */
+        policy_attestation cert_attestation; /* ROLE_NODE: what who.cert_attestation points to */
         bool audited;         /* the failure has been audited already */
 } ca_auth;
 
