@@ -125,6 +125,11 @@ int cmd_cert_show(int argc, char **argv) {
         printf("serial: %s\nidentity: %s\nsubject: %s\nprofile: %s\nstatus: %s\nnot-before: %s\n"
                "not-after: %s\nspki-sha256: %s\n", c.serial, c.identity, c.subject, c.profile,
                status_name(c.status), nb, na, c.spki_sha256);
+        if (store_attested(&c.attestation))
+                printf("attested: TPM ek-sha256:%s\nek-cert-sha256: %s\nak-name: %s\n", c.attestation.ek_pub_sha256,
+                       c.attestation.ek_cert_sha256, c.attestation.ak_name);
+        else
+                printf("attested: no\n");
         p = c.der;
         x = d2i_X509(NULL, &p, (long) c.der_len);
         if (x)

@@ -269,14 +269,16 @@ static const char *hex_prefix(char *buf, size_t size, const char *hex) {
         return buf;
 }
 
-/* Enrollment: the key's attestation, required or recorded. */
-static int check_attestation_enroll(check *c) {
+/* Enrollment: the key's attestation, required or recorded (always for a
+ * TPM that enrolls by its EK: that is who it is). */
+static int check_attestation_enroll(check *c, const policy_requester *who) {
         if (c->prof->attestation == ATTESTATION_REQUIRED && !c->csr->attestation)
                 return attestation_soft(c, "attestation.required",
                                         "profile '%s' requires TPM attestation of the key, and the request carries "
                                         "none (a software key, or a device that did not attest: hwid join --attest)",
                                         c->prof->name);
-        c->issue->attestation = c->prof->attestation != ATTESTATION_NONE ? c->csr->attestation : NULL;
+        if (c->prof->attestation != ATTESTATION_NONE || who->role == ROLE_EK)
+                c->issue->attestation = c->csr->attestation;
         return 0;
 }
 
@@ -346,7 +348,7 @@ void policy_check_enroll(const policy *p, const policy_requester *who, const pol
         if (r >= 0)
                 r = profile_check(&c);
         if (r >= 0)
-                r = check_attestation_enroll(&c);
+                r = check_attestation_enroll(&c, who);
         /* An EK allowlist entry is an admin's approval of that TPM under that name. */
         if (r >= 0)
                 issue->manual_approval = c.prof->approval == APPROVAL_MANUAL && who->role != ROLE_EK;

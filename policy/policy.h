@@ -288,7 +288,8 @@ void policy_authorize(const policy *p, const policy_requester *who, policy_actio
  * Attestation (rules "attestation.*"): under `required` a request without
  * evidence is denied with -HWID_E_ATTESTATION (a scoping rule: audit-only
  * mode lets it through, marked would-deny); under `optional` and
- * `required` the evidence is recorded (issue->attestation). 
+ * `required` the evidence is recorded (issue->attestation), and for a
+ * TPM on the EK allowlist whatever the mode. 
  *
  * Errors of a DENY: -HWID_E_CSR_INVALID for malformed names (no or two
  * CNs, NUL or control characters, invalid UTF-8, over 64 bytes, malformed

@@ -121,6 +121,10 @@ static void enroll_ek(policy *p) {
         policy_check_enroll(p, &who, &csr, &iss, &d);
         CHECK(d.verdict == VERDICT_DENY);
         CHECK_CONTAINS(d.reason, "'gone', which does not exist");
+        /* Recorded under a profile without attestation too: it is who enrolled. */
+        who.ek_profile = "plain";
+        policy_check_enroll(p, &who, &csr, &iss, &d);
+        CHECK(d.verdict == VERDICT_ALLOW && iss.attestation == &in_a);
         /* A role without a name is nobody. */
         who = (policy_requester) { .role = ROLE_EK, .ek_profile = "req" };
         policy_check_enroll(p, &who, &csr, &iss, &d);
