@@ -49,6 +49,12 @@ typedef struct hsm_options {
         /* TCTI configuration for TPM keys; NULL means $HWID_TCTI, else the
          * tpm2-tss default. */
         const char *tcti;
+        /* For a short burst of operations (a join: the CSR's signature, then
+         * the attestation's Certify): a TPM key file's key, once loaded,
+         * stays loaded until hwid_key_release() or hwid_key_free(), instead
+         * of being loaded for each operation and flushed after it.  The
+         * caller releases it promptly: swtpm has no resource manager. */
+        bool hold;
 } hsm_options;
 
 /* What the device itself reports about how it holds the key. */
@@ -114,6 +120,9 @@ int hwid_key_sign_init(hwid_key *k, EVP_MD_CTX *mctx, const char *md);
  * own error if it reported one (call hwid_error_clear() before signing),
  * else OpenSSL's. */
 int hwid_fail_signing(const char *what);
+
+/* Flushes what hold kept loaded (nothing otherwise); the key stays usable. */
+void hwid_key_release(hwid_key *k);
 
 void hwid_key_free(hwid_key *k);
 DEFINE_TRIVIAL_CLEANUP_FUNC(hwid_key *, hwid_key_free)
