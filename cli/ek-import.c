@@ -113,8 +113,9 @@ static int json_fields(json_object *o, const char *what, ek_fields *f) {
         return 0;
 }
 
+/* *v is allocated for the devices listed (*n of them filled, also on failure). */
 static int json_manifest(const hwidd_config *cfg, const char *path, const char *text, const char *profile,
-                         store_ek *v, size_t *n) {
+                         store_ek **v, size_t *n) {
         json_object *o = json_tokener_parse(text), *devices = NULL;
         size_t count;
         int r = 0;
@@ -125,13 +126,15 @@ static int json_manifest(const hwidd_config *cfg, const char *path, const char *
         count = r < 0 ? 0 : json_object_array_length(devices);
         if (r >= 0 && count > EK_IMPORT_MAX)
                 r = hwid_fail(HWID_E_TOO_LARGE, "%s lists more than %d devices", path, EK_IMPORT_MAX);
+        if (r >= 0 && !(*v = calloc(count ? count : 1, sizeof(**v))))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
         for (size_t i = 0; r >= 0 && i < count; i++) {
                 char what[WHAT_MAX];
                 ek_fields f;
 
                 snprintf(what, sizeof(what), "%s: devices[%zu]", path, i);
                 r = json_fields(json_object_array_get_idx(devices, i), what, &f);
-                if (r >= 0 && (r = entry_make(cfg, &f, profile, what, &v[*n])) >= 0)
+                if (r >= 0 && (r = entry_make(cfg, &f, profile, what, &(*v)[*n])) >= 0)
                         (*n)++;
         }
         json_object_put(o);
@@ -211,12 +214,20 @@ static int csv_row(char *line, const char *what, const csv_header *h, ek_fields 
         return 0;
 }
 
-static int csv_manifest(const hwidd_config *cfg, const char *path, char *text, const char *profile, store_ek *v,
-                        size_t *n) {
+/* *v is allocated for a device per line, at most EK_IMPORT_MAX. */
+static int csv_manifest(const hwidd_config *cfg, const char *path, char *text, const char *profile,
+                        store_ek **ret_v, size_t *n) {
+        size_t lines = 1;
         csv_header h = { 0 };
         unsigned lineno = 0;
+        store_ek *v;
         char *line;
         int r = 0;
+
+        for (const char *p = text; *p; p++)
+                lines += *p == '\n';
+        if (!(v = *ret_v = calloc(lines < EK_IMPORT_MAX ? lines : EK_IMPORT_MAX, sizeof(*v))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
 
         for (char *rest = text; r >= 0 && (line = strsep(&rest, "\n"));) {
                 char what[WHAT_MAX];
@@ -243,19 +254,15 @@ int ek_manifest_read(const hwidd_config *cfg, const char *path, const char *prof
                      size_t *ret_n) {
         _cleanup_free_ char *text = NULL;
         store_ek *v = NULL;
-        size_t len, n = 0, lines = 1;
+        size_t len, n = 0;
         int r;
 
         if ((r = read_file_capped(path, MANIFEST_MAX, &text, &len)) < 0)
                 return r;
         if (memchr(text, '\0', len))
                 return hwid_fail(HWID_E_INVALID, "%s is not a text file", path);
-        for (size_t i = 0; i < len; i++)
-                lines += text[i] == '\n';
-        if (!(v = calloc(lines < EK_IMPORT_MAX ? lines : EK_IMPORT_MAX, sizeof(*v))))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        r = text[strspn(text, " \t\r\n")] == '{' ? json_manifest(cfg, path, text, profile, v, &n)
-                                                 : csv_manifest(cfg, path, text, profile, v, &n);
+        r = text[strspn(text, " \t\r\n")] == '{' ? json_manifest(cfg, path, text, profile, &v, &n)
+                                                 : csv_manifest(cfg, path, text, profile, &v, &n);
         if (r >= 0 && n == 0)
                 r = hwid_fail(HWID_E_INVALID, "%s lists no device", path);
         if (r < 0) {

@@ -61,13 +61,17 @@ client() {
 }
 
 # permanent_id PEM — the identifierValue of the certificate's
-# permanentIdentifier otherName, as python3-cryptography reads it.
+# permanentIdentifier otherName, as python3-cryptography reads it (nothing
+# if it has none).
 permanent_id() {
         /usr/bin/python3 - "$1" <<'PY'
 import sys
 from cryptography import x509
 cert = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
-san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+try:
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+except x509.ExtensionNotFound:
+    sys.exit(0)
 for name in san.get_values_for_type(x509.OtherName):
     if name.type_id.dotted_string != "1.3.6.1.5.5.7.8.3":
         continue
