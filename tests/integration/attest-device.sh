@@ -70,7 +70,7 @@ commands_since() {
         tail -n +$(($1 + 1)) "$A_LOG" |
                 awk '/SWTPM_IO_Read/ { getline; code = $7 $8 $9 $10 }
                      /SWTPM_IO_Write/ { getline; print ($7 $8 $9 $10 == "00000922" ? "RETRY" : code) }' |
-                while read -r c; do [ "$c" = RETRY ] && echo RETRY || tpm_name "$c"; done
+                while read -r c; do if [ "$c" = RETRY ]; then echo RETRY; else tpm_name "$c"; fi; done
 }
 
 renew_dev() {
