@@ -71,23 +71,23 @@ static int member_value(json_object *v, const char *what, const member *m) {
         int r;
 
         if (!json_object_is_type(v, json_type_string))
-                return hwid_fail(HWID_E_INVALID, "%s.%s must be a string", what, m->key);
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' must be a string", what, m->key);
         s = json_object_get_string(v);
         n = (size_t) json_object_get_string_len(v);
         if (m->text) {
                 if (n < m->min || n > m->max)
-                        return hwid_fail(HWID_E_INVALID, "%s.%s has %zu characters (%zu to %zu)", what, m->key, n,
+                        return hwid_fail(HWID_E_INVALID, "%s: '%s' has %zu characters (%zu to %zu)", what, m->key, n,
                                          m->min, m->max);
                 *m->str = s;
                 return 0;
         }
         if (n > 4 * ((m->max + 2) / 3))
-                return hwid_fail(HWID_E_INVALID, "%s.%s is longer than %zu bytes", what, m->key, m->max);
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' is longer than %zu bytes", what, m->key, m->max);
         r = base64_decode(s, n, false, m->bytes, m->len);
         if (r < 0)
-                return hwid_fail(HWID_E_INVALID, "%s.%s is not base64: %s", what, m->key, hwid_strerror(r));
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' is not base64: %s", what, m->key, hwid_strerror(r));
         if (*m->len < m->min || *m->len > m->max)
-                return hwid_fail(HWID_E_INVALID, "%s.%s has %zu bytes (%zu to %zu)", what, m->key, *m->len, m->min,
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' has %zu bytes (%zu to %zu)", what, m->key, *m->len, m->min,
                                  m->max);
         return 0;
 }
@@ -103,14 +103,14 @@ static int members(json_object *o, const char *what, const member *ms, size_t n)
                 for (i = 0; i < n && strcmp(ms[i].key, key) != 0; i++)
                         ;
                 if (i == n)
-                        return hwid_fail(HWID_E_INVALID, "%s has an unknown member \"%.64s\"", what, key);
+                        return hwid_fail(HWID_E_INVALID, "%s: unknown member '%.64s'", what, key);
                 if ((r = member_value(v, what, &ms[i])) < 0)
                         return r;
                 seen++;
         }
         for (size_t i = 0; seen < n && i < n; i++)
                 if (!json_object_object_get_ex(o, ms[i].key, NULL))
-                        return hwid_fail(HWID_E_INVALID, "%s lacks \"%s\"", what, ms[i].key);
+                        return hwid_fail(HWID_E_INVALID, "%s: '%s' is missing", what, ms[i].key);
         return 0;
 }
 
@@ -149,10 +149,10 @@ static int evidence_parse(json_object *att, ca_body *b) {
 
         if (!json_object_is_type(att, json_type_object))
                 return hwid_fail(HWID_E_INVALID, "the request's attestation must be a JSON object");
-        if ((r = members(att, "attestation", ms, ELEMENTSOF(ms))) < 0)
+        if ((r = members(att, "the request's attestation", ms, ELEMENTSOF(ms))) < 0)
                 return r;
         if (strspn(id, "0123456789abcdef") != 32)
-                return hwid_fail(HWID_E_INVALID, "attestation.id is not 32 lower-case hex digits");
+                return hwid_fail(HWID_E_INVALID, "the request's attestation: 'id' is not 32 lower-case hex digits");
         memcpy(b->id, id, 33);
         b->has_evidence = true;
         return 0;
@@ -167,12 +167,12 @@ static int json_csr_body(const http_request *req, ca_body *b) {
         json_object_object_foreach(o, key, v) {
                 (void) v;
                 if (strcmp(key, "csr") != 0 && strcmp(key, "attestation") != 0) {
-                        r = hwid_fail(HWID_E_INVALID, "the request body has an unknown member \"%.64s\"", key);
+                        r = hwid_fail(HWID_E_INVALID, "the request body: unknown member '%.64s'", key);
                         break;
                 }
         }
         if (r >= 0 && (!json_object_object_get_ex(o, "csr", &csr) || !json_object_is_type(csr, json_type_string)))
-                r = hwid_fail(HWID_E_INVALID, "the request body lacks \"csr\" (the PEM certificate request)");
+                r = hwid_fail(HWID_E_INVALID, "the request body: 'csr' (the PEM certificate request) is missing");
         if (r >= 0 && !(b->csr_text = strdup(json_object_get_string(csr))))
                 r = hwid_fail(HWID_E_NOMEM, NULL);
         if (r >= 0 && json_object_object_get_ex(o, "attestation", &att))

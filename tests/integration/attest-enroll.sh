@@ -92,6 +92,49 @@ assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT ek_pub_sha256 || ' ' || length(ak
         WHERE serial = '$serial'")" "$EK_A 68" "the store's record (AK name: SHA-256 name, 34 bytes)"
 assert_eq "$(token_used "$tok")" 1 "token spent by the attested join"
 
+echo "== malformed requests: 400 invalid_argument naming the field, 413 when too large"
+tok=$(token_new --profile attested --uses 9)
+# attest_post OUT BODY [CONTENT-TYPE] — POST /v1/attest with the token.
+attest_post() {
+        printf '%s' "$2" >"$1.in"
+        http "$1" POST /v1/attest -H "Authorization: Bearer $tok" -H "Content-Type: ${3:-application/json}" \
+                --data-binary "@$1.in"
+}
+b64a() { base64 -w0 <"$T/ek-a.der"; }
+attest_post "$T/m1" '{"ek_cert": "AAAA", "ek_public": "AAAA"'
+expect_error 400 invalid_argument "$T/m1" "the attestation request is not one JSON object"
+attest_post "$T/m2" "{\"ek_cert\": \"$(b64a)\", \"ek_public\": \"AAAA\", \"ak_public\": \"AAAA\", \"x\": \"\"}"
+expect_error 400 invalid_argument "$T/m2" "the attestation request: unknown member 'x'"
+attest_post "$T/m3" "{\"ek_cert\": \"$(b64a)\", \"ek_public\": \"AAAA\"}"
+expect_error 400 invalid_argument "$T/m3" "the attestation request: 'ak_public' is missing"
+attest_post "$T/m4" "{\"ek_cert\": \"$(b64a)\", \"ek_public\": \"A-A_\", \"ak_public\": \"AAAA\"}"
+expect_error 400 invalid_argument "$T/m4" "the attestation request: 'ek_public' is not base64"
+attest_post "$T/m5" "{\"ek_cert\": 7, \"ek_public\": \"AAAA\", \"ak_public\": \"AAAA\"}"
+expect_error 400 invalid_argument "$T/m5" "the attestation request: 'ek_cert' must be a string"
+attest_post "$T/m6" "{\"ek_cert\": \"$(b64a)\", \"ek_public\": \"AAAA\", \"ak_public\": \"AAAA\"}"
+expect_error 400 invalid_argument "$T/m6" "the EK public area is not"
+attest_post "$T/m7" "{\"ek_cert\": \"$(head -c 6000 /dev/zero | base64 -w0)\", \"ek_public\": \"AA==\", \"ak_public\": \"AA==\"}"
+expect_error 400 invalid_argument "$T/m7" "the attestation request: 'ek_cert' is longer than 4096 bytes"
+attest_post "$T/m8" "{\"pad\": \"$(head -c 20000 /dev/zero | tr '\0' x)\"}"
+expect_error 413 too_large "$T/m8" "at most 16384 bytes"
+attest_post "$T/m9" '{}' application/pkcs10
+expect_error 400 invalid_argument "$T/m9" "an attestation request is application/json"
+# The CSR body: the same care.
+# csr_json OUT BODY — POST /csr, JSON, with the token.
+csr_json() {
+        printf '%s' "$2" >"$1.in"
+        http "$1" POST /csr -H "Authorization: Bearer $tok" -H "Content-Type: application/json" --data-binary "@$1.in"
+}
+csr_json "$T/c1" '{"csr": "x", "attestation": {"id": "zz"}}'
+expect_error 400 invalid_argument "$T/c1" "the request's attestation: 'id' has 2 characters (32 to 32)"
+csr_json "$T/c2" '{"attestation": {}}'
+expect_error 400 invalid_argument "$T/c2" "the request body: 'csr' (the PEM certificate request) is missing"
+# Without a token and without evidence: authentication, as ever.
+http "$T/c3" POST /v1/attest -H "Content-Type: application/json" --data-binary "@$T/m6.in"
+expect_error 401 unauthenticated "$T/c3" "is not on the CA's EK allowlist, and the request carries no bootstrap token"
+assert_eq "$(token_used "$tok")" 0 "no token use spent by malformed requests"
+assert_eq "$(sqlite3 "$CA_DIR/hwid.db" 'SELECT count(*) FROM attest_challenges')" 0 "no challenge made for them"
+
 echo "== refused: a software key's CSR under a profile that requires attestation"
 tok=$(token_new --profile attested --uses 9)
 before=$(refused_state "$tok")
