@@ -70,7 +70,8 @@ static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, c
         _cleanup_free_ char *pem = NULL, *serial = NULL;
         char reason[128];
         store_audit audit = { .at = now, .actor = a->actor, .action = "enroll", .target = cn,
-                              .outcome = "allow", .reason = reason, .token_id = a->token.id };
+                              .outcome = "allow", .reason = reason,
+                              .token_id = a->who.role == ROLE_TOKEN ? a->token.id : NULL };
         store_issue how = { .consume_token_id = a->who.role == ROLE_TOKEN ? a->token.id : NULL,
                             .replace_live = iss->profile->allow_reenroll, .audit = &audit };
         int r;
