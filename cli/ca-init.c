@@ -39,6 +39,7 @@ static void usage(FILE *f) {
                    "      --tls-key URI      hwidd's TLS key (default: next to the CA key)\n"
                    "      --tls-names LIST   TLS server names (default localhost,127.0.0.1)\n"
                    "      --listen ADDR:PORT hwidd's address (default 127.0.0.1:8443)\n"
+                   "      --tcti TCTI        TPM to use for TPM keys (default $HWID_TCTI, else the tpm2-tss default)\n"
                    "      --csr              offline root: write DIR/ca.csr instead of a root;\n"
                    "                         then install the signed certificate with hwid ca import\n"
                    "  -f, --force            replace an existing CA in DIR\n");

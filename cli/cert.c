@@ -31,7 +31,11 @@ static void usage(void) {
                "       hwid cert revoke [--config FILE] [--reason R] SERIAL | --identity NAME\n\n"
                "Revocation takes effect at once for renewal; hwidd regenerates the CRL on its next\n"
                "request.  Reasons: unspecified, key-compromise, ca-compromise, affiliation-changed,\n"
-               "superseded, cessation-of-operation, privilege-withdrawn.\n");
+               "superseded, cessation-of-operation, privilege-withdrawn.\n\n"
+               CONFIG_HELP
+               "  -i, --identity NAME  list: only NAME's certificates; revoke: NAME's live one\n"
+               "  -a, --all            list: every status, not only valid certificates\n"
+               "  -r, --reason R       revoke: the reason (default unspecified)\n");
 }
 
 static int parse(const char *cmd, int argc, char **argv, cert_opts *o, int min_args, int max_args) {

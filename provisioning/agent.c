@@ -73,7 +73,8 @@ int64_t agent_backoff(const agent_opts *o, int failures, int64_t now, int64_t no
 
 /* The server's renew_after, or -1 when it cannot say now. */
 static int ask_window(const agent_opts *o, const device_state *s, int64_t *ret) {
-        renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout };
+        renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
+                          .clock_skew = o->clock_skew };
         renew_status st;
         int r = renew_fetch_status(&ro, &st);
 
@@ -142,7 +143,7 @@ static bool wait_until(const agent_opts *o, int64_t at) {
 
 static int renew_once(const agent_opts *o, agent_state *a) {
         renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
-                          .progress = o->progress, .progress_data = o->userdata };
+                          .clock_skew = o->clock_skew, .progress = o->progress, .progress_data = o->userdata };
         renew_result res;
         char until[32];
         int r = renew_run(&ro, &res);

@@ -30,6 +30,7 @@ typedef struct agent_opts {
         double jitter;          /* random extra fraction, default 0.05 */
         int64_t min_backoff;    /* seconds, default 5 */
         int64_t max_backoff;    /* seconds, default 600 */
+        int64_t clock_skew;     /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         bool once;              /* stop after the first successful renewal */
         long http_timeout;
         agent_log_fn log;       /* levels of common/log.h */

@@ -237,7 +237,8 @@ static void enroll_one(station *st, size_t i) {
         join_opts jo = {
                 .server = o->server, .token = st->tokens[i], .ca_hash = o->ca_hash, .key_uri = d->key_uri,
                 .cn = d->name, .dir = d->dir, .type = o->type, .tcti = d->tcti, .no_wait = true,
-                .http_timeout = o->http_timeout, .progress = o->progress, .progress_data = d,
+                .http_timeout = o->http_timeout, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT, .progress = o->progress,
+                .progress_data = d,
         };
         factory_result res = { 0 };
         join_result jr = JOIN_PENDING;

@@ -13,6 +13,11 @@
 
 #include "hsm.h"
 
+/* How far the device's clock and the CA's may differ before the dates of
+ * a certificate are held against it (seconds): a certificate counts as
+ * expired only this long after its notAfter by the device's clock. */
+#define DEVICE_CLOCK_SKEW_DEFAULT 300
+
 /* Progress reports: one finished line per step, for the caller to show. */
 typedef void (*progress_fn)(void *userdata, const char *message);
 
@@ -31,6 +36,7 @@ typedef struct join_opts {
         const char *tcti;
         bool no_wait;          /* pending: save and return instead of polling */
         int64_t wait_timeout;  /* seconds to poll a pending request, default 1800 */
+        int64_t clock_skew;    /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         long http_timeout;     /* seconds per HTTP request */
         progress_fn progress;  /* may be NULL */
         void *progress_data;

@@ -13,6 +13,7 @@ typedef struct renew_opts {
         const char *dir;
         const char *tcti;
         bool rotate;           /* make a new key even if the profile does not ask */
+        int64_t clock_skew;    /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         long http_timeout;
         progress_fn progress;
         void *progress_data;
