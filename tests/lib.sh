@@ -327,16 +327,31 @@ _lib_port_listening() {
         [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]
 }
 
-# free_port — print a loopback TCP port nobody listens on. The range
-# 22000-32767 sits below the kernel's ephemeral ports and above the ports
-# swtpm-start uses; ports already handed out in this test are not reused
-# (recorded in a file, since free_port usually runs in $(...)).
+# The test port range: HWID_TEST_PORT_COUNT (default 22528) ports from
+# HWID_TEST_PORT_BASE (default 10240), i.e. 10240-32767, below the kernel's
+# ephemeral ports. swtpm/swtpm-start takes its lower half, free_port the
+# upper half. Give two CI jobs sharing a host different ranges.
+_lib_port_range() {
+        local base=${HWID_TEST_PORT_BASE:-10240} count=${HWID_TEST_PORT_COUNT:-22528}
+        if ! [[ $base =~ ^[1-9][0-9]{0,4}$ && $count =~ ^[1-9][0-9]{0,4}$ ]] || [ "$base" -lt 1024 ] ||
+                [ "$count" -lt 64 ] || [ $((base + count)) -gt 65536 ]; then
+                fail "HWID_TEST_PORT_BASE ($base) and HWID_TEST_PORT_COUNT ($count) must give a range" \
+                        "of at least 64 ports within 1024-65535"
+        fi
+        echo "$((base + count / 2)) $((count - count / 2))"
+}
+
+# free_port — print a loopback TCP port nobody listens on, from the upper
+# half of the test port range (above the ports swtpm-start uses); ports
+# already handed out in this test are not reused (recorded in a file, since
+# free_port usually runs in $(...)).
 free_port() {
-        local p i
+        local p i first span
         require_tools ss
+        read -r first span < <(_lib_port_range) || fail "free_port: no port range"
         touch "$T/.ports"
         for ((i = 0; i < 200; i++)); do
-                p=$((22000 + (RANDOM * 32768 + RANDOM) % 10768))
+                p=$((first + (RANDOM * 32768 + RANDOM) % span))
                 grep -qx "$p" "$T/.ports" && continue
                 _lib_port_listening "$p" && continue
                 echo "$p" >>"$T/.ports"
