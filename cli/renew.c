@@ -56,7 +56,10 @@ int cmd_renew(int argc, char **argv) {
                 return cli_usage("renew", "needs --dir DIR");
         r = renew_run(&o, &res);
         if (r < 0 && renew_needs_bootstrap(r)) {
-                fprintf(stderr, "hwid: %s; bootstrap again: run hwid join with a new token\n", hwid_strerror(r));
+                char line[640];
+
+                renew_bootstrap_message(r, line, sizeof(line));
+                fprintf(stderr, "hwid: %s\n", line);
                 return EXIT_BOOTSTRAP;
         }
         if (r < 0)

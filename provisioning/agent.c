@@ -169,12 +169,15 @@ static void retry_later(const agent_opts *o, agent_state *a, int r) {
 }
 
 static int give_up(const agent_opts *o, const agent_state *a, int r) {
-        if (renew_needs_bootstrap(r))
-                say(o, LOG_LVL_ERR, "%s can no longer renew (%s); bootstrap again: run hwid join with a new token",
-                    a->identity[0] ? a->identity : o->dir, hwid_strerror(r));
-        else
+        char line[640];
+
+        if (renew_needs_bootstrap(r)) {
+                renew_bootstrap_message(r, line, sizeof(line));
+                say(o, LOG_LVL_ERR, "%s can no longer renew: %s", a->identity[0] ? a->identity : o->dir, line);
+        } else {
                 say(o, LOG_LVL_ERR, "%s: %s%s", o->dir, hwid_strerror(r),
                     r == -HWID_E_NOT_FOUND ? " (run hwid join first)" : "");
+        }
         return r;
 }
 

@@ -23,6 +23,20 @@ bool renew_needs_bootstrap(int r) {
         return r == -HWID_E_EXPIRED || r == -HWID_E_REVOKED;
 }
 
+void renew_bootstrap_message(int r, char *out, size_t n) {
+        char reason[512];
+        char *advice;
+
+        snprintf(reason, sizeof(reason), "%s", hwid_strerror(r));
+        /* "...: bootstrap again with a new token" from the server, or ours. */
+        if ((advice = strstr(reason, "bootstrap again"))) {
+                while (advice > reason && strchr(":;, ", advice[-1]))
+                        advice--;
+                *advice = '\0';
+        }
+        snprintf(out, n, "%s; bootstrap again: run hwid join with a new token", reason);
+}
+
 /* The URI of generation gen's key when rotating: TPM key files live in the
  * generation's directory; persistent handles alternate between H and H^1;
  * PKCS#11 objects get a "-gN" label. */
