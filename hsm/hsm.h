@@ -70,6 +70,7 @@ typedef struct hwid_custody {
         bool sign;
         bool decrypt;
         bool restricted;
+        bool no_da;          /* exempt from dictionary-attack lockout */
         /* Where the key lives, e.g. "SoftHSM slot 0x2a, token 'ca'". */
         char location[256];
         /* PKCS#11: the module file the token was found in. */

@@ -536,6 +536,7 @@ static int tpm2_custody(void *obj, hwid_custody *ret) {
         c.sign = a & TPMA_OBJECT_SIGN_ENCRYPT;
         c.decrypt = a & TPMA_OBJECT_DECRYPT;
         c.restricted = a & TPMA_OBJECT_RESTRICTED;
+        c.no_da = a & TPMA_OBJECT_NODA;
         if (k->path)
                 snprintf(c.location, sizeof(c.location), "TPM at %s, key file %s, parent 0x%08x",
                          tpm_conn_name(k->conn), k->path, TPM_KEYFILE_PARENT);

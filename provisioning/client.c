@@ -79,15 +79,32 @@ static int setup_tls(CURL *c, const client_opts *o) {
         return 0;
 }
 
+/* The TLS handshake signs with the device key through hwid's provider;
+ * when the TPM/HSM fails there, libssl only says "EVP lib".  The device's
+ * own error (recorded by the provider in this thread) is the real one. */
+static int device_failure(const char *url) {
+        char why[512];
+        int r = hwid_last_error();
+
+        if (r >= 0)
+                return 0;
+        snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        return hwid_fail((hwid_err) -r, "TLS handshake with %s: %s", url, why);
+}
+
 static int perform(CURL *c, const char *url, client_response *ret) {
         char err[CURL_ERROR_SIZE] = "";
         CURLcode rc;
+        int r;
 
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+        hwid_error_clear();
         rc = curl_easy_perform(c);
         if (rc == CURLE_WRITE_ERROR && ret->body.len >= CLIENT_MAX_RESPONSE)
                 return hwid_fail(HWID_E_TOO_LARGE, "response from %s is larger than %d bytes", url,
                                  CLIENT_MAX_RESPONSE);
+        if (rc != CURLE_OK && (r = device_failure(url)) < 0)
+                return r;
         if (rc != CURLE_OK)
                 return hwid_fail(HWID_E_NETWORK, "%s: %s", url, err[0] ? err : curl_easy_strerror(rc));
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &ret->status);

@@ -448,6 +448,21 @@ swtpm_init() {
         export SWTPM_DIR=$dir
 }
 
+# swtpm_power_cut [I=0] — a power cut: TPM I of $SWTPM_DIR is killed with
+# SIGKILL (no TPM2_Shutdown, as when the power goes) and started again on
+# the same state and port. swtpm's startup-clear flag then sends
+# TPM2_Startup, as a booting machine's firmware does.
+swtpm_power_cut() {
+        local d=$SWTPM_DIR/tpm${1:-0} pid args
+        pid=$(tr -cd '0-9' <"$d/swtpm.pid")
+        [ -n "$pid" ] && _lib_is_alive "$pid" || fail "swtpm_power_cut: tpm${1:-0} is not running"
+        mapfile -d '' args <"/proc/$pid/cmdline"
+        kill -KILL "$pid"
+        while _lib_is_alive "$pid"; do sleep 0.05; done
+        "${args[@]}" </dev/null >"$d/restart.err" 2>&1 || fail "swtpm restart: $(cat "$d/restart.err")"
+        wait_for_port "$(cat "$d/port")" 10
+}
+
 # assert_no_transient [TCTI...] — each TPM (default: every one started) has
 # no transient objects and no loaded or saved sessions left (invariant 5:
 # swtpm has no resource manager, so leaks pile up until TPM_RC_OBJECT_MEMORY).
