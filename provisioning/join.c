@@ -14,6 +14,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "join.h"
+#include "pinned.h"
 #include "ossl-util.h"
 #include "secret.h"
 #include "x509-util.h"
@@ -39,47 +40,6 @@ bool ca_hash_valid(const char *s) {
         if (!s || strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
                 return false;
         return strspn(s + 7, "0123456789abcdef") == 64;
-}
-
-int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor) {
-        _cleanup_free_ char *bundle = NULL, *anchor = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
-        char got[72];
-        int r;
-
-        if ((r = client_fetch_ca_unverified(server, timeout, &bundle)) < 0)
-                return r;
-        if ((r = pem_first_cert(bundle, &ca)) < 0)
-                return hwid_fail(HWID_E_PIN_MISMATCH, "%s/ca did not return a certificate", server);
-        if ((r = spki_sha256_pin(X509_get0_pubkey(ca), got)) < 0)
-                return r;
-        if (strcmp(got, pin) != 0)
-                return hwid_fail(HWID_E_PIN_MISMATCH, "the CA at %s is %s, not the pinned %s: "
-                                                      "nothing was sent", server, got, pin);
-        if ((r = cert_to_pem(ca, &anchor)) < 0)
-                return r;
-        *ret_bundle = TAKE_PTR(bundle);
-        *ret_anchor = TAKE_PTR(anchor);
-        return 0;
-}
-
-int check_issued(const char *cert_pem, const char *ca_anchor_pem, hwid_key *key, const char *cn) {
-        _cleanup_(X509_freep) X509 *x = NULL, *ca = NULL;
-        char got[256] = "";
-        int r;
-
-        if ((r = pem_first_cert(cert_pem, &x)) < 0 || (r = pem_first_cert(ca_anchor_pem, &ca)) < 0)
-                return hwid_fail(HWID_E_INVALID, "the server returned no certificate");
-        if (X509_verify(x, X509_get0_pubkey(ca)) != 1) {
-                ERR_clear_error();
-                return hwid_fail(HWID_E_INVALID, "the returned certificate is not signed by the pinned CA");
-        }
-        if (EVP_PKEY_eq(X509_get0_pubkey(x), hwid_key_public(key)) != 1)
-                return hwid_fail(HWID_E_INVALID, "the returned certificate is not for this device's key");
-        X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof(got));
-        if (strcmp(got, cn) != 0)
-                return hwid_fail(HWID_E_INVALID, "the returned certificate is for '%s', not '%s'", got, cn);
-        return 0;
 }
 
 static int open_or_create_key(const join_opts *o, hwid_key **ret) {
@@ -211,7 +171,6 @@ static void join_ctx_clear(join_ctx *c) {
  * and the key it was made with. */
 static int resume(const join_opts *o, join_ctx *c) {
         _cleanup_free_ char *server = NULL, *cn = NULL, *uri = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         hsm_options ho = { .tcti = o->tcti };
         int r;
 
@@ -221,7 +180,7 @@ static int resume(const join_opts *o, join_ctx *c) {
                 return hwid_fail(HWID_E_CONFLICT, "%s holds a pending request for %s at %s with key %s; "
                                  "remove %s/pending.json to start over", o->dir, cn, server, uri, o->dir);
         say(o, "resuming pending request %.8s…", c->request);
-        if ((r = pem_first_cert(c->bundle, &ca)) < 0 || (r = cert_to_pem(ca, &c->anchor)) < 0)
+        if ((r = pinned_anchor(c->bundle, &c->anchor)) < 0)
                 return r;
         return hwid_key_open(o->key_uri, &ho, &c->key);
 }
@@ -229,13 +188,17 @@ static int resume(const join_opts *o, join_ctx *c) {
 /* Fresh enrollment; leaves c->cert, or c->request when pending. */
 static int start(const join_opts *o, join_ctx *c, client_opts *co) {
         _cleanup_free_ char *csr = NULL;
+        unsigned dropped;
         int r;
 
         if (!o->token)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "no bootstrap token (set HWID_TOKEN or use --token-file)");
         say(o, "fetching the CA from %s and checking it against %s", o->server, o->ca_hash);
-        if ((r = fetch_pinned_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor)) < 0)
+        if ((r = pinned_fetch_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor, &dropped)) < 0)
                 return r;
+        if (dropped > 0)
+                say(o, "warning: %s/ca sent %u certificate%s that do%s not chain to the pinned CA: not stored",
+                    o->server, dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
         co->ca_pem = c->anchor; /* from here on, TLS is verified against the pinned CA */
         /* The directory first: the device key usually lives in it. */
         if ((r = mkdir_parents(o->dir, 0700)) < 0 || (r = open_or_create_key(o, &c->key)) < 0 || (r = make_csr(o, c->key, &csr)) < 0)
@@ -245,10 +208,15 @@ static int start(const join_opts *o, join_ctx *c, client_opts *co) {
 }
 
 static int finish(const join_opts *o, join_ctx *c) {
-        int r = check_issued(c->cert, c->anchor, c->key, o->cn);
+        _cleanup_free_ char *cert = NULL;
+        unsigned dropped;
+        int r = pinned_issued(c->cert, c->anchor, c->key, o->cn, &cert, &dropped);
 
+        if (r >= 0 && dropped > 0)
+                say(o, "warning: the certificate came with %u certificate%s that do%s not chain to it: not stored",
+                    dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
         if (r >= 0)
-                r = device_write_initial(o->dir, o->server, o->cn, c->bundle, c->cert, o->key_uri);
+                r = device_write_initial(o->dir, o->server, o->cn, c->bundle, cert, o->key_uri);
         if (r >= 0)
                 say(o, "enrolled %s: certificate in %s/cert.pem", o->cn, o->dir);
         return r;

@@ -60,8 +60,3 @@ bool join_needs_token(const char *dir);
 
 /* Checks sha256:<64 hex> syntax. */
 bool ca_hash_valid(const char *s);
-/* Fetches /ca unverified and returns it only if its first certificate
- * matches pin; ret_anchor is that certificate alone (PEM). */
-int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor);
-/* Checks an issued certificate: signed by the CA, for key, with CN cn. */
-int check_issued(const char *cert_pem, const char *ca_anchor_pem, hwid_key *key, const char *cn);

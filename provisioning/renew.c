@@ -14,6 +14,7 @@
 #include "x509-util.h"
 #include "fsutil.h"
 #include "ossl-util.h"
+#include "pinned.h"
 #include "renew.h"
 #include "uri.h"
 
@@ -130,23 +131,23 @@ static int cleanup_state(const renew_opts *o, const device_state *s) {
  * `current`: the server has already replaced the current certificate by
  * that one, so it is taken (once checked) rather than thrown away. */
 static int adopt_finished(const renew_opts *o, const device_state *s, bool *ret_adopted) {
-        _cleanup_free_ char *cert = NULL, *uri = NULL, *anchor = NULL;
+        _cleanup_free_ char *cert = NULL, *uri = NULL, *anchor = NULL, *checked = NULL;
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         hsm_options ho = { .tcti = o->tcti };
+        unsigned dropped;
         int r;
 
         *ret_adopted = false;
         if (device_read_generation(s, s->generation + 1, &cert, &uri) < 0)
                 return 0; /* nothing finished there: debris at most */
-        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
+        if ((r = pinned_anchor(s->ca_pem, &anchor)) < 0)
                 return r;
         r = hwid_key_open(uri, &ho, &k);
         if (r == -HWID_E_KEY_NOT_FOUND)
                 return 0;
         if (r < 0)
                 return r; /* the TPM is away: decide another time */
-        if (check_issued(cert, anchor, k, s->identity) < 0)
+        if (pinned_issued(cert, anchor, k, s->identity, &checked, &dropped) < 0)
                 return 0;
         say(o, "taking generation %d, which an interrupted renewal stored but did not switch to",
             s->generation + 1);
@@ -289,16 +290,16 @@ static int status_or_replay(const renew_opts *o, client_session *cs, const devic
 
 /* Everything after the state is loaded and the current key opened. */
 static int renew_with(const renew_opts *o, const device_state *s, hwid_key *current, renew_result *ret) {
-        _cleanup_free_ char *anchor = NULL, *cert = NULL, *uri = NULL;
+        _cleanup_free_ char *anchor = NULL, *answer = NULL, *cert = NULL, *uri = NULL;
         _cleanup_(hwid_key_freep) hwid_key *fresh = NULL;
         _cleanup_(client_session_freep) client_session *cs = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         client_opts co = { .server = s->server, .key = current, .cert_pem = s->cert_pem, .timeout = o->http_timeout };
         bool rotate = o->rotate;
+        unsigned dropped;
         hwid_key *k;
         int r, gen;
 
-        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
+        if ((r = pinned_anchor(s->ca_pem, &anchor)) < 0)
                 return r;
         co.ca_pem = anchor;
         /* One connection for the status and the renewal: one TLS handshake,
@@ -312,8 +313,13 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         k = fresh ? fresh : current;
         /* On failure the new key stays recorded in gen-(N+1): a retry
          * reuses it, which is what lets a lost answer be replayed. */
-        if ((r = new_certificate(o, s, cs, k, &cert)) < 0 || (r = check_issued(cert, anchor, k, s->identity)) < 0 ||
-            (r = device_write_next(s, cert, uri, &gen)) < 0)
+        if ((r = new_certificate(o, s, cs, k, &answer)) < 0 ||
+            (r = pinned_issued(answer, anchor, k, s->identity, &cert, &dropped)) < 0)
+                return r;
+        if (dropped > 0)
+                say(o, "warning: the renewed certificate came with %u certificate%s that do%s not chain to it: "
+                    "not stored", dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
+        if ((r = device_write_next(s, cert, uri, &gen)) < 0)
                 return r;
         *ret = (renew_result) { .generation = gen, .rotated = strcmp(uri, s->key_uri) != 0 };
         return 0;
@@ -355,7 +361,6 @@ int renew_run(const renew_opts *o, renew_result *ret) {
 int renew_fetch_status(const renew_opts *o, renew_status *ret) {
         _cleanup_(hwid_key_freep) hwid_key *key = NULL;
         _cleanup_(client_session_freep) client_session *cs = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         _cleanup_free_ char *anchor = NULL;
         hsm_options ho = { .tcti = o->tcti };
         client_opts co = { .timeout = o->http_timeout };
@@ -368,7 +373,7 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret) {
         co.server = s.server;
         co.cert_pem = s.cert_pem;
         r = check_not_expired(&s);
-        if (r >= 0 && (r = pem_first_cert(s.ca_pem, &ca)) >= 0 && (r = cert_to_pem(ca, &anchor)) >= 0 &&
+        if (r >= 0 && (r = pinned_anchor(s.ca_pem, &anchor)) >= 0 &&
             (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {
                 co.ca_pem = anchor;
                 co.key = key;
