@@ -104,6 +104,12 @@ const char *hwid_key_uri(const hwid_key *k);
 /* The digest hwid signs with for this key type (SHA256, or SHA384 for P-384). */
 const char *hwid_key_default_digest(const hwid_key *k);
 
+/* A TPM persistent handle that no object occupies, by the TPM's own list
+ * (TPM2_GetCapability): the first free one of the owner's range from
+ * `from` up (the endorsement keys' range skipped), else from its start.
+ * Another program may still take it first: create without force. */
+int hwid_tpm_free_handle(const hsm_options *opts, uint32_t from, uint32_t *ret);
+
 /* Reads the custody attributes back from the device. */
 int hwid_key_custody(hwid_key *k, hwid_custody *ret);
 

@@ -17,14 +17,9 @@
 #include "error.h"
 #include "fsutil.h"
 #include "ossl-util.h"
+#include "x509-util.h"
 
 #define FILE_MAX (256 * 1024)
-
-void strv_free(char **v) {
-        for (char **p = v; p && *p; p++)
-                free(*p);
-        free(v);
-}
 
 void device_state_clear(device_state *s) {
         free(s->dir);
@@ -233,9 +228,32 @@ int device_write_next_key(const device_state *s, const char *key_uri) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (mkdir(gdir, 0700) < 0 && errno != EEXIST)
                 return hwid_fail(HWID_E_IO, "cannot create %s: %s", gdir, strerror(errno));
-        if ((r = unlink_in(gdir, "cert.pem")) < 0 || (r = write_in(gdir, "key.uri", line, 0600)) < 0)
+        if ((r = unlink_in(gdir, "cert.pem")) < 0 || (r = unlink_in(gdir, "key.spki")) < 0 ||
+            (r = write_in(gdir, "key.uri", line, 0600)) < 0)
                 return r;
         return fsync_parent_dir(gdir);
+}
+
+int device_write_next_key_spki(const device_state *s, const char *spki_hex) {
+        _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", s->generation + 1), *line = NULL;
+
+        if (!gdir || asprintf(&line, "%s\n", spki_hex) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return write_in(gdir, "key.spki", line, 0600);
+}
+
+int device_read_next_key_spki(const device_state *s, char ret[65]) {
+        _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", s->generation + 1), *spki = NULL;
+        int r;
+
+        if (!gdir)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = read_in(gdir, "key.spki", &spki)) < 0)
+                return r;
+        if (strspn(spki, "0123456789abcdef") != 64)
+                return hwid_fail(HWID_E_INVALID, "%s/key.spki is damaged", gdir);
+        snprintf(ret, 65, "%.64s", spki);
+        return 0;
 }
 
 int device_read_next_key(const device_state *s, char **ret_uri) {
@@ -296,16 +314,31 @@ static int foreach_stale(const device_state *s, int (*fn)(const char *gdir, void
         return foreach_gen(s, true, fn, ud);
 }
 
-typedef struct uri_list {
-        const char *current;
-        char **v;
+typedef struct key_list {
+        const char *current; /* left out, when set */
+        device_key_ref *v;
         size_t n;
-} uri_list;
+} key_list;
 
-static int collect_uri(const char *gdir, void *ud) {
-        uri_list *l = ud;
+/* The SHA-256 of the public key a generation's key must have: its
+ * certificate's, else the one recorded when it was made; "" if neither. */
+static void gen_key_spki(const char *gdir, char ret[65]) {
+        _cleanup_free_ char *cert = NULL, *spki = NULL;
+        _cleanup_(X509_freep) X509 *x = NULL;
+
+        ret[0] = '\0';
+        if (read_in(gdir, "cert.pem", &cert) >= 0 && pem_first_cert(cert, &x) >= 0 &&
+            spki_der_sha256_hex(X509_get_X509_PUBKEY(x), ret) >= 0)
+                return;
+        ret[0] = '\0';
+        if (read_in(gdir, "key.spki", &spki) >= 0 && strspn(spki, "0123456789abcdef") == 64)
+                snprintf(ret, 65, "%.64s", spki);
+}
+
+static int collect_key(const char *gdir, void *ud) {
+        key_list *l = ud;
         _cleanup_free_ char *uri = NULL;
-        char **nv;
+        device_key_ref *nv;
 
         if (read_in(gdir, "key.uri", &uri) < 0)
                 return 0; /* a generation that never got its key: nothing to delete */
@@ -313,37 +346,47 @@ static int collect_uri(const char *gdir, void *ud) {
         if (l->current && strcmp(uri, l->current) == 0)
                 return 0;
         for (size_t i = 0; i < l->n; i++)
-                if (strcmp(uri, l->v[i]) == 0)
+                if (strcmp(uri, l->v[i].uri) == 0) {
+                        if (!l->v[i].spki[0])
+                                gen_key_spki(gdir, l->v[i].spki);
                         return 0;
-        nv = realloc(l->v, (l->n + 2) * sizeof(char *));
+                }
+        nv = realloc(l->v, (l->n + 2) * sizeof(*nv));
         if (!nv)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         l->v = nv;
-        l->v[l->n++] = TAKE_PTR(uri);
-        l->v[l->n] = NULL;
+        l->v[l->n] = (device_key_ref) { .uri = TAKE_PTR(uri) };
+        gen_key_spki(gdir, l->v[l->n].spki);
+        l->v[++l->n] = (device_key_ref) { 0 };
         return 0;
 }
 
-static int collect_uris(const device_state *s, bool stale_only, char ***ret_uris) {
-        uri_list l = { .current = stale_only ? s->key_uri : NULL };
-        int r = foreach_gen(s, stale_only, collect_uri, &l);
+static int collect_keys(const device_state *s, bool stale_only, device_key_ref **ret) {
+        key_list l = { .current = stale_only ? s->key_uri : NULL };
+        int r = foreach_gen(s, stale_only, collect_key, &l);
 
         if (r < 0) {
-                strv_free(l.v);
+                device_key_refs_free(l.v);
                 return r;
         }
-        if (!l.v && !(l.v = calloc(1, sizeof(char *))))
+        if (!l.v && !(l.v = calloc(1, sizeof(*l.v))))
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        *ret_uris = l.v;
+        *ret = l.v;
         return 0;
 }
 
-int device_stale_generations(const device_state *s, char ***ret_uris) {
-        return collect_uris(s, true, ret_uris);
+void device_key_refs_free(device_key_ref *v) {
+        for (device_key_ref *p = v; p && p->uri; p++)
+                free(p->uri);
+        free(v);
 }
 
-int device_all_key_uris(const device_state *s, char ***ret_uris) {
-        return collect_uris(s, false, ret_uris);
+int device_stale_keys(const device_state *s, device_key_ref **ret) {
+        return collect_keys(s, true, ret);
+}
+
+int device_all_keys(const device_state *s, device_key_ref **ret) {
+        return collect_keys(s, false, ret);
 }
 
 static int remove_gen_dir(const char *gdir, void *ud) {

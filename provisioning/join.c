@@ -15,6 +15,7 @@
 #include "fsutil.h"
 #include "join.h"
 #include "pinned.h"
+#include "renew-key.h"
 #include "ossl-util.h"
 #include "secret.h"
 #include "x509-util.h"
@@ -231,20 +232,12 @@ static bool identity_dead(const device_state *st) {
 /* A revoked or expired identity: its keys are deleted (a new identity
  * never reuses them) and DIR forgets it, so that the token enrolls anew. */
 static int start_over(const join_opts *o, const device_state *st) {
-        hsm_options ho = { .tcti = o->tcti };
-        char **uris = NULL;
-        int r = device_all_key_uris(st, &uris);
+        _cleanup_(device_key_refs_freep) device_key_ref *keys = NULL;
+        int r = device_all_keys(st, &keys);
 
         say(o, "%s held %s, which is revoked or expired: starting over", o->dir, st->identity);
-        for (char **u = uris; r >= 0 && u && *u; u++) {
-                _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-                r = hwid_key_open(*u, &ho, &k);
-                if (r == -HWID_E_KEY_NOT_FOUND)
-                        r = 0;
-                else if (r >= 0)
-                        r = hwid_key_delete(k);
-        }
-        strv_free(uris);
+        for (device_key_ref *k = keys; r >= 0 && k && k->uri; k++)
+                r = renew_delete_known_key(k, o->tcti, o->progress, o->progress_data);
         return r < 0 ? r : device_forget(st);
 }
 

@@ -16,7 +16,7 @@
 #include "ossl-util.h"
 #include "pinned.h"
 #include "renew.h"
-#include "uri.h"
+#include "renew-key.h"
 
 #define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
 
@@ -36,37 +36,6 @@ void renew_bootstrap_message(int r, char *out, size_t n) {
                 *advice = '\0';
         }
         snprintf(out, n, "%s; bootstrap again: run hwid join with a new token", reason);
-}
-
-/* The URI of generation gen's key when rotating: TPM key files live in the
- * generation's directory; persistent handles alternate between H and H^1;
- * PKCS#11 objects get a "-gN" label. */
-static int next_key_uri(const device_state *s, int gen, char **ret) {
-        _cleanup_(key_uri_freep) key_uri *u = NULL;
-        int r;
-
-        if ((r = key_uri_parse(s->key_uri, &u)) < 0)
-                return r;
-        if (u->scheme == KEY_URI_TPM2 && u->path)
-                return asprintf(ret, "tpm2:file=%s/gen-%d/key.tss2.pem", s->dir, gen) < 0 ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
-        if (u->scheme == KEY_URI_TPM2)
-                return asprintf(ret, "tpm2:handle=0x%08x", u->handle ^ 1u) < 0 ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
-        {
-                char label[300];
-                const char *base = u->object ? u->object : "hwid";
-                const char *dash = strstr(base, "-g");
-                int n = dash && strspn(dash + 2, "0123456789") == strlen(dash + 2) && dash[2] ? (int) (dash - base)
-                                                                                              : (int) strlen(base);
-                CK_ATTRIBUTE attr = { CKA_LABEL, label, 0 };
-
-                snprintf(label, sizeof(label), "%.*s-g%d", n, base, gen);
-                attr.ulValueLen = strlen(label);
-                p11_kit_uri_clear_attribute(u->p11, CKA_ID);
-                if (p11_kit_uri_set_attribute(u->p11, &attr) != P11_KIT_URI_OK ||
-                    p11_kit_uri_format(u->p11, P11_KIT_URI_FOR_ANY, ret) != P11_KIT_URI_OK)
-                        return hwid_fail(HWID_E_URI, "cannot derive the next key's URI");
-        }
-        return 0;
 }
 
 /* The server refused for good: remember it in DIR (best effort) for
@@ -105,25 +74,12 @@ static int identity_status(const renew_opts *o, client_session *cs, const char *
         return 0;
 }
 
-static int delete_key(const char *uri, const char *tcti) {
-        _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        hsm_options ho = { .tcti = tcti };
-        int r = hwid_key_open(uri, &ho, &k);
-
-        if (r == -HWID_E_KEY_NOT_FOUND)
-                return 0;
-        return r < 0 ? r : hwid_key_delete(k);
-}
-
 static int cleanup_state(const renew_opts *o, const device_state *s) {
-        char **uris = NULL;
-        int r = device_stale_generations(s, &uris);
+        _cleanup_(device_key_refs_freep) device_key_ref *keys = NULL;
+        int r = device_stale_keys(s, &keys);
 
-        for (char **u = uris; r >= 0 && u && *u; u++) {
-                say(o, "removing the previous key %s", *u);
-                r = delete_key(*u, o->tcti);
-        }
-        strv_free(uris);
+        for (device_key_ref *k = keys; r >= 0 && k && k->uri; k++)
+                r = renew_delete_known_key(k, o->tcti, o->progress, o->progress_data);
         return r < 0 ? r : device_remove_stale(s);
 }
 
@@ -183,48 +139,6 @@ int renew_cleanup(const renew_opts *o) {
         r = cleanup_state(o, &s);
         device_state_clear(&s);
         return r;
-}
-
-/* The URI the next certificate's key lives at: the one an interrupted
- * renewal recorded, else a new one when rotating, else the current one. */
-static int next_uri(const device_state *s, bool rotate, char **ret) {
-        int r = device_read_next_key(s, ret);
-
-        if (r != -HWID_E_NOT_FOUND)
-                return r;
-        if (rotate)
-                return next_key_uri(s, s->generation + 1, ret);
-        *ret = strdup(s->key_uri);
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
-/* The key the new certificate will carry, recorded in DIR before the
- * server is asked: the current one (*ret stays NULL: use current), or a
- * new one made in the device. */
-static int pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate,
-                    hwid_key **ret, char **ret_uri) {
-        _cleanup_free_ char *uri = NULL;
-        hsm_options ho = { .tcti = o->tcti };
-        int r;
-
-        if ((r = next_uri(s, rotate, &uri)) < 0 || (r = device_write_next_key(s, uri)) < 0)
-                return r;
-        if (strcmp(uri, s->key_uri) == 0) {
-                *ret = NULL;
-                *ret_uri = TAKE_PTR(uri);
-                return 0;
-        }
-        r = hwid_key_open(uri, &ho, ret);
-        if (r == -HWID_E_KEY_NOT_FOUND) {
-                say(o, "creating a new key in the device (%s)", uri);
-                r = hwid_key_create(uri, hwid_key_get_type(current), true, &ho, ret);
-        } else if (r >= 0) {
-                say(o, "reusing the new key of an interrupted renewal (%s)", uri);
-        }
-        if (r < 0)
-                return r;
-        *ret_uri = TAKE_PTR(uri);
-        return 0;
 }
 
 static int post_renew(client_session *cs, const char *csr, char **ret_cert) {
@@ -308,7 +222,7 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
                 return r;
         if (!rotate && (r = status_or_replay(o, cs, s, &rotate)) < 0)
                 return r;
-        if ((r = pick_key(o, s, current, rotate, &fresh, &uri)) < 0)
+        if ((r = renew_pick_key(o, s, current, rotate, &fresh, &uri)) < 0)
                 return r;
         k = fresh ? fresh : current;
         /* On failure the new key stays recorded in gen-(N+1): a retry

@@ -13,6 +13,16 @@
 #     client left): hwid renew exits 1 naming "TPM object memory full
 #     (0x902)", not libssl's "EVP lib"; DIR is untouched; once the objects
 #     are flushed, renewal works;
+#   - persistent handles: a device whose key is at tpm2:handle=0x81000010
+#     renews with key rotation three times while another application's
+#     signing key sits at 0x81000011 (the handle hwid used to take blindly):
+#     that key survives untouched (tpm2_readpublic before and after), no
+#     certificate is ever issued for it, each new key goes to a handle the
+#     TPM listed as free, and hwid's own old keys are evicted (only the
+#     current one and the other application's remain);
+#   - an interrupted renewal that recorded 0x81000011 (another program took
+#     it after hwid chose it): the next renewal leaves that key alone, says
+#     so, and makes its key elsewhere;
 #   - no transient object is left in the TPM; no file holds a private key.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -26,6 +36,12 @@ device_ca <<'EOF'
     key_types: [ec-p256]
     renewal:
       window: 1.0
+  rot:
+    validity: 1h
+    key_types: [ec-p256]
+    renewal:
+      window: 1.0
+      rotate_key: true
 EOF
 swtpm_init
 D=$T/edge-1
@@ -73,7 +89,69 @@ test_object_memory_full() {
         assert_no_transient
 }
 
+# another_app_key HANDLE — another program's unrestricted ECC signing key
+# (like hwid's), made with tpm2-tools and persisted at HANDLE.
+another_app_key() {
+        run_ok tpm2_createprimary -C o -c "$T/app-primary.ctx" >/dev/null
+        run_ok tpm2_flushcontext -t
+        run_ok tpm2_create -C "$T/app-primary.ctx" -G ecc256 -a "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|sign" \
+                -u "$T/app.pub" -r "$T/app.priv" >/dev/null
+        run_ok tpm2_flushcontext -t
+        run_ok tpm2_load -C "$T/app-primary.ctx" -u "$T/app.pub" -r "$T/app.priv" -c "$T/app.ctx" >/dev/null
+        run_ok tpm2_flushcontext -t
+        run_ok tpm2_evictcontrol -C o -c "$T/app.ctx" "$1" >/dev/null
+        run_ok tpm2_flushcontext -t
+}
+
+# public_at HANDLE — the TPM's name and public key of the object at HANDLE.
+public_at() {
+        tpm2_readpublic -c "$1" -f pem -o "$T/pub-at.pem" | grep '^name:'
+        cat "$T/pub-at.pem"
+}
+
+persistent_handles() {
+        tpm2_getcap handles-persistent | sed 's/^- //' | grep -v '^0x8101' | sort | tr '\n' ' '
+}
+
+# One renewal of DIR $1 with the other application's key at APP: it is
+# untouched, and DIR's certificate is not for it.
+renew_next_to_app() {
+        local d=$1 uri
+        run_ok "$HWID" renew --dir "$d" >/dev/null
+        check_dir "$d" edge-h
+        assert_eq "$(public_at "$APP")" "$APP_PUBLIC" "the other application's key at $APP after a renewal"
+        [ "$(cert_pubkey "$d/cert.pem")" != "$(sed -n '/BEGIN/,$p' <<<"$APP_PUBLIC")" ] ||
+                fail "a certificate was issued for the other application's key"
+        uri=$(cat "$d/key.uri")
+        [ "$uri" != "tpm2:handle=$APP" ] || fail "DIR took the other application's handle"
+        assert_eq "$(persistent_handles)" "$(printf '%s\n' "$APP" "${uri#tpm2:handle=}" | sort | tr '\n' ' ')" \
+                "persistent handles besides the EKs (the other application's, the current key)"
+        assert_no_transient
+}
+
+test_foreign_handle() {
+        local d=$T/edge-h tok i next
+        APP=0x81000011
+        tok=$(token_new --profile rot)
+        expect_exit 0 "enrolled edge-h" --multiline -- env HWID_TOKEN="$tok" "$HWID" join --server "$URL" \
+                --ca-hash "$PIN" --key tpm2:handle=0x81000010 --cn edge-h --dir "$d"
+        another_app_key "$APP"
+        APP_PUBLIC=$(public_at "$APP")
+        for i in 1 2 3; do
+                renew_next_to_app "$d"
+        done
+        # An interrupted renewal recorded the handle; another program took it.
+        next=$d/gen-$(($(readlink "$d/current" | tr -cd 0-9) + 1))
+        mkdir -p "$next"
+        echo "tpm2:handle=$APP" >"$next/key.uri"
+        run_ok "$HWID" renew --dir "$d" >/dev/null
+        assert_contains "$(cat "$T/last.err")" "tpm2:handle=$APP holds a key this device did not make there" \
+                "renew's note about the other application's key"
+        renew_next_to_app "$d"
+}
+
 test_power_cuts
 test_object_memory_full
+test_foreign_handle
 no_private_keys_in "$T"
 echo "device-tpm: all checks passed"
