@@ -168,6 +168,15 @@ int device_load(const char *dir, device_state *ret) {
         return 0;
 }
 
+/* A certificate the CA just issued is current: whatever refusal marked
+ * DIR before (a clock that was wrong, a revocation since undone) no
+ * longer holds, and hwid join must not start over. */
+static int switch_to(const char *dir, const char *gen_name) {
+        int r = symlink_atomic(dir, "current", gen_name);
+
+        return r < 0 ? r : unlink_in(dir, "needs-bootstrap");
+}
+
 /* gen-N/cert.pem and gen-N/key.uri, synced, then `current` swapped. */
 static int write_generation(const char *dir, int gen, const char *cert_pem, const char *key_uri) {
         _cleanup_free_ char *gdir = dir_file(dir, "gen-%d", gen), *name = NULL, *uri_line = NULL;
@@ -180,7 +189,7 @@ static int write_generation(const char *dir, int gen, const char *cert_pem, cons
         if ((r = write_in(gdir, "cert.pem", cert_pem, 0644)) < 0 || (r = write_in(gdir, "key.uri", uri_line, 0600)) < 0 ||
             (r = fsync_parent_dir(gdir)) < 0)
                 return r;
-        return symlink_atomic(dir, "current", name);
+        return switch_to(dir, name);
 }
 
 int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
@@ -200,9 +209,7 @@ int device_write_initial(const char *dir, const char *server, const char *identi
             (r = symlink_atomic(dir, "cert.pem", "current/cert.pem")) < 0 ||
             (r = symlink_atomic(dir, "key.uri", "current/key.uri")) < 0)
                 return r;
-        if ((r = device_clear_pending(dir)) < 0)
-                return r;
-        return unlink_in(dir, "needs-bootstrap");
+        return device_clear_pending(dir);
 }
 
 int device_read_generation(const device_state *s, int gen, char **ret_cert_pem, char **ret_key_uri) {
@@ -275,7 +282,7 @@ int device_switch(const device_state *s, int gen) {
 
         if (asprintf(&name, "gen-%d", gen) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        return symlink_atomic(s->dir, "current", name);
+        return switch_to(s->dir, name);
 }
 
 int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation) {

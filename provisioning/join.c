@@ -224,9 +224,10 @@ static int finish(const join_opts *o, join_ctx *c) {
 }
 
 /* The identity in DIR can no longer renew: renewal was refused for good
- * (DIR/needs-bootstrap) or its certificate has expired. */
-static bool identity_dead(const device_state *st) {
-        return device_needs_bootstrap(st->dir) || (int64_t) time(NULL) >= st->not_after;
+ * (DIR/needs-bootstrap) or its certificate has expired — by this device's
+ * clock, allowing for skew, since that clock may be somewhat off. */
+static bool identity_dead(const device_state *st, int64_t skew) {
+        return device_needs_bootstrap(st->dir) || (int64_t) time(NULL) >= st->not_after + skew;
 }
 
 /* A revoked or expired identity: its keys are deleted (a new identity
@@ -251,17 +252,20 @@ static int already_enrolled(const join_opts *o, bool *ret) {
         }
         if (r < 0)
                 return r;
-        *ret = !identity_dead(&st);
+        *ret = !identity_dead(&st, o->clock_skew);
         if (*ret)
                 say(o, "%s is already enrolled as %s (generation %d); nothing to do", o->dir, st.identity,
                     st.generation);
+        else if (!o->token) /* before anything is deleted */
+                r = hwid_fail(HWID_E_TOKEN_INVALID, "%s holds %s, which is revoked or expired: a new bootstrap token "
+                              "is needed (HWID_TOKEN or --token-file); nothing was changed", o->dir, st.identity);
         else
                 r = start_over(o, &st);
         device_state_clear(&st);
         return r;
 }
 
-bool join_needs_token(const char *dir) {
+bool join_needs_token(const char *dir, int64_t clock_skew) {
         _cleanup_free_ char *p = path_join(dir, "pending.json");
         device_state st;
         bool alive;
@@ -270,7 +274,7 @@ bool join_needs_token(const char *dir) {
                 return false;
         if (device_load(dir, &st) < 0)
                 return true;
-        alive = !identity_dead(&st);
+        alive = !identity_dead(&st, clock_skew);
         device_state_clear(&st);
         return !alive;
 }

@@ -56,7 +56,7 @@ int join_run(const join_opts *o, join_result *ret);
 
 /* Whether join_run on DIR would need a token: false when DIR holds a live
  * identity or a pending request to resume. */
-bool join_needs_token(const char *dir);
+bool join_needs_token(const char *dir, int64_t clock_skew);
 
 /* Checks sha256:<64 hex> syntax. */
 bool ca_hash_valid(const char *s);

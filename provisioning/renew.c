@@ -50,19 +50,53 @@ static int dead_end(const char *dir, int r) {
         return hwid_fail((hwid_err) -r, "%s", why);
 }
 
+static void fmt_utc(int64_t t, char out[32]) {
+        time_t tt = (time_t) t;
+        struct tm tm;
+
+        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
+}
+
+/* A refusal of the current certificate for its dates.  A wrong clock —
+ * the device's or the CA's — is not a revocation: "not yet valid", said by
+ * the server or shown by its own clock being before the certificate's
+ * notBefore although it says "expired" (as hwidd before 401 not_yet_valid
+ * did), is a failure to try again later, never a reason to bootstrap. */
+static int refusal(const device_state *s, const client_response *resp) {
+        int64_t server = client_response_server_time(resp);
+        char why[512], nb[32], srv[32] = "unknown", dev[32];
+        int r = client_error_from_response(resp);
+
+        if (r != -HWID_E_NOT_YET_VALID && !(r == -HWID_E_EXPIRED && server > 0 && server < s->not_before))
+                return r;
+        /* "Expired" is the server's mistake here: its advice is not repeated. */
+        if (r == -HWID_E_EXPIRED)
+                snprintf(why, sizeof(why), "the server refused the certificate as expired, yet by its own clock it "
+                         "is not valid yet");
+        else
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        fmt_utc(s->not_before, nb);
+        fmt_utc((int64_t) time(NULL), dev);
+        if (server > 0)
+                fmt_utc(server, srv);
+        return hwid_fail(HWID_E_NOT_YET_VALID, "%s; the certificate of %s is valid from %s, the server's clock reads "
+                         "%s, this device's %s: a clock is wrong, which is not a revocation (try again later)",
+                         why, s->identity, nb, srv, dev);
+}
+
 /* What the server says about our identity: when may it renew, rotate the key? */
-static int identity_status(const renew_opts *o, client_session *cs, const char *identity, renew_status *ret) {
+static int identity_status(const renew_opts *o, client_session *cs, const device_state *s, renew_status *ret) {
         _cleanup_free_ char *path = NULL;
         client_response resp;
         json_object *j, *v;
         int r;
 
-        if (asprintf(&path, "/v1/identities/%s", identity) < 0)
+        if (asprintf(&path, "/v1/identities/%s", s->identity) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = client_session_request(cs, "GET", path, NULL, NULL, 0, NULL, &resp)) < 0)
                 return r;
         if (resp.status != 200) {
-                r = client_error_from_response(&resp);
+                r = refusal(s, &resp);
                 client_response_clear(&resp);
                 return r;
         }
@@ -141,7 +175,7 @@ int renew_cleanup(const renew_opts *o) {
         return r;
 }
 
-static int post_renew(client_session *cs, const char *csr, char **ret_cert) {
+static int post_renew(client_session *cs, const device_state *s, const char *csr, char **ret_cert) {
         client_response resp;
         int r = client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) csr, strlen(csr),
                                        "application/pkcs10", &resp);
@@ -152,7 +186,7 @@ static int post_renew(client_session *cs, const char *csr, char **ret_cert) {
         if (resp.status == 201 || resp.status == 200)
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
         else
-                r = client_error_from_response(&resp);
+                r = refusal(s, &resp);
         client_response_clear(&resp);
         return r;
 }
@@ -170,14 +204,7 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
         if ((r = csr_build(k, name, NULL, &req)) < 0 || (r = csr_to_pem(req, &csr)) < 0)
                 return r;
         say(o, "asking %s to renew %s", s->server, s->identity);
-        return post_renew(cs, csr, ret_cert);
-}
-
-static int check_not_expired(const device_state *s) {
-        if ((int64_t) time(NULL) < s->not_after)
-                return 0;
-        return hwid_fail(HWID_E_EXPIRED, "the certificate of %s has expired: bootstrap again "
-                                         "(hwid join with a new token)", s->identity);
+        return post_renew(cs, s, csr, ret_cert);
 }
 
 /* Asks the server whether to rotate.  A superseded certificate means an
@@ -186,7 +213,7 @@ static int check_not_expired(const device_state *s) {
 static int status_or_replay(const renew_opts *o, client_session *cs, const device_state *s, bool *ret_rotate) {
         _cleanup_free_ char *uri = NULL;
         renew_status st;
-        int r = identity_status(o, cs, s->identity, &st);
+        int r = identity_status(o, cs, s, &st);
 
         if (r == -HWID_E_SUPERSEDED) {
                 if (device_read_next_key(s, &uri) < 0)
@@ -239,6 +266,19 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         return 0;
 }
 
+/* A new certificate valid only later than this device's clock allows for:
+ * the clocks differ (it still is the CA's answer, and kept). */
+static void warn_clock(const renew_opts *o, const device_state *s) {
+        int64_t now = (int64_t) time(NULL);
+        char nb[32];
+
+        if (s->not_before <= now + o->clock_skew)
+                return;
+        fmt_utc(s->not_before, nb);
+        say(o, "warning: the new certificate is valid from %s, %llds ahead of this device's clock: check the "
+            "clocks", nb, (long long) (s->not_before - now));
+}
+
 int renew_run(const renew_opts *o, renew_result *ret) {
         _cleanup_(hwid_key_freep) hwid_key *current = NULL;
         hsm_options ho = { .tcti = o->tcti };
@@ -248,10 +288,10 @@ int renew_run(const renew_opts *o, renew_result *ret) {
 
         if ((r = load_recovered(o, &s)) < 0)
                 return r;
-        /* Debris of an interrupted run goes first, so it cannot pile up. */
+        /* Debris of an interrupted run goes first, so it cannot pile up.
+         * Whether the certificate has expired is the server's to say: this
+         * device's clock may be wrong. */
         r = cleanup_state(o, &s);
-        if (r >= 0)
-                r = check_not_expired(&s);
         if (r >= 0)
                 r = hwid_key_open(s.key_uri, &ho, &current);
         if (r >= 0)
@@ -264,6 +304,7 @@ int renew_run(const renew_opts *o, renew_result *ret) {
                 return r;
         res.not_before = fresh.not_before;
         res.not_after = fresh.not_after;
+        warn_clock(o, &fresh);
         r = cleanup_state(o, &fresh);
         device_state_clear(&fresh);
         if (r < 0)
@@ -286,13 +327,12 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret) {
                 return r;
         co.server = s.server;
         co.cert_pem = s.cert_pem;
-        r = check_not_expired(&s);
-        if (r >= 0 && (r = pinned_anchor(s.ca_pem, &anchor)) >= 0 &&
+        if ((r = pinned_anchor(s.ca_pem, &anchor)) >= 0 &&
             (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {
                 co.ca_pem = anchor;
                 co.key = key;
                 if ((r = client_session_new(&co, &cs)) >= 0)
-                        r = identity_status(o, cs, s.identity, &st);
+                        r = identity_status(o, cs, &s, &st);
         }
         client_session_free(TAKE_PTR(cs)); /* it points into s */
         device_state_clear(&s);

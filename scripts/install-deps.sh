@@ -14,6 +14,7 @@ PACKAGES=(
         # runtime, test peers and tools
         openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2
         swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind strace
+        python3-cryptography faketime
 )
 
 log() { echo "install-deps: $*" >&2; }

@@ -14,6 +14,8 @@ the test can change it between requests:
     DIR/ca-answer      the body of GET /ca
     DIR/leaf-prefix    PEM put BEFORE the issued certificate (optional)
     DIR/leaf-extra     PEM put AFTER the issued certificate (optional)
+    DIR/refusal        if present: "STATUS" on its first line, then a JSON
+                       body, the answer to every mutual-TLS request
 
     GET  /ca                   DIR/ca-answer
     POST /csr                  201: prefix + certificate + extra
@@ -83,8 +85,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.answer(201, read(os.path.join(d, "leaf-prefix")) + pem + read(os.path.join(d, "leaf-extra")),
                     "application/pem-certificate-chain")
 
+    def refused(self):
+        text = read(os.path.join(self.server.dir, "refusal"), None)
+        if text is None:
+            return False
+        status, _, body = text.partition(b"\n")
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.answer(int(status), body, "application/json")
+        return True
+
     def do_GET(self):
         print(f"GET {self.path}", flush=True)
+        if self.path.startswith("/v1/") and self.refused():
+            return
         if self.path == "/ca":
             return self.answer(200, read(os.path.join(self.server.dir, "ca-answer")), "application/x-pem-file")
         if self.path.startswith("/v1/identities/"):
@@ -94,6 +107,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         print(f"POST {self.path}", flush=True)
+        if self.path.startswith("/v1/") and self.refused():
+            return
         if self.path == "/csr":
             return self.issue()
         if self.path == "/v1/renew" and self.connection.getpeercert():

@@ -321,6 +321,22 @@ require_tools() {
         [ ${#missing[@]} -eq 0 ] || missing_hardware "${missing[*]}"
 }
 
+# --- clocks -------------------------------------------------------------------
+
+# wrong_clock OFFSET — sets WRONG_CLOCK to the words that run a command with
+# its clock off by OFFSET ("-10m", "+2h": libfaketime's FAKETIME), e.g.
+#   start_bg "$log" "${WRONG_CLOCK[@]}" "$HWIDD" --config "$CFG"
+# (env execs the command: its PID is the one tracked). Only the wall
+# clock moves. ASan's allocator must not read the clock: libfaketime,
+# initialising inside that read, would deadlock on the allocator's lock.
+wrong_clock() {
+        local lib
+        lib=$(compgen -G '/usr/lib/*/faketime/libfaketimeMT.so.1' | head -n 1) ||
+                missing_hardware "libfaketime (package faketime)"
+        WRONG_CLOCK=(env "LD_PRELOAD=$lib" "FAKETIME=$1" FAKETIME_DONT_FAKE_MONOTONIC=1
+                "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_release_to_os_interval_ms=-1")
+}
+
 # --- ports --------------------------------------------------------------------
 
 _lib_port_listening() {

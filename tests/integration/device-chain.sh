@@ -19,7 +19,13 @@
 #     join exits 1 and DIR holds no identity; renew exits 1 and DIR keeps
 #     its certificate;
 #   - a /ca answer whose first certificate is not the pinned one is refused
-#     before anything is sent (no POST reaches the server).
+#     before anything is sent (no POST reaches the server);
+#   - the clock contract: 401 {"error":"not_yet_valid","server_time":T}
+#     makes hwid renew exit 1 naming T (an hour behind) as the server's
+#     clock, never needs-bootstrap; 401 "expired" with the server's clock
+#     past the certificate's end makes it exit 4 and mark DIR; 401
+#     "expired" with the server's clock before the certificate's start is
+#     taken for what it is (a clock problem): exit 1, no mark.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
@@ -161,6 +167,31 @@ test_pin_first() {
         [ ! -e "$d3" ] || fail "join created $d3 after a pin mismatch"
 }
 
+# refuse STATUS SLUG SERVER_TIME — the server's answer to mutual TLS.
+refuse() {
+        printf '%s\n{"error":"%s","message":"refused by the test","server_time":%s}' "$1" "$2" "$3" >"$S/refusal"
+}
+
+test_clock_contract() {
+        local now before
+        now=$(date +%s)
+        before=$(fingerprints "$D/cert.pem")
+        refuse 401 not_yet_valid $((now - 3600))
+        expect_exit 1 "the server's clock reads $(date -u -d @$((now - 3600)) +%Y-%m-%dT%H)" --multiline -- \
+                "$HWID" renew --dir "$D"
+        assert_contains "$(cat "$T/last.err")" "not a revocation" "hwid renew on 401 not_yet_valid"
+        [ ! -e "$D/needs-bootstrap" ] || fail "401 not_yet_valid marked $D needs-bootstrap"
+        refuse 401 expired $((now - 3600))
+        expect_exit 1 "refused the certificate as expired, yet by its own clock it is not valid yet" --multiline -- \
+                "$HWID" renew --dir "$D"
+        [ ! -e "$D/needs-bootstrap" ] || fail "401 expired before notBefore marked $D needs-bootstrap"
+        assert_eq "$(fingerprints "$D/cert.pem")" "$before" "$D/cert.pem after refusals"
+        refuse 401 expired $((now + 7200))
+        expect_exit 4 "bootstrap again" --multiline -- "$HWID" renew --dir "$D"
+        [ -s "$D/needs-bootstrap" ] || fail "401 expired past the certificate's end did not mark $D"
+        rm -f "$S/refusal"
+}
+
 setup_pki
 start_server
 swtpm_init
@@ -168,5 +199,6 @@ test_join
 test_renew
 test_replaced_leaf
 test_pin_first
+test_clock_contract
 no_private_keys_in "$D"
 echo "device-chain: all checks passed"
