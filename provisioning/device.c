@@ -192,6 +192,36 @@ static int write_generation(const char *dir, int gen, const char *cert_pem, cons
         return switch_to(dir, name);
 }
 
+/* Writes (and syncs) room bytes to a scratch file in dir, then removes it. */
+static int try_write(const char *dir, size_t room) {
+        static const char zeros[4096];
+        _cleanup_free_ char *p = dir_file(dir, ".hwid-room.%ld", (long) getpid());
+        int fd, e = 0;
+
+        if (!p)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return hwid_fail(HWID_E_IO, "cannot write to %s: %s", dir, strerror(errno));
+        for (size_t done = 0; !e && done < room; done += sizeof(zeros))
+                if (write(fd, zeros, sizeof(zeros)) != (ssize_t) sizeof(zeros))
+                        e = errno ? errno : ENOSPC;
+        if (!e && fsync(fd) < 0)
+                e = errno;
+        close(fd);
+        unlink(p);
+        if (e)
+                return hwid_fail(HWID_E_IO, "no room in %s for the identity (%zu KiB): %s", dir, room / 1024,
+                                 strerror(e));
+        return 0;
+}
+
+int device_check_writable(const char *dir) {
+        int r = mkdir_parents(dir, 0700);
+
+        return r < 0 ? r : try_write(dir, DEVICE_ROOM);
+}
+
 int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
                          const char *cert_pem, const char *key_uri) {
         json_object *o = json_object_new_object();

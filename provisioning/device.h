@@ -40,6 +40,15 @@ typedef struct device_state {
 int device_load(const char *dir, device_state *ret);
 void device_state_clear(device_state *s);
 
+/* What an identity takes on disk at most (certificates, links, a key
+ * file), with block rounding to spare. */
+#define DEVICE_ROOM (64 * 1024)
+
+/* Creates DIR if needed and proves it can take an identity: DEVICE_ROOM
+ * bytes are written there, synced and removed.  hwid join calls it before
+ * it sends anything, so that a read-only or full DIR never costs a token. */
+int device_check_writable(const char *dir);
+
 /* First identity (join): writes ca.pem, device.json and generation 1. */
 int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
                          const char *cert_pem, const char *key_uri);

@@ -141,7 +141,8 @@ static int enroll(const join_opts *o, const client_opts *co, const char *csr, ch
         secret_wipe(auth, strlen(auth));
         if (r < 0)
                 return r;
-        if (resp.status == 201)
+        /* 200: the same enrollment again (its answer was lost): the same certificate. */
+        if (resp.status == 201 || resp.status == 200)
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
         else if (resp.status == 202 && (r = parse_pending(&resp, ret_pending, spki, sizeof(spki))) >= 0)
                 say(o, "request %s is waiting for approval; the CA admin must check that its key "
@@ -201,8 +202,10 @@ static int start(const join_opts *o, join_ctx *c, client_opts *co) {
                 say(o, "warning: %s/ca sent %u certificate%s that do%s not chain to the pinned CA: not stored",
                     o->server, dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
         co->ca_pem = c->anchor; /* from here on, TLS is verified against the pinned CA */
-        /* The directory first: the device key usually lives in it. */
-        if ((r = mkdir_parents(o->dir, 0700)) < 0 || (r = open_or_create_key(o, &c->key)) < 0 || (r = make_csr(o, c->key, &csr)) < 0)
+        /* The directory first: the device key usually lives in it, and it
+         * must take the identity before the token is spent on it. */
+        if ((r = device_check_writable(o->dir)) < 0 || (r = open_or_create_key(o, &c->key)) < 0 ||
+            (r = make_csr(o, c->key, &csr)) < 0)
                 return r;
         say(o, "enrolling %s", o->cn);
         return enroll(o, co, csr, &c->cert, &c->request);

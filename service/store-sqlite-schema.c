@@ -83,6 +83,10 @@ static const char *const migrations[] = {
         "  reason TEXT,"
         "  token_id TEXT) STRICT;"
         "CREATE INDEX audit_at ON audit(at);",
+
+        /* 1 -> 2: which token enrolled a certificate, so that the same
+         * enrollment repeated (its answer lost) gets the same certificate. */
+        "ALTER TABLE certificates ADD COLUMN token_id TEXT REFERENCES tokens(id);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
@@ -158,6 +162,10 @@ static int apply(store *s, int64_t from) {
         if (r >= 0)
                 r = store_step(s, st, what);
         return r < 0 ? r : 0;
+}
+
+int64_t store_schema_latest(void) {
+        return SCHEMA_VERSION;
 }
 
 int store_migrate(store *s) {

@@ -174,6 +174,8 @@ bool store_serial_ok(const char *serial);
 /* Brings the schema to the version this code knows, in one transaction;
  * refuses a database from a newer hwid or one that is not hwid's. */
 int store_migrate(store *s);
+/* The schema version store_migrate() brings a database to. */
+int64_t store_schema_latest(void);
 
 /* ---- store-sqlite-token.c: helpers used inside cert transactions ---- */
 

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "error.h"
 #include "store-fixture.h"
+#include "store-sqlite.h"
 
 #define RACERS 32
 
@@ -383,7 +384,7 @@ static void race_first_open(void) {
         }
         pthread_barrier_destroy(&go);
         CHECK(ok == RACERS / 2);
-        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 1);
+        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == store_schema_latest());
         CHECK(raw_int(path, "SELECT count(*) FROM meta") == 2);
 }
 
