@@ -49,6 +49,14 @@ typedef struct hsm_options {
         /* TCTI configuration for TPM keys; NULL means $HWID_TCTI, else the
          * tpm2-tss default. */
         const char *tcti;
+        /* hwid_key_create() of a TPM key calls this with the new key's
+         * public part once the TPM has made it and before it becomes
+         * permanent (persisted at its handle, or written to its file): what
+         * the caller records there lets it recognise the key later, and a
+         * failure leaves nothing behind.  PKCS#11 tokens make keys in place:
+         * not called.  May be NULL. */
+        int (*before_keeping)(void *userdata, EVP_PKEY *pub);
+        void *userdata;
 } hsm_options;
 
 /* What the device itself reports about how it holds the key. */

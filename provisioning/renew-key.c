@@ -63,16 +63,25 @@ static int key_spki(hwid_key *k, char ret[65]) {
         return spki_sha256_hex(hwid_key_public(k), ret);
 }
 
+static int record_spki(void *userdata, EVP_PKEY *pub) {
+        char spki[65];
+        int r = spki_sha256_hex(pub, spki);
+
+        return r < 0 ? r : device_write_next_key_spki(userdata, spki);
+}
+
 /* Makes the key at uri (never replacing anything there) and records its
- * public key hash before anything else happens. */
+ * public key hash: for a TPM key before the TPM keeps it (persisted, or
+ * its file written), so that no crash leaves a key of ours unrecognised. */
 static int make_key_at(const renew_opts *o, const device_state *s, const char *uri, hwid_key *current,
                        hwid_key **ret) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        hsm_options ho = { .tcti = o->tcti };
+        hsm_options ho = { .tcti = o->tcti, .before_keeping = record_spki, .userdata = (void *) s };
         char spki[65];
         int r;
 
         say(o, "creating a new key in the device (%s)", uri);
+        /* Recorded again after: PKCS#11 tokens make keys in place. */
         if ((r = hwid_key_create(uri, hwid_key_get_type(current), false, &ho, &k)) < 0 ||
             (r = key_spki(k, spki)) < 0 || (r = device_write_next_key_spki(s, spki)) < 0)
                 return r;

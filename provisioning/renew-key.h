@@ -1,7 +1,9 @@
 /* The keys of renewals: which key a renewal certifies, and which keys it
  * may delete afterwards.  The rule is that hwid touches only keys it made:
  * a renewal records the URI of a new key in DIR before making it, and its
- * public key hash (key.spki) right after, before the CA is asked; a later
+ * public key hash (key.spki) before the TPM keeps it (persists it or its
+ * file is written; right after, for a PKCS#11 key), always before the CA
+ * is asked; a later
  * run reuses a key at that URI only if its hash matches, and a key is
  * deleted only if DIR knows its hash (its certificate's, or key.spki).
  * Anything else found at a URI (another program's key, a persistent
