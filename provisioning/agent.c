@@ -63,8 +63,10 @@ int64_t agent_backoff(const agent_opts *o, int failures, int64_t now, int64_t no
 
         for (int i = 1; i < failures && d < cap; i++)
                 d *= 2;
-        /* Room for a few more attempts before the certificate runs out. */
-        if (not_after > 0 && (not_after - now) / 4 < cap)
+        /* Room for a few more attempts before the certificate runs out.
+         * Once it has (by this clock: the server decides), only
+         * max_backoff caps: retrying fast no longer buys anything. */
+        if (not_after > now && (not_after - now) / 4 < cap)
                 cap = (not_after - now) / 4;
         if (d > cap)
                 d = cap;

@@ -4,10 +4,12 @@
  * (best effort), sleep until renew_at of the lifetime plus a random
  * jitter (never before the window), renew.  A failed renewal is retried
  * with exponential backoff, capped so that a retry still comes before
- * expiry: min(max_backoff, remaining / 4), never under min_backoff.
+ * expiry: min(max_backoff, remaining / 4), never under min_backoff (past
+ * expiry by this clock, max_backoff alone caps it).
  * Server outages and TPM restarts are just failures to retry (every
- * round opens the key, and so the TPM connection, anew).  A revoked or
- * expired identity ends the agent: the device must bootstrap again.
+ * round opens the key, and so the TPM connection, anew).  An identity the
+ * server calls revoked or expired ends the agent: the device must
+ * bootstrap again.  One it calls not yet valid (a wrong clock) is retried.
  *
  * Library code: events go to the caller's log callback; waiting goes
  * through the caller's wait callback, which is where a stop request
