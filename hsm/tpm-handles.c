@@ -34,7 +34,7 @@ static uint32_t first_free(const TPML_HANDLE *used, uint32_t from) {
 
 /* TPM2_GetCapability(handles, persistent), page after page. */
 static int list_persistent(tpm_conn *c, TPML_HANDLE *ret) {
-        uint32_t next = TPM2_PERSISTENT_FIRST;
+        uint32_t next = TPM_PERSISTENT_FIRST; /* (the tss2 macro shifts a signed int) */
         TPMI_YES_NO more = TPM2_YES;
 
         ret->count = 0;
