@@ -169,6 +169,10 @@ static const char *const migrations[] = {
         "  blocked_at INTEGER NOT NULL) STRICT;"
         /* Every certificate of a key, for revoking them all at once. */
         "CREATE INDEX certificates_spki ON certificates(spki_sha256);",
+
+        /* 3 -> 4: which token enrolled a certificate, so that the same
+         * enrollment repeated (its answer lost) gets the same certificate. */
+        "ALTER TABLE certificates ADD COLUMN token_id TEXT REFERENCES tokens(id);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
