@@ -39,7 +39,9 @@ int cmd_audit_list(int argc, char **argv) {
                 case 'h':
                         printf("Usage: hwid audit list [--config FILE] [--limit N]\n\n"
                                "Shows the last N audit records (default 50, 0 for all): who did what to\n"
-                               "which identity, the outcome (allow, deny, would-deny, error) and why.\n");
+                               "which identity, the outcome (allow, deny, would-deny, error) and why.\n\n"
+                               CONFIG_HELP
+                               "  -n, --limit N        how many records (default 50, 0 for all)\n");
                         return 0;
                 default: return cli_bad_option("audit list", argv);
                 }

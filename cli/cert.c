@@ -34,7 +34,11 @@ static void usage(void) {
                "is revoked and it is never certified again.  Revocation takes effect at once for\n"
                "renewal; hwidd regenerates the CRL on its next request.  Reasons: unspecified,\n"
                "key-compromise, ca-compromise, affiliation-changed, superseded,\n"
-               "cessation-of-operation, privilege-withdrawn.\n");
+               "cessation-of-operation, privilege-withdrawn.\n\n"
+               CONFIG_HELP
+               "  -i, --identity NAME  list: only NAME's certificates; revoke: all of NAME's\n"
+               "  -a, --all            list: every status, not only valid certificates\n"
+               "  -r, --reason R       revoke: the reason (default unspecified)\n");
 }
 
 static int parse(const char *cmd, int argc, char **argv, cert_opts *o, int min_args, int max_args) {

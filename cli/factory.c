@@ -37,7 +37,8 @@ static void usage(FILE *f) {
                    "                           without a token enrolls if its TPM is on the CA's EK\n"
                    "                           allowlist (hwid ek import)\n"
                    "      --ek ALG             the EK to attest with: auto (default), ecc-p256, rsa-2048,\n"
-                   "                           ecc-p384\n\n"
+                   "                           ecc-p384\n"
+                   "  -h, --help               show this help\n\n"
                    "Exit codes: 0 every device enrolled (or already), 1 otherwise, 2 usage.\n",
                 FACTORY_MAX_PARALLEL);
 }

@@ -38,7 +38,10 @@ static int parse(const char *cmd, int argc, char **argv, req_opts *o, int nargs)
                                "       hwid request approve [--config FILE] ID\n"
                                "       hwid request deny [--config FILE] [--reason TEXT] ID\n\n"
                                "Requests wait for approval under a manual profile.  Approve only after\n"
-                               "checking that SPKI-SHA256 matches what the device printed.\n");
+                               "checking that SPKI-SHA256 matches what the device printed.\n\n"
+                               CONFIG_HELP
+                               "  -a, --all            list: every request, not only pending ones\n"
+                               "  -r, --reason TEXT    deny: why (shown to the device)\n");
                         exit(0);
                 default: return cli_bad_option(cmd, argv);
                 }

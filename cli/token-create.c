@@ -36,6 +36,9 @@ static void usage(FILE *f) {
                    "      --ttl DURATION       lifetime, e.g. 30m, 24h, 7d (default 24h)\n"
                    "      --uses N             how many enrollments it allows (default 1)\n"
                    "      --name-pattern GLOB  device names it may request, e.g. 'edge-*'\n"
+                   "      --description TEXT   a note kept with the token (hwid token list)\n"
+                   "      --count N            create N tokens (written to --out, not printed)\n"
+                   "  -o, --out FILE           with --count: the file for the tokens (mode 0600)\n"
                    "      --server URL         hwidd URL for the join command (default from listen)\n"
                    "      --key URI            device key URI for the join command\n"
                    "      --dir DIR            device directory for the join command\n");

@@ -42,7 +42,7 @@ int cmd_token_list(int argc, char **argv) {
 
         if ((r = parse_config_only("token list", argc, argv, &config, 0,
                                    "Usage: hwid token list [--config FILE]\n\nLists bootstrap tokens "
-                                   "(never their secrets).\n")) != 0)
+                                   "(never their secrets).\n\n" CONFIG_HELP)) != 0)
                 return r;
         if ((r = admin_open(config, &cfg, &s)) < 0 || (r = store_token_list(s, &t, &n)) < 0)
                 return cli_fail(r);
@@ -66,7 +66,7 @@ int cmd_token_revoke(int argc, char **argv) {
 
         if ((r = parse_config_only("token revoke", argc, argv, &config, 1,
                                    "Usage: hwid token revoke [--config FILE] ID\n\nRevokes a bootstrap "
-                                   "token: it can no longer enroll anything.\n")) != 0)
+                                   "token: it can no longer enroll anything.\n\n" CONFIG_HELP)) != 0)
                 return r;
         if ((r = admin_open(config, &cfg, &s)) < 0)
                 return cli_fail(r);

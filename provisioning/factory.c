@@ -237,8 +237,8 @@ static void enroll_one(station *st, size_t i) {
         join_opts jo = {
                 .server = o->server, .token = st->tokens[i], .ca_hash = o->ca_hash, .key_uri = d->key_uri,
                 .cn = d->name, .dir = d->dir, .type = o->type, .tcti = d->tcti, .no_wait = true,
-                .http_timeout = o->http_timeout, .progress = o->progress, .progress_data = d,
-                .attest = o->attest, .ek = o->ek,
+                .http_timeout = o->http_timeout, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT, .progress = o->progress,
+                .progress_data = d, .attest = o->attest, .ek = o->ek,
         };
         factory_result res = { 0 };
         join_result jr = JOIN_PENDING;
@@ -284,12 +284,12 @@ static int assign_tokens(const factory_opts *o, char **tokens, size_t n_tokens, 
         size_t k = 0, need = 0;
 
         for (size_t i = 0; i < rep->n; i++)
-                need += join_needs_token(rep->devices[i].dir);
+                need += join_needs_token(rep->devices[i].dir, DEVICE_CLOCK_SKEW_DEFAULT);
         if (need > n_tokens && !o->attest)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "%s holds %zu token%s for %zu device%s that need one", path,
                                  n_tokens, n_tokens == 1 ? "" : "s", need, need == 1 ? "" : "s");
         for (size_t i = 0; i < rep->n && k < n_tokens; i++)
-                if (join_needs_token(rep->devices[i].dir)) {
+                if (join_needs_token(rep->devices[i].dir, DEVICE_CLOCK_SKEW_DEFAULT)) {
                         per_device[i] = TAKE_PTR(tokens[k]); /* TAKE_PTR evaluates twice: no k++ inside */
                         k++;
                 }

@@ -38,6 +38,7 @@ typedef struct ca_auth {
         policy_requester who;
         char actor[96];       /* for the audit log: "token:abc123", "node:edge-1" */
         store_token token;    /* ROLE_TOKEN */
+        bool token_spent;     /* the token is genuine and still in its lifetime, but used up */
         store_cert cert;      /* ROLE_NODE / ROLE_ADMIN: the client's certificate record */
         store_ek ek;          /* ROLE_EK: its EK allowlist entry */
         policy_attestation cert_attestation; /* ROLE_NODE: what who.cert_attestation points to */

@@ -14,7 +14,8 @@
 
 #define CERT_COLS                                                                             \
         "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
-        "revoked_at, revocation_reason, request_id, created_at, role, ek_cert_sha256, ek_pub_sha256, ak_name"
+        "revoked_at, revocation_reason, request_id, created_at, role, token_id, ek_cert_sha256, ek_pub_sha256, " \
+        "ak_name"
 
 static const char *const cert_status_names[] = {
         [CERT_VALID] = "valid",
@@ -47,7 +48,8 @@ static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         c.request_id = store_col_strdup(st, 11, &oom);
         c.created_at = sqlite3_column_int64(st, 12);
         store_col_copy(st, 13, c.role, sizeof(c.role));
-        store_col_attestation(st, 14, &c.attestation);
+        store_col_copy(st, 14, c.token_id, sizeof(c.token_id));
+        store_col_attestation(st, 15, &c.attestation);
         if (oom) {
                 store_cert_clear(&c);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -146,16 +148,17 @@ static int retire(store *s, const char *identity, int64_t now, bool replace_live
         return r < 0 ? r : 0;
 }
 
-static int cert_insert(store *s, const store_cert *c, const char *request_id, int64_t now) {
+static int cert_insert(store *s, const store_cert *c, const char *request_id, const char *token_id, int64_t now) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt(s, ST_CERT_INSERT,
                            "INSERT INTO certificates (" CERT_COLS ") "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13, ?14)", &st);
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                           &st);
 
         if (r >= 0)
-                r = store_bind(s, st, "tttttbIItItttt", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
-                               c->der, c->der_len, c->not_before, c->not_after, request_id, now,
-                               c->role[0] ? c->role : "node", store_opt(c->attestation.ek_cert_sha256),
+                r = store_bind(s, st, "tttttbIItIttttt", c->serial, c->identity, c->subject, c->profile,
+                               c->spki_sha256, c->der, c->der_len, c->not_before, c->not_after, request_id, now,
+                               c->role[0] ? c->role : "node", token_id, store_opt(c->attestation.ek_cert_sha256),
                                store_opt(c->attestation.ek_pub_sha256), store_opt(c->attestation.ak_name));
         if (r >= 0)
                 r = store_step(s, st, "insert a certificate");
@@ -191,7 +194,7 @@ static int cert_commit_run(store *s, void *userdata) {
         if (r >= 0)
                 r = retire(s, c->identity, cc->now, in->replace_live);
         if (r >= 0)
-                r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, cc->now);
+                r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, in->consume_token_id, cc->now);
         if (r >= 0)
                 r = store_dns_record(s, c->serial, c->identity, in->dns_names, in->n_dns_names, cc->now);
         if (r >= 0 && in->audit)

@@ -174,7 +174,11 @@ static const char *const migrations[] = {
         /* Every certificate of a key, for revoking them all at once. */
         "CREATE INDEX certificates_spki ON certificates(spki_sha256);",
 
-        /* 3 -> 4: TPM attestation (docs/ATTESTATION.md).
+        /* 3 -> 4: which token enrolled a certificate, so that the same
+         * enrollment repeated (its answer lost) gets the same certificate. */
+        "ALTER TABLE certificates ADD COLUMN token_id TEXT REFERENCES tokens(id);",
+
+        /* 4 -> 5: TPM attestation (docs/ATTESTATION.md).
          *
          * What a certificate's key proved, recorded with it (and with a
          * request waiting for approval): the EK certificate's and the EK
