@@ -286,7 +286,8 @@ static void usage(FILE *f) {
                    "ek_cert is the EK certificate (PEM, or base64 of its DER); it must chain to\n"
                    "attestation.ek_roots.  See docs/ATTESTATION.md.\n\n"
                    "  -c, --config FILE   hwidd configuration (default $HWID_CONFIG or " DEFAULT_CONFIG ")\n"
-                   "  -p, --profile P     profile of the entries that name none (default: 'default')\n");
+                   "  -p, --profile P     profile of the entries that name none (default: 'default')\n"
+                   "  -h, --help          show this help\n");
 }
 
 int cmd_ek_import(int argc, char **argv) {

@@ -112,7 +112,8 @@ static void add_usage(FILE *f) {
                    "      --ek-cert FILE  its EK certificate, PEM or DER (tpm2_nvread 0x01c00002 ...)\n"
                    "      --ek-sha256 HEX its EK public key instead: sha256 of its SubjectPublicKeyInfo\n"
                    "                      (what hwid ca hash prints for the EK certificate)\n"
-                   "  -p, --profile P     the profile it enrolls under (default: 'default')\n");
+                   "  -p, --profile P     the profile it enrolls under (default: 'default')\n"
+                   "  -h, --help          show this help\n");
 }
 
 typedef struct add_opts {
@@ -222,7 +223,9 @@ int cmd_ek_list(int argc, char **argv) {
 
         if ((r = config_only("ek list", argc, argv, &config, 0,
                              "Usage: hwid ek list [--config FILE]\n\nLists the EK allowlist: the TPMs that may "
-                             "enroll without a token, their names and profiles.\n")) != 0)
+                             "enroll without a token, their names and profiles.\n\n"
+                             "  -c, --config FILE   hwidd configuration (default $HWID_CONFIG or " DEFAULT_CONFIG ")\n"
+                             "  -h, --help          show this help\n")) != 0)
                 return r;
         if ((r = admin_open(config, &cfg, &s)) < 0 || (r = store_ek_list(s, &v, &n)) < 0)
                 return cli_fail(r);
@@ -248,8 +251,10 @@ int cmd_ek_remove(int argc, char **argv) {
 
         if ((r = config_only("ek remove", argc, argv, &config, 1,
                              "Usage: hwid ek remove [--config FILE] NAME|HEX\n\nTakes a TPM off the EK allowlist, "
-                             "by its name or the SHA-256 of its EK public key or certificate: it can no longer "
-                             "enroll without a token.  Certificates it has are left alone (hwid cert revoke).\n")) != 0)
+                             "by its name or the SHA-256 of its EK public key or certificate: it can no longer\n"
+                             "enroll without a token.  Certificates it has are left alone (hwid cert revoke).\n\n"
+                             "  -c, --config FILE   hwidd configuration (default $HWID_CONFIG or " DEFAULT_CONFIG ")\n"
+                             "  -h, --help          show this help\n")) != 0)
                 return r;
         key = argv[optind];
         if (strncmp(key, "sha256:", 7) == 0)

@@ -81,7 +81,8 @@ static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, c
         if (r < 0)
                 return r;
         atomic_fetch_add(&ca->n_issued, 1);
-        log_info("issued %s to %s (%s%s)", serial, cn, a->actor, iss->attestation ? ", TPM attested" : "");
+        log_info("issued %s to %s (%s %s)%s", serial, cn, a->who.role == ROLE_EK ? "EK allowlist entry" : "token",
+                 a->who.role == ROLE_EK ? a->ek.identity : a->token.id, iss->attestation ? ", TPM attested" : "");
         ca_respond_pem(resp, 201, pem);
         return 0;
 }

@@ -178,6 +178,7 @@ run_ok tpm2_flushcontext -T "$A" -t
 out=$(HWID_TOKEN=$tok client "$A" "tpm2:file=$T/a1.pem" dev-z --ak-public "$T/ak-unrestricted.pub")
 assert_contains "$out" "attest: 403 attestation_failed: the AK is not a restricted signing key fixed to its TPM: it lacks restricted"
 assert_eq "$(refused_state "$tok")" "$after_one" "nothing issued for an unrestricted AK"
+assert_no_transient
 
 echo "== refused: a duplicable device key (no fixedTPM)"
 run_ok "$ATTEST_TOOL" dup-key --tcti "$A" --out "$T/dup.pem"
@@ -250,6 +251,7 @@ enroll soft-o "$tok"
 expect_status 201 "$DEV/soft-o"
 assert_not_contains "$(openssl x509 -in "$DEV/soft-o.pem" -noout -text)" "Permanent Identifier"
 assert_contains "$(admin cert show "$(serial_of "$DEV/soft-o.pem")")" "attested: no"
+assert_no_transient
 
 echo "== manual approval keeps what the attestation proved until issuance"
 tok=$(token_new --profile factory)
@@ -258,6 +260,7 @@ req=$(admin request list | awk 'NR == 2 { print $1 }')
 admin request approve "$req" >/dev/null
 expect_exit 0 "enrolled dev-m" --multiline -- join_dev "$T/dev-m" dev-m "" --tcti "$A" --attest
 assert_eq "$(permanent_id "$T/dev-m/cert.pem")" "sha256:$EK_A" "approved later, still the TPM's"
+assert_no_transient
 
 echo "== refused: a renewal whose new key is attested by another TPM"
 run_ok "$HWID" key create "tpm2:file=$T/b-new.pem" --tcti "$B" >/dev/null
