@@ -228,6 +228,11 @@ void ca_attestation_record(const policy_attestation *fact, store_attestation *re
 
 /* ---------- verification ---------- */
 
+static int not_configured(void) {
+        return hwid_fail(HWID_E_ATTESTATION, "this CA does not verify TPM attestation (its configuration has no "
+                         "attestation.ek_roots)");
+}
+
 /* A verifier for this request, with the roots of the configuration it
  * runs under and the store's table of challenges. */
 static int verifier(ca_service *ca, attest_fresh **ret_fresh, attest_verifier **ret) {
@@ -235,8 +240,7 @@ static int verifier(ca_service *ca, attest_fresh **ret_fresh, attest_verifier **
         int r;
 
         if (!cfg->ek_roots)
-                return hwid_fail(HWID_E_ATTESTATION, "this CA does not verify TPM attestation (its configuration "
-                                 "has no attestation.ek_roots)");
+                return not_configured();
         r = attest_fresh_new_store(ca->store, cfg->attest_max_pending, ret_fresh);
         if (r >= 0)
                 r = attest_verifier_new(cfg->ek_roots, *ret_fresh, (unsigned) cfg->attest_ttl, ret);
@@ -381,7 +385,7 @@ static int do_attest(ca_service *ca, const http_request *req, int64_t now, ca_au
         int r;
 
         if (!ca->cfg->ek_roots)
-                return verifier(ca, &fresh, &v); /* says why not */
+                return not_configured();
         if ((r = attest_in_parse(req, &in)) < 0 || (r = attest_auth(ca, req, &in, now, a)) < 0)
                 return r;
         policy_authorize(ca->cfg->policy, &a->who, ACTION_ATTEST, NULL, &d);

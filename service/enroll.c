@@ -414,12 +414,28 @@ static int renew_authenticate(ca_service *ca, const http_request *req, int64_t n
         return 0;
 }
 
+/* Signs the renewal policy allowed, superseding the current certificate. */
+static int renew_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,
+                       const char *cn, int64_t now, http_response *resp) {
+        _cleanup_free_ char *pem = NULL, *serial = NULL;
+        store_audit audit = { .at = now, .actor = a->actor, .action = "renew", .target = cn, .outcome = "allow",
+                              .reason = a->cert.serial };
+        store_issue how = { .supersedes_serial = a->cert.serial, .audit = &audit };
+        int r = ca_issue(ca, csr, iss, &how, cn, now, &pem, &serial);
+
+        if (r < 0)
+                return r;
+        atomic_fetch_add(&ca->n_renewed, 1);
+        log_info("renewed %s: %s replaces %s%s", cn, serial, a->cert.serial, iss->attestation ? " (TPM attested)" : "");
+        ca_respond_pem(resp, 201, pem);
+        return 0;
+}
+
 /* *ret_opens_at: on -HWID_E_TOO_EARLY, when the renewal window opens. */
 static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp,
                     int64_t *ret_opens_at) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_(ca_body_clear) ca_body body = { 0 };
-        _cleanup_free_ char *pem = NULL, *serial = NULL;
         ca_attested att = { 0 };
         policy_csr facts;
         policy_issue iss;
@@ -440,9 +456,8 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
                 return r;
         request_cn(csr, cn, sizeof(cn));
         policy_authorize(ca->cfg->policy, &a->who, ACTION_RENEW, cn, &d);
-        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
-                return r;
-        if (body.has_evidence && (r = ca_attest_verify(ca, &body, csr, now, &att)) < 0)
+        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0 ||
+            (body.has_evidence && (r = ca_attest_verify(ca, &body, csr, now, &att)) < 0))
                 return r;
         facts = *csr_info_facts(csr);
         facts.attestation = ca_attested_fact(&att);
@@ -454,17 +469,7 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
         }
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to renew %s under", cn);
-        {
-                store_audit audit = { .at = now, .actor = a->actor, .action = "renew", .target = cn,
-                                      .outcome = "allow", .reason = a->cert.serial };
-                store_issue how = { .supersedes_serial = a->cert.serial, .audit = &audit };
-                if ((r = ca_issue(ca, csr, &iss, &how, cn, now, &pem, &serial)) < 0)
-                        return r;
-        }
-        atomic_fetch_add(&ca->n_renewed, 1);
-        log_info("renewed %s: %s replaces %s%s", cn, serial, a->cert.serial, iss.attestation ? " (TPM attested)" : "");
-        ca_respond_pem(resp, 201, pem);
-        return 0;
+        return renew_issue(ca, a, csr, &iss, cn, now, resp);
 }
 
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp) {
