@@ -169,6 +169,15 @@ static const char *const migrations[] = {
         "  blocked_at INTEGER NOT NULL) STRICT;"
         /* Every certificate of a key, for revoking them all at once. */
         "CREATE INDEX certificates_spki ON certificates(spki_sha256);",
+
+        /* 3 -> 4: a provisioner's scope (the token profiles and name
+         * patterns it may create tokens for), decided by its profile at
+         * issuance and recorded with the certificate like its role: JSON,
+         * NULL for every other role.  (The JSON functions cannot check
+         * it: hwid's connections do not trust the schema, and they are
+         * not innocuous.  hwidd refuses a scope it cannot read.) */
+        ("ALTER TABLE certificates ADD COLUMN scope TEXT"
+         "  CHECK (scope IS NULL OR (length(scope) BETWEEN 2 AND 16384 AND substr(scope, 1, 1) = '{'));"),
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
