@@ -184,10 +184,13 @@ int admin_respond(admin_call *c, int status, json_object *o) {
 
 /* ---------- one call ---------- */
 
+/* An allowed call's record says why it was allowed unless the handler
+ * has something more telling. */
 static int authorize(admin_call *c) {
         policy_decision d;
 
         policy_authorize(c->ca->cfg->policy, &c->auth.who, c->action, c->arg, &d);
+        snprintf(c->note, sizeof(c->note), "%s", d.reason);
         return ca_decision(c->ca, &c->auth, policy_action_name(c->action), c->arg, &d);
 }
 
