@@ -191,7 +191,7 @@ static int authorize(admin_call *c) {
 
         policy_authorize(c->ca->cfg->policy, &c->auth.who, c->action, c->arg, &d);
         snprintf(c->note, sizeof(c->note), "%s", d.reason);
-        return ca_decision(c->ca, &c->auth, policy_action_name(c->action), c->arg, &d);
+        return ca_decision(c->ca, &c->auth, policy_action_name(c->action), c->target[0] ? c->target : NULL, &d);
 }
 
 static void serve(ca_service *ca, const admin_route *rt, const char *arg, const http_request *req,
@@ -201,7 +201,12 @@ static void serve(ca_service *ca, const admin_route *rt, const char *arg, const 
         const char *name = policy_action_name(rt->action);
         int r;
 
+        /* What the audit record names: the parameter as sent, but one
+         * line of printable text whatever the path held. */
         snprintf(c.target, sizeof(c.target), "%s", arg ? arg : "");
+        for (char *p = c.target; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        *p = '?';
         r = ca_auth_peer(ca, req, c.now, &c.auth);
         if (r >= 0)
                 r = authorize(&c);

@@ -14,7 +14,8 @@
 #     (one record per token id), and the devices' enrollments spent those
 #     tokens;
 #   - the station cannot mint for `line-4-*` nor for another profile (403
-#     with the reason, no token stored), and cannot list tokens or approve;
+#     with the reason, no token stored), and cannot list tokens;
+#   - 1001 tokens at once come in two requests, all distinct and audited;
 #   - no token secret is in hwidd's log or the CA's database, nor in the
 #     station's output; no TPM is left with a transient object.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -86,8 +87,21 @@ test_station_limits() {
         assert_no_transient "$STATION_TCTI"
 }
 
+# More than hwidd gives in one answer (1000): the command asks twice.
+test_batches() {
+        local before
+        before=$(admin token list | tail -n +2 | wc -l)
+        run_ok "$HWID" token create --dir "$OPS/op-station" --tcti "$STATION_TCTI" --profile line \
+                --name-pattern 'line-3-*' --count 1001 --out "$T/many.txt" >/dev/null
+        assert_eq "$(sort -u "$T/many.txt" | grep -cE '^[a-z0-9]{6}\.[a-z0-9]{16,}$')" 1001 "distinct tokens minted"
+        assert_eq "$(admin token list | tail -n +2 | wc -l)" $((before + 1001)) "tokens stored"
+        assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT count(*) FROM audit WHERE actor = 'provisioner:op-station'
+                AND action = 'token.create' AND outcome = 'allow'")" $((N + 1001)) "token.create records of the station"
+        assert_no_transient "$STATION_TCTI"
+}
+
 test_no_secrets() {
-        mapfile -t toks <"$T/tokens.txt"
+        mapfile -t toks < <(cat "$T/tokens.txt" "$T/many.txt")
         secrets_absent "$HWIDD_LOG" "${toks[@]}"
         store_secrets_absent "${toks[@]}"
 }
@@ -95,6 +109,7 @@ test_no_secrets() {
 test_station_enrolls
 test_mint_and_run
 test_station_limits
+test_batches
 test_no_secrets
 hwidd_stop
 echo "admin-factory: all checks passed"
