@@ -7,6 +7,8 @@
 #include "store.h"
 
 #define DEFAULT_CONFIG "/etc/hwid/hwidd.yaml"
+/* The --config line of the admin commands' help. */
+#define CONFIG_HELP "  -c, --config FILE    hwidd configuration (default $HWID_CONFIG or " DEFAULT_CONFIG ")\n"
 
 /* --config, else $HWID_CONFIG, else DEFAULT_CONFIG. */
 const char *admin_config_path(const char *opt);

@@ -9,14 +9,14 @@
 
 #include "agent.h"
 #include "cli.h"
-#include "config.h"
 #include "error.h"
 #include "log.h"
 #include "renew.h"
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid agent --dir DIR [--tcti TCTI] [--renew-at 0.66] [--jitter 0.05]\n"
-                   "                  [--min-backoff 5s] [--max-backoff 10m] [--once] [--verbose]\n\n"
+                   "                  [--min-backoff 5s] [--max-backoff 10m] [--clock-skew 5m]\n"
+                   "                  [--once] [--verbose]\n\n"
                    "Keeps the identity in DIR renewed, unattended: renews at --renew-at of the\n"
                    "certificate's lifetime plus a random --jitter (never before the server's renewal\n"
                    "window opens), over mutual TLS with the key in the TPM/HSM.  A failed renewal is\n"
@@ -32,7 +32,10 @@ static void usage(FILE *f) {
                    "      --min-backoff D      first retry delay (default 5s)\n"
                    "      --max-backoff D      longest retry delay (default 10m)\n"
                    "      --once               exit 0 after the first successful renewal\n"
-                   "  -v, --verbose            also log each step of a renewal\n\n"
+                   "      --clock-skew D       how far the clocks of this device and the CA may differ\n"
+                   "                           before a certificate's dates are called wrong (default 5m)\n"
+                   "  -v, --verbose            also log each step of a renewal\n"
+                   "  -h, --help               show this help\n\n"
                    "Exit codes: 0 stopped (or --once done), 1 failure (DIR not enrolled), 2 usage,\n"
                    "            4 revoked or expired: bootstrap again with hwid join and a new token.\n");
 }
@@ -76,20 +79,12 @@ static int parse_fraction(const char *opt, const char *s, double *ret) {
         return 0;
 }
 
-static int parse_backoff(const char *opt, const char *s, int64_t *ret) {
-        int64_t v;
-
-        if (config_parse_duration(s, &v) < 0 || v < 1)
-                return cli_usage("agent", "%s must be a duration like 5s or 10m, not '%s'", opt, s);
-        *ret = v;
-        return 0;
-}
-
 static int parse(int argc, char **argv, agent_opts *o) {
         static const struct option opts[] = {
                 { "dir", required_argument, NULL, 'd' }, { "tcti", required_argument, NULL, 'T' },
                 { "renew-at", required_argument, NULL, 'r' }, { "jitter", required_argument, NULL, 'j' },
                 { "min-backoff", required_argument, NULL, 'm' }, { "max-backoff", required_argument, NULL, 'M' },
+                { "clock-skew", required_argument, NULL, 'K' },
                 { "once", no_argument, NULL, '1' }, { "verbose", no_argument, NULL, 'v' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
@@ -101,8 +96,9 @@ static int parse(int argc, char **argv, agent_opts *o) {
                 case 'T': o->tcti = optarg; break;
                 case 'r': r = parse_fraction("--renew-at", optarg, &o->renew_at); break;
                 case 'j': r = parse_fraction("--jitter", optarg, &o->jitter); break;
-                case 'm': r = parse_backoff("--min-backoff", optarg, &o->min_backoff); break;
-                case 'M': r = parse_backoff("--max-backoff", optarg, &o->max_backoff); break;
+                case 'm': r = cli_duration("agent", "--min-backoff", optarg, 1, &o->min_backoff); break;
+                case 'M': r = cli_duration("agent", "--max-backoff", optarg, 1, &o->max_backoff); break;
+                case 'K': r = cli_duration("agent", "--clock-skew", optarg, 0, &o->clock_skew); break;
                 case '1': o->once = true; break;
                 case 'v': log_set_max_level(LOG_LVL_DEBUG); break;
                 case 'h': usage(stdout); exit(0);
@@ -126,6 +122,7 @@ int cmd_agent(int argc, char **argv) {
         agent_opts o = {
                 .renew_at = AGENT_RENEW_AT_DEFAULT, .jitter = AGENT_JITTER_DEFAULT,
                 .min_backoff = AGENT_MIN_BACKOFF_DEFAULT, .max_backoff = AGENT_MAX_BACKOFF_DEFAULT,
+                .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT,
                 .http_timeout = 30, .log = on_log, .wait = on_wait, .progress = on_progress,
         };
         int r;

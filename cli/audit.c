@@ -54,8 +54,8 @@ static void usage(void) {
                "Shows the last N audit records (default 50, 0 for all; remotely at most 100000):\n"
                "who did what to which identity, the outcome (allow, deny, would-deny, error) and\n"
                "why.  Remotely: the admin and auditor roles.\n\n"
-               "  -c, --config FILE   hwidd configuration, on the CA host\n"
-               "  -n, --limit N       how many records\n\n" REMOTE_HELP);
+               CONFIG_HELP
+               "  -n, --limit N        how many records (default 50, 0 for all)\n" REMOTE_HELP);
 }
 
 int cmd_audit_list(int argc, char **argv) {

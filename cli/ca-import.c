@@ -27,8 +27,16 @@ static void usage(FILE *f) {
                    "                      [--http-listen ADDR:PORT|none]\n\n"
                    "Installs the intermediate CA certificate FILE (signed by an offline root for the\n"
                    "key at URI, see hwid ca init --csr) after checking that it belongs to the key, is\n"
-                   "a CA, and chains to the root in --chain; then sets up hwidd as ca init does\n"
-                   "(see hwid ca init --help for the options they share).\n\n"
+                   "a CA, and chains to the root in --chain; then sets up hwidd as ca init does.\n\n"
+                   "  -k, --key URI          the CA key the certificate was issued for\n"
+                   "  -c, --cert FILE        the intermediate CA certificate (PEM)\n"
+                   "      --chain FILE       the offline root (and any CA between), PEM\n"
+                   "  -d, --dir DIR          the directory hwid ca init --csr wrote\n"
+                   "      --tls-key URI      hwidd's TLS key (default: next to the CA key)\n"
+                   "      --tls-names LIST   TLS server names (default localhost,127.0.0.1)\n"
+                   "      --listen ADDR:PORT hwidd's address (default 127.0.0.1:8443)\n"
+                   "      --tcti TCTI        TPM to use for TPM keys (default $HWID_TCTI, else the tpm2-tss default)\n"
+                   "  -f, --force            replace an existing CA in DIR\n"
                    CA_SETUP_HTTP_LISTEN_HELP);
 }
 

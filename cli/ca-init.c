@@ -41,6 +41,7 @@ static void usage(FILE *f) {
                    "      --tls-names LIST   TLS server names (default localhost,127.0.0.1); the first\n"
                    "                         that is not 0.0.0.0 or :: names hwidd in the CRL URL\n"
                    "      --listen ADDR:PORT hwidd's address (default 127.0.0.1:8443)\n"
+                   "      --tcti TCTI        TPM to use for TPM keys (default $HWID_TCTI, else the tpm2-tss default)\n"
                    CA_SETUP_HTTP_LISTEN_HELP
                    "      --csr              offline root: write DIR/ca.csr instead of a root;\n"
                    "                         then install the signed certificate with hwid ca import\n"

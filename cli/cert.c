@@ -31,10 +31,10 @@ static void usage(void) {
                "is revoked and it is never certified again.  Revocation takes effect at once for\n"
                "renewal; hwidd regenerates the CRL on its next request.  Reasons: " REVOCATION_REASON_NAMES
                ".\nRemotely: list and show for the admin and auditor roles, revoke for admin.\n\n"
-               "  -c, --config FILE    hwidd configuration, on the CA host\n"
-               "  -i, --identity NAME  list or revoke the certificates of NAME\n"
-               "  -a, --all            list revoked, superseded and expired certificates too\n"
-               "  -r, --reason R       why a certificate is revoked (default unspecified)\n\n" REMOTE_HELP);
+               CONFIG_HELP
+               "  -i, --identity NAME  list: only NAME's certificates; revoke: all of NAME's\n"
+               "  -a, --all            list: every status, not only valid certificates\n"
+               "  -r, --reason R       revoke: the reason (default unspecified)\n" REMOTE_HELP);
 }
 
 static int parse(const char *cmd, int argc, char **argv, cert_opts *o, int min_args, int max_args) {

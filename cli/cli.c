@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config.h"
 #include "error.h"
 #include "fsutil.h"
 
@@ -29,6 +30,20 @@ int cli_bad_option(const char *cmd, char **argv) {
         if (optopt && optopt != '?')
                 return cli_usage(cmd, "option '-%c' is unknown or needs a value", optopt);
         return cli_usage(cmd, "option '%s' is unknown or needs a value", arg);
+}
+
+int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min, int64_t *ret) {
+        _cleanup_free_ char *with_unit = NULL;
+        int64_t v;
+
+        /* A bare number is seconds. */
+        if (s[0] && strspn(s, "0123456789") == strlen(s) && asprintf(&with_unit, "%ss", s) < 0)
+                return cli_fail(hwid_fail(HWID_E_NOMEM, NULL));
+        if (config_parse_duration(with_unit ? with_unit : s, &v) < 0 || v < min)
+                return cli_usage(cmd, "%s must be a duration like 30s, 5m or 2h%s, not '%s'", opt,
+                                 min > 0 ? "" : " (or 0)", s);
+        *ret = v;
+        return 0;
 }
 
 void cli_hsm_options(hsm_options *o, const char *tcti) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "hsm.h"
 
@@ -18,6 +19,9 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* Usage error for the option getopt just refused (opterr is off, so
  * this is the only line printed). */
 int cli_bad_option(const char *cmd, char **argv);
+/* Parses a duration option ("30s", "5m", "2h"; a bare number is seconds)
+ * of at least min seconds; a usage error naming cmd and opt otherwise. */
+int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min, int64_t *ret);
 /* Fills hsm options from --tcti (may be NULL). */
 void cli_hsm_options(hsm_options *o, const char *tcti);
 /* Writes text to path atomically (mode 0644), or to stdout when path is NULL. */

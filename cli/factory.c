@@ -29,7 +29,8 @@ static void usage(FILE *f) {
                    "  -j, --parallel N         devices enrolled at once (default 4, at most %d)\n"
                    "      --out-dir BASE       base of the default DIRs (default .)\n"
                    "      --type TYPE          key type for keys created (default ec-p256)\n"
-                   "  -v, --verbose            also print each step of each device\n\n"
+                   "  -v, --verbose            also print each step of each device\n"
+                   "  -h, --help               show this help\n\n"
                    "Exit codes: 0 every device enrolled (or already), 1 otherwise, 2 usage.\n",
                 FACTORY_MAX_PARALLEL);
 }

@@ -26,8 +26,18 @@ static void usage(FILE *f) {
                    "  -k, --key URI          device key, e.g. tpm2:file=/var/lib/hwid/device.tss2.pem\n"
                    "      --cn NAME          the identity to request\n"
                    "  -d, --dir DIR          where the identity is kept\n"
+                   "      --token-file FILE  read the bootstrap token from FILE ('-': standard input)\n"
+                   "      --token TOKEN      the bootstrap token itself (visible in ps: avoid)\n"
+                   "      --san LIST         extra names: dns:NAME,ip:ADDR,uri:URI,email:ADDR\n"
+                   "      --type TYPE        key type if the key is created: ec-p256 (default),\n"
+                   "                         ec-p384, rsa-2048, rsa-3072\n"
+                   "      --tcti TCTI        TPM to use (default $HWID_TCTI, else the tpm2-tss default)\n"
                    "      --no-wait          if approval is pending, exit 3 instead of waiting;\n"
                    "                         run the same command again later to finish\n"
+                   "      --wait-timeout D   how long to wait for approval (default 30m)\n"
+                   "      --clock-skew D     how far this device's clock may be off before DIR's\n"
+                   "                         certificate counts as expired (default 5m)\n"
+                   "  -h, --help             show this help\n\n"
                    "Exit codes: 0 enrolled (or already), 1 failure, 2 usage, 3 pending.\n");
 }
 
@@ -54,6 +64,7 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                 { "dir", required_argument, NULL, 'd' }, { "san", required_argument, NULL, 'S' },
                 { "type", required_argument, NULL, 'T' }, { "tcti", required_argument, NULL, 'C' },
                 { "no-wait", no_argument, NULL, 'W' }, { "wait-timeout", required_argument, NULL, 'w' },
+                { "clock-skew", required_argument, NULL, 'K' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
         int c, r;
@@ -78,7 +89,14 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                         break;
                 case 'C': o->tcti = optarg; break;
                 case 'W': o->no_wait = true; break;
-                case 'w': o->wait_timeout = strtoll(optarg, NULL, 10); break;
+                case 'w':
+                        if ((r = cli_duration("join", "--wait-timeout", optarg, 1, &o->wait_timeout)) != 0)
+                                return r;
+                        break;
+                case 'K':
+                        if ((r = cli_duration("join", "--clock-skew", optarg, 0, &o->clock_skew)) != 0)
+                                return r;
+                        break;
                 case 'h': usage(stdout); exit(0);
                 default: return cli_bad_option("join", argv);
                 }
@@ -95,7 +113,8 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
 int cmd_join(int argc, char **argv) {
         _cleanup_secret_ char *token = NULL, *token_arg = NULL;
         const char *token_file = NULL;
-        join_opts o = { .type = HWID_KEY_TYPE_DEFAULT, .progress = progress, .http_timeout = 30 };
+        join_opts o = { .type = HWID_KEY_TYPE_DEFAULT, .progress = progress, .http_timeout = 30,
+                        .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT };
         join_result res;
         int r;
 

@@ -28,9 +28,10 @@ static void print_custody(const hwid_custody *c) {
                 return;
         }
         printf("custody: fixedTPM=%s fixedParent=%s sensitiveDataOrigin=%s userWithAuth=%s sign=%s "
-               "decrypt=%s restricted=%s\ntpm-attributes: 0x%08x\n",
+               "decrypt=%s restricted=%s noDA=%s\ntpm-attributes: 0x%08x\n",
                yn(c->fixed_tpm), yn(c->fixed_parent), yn(c->sensitive_data_origin),
-               yn(c->user_with_auth), yn(c->sign), yn(c->decrypt), yn(c->restricted), c->tpm_attributes);
+               yn(c->user_with_auth), yn(c->sign), yn(c->decrypt), yn(c->restricted), yn(c->no_da),
+               c->tpm_attributes);
 }
 
 int cmd_key_show(int argc, char **argv) {

@@ -11,6 +11,7 @@
 #include "fsutil.h"
 #include "join.h"
 #include "ossl-util.h"
+#include "pinned.h"
 #include "remote.h"
 #include "x509-util.h"
 
@@ -118,6 +119,7 @@ static int load_dir(remote *r, const remote_opts *o, char **ret_key_uri) {
 /* --cert FILE --key URI: the CA from --ca-file, or fetched and pinned. */
 static int load_files(remote *r, const remote_opts *o, char **ret_key_uri) {
         _cleanup_free_ char *ca = NULL, *bundle = NULL;
+        unsigned dropped = 0;
         size_t len;
         int ret;
 
@@ -130,7 +132,7 @@ static int load_files(remote *r, const remote_opts *o, char **ret_key_uri) {
                         return ret;
                 return set_anchor(r, ca, o->ca_file, o->ca_hash);
         }
-        if ((ret = fetch_pinned_ca(o->server, o->ca_hash, REMOTE_TIMEOUT, &bundle, &ca)) < 0)
+        if ((ret = pinned_fetch_ca(o->server, o->ca_hash, REMOTE_TIMEOUT, &bundle, &ca, &dropped)) < 0)
                 return ret;
         return set_anchor(r, ca, o->server, o->ca_hash);
 }

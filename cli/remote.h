@@ -47,16 +47,17 @@ enum {
         { "ca-file", required_argument, NULL, OPT_REMOTE_CA_FILE },                                     \
         { "tcti", required_argument, NULL, OPT_REMOTE_TCTI }
 
-/* Their help, for every command's --help. */
+/* Their help, for every command's --help (one option a line). */
 #define REMOTE_HELP                                                                                      \
-        "Remote (against hwidd's admin API, as an operator; instead of --config):\n"                   \
-        "      --dir DIR            the operator's identity, joined with hwid join (its key\n"           \
-        "                           in a TPM or HSM; server and CA from DIR)\n"                          \
-        "      --cert FILE --key URI  or the operator's certificate and the URI of its key\n"           \
+        "\nRemote, against hwidd's admin API as an operator (instead of --config):\n"                   \
+        "      --dir DIR            the operator's identity, joined with hwid join (key in a\n"         \
+        "                           TPM or HSM; server and pinned CA from DIR)\n"                        \
+        "      --cert FILE          or the operator's certificate (PEM) ...\n"                          \
+        "      --key URI            ... and the URI of its key\n"                                       \
         "      --server URL         hwidd, e.g. https://ca.example.org:8443\n"                           \
-        "      --ca-hash sha256:H   the CA pin (hwid ca hash); needed with --cert unless --ca-file\n"    \
+        "      --ca-hash sha256:H   the CA pin (hwid ca hash); with --cert, this or --ca-file\n"         \
         "      --ca-file FILE       the CA certificate to trust\n"                                       \
-        "      --tcti TCTI          the TPM holding the operator's key\n"
+        "      --tcti TCTI          the TPM holding the operator's key (tpm2: URIs)\n"
 
 /* Takes getopt's option c if it is a remote one; returns whether it did. */
 bool remote_option(remote_opts *o, int c, const char *arg);

@@ -10,10 +10,16 @@
 #include "renew.h"
 
 static void usage(FILE *f) {
-        fprintf(f, "Usage: hwid renew --dir DIR [--rotate] [--tcti TCTI]\n\n"
+        fprintf(f, "Usage: hwid renew --dir DIR [--rotate] [--tcti TCTI] [--clock-skew D]\n\n"
                    "Renews the certificate in DIR over mutual TLS, authenticated by the current key\n"
                    "inside the TPM/HSM.  When the profile asks for it (or with --rotate) a new key is\n"
                    "made in the device; the old one is removed only once the new certificate is on disk.\n\n"
+                   "  -d, --dir DIR          the identity (written by hwid join)\n"
+                   "      --rotate           make a new key even if the profile does not ask for one\n"
+                   "      --tcti TCTI        TPM to use (default $HWID_TCTI, else the tpm2-tss default)\n"
+                   "      --clock-skew D     how far the clocks of this device and the CA may differ\n"
+                   "                         before a certificate's dates are called wrong (default 5m)\n"
+                   "  -h, --help             show this help\n\n"
                    "Exit codes: 0 renewed, 1 failure (try again later), 2 usage,\n"
                    "            4 revoked or expired: bootstrap again with hwid join and a new token.\n");
 }
@@ -25,9 +31,10 @@ static void progress(void *ud, const char *message) {
 int cmd_renew(int argc, char **argv) {
         static const struct option opts[] = {
                 { "dir", required_argument, NULL, 'd' }, { "rotate", no_argument, NULL, 'R' },
-                { "tcti", required_argument, NULL, 'T' }, { "help", no_argument, NULL, 'h' }, {},
+                { "tcti", required_argument, NULL, 'T' }, { "clock-skew", required_argument, NULL, 'K' },
+                { "help", no_argument, NULL, 'h' }, {},
         };
-        renew_opts o = { .progress = progress, .http_timeout = 30 };
+        renew_opts o = { .progress = progress, .http_timeout = 30, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT };
         renew_result res;
         char until[32];
         int c, r;
@@ -37,6 +44,10 @@ int cmd_renew(int argc, char **argv) {
                 case 'd': o.dir = optarg; break;
                 case 'R': o.rotate = true; break;
                 case 'T': o.tcti = optarg; break;
+                case 'K':
+                        if ((r = cli_duration("renew", "--clock-skew", optarg, 0, &o.clock_skew)) != 0)
+                                return r;
+                        break;
                 case 'h': usage(stdout); return 0;
                 default: return cli_bad_option("renew", argv);
                 }
@@ -45,7 +56,10 @@ int cmd_renew(int argc, char **argv) {
                 return cli_usage("renew", "needs --dir DIR");
         r = renew_run(&o, &res);
         if (r < 0 && renew_needs_bootstrap(r)) {
-                fprintf(stderr, "hwid: %s; bootstrap again: run hwid join with a new token\n", hwid_strerror(r));
+                char line[640];
+
+                renew_bootstrap_message(r, line, sizeof(line));
+                fprintf(stderr, "hwid: %s\n", line);
                 return EXIT_BOOTSTRAP;
         }
         if (r < 0)

@@ -39,9 +39,9 @@ static int parse(const char *cmd, int argc, char **argv, req_opts *o, int nargs)
                                "Requests wait for approval under a manual profile.  Approve only after\n"
                                "checking that SPKI-SHA256 matches what the device printed.  Remotely: the\n"
                                "admin and approver roles (list: the auditor role too).\n\n"
-                               "  -c, --config FILE   hwidd configuration, on the CA host\n"
-                               "  -a, --all           list decided requests too\n"
-                               "  -r, --reason TEXT   why a request is denied\n\n" REMOTE_HELP);
+                               CONFIG_HELP
+                               "  -a, --all            list: every request, not only pending ones\n"
+                               "  -r, --reason TEXT    deny: why (shown to the device)\n" REMOTE_HELP);
                         exit(0);
                 default:
                         if (!remote_option(&o->remote, c, optarg))

@@ -39,16 +39,17 @@ static void usage(FILE *f) {
                    "hash is stored.  With --count, writes N tokens to FILE (mode 0600), one per line.\n"
                    "Remotely, an admin may create any token; a provisioner only for the profiles and\n"
                    "name patterns its certificate is scoped to (--name-pattern is then required).\n\n"
-                   "  -c, --config FILE        hwidd configuration (default $HWID_CONFIG or " DEFAULT_CONFIG ")\n"
+                   CONFIG_HELP
                    "  -p, --profile P          profile the token is bound to (default: 'default')\n"
                    "      --ttl DURATION       lifetime, e.g. 30m, 24h, 7d (default 24h)\n"
                    "      --uses N             how many enrollments it allows (default 1)\n"
                    "      --name-pattern GLOB  device names it may request, e.g. 'edge-*'\n"
-                   "      --description TEXT   a note kept with the token\n"
-                   "      --count N            how many tokens (1..%d), written to --out FILE\n"
-                   "      --server URL         hwidd URL (for the join command; remote: where to ask)\n"
+                   "      --description TEXT   a note kept with the token (hwid token list)\n"
+                   "      --count N            create N tokens, 1..%d (written to --out, not printed)\n"
+                   "  -o, --out FILE           with --count: the file for the tokens (mode 0600)\n"
                    "      --device-key URI     device key URI for the join command\n"
-                   "      --device-dir DIR     device directory for the join command\n\n"
+                   "      --device-dir DIR     device directory for the join command\n"
+                   "(--server URL is also the join command's URL; by default from listen.)\n"
                    REMOTE_HELP, MAX_COUNT);
 }
 

@@ -20,7 +20,7 @@ static int parse(const char *cmd, int argc, char **argv, const char **config, re
         while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) >= 0) {
                 switch (c) {
                 case 'c': *config = optarg; break;
-                case 'h': printf("%s\n" REMOTE_HELP, help); exit(0);
+                case 'h': printf("%s\n" CONFIG_HELP REMOTE_HELP, help); exit(0);
                 default:
                         if (!remote_option(ro, c, optarg))
                                 return cli_bad_option(cmd, argv);

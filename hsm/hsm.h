@@ -49,6 +49,14 @@ typedef struct hsm_options {
         /* TCTI configuration for TPM keys; NULL means $HWID_TCTI, else the
          * tpm2-tss default. */
         const char *tcti;
+        /* hwid_key_create() of a TPM key calls this with the new key's
+         * public part once the TPM has made it and before it becomes
+         * permanent (persisted at its handle, or written to its file): what
+         * the caller records there lets it recognise the key later, and a
+         * failure leaves nothing behind.  PKCS#11 tokens make keys in place:
+         * not called.  May be NULL. */
+        int (*before_keeping)(void *userdata, EVP_PKEY *pub);
+        void *userdata;
 } hsm_options;
 
 /* What the device itself reports about how it holds the key. */
@@ -70,6 +78,7 @@ typedef struct hwid_custody {
         bool sign;
         bool decrypt;
         bool restricted;
+        bool no_da;          /* exempt from dictionary-attack lockout */
         /* Where the key lives, e.g. "SoftHSM slot 0x2a, token 'ca'". */
         char location[256];
         /* PKCS#11: the module file the token was found in. */
@@ -102,6 +111,12 @@ hwid_key_type hwid_key_get_type(const hwid_key *k);
 const char *hwid_key_uri(const hwid_key *k);
 /* The digest hwid signs with for this key type (SHA256, or SHA384 for P-384). */
 const char *hwid_key_default_digest(const hwid_key *k);
+
+/* A TPM persistent handle that no object occupies, by the TPM's own list
+ * (TPM2_GetCapability): the first free one of the owner's range from
+ * `from` up (the endorsement keys' range skipped), else from its start.
+ * Another program may still take it first: create without force. */
+int hwid_tpm_free_handle(const hsm_options *opts, uint32_t from, uint32_t *ret);
 
 /* Reads the custody attributes back from the device. */
 int hwid_key_custody(hwid_key *k, hwid_custody *ret);

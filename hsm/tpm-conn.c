@@ -35,6 +35,29 @@ bool tpm_rc_is_fmt1(TSS2_RC rc, TSS2_RC code) {
                (rc & (TPM2_RC_FMT1 | 0x3f)) == code;
 }
 
+/* TPM answers whose decoded text ("out of memory for object contexts")
+ * neither names the TPM nor says what to do about it. */
+static const struct {
+        TSS2_RC rc;
+        const char *text;
+} tpm_rc_texts[] = {
+        { TPM2_RC_OBJECT_MEMORY, "TPM object memory full (0x902): objects were left loaded in a TPM without "
+                                 "a resource manager (use /dev/tpmrm0, or flush them: tpm2_flushcontext -t)" },
+        { TPM2_RC_SESSION_MEMORY, "TPM session memory full (0x903): sessions were left open in a TPM without "
+                                  "a resource manager (use /dev/tpmrm0, or flush them: tpm2_flushcontext -s)" },
+        { TPM2_RC_MEMORY, "TPM out of memory (0x904)" },
+        { TPM2_RC_LOCKOUT, "TPM in dictionary-attack lockout (0x921): it refuses keys without noDA until "
+                           "its recovery time has passed or the lockout is reset (tpm2_dictionarylockout -c)" },
+        { TPM2_RC_NV_RATE, "TPM rate-limits its NV memory (0x920): try again later" },
+};
+
+static const char *tpm_rc_text(TSS2_RC rc) {
+        for (size_t i = 0; i < ELEMENTSOF(tpm_rc_texts); i++)
+                if (tpm_rc_texts[i].rc == rc)
+                        return tpm_rc_texts[i].text;
+        return Tss2_RC_Decode(rc);
+}
+
 int tpm_fail(tpm_conn *c, TSS2_RC rc, const char *fmt, ...) {
         char what[512];
         va_list ap;
@@ -49,7 +72,7 @@ int tpm_fail(tpm_conn *c, TSS2_RC rc, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(what, sizeof(what), fmt, ap);
         va_end(ap);
-        return hwid_fail(HWID_E_TPM, "%s: %s", what, Tss2_RC_Decode(rc));
+        return hwid_fail(HWID_E_TPM, "%s: %s", what, tpm_rc_text(rc));
 }
 
 static int conn_connect(tpm_conn *c) {

@@ -52,12 +52,16 @@ int tpm_key_template(hwid_key_type type, TPM2B_PUBLIC *ret) {
         int nid = hsm_key_type_curve_nid(type), bits = hsm_key_type_rsa_bits(type);
         /* No scheme in the key: each signature names its own (ECDSA,
          * RSASSA or RSAPSS) and its hash.  Invariant 1 is fixedTPM,
-         * fixedParent and sensitiveDataOrigin. */
+         * fixedParent and sensitiveDataOrigin.  noDA: the key has no
+         * authValue, so dictionary-attack protection guards nothing, while
+         * every use of a DA-protected object marks the TPM so that its next
+         * start after an unclean stop (a power cut) counts a failed try;
+         * three cuts in a row would lock the device out of its own key. */
         TPMT_PUBLIC p = {
                 .nameAlg = TPM2_ALG_SHA256,
                 .objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
                                     TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
-                                    TPMA_OBJECT_SIGN_ENCRYPT,
+                                    TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_NODA,
         };
 
         for (size_t i = 0; nid != NID_undef && i < ELEMENTSOF(ecc_curves); i++)

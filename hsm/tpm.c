@@ -313,7 +313,11 @@ static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
         return 0;
 }
 
-static int create_file(tpm_key *k, const TPM2B_PUBLIC *tmpl, EVP_PKEY **ret_pub) {
+static int before_keeping(const hsm_options *opts, EVP_PKEY *pub) {
+        return opts && opts->before_keeping ? opts->before_keeping(opts->userdata, pub) : 0;
+}
+
+static int create_file(tpm_key *k, const TPM2B_PUBLIC *tmpl, const hsm_options *opts, EVP_PKEY **ret_pub) {
         _cleanup_(EVP_PKEY_freep) EVP_PKEY *pub = NULL;
         _cleanup_free_ char *pem = NULL;
         size_t len;
@@ -326,6 +330,8 @@ static int create_file(tpm_key *k, const TPM2B_PUBLIC *tmpl, EVP_PKEY **ret_pub)
         if (r < 0)
                 return r;
         r = tpm_keyfile_encode(&k->pub, &k->priv, &pem, &len);
+        if (r >= 0)
+                r = before_keeping(opts, pub);
         if (r < 0)
                 return r;
         r = write_file_atomic(k->path, pem, len, 0600);
@@ -356,7 +362,8 @@ static int persist(tpm_key *k, ESYS_TR key, ESYS_TR old) {
 
 /* tpm2:handle=: CreatePrimary, Create, Load, FlushContext(primary),
  * [EvictControl(old)], EvictControl, FlushContext(key). */
-static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, EVP_PKEY **ret_pub) {
+static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, const hsm_options *opts,
+                             EVP_PKEY **ret_pub) {
         _cleanup_unlock_ tpm_conn *locked = NULL;
         _cleanup_(tpm_tr_close) tpm_tr old = TPM_TR(k->conn);
         _cleanup_(tpm_tr_flush) tpm_tr primary = TPM_TR(k->conn), key = TPM_TR(k->conn);
@@ -376,6 +383,8 @@ static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, E
                 r = create_key(k->conn, primary.tr, tmpl, &k->pub, &k->priv);
         if (r >= 0) /* before anything persists, so a failure leaves nothing */
                 r = tpm_pub_to_pkey(&k->pub.publicArea, k->desc, &pub);
+        if (r >= 0)
+                r = before_keeping(opts, pub);
         if (r >= 0)
                 r = load_key(k, primary.tr, &key);
         if (r < 0)
@@ -407,7 +416,7 @@ static int tpm2_create(const key_uri *uri, hwid_key_type type, bool force,
                 r = tpm_key_connect(k, opts);
         if (r < 0)
                 return r;
-        r = k->path ? create_file(k, &tmpl, ret_pub) : create_persistent(k, &tmpl, force, ret_pub);
+        r = k->path ? create_file(k, &tmpl, opts, ret_pub) : create_persistent(k, &tmpl, force, opts, ret_pub);
         if (r < 0)
                 return r;
         *ret_obj = TAKE_PTR(k);
@@ -555,6 +564,7 @@ static int tpm2_custody(void *obj, hwid_custody *ret) {
         c.sign = a & TPMA_OBJECT_SIGN_ENCRYPT;
         c.decrypt = a & TPMA_OBJECT_DECRYPT;
         c.restricted = a & TPMA_OBJECT_RESTRICTED;
+        c.no_da = a & TPMA_OBJECT_NODA;
         if (k->path)
                 snprintf(c.location, sizeof(c.location), "TPM at %s, key file %s, parent 0x%08x",
                          tpm_conn_name(k->conn), k->path, TPM_KEYFILE_PARENT);

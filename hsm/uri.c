@@ -2,6 +2,7 @@
  * adds validation so that a typo fails here, with a message naming it,
  * instead of matching the wrong object later. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,11 +76,47 @@ static int token_label(P11KitUri *p, char **ret) {
         return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
 
+/* The name of segment seg (up to '=' or its end). */
+static size_t attr_name_len(const char *seg, size_t seg_len) {
+        const char *eq = memchr(seg, '=', seg_len);
+
+        return eq ? (size_t) (eq - seg) : seg_len;
+}
+
+/* Whether the attribute named like seg occurs in the segments of
+ * s[0..end) (separated by any of seps) before seg. */
+static bool attr_seen_before(const char *s, const char *seg, size_t name_len, const char *seps) {
+        for (const char *p = s; p < seg; p += strcspn(p, seps) + 1) {
+                size_t len = strcspn(p, seps);
+                if (attr_name_len(p, len) == name_len && memcmp(p, seg, name_len) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* p11-kit keeps the last of two equal attributes; a URI that names one
+ * twice (two pin-source, two token) is ambiguous, so it is refused. */
+static int refuse_duplicates(const char *s) {
+        const char *body = s + strlen("pkcs11:"), *p = body;
+
+        for (;;) {
+                size_t seg_len = strcspn(p, ";?&"), name_len = attr_name_len(p, seg_len);
+
+                if (name_len > 0 && attr_seen_before(body, p, name_len, ";?&"))
+                        return hwid_fail(HWID_E_URI, "PKCS#11 URI names '%.*s' more than once", (int) name_len, p);
+                if (!p[seg_len])
+                        return 0;
+                p += seg_len + 1;
+        }
+}
+
 static int parse_pkcs11(const char *s, key_uri *u) {
         CK_ATTRIBUTE *id;
         int r;
 
         u->scheme = KEY_URI_PKCS11;
+        if ((r = refuse_duplicates(s)) < 0)
+                return r;
         u->p11 = p11_kit_uri_new();
         if (!u->p11)
                 return hwid_fail(HWID_E_NOMEM, NULL);

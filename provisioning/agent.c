@@ -64,8 +64,10 @@ int64_t agent_backoff(const agent_opts *o, int failures, int64_t now, int64_t no
 
         for (int i = 1; i < failures && d < cap; i++)
                 d *= 2;
-        /* Room for a few more attempts before the certificate runs out. */
-        if (not_after > 0 && (not_after - now) / 4 < cap)
+        /* Room for a few more attempts before the certificate runs out.
+         * Once it has (by this clock: the server decides), only
+         * max_backoff caps: retrying fast no longer buys anything. */
+        if (not_after > now && (not_after - now) / 4 < cap)
                 cap = (not_after - now) / 4;
         if (d > cap)
                 d = cap;
@@ -74,7 +76,8 @@ int64_t agent_backoff(const agent_opts *o, int failures, int64_t now, int64_t no
 
 /* The server's renew_after, or -1 when it cannot say now. */
 static int ask_window(const agent_opts *o, const device_state *s, int64_t *ret) {
-        renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout };
+        renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
+                          .clock_skew = o->clock_skew };
         renew_status st;
         int r = renew_fetch_status(&ro, &st);
 
@@ -143,7 +146,8 @@ static bool wait_until(const agent_opts *o, int64_t at) {
 
 static int renew_once(const agent_opts *o, agent_state *a) {
         renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
-                          .progress = o->progress, .progress_data = o->userdata, .window_opens_at = &a->opens_at };
+                          .clock_skew = o->clock_skew, .progress = o->progress, .progress_data = o->userdata,
+                          .window_opens_at = &a->opens_at };
         renew_result res;
         char until[32];
         int r;
@@ -187,12 +191,15 @@ static void retry_later(const agent_opts *o, agent_state *a, int r) {
 }
 
 static int give_up(const agent_opts *o, const agent_state *a, int r) {
-        if (renew_needs_bootstrap(r))
-                say(o, LOG_LVL_ERR, "%s can no longer renew (%s); bootstrap again: run hwid join with a new token",
-                    a->identity[0] ? a->identity : o->dir, hwid_strerror(r));
-        else
+        char line[640];
+
+        if (renew_needs_bootstrap(r)) {
+                renew_bootstrap_message(r, line, sizeof(line));
+                say(o, LOG_LVL_ERR, "%s can no longer renew: %s", a->identity[0] ? a->identity : o->dir, line);
+        } else {
                 say(o, LOG_LVL_ERR, "%s: %s%s", o->dir, hwid_strerror(r),
                     r == -HWID_E_NOT_FOUND ? " (run hwid join first)" : "");
+        }
         return r;
 }
 

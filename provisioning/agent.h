@@ -4,10 +4,12 @@
  * (best effort), sleep until renew_at of the lifetime plus a random
  * jitter (never before the window), renew.  A failed renewal is retried
  * with exponential backoff, capped so that a retry still comes before
- * expiry: min(max_backoff, remaining / 4), never under min_backoff.
+ * expiry: min(max_backoff, remaining / 4), never under min_backoff (past
+ * expiry by this clock, max_backoff alone caps it).
  * Server outages and TPM restarts are just failures to retry (every
- * round opens the key, and so the TPM connection, anew).  A revoked or
- * expired identity ends the agent: the device must bootstrap again.
+ * round opens the key, and so the TPM connection, anew).  An identity the
+ * server calls revoked or expired ends the agent: the device must
+ * bootstrap again.  One it calls not yet valid (a wrong clock) is retried.
  *
  * Library code: events go to the caller's log callback; waiting goes
  * through the caller's wait callback, which is where a stop request
@@ -30,6 +32,7 @@ typedef struct agent_opts {
         double jitter;          /* random extra fraction, default 0.05 */
         int64_t min_backoff;    /* seconds, default 5 */
         int64_t max_backoff;    /* seconds, default 600 */
+        int64_t clock_skew;     /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         bool once;              /* stop after the first successful renewal */
         long http_timeout;
         agent_log_fn log;       /* levels of common/log.h */

@@ -1,4 +1,5 @@
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include <curl/curl.h>
@@ -37,6 +38,14 @@ static size_t on_header(char *line, size_t size, size_t n, void *userdata) {
 
         if (len > 12 && strncasecmp(line, "Retry-After:", 12) == 0)
                 r->retry_after = strtoll(line + 12, NULL, 10);
+        else if (len > 5 && strncasecmp(line, "Date:", 5) == 0) {
+                char date[64];
+                time_t t;
+
+                snprintf(date, sizeof(date), "%.*s", (int) strcspn(line + 5, "\r\n"), line + 5);
+                t = curl_getdate(date, NULL);
+                r->date = t > 0 ? (int64_t) t : 0;
+        }
         else if (len > 13 && strncasecmp(line, "Content-Type:", 13) == 0)
                 snprintf(r->content_type, sizeof(r->content_type), "%.*s", (int) strcspn(line + 13, "\r\n"),
                          line + 13 + strspn(line + 13, " "));
@@ -79,14 +88,31 @@ static int setup_tls(CURL *c, const client_opts *o) {
         return 0;
 }
 
+/* The TLS handshake signs with the device key through hwid's provider;
+ * when the TPM/HSM fails there, libssl only says "EVP lib".  The device's
+ * own error (recorded by the provider in this thread) is the real one. */
+static int device_failure(const char *url) {
+        char why[512];
+        int r = hwid_last_error();
+
+        if (r >= 0)
+                return 0;
+        snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        return hwid_fail((hwid_err) -r, "TLS handshake with %s: %s", url, why);
+}
+
 static int perform(CURL *c, const char *url, client_response *ret) {
         char err[CURL_ERROR_SIZE] = "";
         CURLcode rc;
+        int r;
 
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+        hwid_error_clear();
         rc = curl_easy_perform(c);
         if (rc == CURLE_WRITE_ERROR && ret->body.len >= ret->body.max)
                 return hwid_fail(HWID_E_TOO_LARGE, "response from %s is larger than %zu bytes", url, ret->body.max);
+        if (rc != CURLE_OK && (r = device_failure(url)) < 0)
+                return r;
         if (rc != CURLE_OK)
                 return hwid_fail(HWID_E_NETWORK, "%s: %s", url, err[0] ? err : curl_easy_strerror(rc));
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &ret->status);
@@ -226,4 +252,16 @@ int client_error_from_response(const client_response *r) {
         ret = hwid_fail((hwid_err) code, "server answered %ld: %s", r->status, m ? m : "(no message)");
         json_object_put(o);
         return ret;
+}
+
+int64_t client_response_server_time(const client_response *r) {
+        json_object *o = json_tokener_parse(r->body.data ? (const char *) r->body.data : "");
+        json_object *t = NULL;
+        int64_t v = r->date;
+
+        if (o && json_object_object_get_ex(o, "server_time", &t) && json_object_is_type(t, json_type_int) &&
+            json_object_get_int64(t) > 0)
+                v = json_object_get_int64(t);
+        json_object_put(o);
+        return v;
 }

@@ -26,6 +26,7 @@ typedef struct client_response {
         long status;
         buf body;                 /* capped at max_response (CLIENT_MAX_RESPONSE) */
         int64_t retry_after;      /* seconds, 0 if absent */
+        int64_t date;             /* the server's clock (its Date header), 0 if absent */
         char content_type[64];
 } client_response;
 
@@ -53,3 +54,7 @@ int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem)
 
 /* The error a non-2xx response means, with the server's JSON message. */
 int client_error_from_response(const client_response *r);
+
+/* The server's clock when it answered (Unix seconds): the "server_time"
+ * of a JSON error answer, else its Date header; 0 if it gave neither. */
+int64_t client_response_server_time(const client_response *r);

@@ -17,14 +17,9 @@
 #include "error.h"
 #include "fsutil.h"
 #include "ossl-util.h"
+#include "x509-util.h"
 
 #define FILE_MAX (256 * 1024)
-
-void strv_free(char **v) {
-        for (char **p = v; p && *p; p++)
-                free(*p);
-        free(v);
-}
 
 void device_state_clear(device_state *s) {
         free(s->dir);
@@ -173,6 +168,15 @@ int device_load(const char *dir, device_state *ret) {
         return 0;
 }
 
+/* A certificate the CA just issued is current: whatever refusal marked
+ * DIR before (a clock that was wrong, a revocation since undone) no
+ * longer holds, and hwid join must not start over. */
+static int switch_to(const char *dir, const char *gen_name) {
+        int r = symlink_atomic(dir, "current", gen_name);
+
+        return r < 0 ? r : unlink_in(dir, "needs-bootstrap");
+}
+
 /* gen-N/cert.pem and gen-N/key.uri, synced, then `current` swapped. */
 static int write_generation(const char *dir, int gen, const char *cert_pem, const char *key_uri) {
         _cleanup_free_ char *gdir = dir_file(dir, "gen-%d", gen), *name = NULL, *uri_line = NULL;
@@ -185,7 +189,37 @@ static int write_generation(const char *dir, int gen, const char *cert_pem, cons
         if ((r = write_in(gdir, "cert.pem", cert_pem, 0644)) < 0 || (r = write_in(gdir, "key.uri", uri_line, 0600)) < 0 ||
             (r = fsync_parent_dir(gdir)) < 0)
                 return r;
-        return symlink_atomic(dir, "current", name);
+        return switch_to(dir, name);
+}
+
+/* Writes (and syncs) room bytes to a scratch file in dir, then removes it. */
+static int try_write(const char *dir, size_t room) {
+        static const char zeros[4096];
+        _cleanup_free_ char *p = dir_file(dir, ".hwid-room.%ld", (long) getpid());
+        int fd, e = 0;
+
+        if (!p)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return hwid_fail(HWID_E_IO, "cannot write to %s: %s", dir, strerror(errno));
+        for (size_t done = 0; !e && done < room; done += sizeof(zeros))
+                if (write(fd, zeros, sizeof(zeros)) != (ssize_t) sizeof(zeros))
+                        e = errno ? errno : ENOSPC;
+        if (!e && fsync(fd) < 0)
+                e = errno;
+        close(fd);
+        unlink(p);
+        if (e)
+                return hwid_fail(HWID_E_IO, "no room in %s for the identity (%zu KiB): %s", dir, room / 1024,
+                                 strerror(e));
+        return 0;
+}
+
+int device_check_writable(const char *dir) {
+        int r = mkdir_parents(dir, 0700);
+
+        return r < 0 ? r : try_write(dir, DEVICE_ROOM);
 }
 
 int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
@@ -205,9 +239,7 @@ int device_write_initial(const char *dir, const char *server, const char *identi
             (r = symlink_atomic(dir, "cert.pem", "current/cert.pem")) < 0 ||
             (r = symlink_atomic(dir, "key.uri", "current/key.uri")) < 0)
                 return r;
-        if ((r = device_clear_pending(dir)) < 0)
-                return r;
-        return unlink_in(dir, "needs-bootstrap");
+        return device_clear_pending(dir);
 }
 
 int device_read_generation(const device_state *s, int gen, char **ret_cert_pem, char **ret_key_uri) {
@@ -233,9 +265,32 @@ int device_write_next_key(const device_state *s, const char *key_uri) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (mkdir(gdir, 0700) < 0 && errno != EEXIST)
                 return hwid_fail(HWID_E_IO, "cannot create %s: %s", gdir, strerror(errno));
-        if ((r = unlink_in(gdir, "cert.pem")) < 0 || (r = write_in(gdir, "key.uri", line, 0600)) < 0)
+        if ((r = unlink_in(gdir, "cert.pem")) < 0 || (r = unlink_in(gdir, "key.spki")) < 0 ||
+            (r = write_in(gdir, "key.uri", line, 0600)) < 0)
                 return r;
         return fsync_parent_dir(gdir);
+}
+
+int device_write_next_key_spki(const device_state *s, const char *spki_hex) {
+        _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", s->generation + 1), *line = NULL;
+
+        if (!gdir || asprintf(&line, "%s\n", spki_hex) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return write_in(gdir, "key.spki", line, 0600);
+}
+
+int device_read_next_key_spki(const device_state *s, char ret[65]) {
+        _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", s->generation + 1), *spki = NULL;
+        int r;
+
+        if (!gdir)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = read_in(gdir, "key.spki", &spki)) < 0)
+                return r;
+        if (strspn(spki, "0123456789abcdef") != 64)
+                return hwid_fail(HWID_E_INVALID, "%s/key.spki is damaged", gdir);
+        snprintf(ret, 65, "%.64s", spki);
+        return 0;
 }
 
 int device_read_next_key(const device_state *s, char **ret_uri) {
@@ -257,7 +312,7 @@ int device_switch(const device_state *s, int gen) {
 
         if (asprintf(&name, "gen-%d", gen) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        return symlink_atomic(s->dir, "current", name);
+        return switch_to(s->dir, name);
 }
 
 int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation) {
@@ -296,16 +351,31 @@ static int foreach_stale(const device_state *s, int (*fn)(const char *gdir, void
         return foreach_gen(s, true, fn, ud);
 }
 
-typedef struct uri_list {
-        const char *current;
-        char **v;
+typedef struct key_list {
+        const char *current; /* left out, when set */
+        device_key_ref *v;
         size_t n;
-} uri_list;
+} key_list;
 
-static int collect_uri(const char *gdir, void *ud) {
-        uri_list *l = ud;
+/* The SHA-256 of the public key a generation's key must have: its
+ * certificate's, else the one recorded when it was made; "" if neither. */
+static void gen_key_spki(const char *gdir, char ret[65]) {
+        _cleanup_free_ char *cert = NULL, *spki = NULL;
+        _cleanup_(X509_freep) X509 *x = NULL;
+
+        ret[0] = '\0';
+        if (read_in(gdir, "cert.pem", &cert) >= 0 && pem_first_cert(cert, &x) >= 0 &&
+            spki_der_sha256_hex(X509_get_X509_PUBKEY(x), ret) >= 0)
+                return;
+        ret[0] = '\0';
+        if (read_in(gdir, "key.spki", &spki) >= 0 && strspn(spki, "0123456789abcdef") == 64)
+                snprintf(ret, 65, "%.64s", spki);
+}
+
+static int collect_key(const char *gdir, void *ud) {
+        key_list *l = ud;
         _cleanup_free_ char *uri = NULL;
-        char **nv;
+        device_key_ref *nv;
 
         if (read_in(gdir, "key.uri", &uri) < 0)
                 return 0; /* a generation that never got its key: nothing to delete */
@@ -313,37 +383,47 @@ static int collect_uri(const char *gdir, void *ud) {
         if (l->current && strcmp(uri, l->current) == 0)
                 return 0;
         for (size_t i = 0; i < l->n; i++)
-                if (strcmp(uri, l->v[i]) == 0)
+                if (strcmp(uri, l->v[i].uri) == 0) {
+                        if (!l->v[i].spki[0])
+                                gen_key_spki(gdir, l->v[i].spki);
                         return 0;
-        nv = realloc(l->v, (l->n + 2) * sizeof(char *));
+                }
+        nv = realloc(l->v, (l->n + 2) * sizeof(*nv));
         if (!nv)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         l->v = nv;
-        l->v[l->n++] = TAKE_PTR(uri);
-        l->v[l->n] = NULL;
+        l->v[l->n] = (device_key_ref) { .uri = TAKE_PTR(uri) };
+        gen_key_spki(gdir, l->v[l->n].spki);
+        l->v[++l->n] = (device_key_ref) { 0 };
         return 0;
 }
 
-static int collect_uris(const device_state *s, bool stale_only, char ***ret_uris) {
-        uri_list l = { .current = stale_only ? s->key_uri : NULL };
-        int r = foreach_gen(s, stale_only, collect_uri, &l);
+static int collect_keys(const device_state *s, bool stale_only, device_key_ref **ret) {
+        key_list l = { .current = stale_only ? s->key_uri : NULL };
+        int r = foreach_gen(s, stale_only, collect_key, &l);
 
         if (r < 0) {
-                strv_free(l.v);
+                device_key_refs_free(l.v);
                 return r;
         }
-        if (!l.v && !(l.v = calloc(1, sizeof(char *))))
+        if (!l.v && !(l.v = calloc(1, sizeof(*l.v))))
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        *ret_uris = l.v;
+        *ret = l.v;
         return 0;
 }
 
-int device_stale_generations(const device_state *s, char ***ret_uris) {
-        return collect_uris(s, true, ret_uris);
+void device_key_refs_free(device_key_ref *v) {
+        for (device_key_ref *p = v; p && p->uri; p++)
+                free(p->uri);
+        free(v);
 }
 
-int device_all_key_uris(const device_state *s, char ***ret_uris) {
-        return collect_uris(s, false, ret_uris);
+int device_stale_keys(const device_state *s, device_key_ref **ret) {
+        return collect_keys(s, true, ret);
+}
+
+int device_all_keys(const device_state *s, device_key_ref **ret) {
+        return collect_keys(s, false, ret);
 }
 
 static int remove_gen_dir(const char *gdir, void *ud) {

@@ -5,6 +5,8 @@
  *   DIR/current         symlink -> gen-N: the generation in use
  *   DIR/gen-N/cert.pem  the certificate of generation N, 0644
  *   DIR/gen-N/key.uri   the URI of its key (in the TPM/HSM), 0600
+ *   DIR/gen-N/key.spki  the SHA-256 of the public key a renewal made for
+ *                       gen-N, recorded before it asked the CA, 0600
  *   DIR/cert.pem        symlink -> current/cert.pem (for other tools)
  *   DIR/key.uri         symlink -> current/key.uri
  *   DIR/pending.json    a request waiting for approval, 0600
@@ -38,6 +40,15 @@ typedef struct device_state {
 int device_load(const char *dir, device_state *ret);
 void device_state_clear(device_state *s);
 
+/* What an identity takes on disk at most (certificates, links, a key
+ * file), with block rounding to spare. */
+#define DEVICE_ROOM (64 * 1024)
+
+/* Creates DIR if needed and proves it can take an identity: DEVICE_ROOM
+ * bytes are written there, synced and removed.  hwid join calls it before
+ * it sends anything, so that a read-only or full DIR never costs a token. */
+int device_check_writable(const char *dir);
+
 /* First identity (join): writes ca.pem, device.json and generation 1. */
 int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
                          const char *cert_pem, const char *key_uri);
@@ -48,6 +59,11 @@ int device_write_initial(const char *dir, const char *server, const char *identi
 int device_write_next_key(const device_state *s, const char *key_uri);
 /* -HWID_E_NOT_FOUND if no renewal is in the making. */
 int device_read_next_key(const device_state *s, char **ret_uri);
+/* The public key hash (SHA-256 hex of the SPKI) of the key a renewal made
+ * for gen-(N+1), recorded before the server is asked: the only key found
+ * at that URI later that the renewal may take as its own. */
+int device_write_next_key_spki(const device_state *s, const char *spki_hex);
+int device_read_next_key_spki(const device_state *s, char ret[65]);
 
 /* Next generation (renew): writes gen-(N+1) and swaps `current` to it. */
 int device_write_next(const device_state *s, const char *cert_pem, const char *key_uri, int *ret_generation);
@@ -58,10 +74,23 @@ int device_write_next(const device_state *s, const char *cert_pem, const char *k
 int device_read_generation(const device_state *s, int gen, char **ret_cert_pem, char **ret_key_uri);
 int device_switch(const device_state *s, int gen);
 
-/* Removes generation directories other than the current one; returns the
- * key URIs they held (other than the current key) for the caller to
- * delete from the device.  *ret_uris is NULL-terminated. */
-int device_stale_generations(const device_state *s, char ***ret_uris);
+/* A key that a generation of DIR names, with the SHA-256 (hex) of the
+ * public key hwid knows it by: its generation's certificate's, or the one
+ * recorded when a renewal made it (key.spki); "" when DIR knows neither —
+ * then whatever is at that URI is not provably hwid's and is left alone. */
+typedef struct device_key_ref {
+        char *uri;
+        char spki[65];
+} device_key_ref;
+/* Frees an array ending with a NULL uri. */
+void device_key_refs_free(device_key_ref *v);
+DEFINE_TRIVIAL_CLEANUP_FUNC(device_key_ref *, device_key_refs_free)
+
+/* The keys of generations other than the current one (and the next, a
+ * renewal in the making), other than the current key: for the caller to
+ * delete from the device before device_remove_stale() removes their
+ * directories. */
+int device_stale_keys(const device_state *s, device_key_ref **ret);
 int device_remove_stale(const device_state *s);
 
 /* Pending request bookkeeping for hwid join --no-wait and resume. */
@@ -76,13 +105,12 @@ int device_clear_pending(const char *dir);
 int device_mark_bootstrap(const char *dir, const char *reason);
 bool device_needs_bootstrap(const char *dir);
 
-/* Every key URI of every generation in DIR, the current one included,
- * without duplicates; *ret_uris is NULL-terminated. */
-int device_all_key_uris(const device_state *s, char ***ret_uris);
+/* Every key of every generation in DIR, the current one included,
+ * without duplicates. */
+int device_all_keys(const device_state *s, device_key_ref **ret);
 /* Forgets the identity: `current` first (from then on DIR holds none),
  * then the links, device.json, the generations and the marker. */
 int device_forget(const device_state *s);
 
 /* Parses the first certificate of a PEM text. */
 int pem_first_cert(const char *pem, X509 **ret);
-void strv_free(char **v);

@@ -237,7 +237,8 @@ static void enroll_one(station *st, size_t i) {
         join_opts jo = {
                 .server = o->server, .token = st->tokens[i], .ca_hash = o->ca_hash, .key_uri = d->key_uri,
                 .cn = d->name, .dir = d->dir, .type = o->type, .tcti = d->tcti, .no_wait = true,
-                .http_timeout = o->http_timeout, .progress = o->progress, .progress_data = d,
+                .http_timeout = o->http_timeout, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT, .progress = o->progress,
+                .progress_data = d,
         };
         factory_result res = { 0 };
         join_result jr = JOIN_PENDING;
@@ -281,12 +282,12 @@ static int assign_tokens(const char *path, char **tokens, size_t n_tokens, const
         size_t k = 0, need = 0;
 
         for (size_t i = 0; i < rep->n; i++)
-                need += join_needs_token(rep->devices[i].dir);
+                need += join_needs_token(rep->devices[i].dir, DEVICE_CLOCK_SKEW_DEFAULT);
         if (need > n_tokens)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "%s holds %zu token%s for %zu device%s that need one", path,
                                  n_tokens, n_tokens == 1 ? "" : "s", need, need == 1 ? "" : "s");
         for (size_t i = 0; i < rep->n; i++)
-                if (join_needs_token(rep->devices[i].dir)) {
+                if (join_needs_token(rep->devices[i].dir, DEVICE_CLOCK_SKEW_DEFAULT)) {
                         per_device[i] = TAKE_PTR(tokens[k]); /* TAKE_PTR evaluates twice: no k++ inside */
                         k++;
                 }

@@ -14,6 +14,8 @@
 #include "error.h"
 #include "fsutil.h"
 #include "join.h"
+#include "pinned.h"
+#include "renew-key.h"
 #include "ossl-util.h"
 #include "secret.h"
 #include "x509-util.h"
@@ -39,47 +41,6 @@ bool ca_hash_valid(const char *s) {
         if (!s || strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
                 return false;
         return strspn(s + 7, "0123456789abcdef") == 64;
-}
-
-int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor) {
-        _cleanup_free_ char *bundle = NULL, *anchor = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
-        char got[72];
-        int r;
-
-        if ((r = client_fetch_ca_unverified(server, timeout, &bundle)) < 0)
-                return r;
-        if ((r = pem_first_cert(bundle, &ca)) < 0)
-                return hwid_fail(HWID_E_PIN_MISMATCH, "%s/ca did not return a certificate", server);
-        if ((r = spki_sha256_pin(X509_get0_pubkey(ca), got)) < 0)
-                return r;
-        if (strcmp(got, pin) != 0)
-                return hwid_fail(HWID_E_PIN_MISMATCH, "the CA at %s is %s, not the pinned %s: "
-                                                      "nothing was sent", server, got, pin);
-        if ((r = cert_to_pem(ca, &anchor)) < 0)
-                return r;
-        *ret_bundle = TAKE_PTR(bundle);
-        *ret_anchor = TAKE_PTR(anchor);
-        return 0;
-}
-
-int check_issued(const char *cert_pem, const char *ca_anchor_pem, hwid_key *key, const char *cn) {
-        _cleanup_(X509_freep) X509 *x = NULL, *ca = NULL;
-        char got[256] = "";
-        int r;
-
-        if ((r = pem_first_cert(cert_pem, &x)) < 0 || (r = pem_first_cert(ca_anchor_pem, &ca)) < 0)
-                return hwid_fail(HWID_E_INVALID, "the server returned no certificate");
-        if (X509_verify(x, X509_get0_pubkey(ca)) != 1) {
-                ERR_clear_error();
-                return hwid_fail(HWID_E_INVALID, "the returned certificate is not signed by the pinned CA");
-        }
-        if (EVP_PKEY_eq(X509_get0_pubkey(x), hwid_key_public(key)) != 1)
-                return hwid_fail(HWID_E_INVALID, "the returned certificate is not for this device's key");
-        X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof(got));
-        if (strcmp(got, cn) != 0)
-                return hwid_fail(HWID_E_INVALID, "the returned certificate is for '%s', not '%s'", got, cn);
-        return 0;
 }
 
 static int open_or_create_key(const join_opts *o, hwid_key **ret) {
@@ -180,7 +141,8 @@ static int enroll(const join_opts *o, const client_opts *co, const char *csr, ch
         secret_wipe(auth, strlen(auth));
         if (r < 0)
                 return r;
-        if (resp.status == 201)
+        /* 200: the same enrollment again (its answer was lost): the same certificate. */
+        if (resp.status == 201 || resp.status == 200)
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
         else if (resp.status == 202 && (r = parse_pending(&resp, ret_pending, spki, sizeof(spki))) >= 0)
                 say(o, "request %s is waiting for approval; the CA admin must check that its key "
@@ -211,7 +173,6 @@ static void join_ctx_clear(join_ctx *c) {
  * and the key it was made with. */
 static int resume(const join_opts *o, join_ctx *c) {
         _cleanup_free_ char *server = NULL, *cn = NULL, *uri = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         hsm_options ho = { .tcti = o->tcti };
         int r;
 
@@ -221,7 +182,7 @@ static int resume(const join_opts *o, join_ctx *c) {
                 return hwid_fail(HWID_E_CONFLICT, "%s holds a pending request for %s at %s with key %s; "
                                  "remove %s/pending.json to start over", o->dir, cn, server, uri, o->dir);
         say(o, "resuming pending request %.8s…", c->request);
-        if ((r = pem_first_cert(c->bundle, &ca)) < 0 || (r = cert_to_pem(ca, &c->anchor)) < 0)
+        if ((r = pinned_anchor(c->bundle, &c->anchor)) < 0)
                 return r;
         return hwid_key_open(o->key_uri, &ho, &c->key);
 }
@@ -229,54 +190,58 @@ static int resume(const join_opts *o, join_ctx *c) {
 /* Fresh enrollment; leaves c->cert, or c->request when pending. */
 static int start(const join_opts *o, join_ctx *c, client_opts *co) {
         _cleanup_free_ char *csr = NULL;
+        unsigned dropped;
         int r;
 
         if (!o->token)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "no bootstrap token (set HWID_TOKEN or use --token-file)");
         say(o, "fetching the CA from %s and checking it against %s", o->server, o->ca_hash);
-        if ((r = fetch_pinned_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor)) < 0)
+        if ((r = pinned_fetch_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor, &dropped)) < 0)
                 return r;
+        if (dropped > 0)
+                say(o, "warning: %s/ca sent %u certificate%s that do%s not chain to the pinned CA: not stored",
+                    o->server, dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
         co->ca_pem = c->anchor; /* from here on, TLS is verified against the pinned CA */
-        /* The directory first: the device key usually lives in it. */
-        if ((r = mkdir_parents(o->dir, 0700)) < 0 || (r = open_or_create_key(o, &c->key)) < 0 || (r = make_csr(o, c->key, &csr)) < 0)
+        /* The directory first: the device key usually lives in it, and it
+         * must take the identity before the token is spent on it. */
+        if ((r = device_check_writable(o->dir)) < 0 || (r = open_or_create_key(o, &c->key)) < 0 ||
+            (r = make_csr(o, c->key, &csr)) < 0)
                 return r;
         say(o, "enrolling %s", o->cn);
         return enroll(o, co, csr, &c->cert, &c->request);
 }
 
 static int finish(const join_opts *o, join_ctx *c) {
-        int r = check_issued(c->cert, c->anchor, c->key, o->cn);
+        _cleanup_free_ char *cert = NULL;
+        unsigned dropped;
+        int r = pinned_issued(c->cert, c->anchor, c->key, o->cn, &cert, &dropped);
 
+        if (r >= 0 && dropped > 0)
+                say(o, "warning: the certificate came with %u certificate%s that do%s not chain to it: not stored",
+                    dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
         if (r >= 0)
-                r = device_write_initial(o->dir, o->server, o->cn, c->bundle, c->cert, o->key_uri);
+                r = device_write_initial(o->dir, o->server, o->cn, c->bundle, cert, o->key_uri);
         if (r >= 0)
                 say(o, "enrolled %s: certificate in %s/cert.pem", o->cn, o->dir);
         return r;
 }
 
 /* The identity in DIR can no longer renew: renewal was refused for good
- * (DIR/needs-bootstrap) or its certificate has expired. */
-static bool identity_dead(const device_state *st) {
-        return device_needs_bootstrap(st->dir) || (int64_t) time(NULL) >= st->not_after;
+ * (DIR/needs-bootstrap) or its certificate has expired — by this device's
+ * clock, allowing for skew, since that clock may be somewhat off. */
+static bool identity_dead(const device_state *st, int64_t skew) {
+        return device_needs_bootstrap(st->dir) || (int64_t) time(NULL) >= st->not_after + skew;
 }
 
 /* A revoked or expired identity: its keys are deleted (a new identity
  * never reuses them) and DIR forgets it, so that the token enrolls anew. */
 static int start_over(const join_opts *o, const device_state *st) {
-        hsm_options ho = { .tcti = o->tcti };
-        char **uris = NULL;
-        int r = device_all_key_uris(st, &uris);
+        _cleanup_(device_key_refs_freep) device_key_ref *keys = NULL;
+        int r = device_all_keys(st, &keys);
 
         say(o, "%s held %s, which is revoked or expired: starting over", o->dir, st->identity);
-        for (char **u = uris; r >= 0 && u && *u; u++) {
-                _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-                r = hwid_key_open(*u, &ho, &k);
-                if (r == -HWID_E_KEY_NOT_FOUND)
-                        r = 0;
-                else if (r >= 0)
-                        r = hwid_key_delete(k);
-        }
-        strv_free(uris);
+        for (device_key_ref *k = keys; r >= 0 && k && k->uri; k++)
+                r = renew_delete_known_key(k, o->tcti, o->progress, o->progress_data);
         return r < 0 ? r : device_forget(st);
 }
 
@@ -290,17 +255,20 @@ static int already_enrolled(const join_opts *o, bool *ret) {
         }
         if (r < 0)
                 return r;
-        *ret = !identity_dead(&st);
+        *ret = !identity_dead(&st, o->clock_skew);
         if (*ret)
                 say(o, "%s is already enrolled as %s (generation %d); nothing to do", o->dir, st.identity,
                     st.generation);
+        else if (!o->token) /* before anything is deleted */
+                r = hwid_fail(HWID_E_TOKEN_INVALID, "%s holds %s, which is revoked or expired: a new bootstrap token "
+                              "is needed (HWID_TOKEN or --token-file); nothing was changed", o->dir, st.identity);
         else
                 r = start_over(o, &st);
         device_state_clear(&st);
         return r;
 }
 
-bool join_needs_token(const char *dir) {
+bool join_needs_token(const char *dir, int64_t clock_skew) {
         _cleanup_free_ char *p = path_join(dir, "pending.json");
         device_state st;
         bool alive;
@@ -309,7 +277,7 @@ bool join_needs_token(const char *dir) {
                 return false;
         if (device_load(dir, &st) < 0)
                 return true;
-        alive = !identity_dead(&st);
+        alive = !identity_dead(&st, clock_skew);
         device_state_clear(&st);
         return !alive;
 }

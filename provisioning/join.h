@@ -13,6 +13,11 @@
 
 #include "hsm.h"
 
+/* How far the device's clock and the CA's may differ before the dates of
+ * a certificate are held against it (seconds): a certificate counts as
+ * expired only this long after its notAfter by the device's clock. */
+#define DEVICE_CLOCK_SKEW_DEFAULT 300
+
 /* Progress reports: one finished line per step, for the caller to show. */
 typedef void (*progress_fn)(void *userdata, const char *message);
 
@@ -31,6 +36,7 @@ typedef struct join_opts {
         const char *tcti;
         bool no_wait;          /* pending: save and return instead of polling */
         int64_t wait_timeout;  /* seconds to poll a pending request, default 1800 */
+        int64_t clock_skew;    /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         long http_timeout;     /* seconds per HTTP request */
         progress_fn progress;  /* may be NULL */
         void *progress_data;
@@ -50,12 +56,7 @@ int join_run(const join_opts *o, join_result *ret);
 
 /* Whether join_run on DIR would need a token: false when DIR holds a live
  * identity or a pending request to resume. */
-bool join_needs_token(const char *dir);
+bool join_needs_token(const char *dir, int64_t clock_skew);
 
 /* Checks sha256:<64 hex> syntax. */
 bool ca_hash_valid(const char *s);
-/* Fetches /ca unverified and returns it only if its first certificate
- * matches pin; ret_anchor is that certificate alone (PEM). */
-int fetch_pinned_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor);
-/* Checks an issued certificate: signed by the CA, for key, with CN cn. */
-int check_issued(const char *cert_pem, const char *ca_anchor_pem, hwid_key *key, const char *cn);

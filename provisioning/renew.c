@@ -14,8 +14,9 @@
 #include "x509-util.h"
 #include "fsutil.h"
 #include "ossl-util.h"
+#include "pinned.h"
 #include "renew.h"
-#include "uri.h"
+#include "renew-key.h"
 
 #define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
 
@@ -23,35 +24,18 @@ bool renew_needs_bootstrap(int r) {
         return r == -HWID_E_EXPIRED || r == -HWID_E_REVOKED;
 }
 
-/* The URI of generation gen's key when rotating: TPM key files live in the
- * generation's directory; persistent handles alternate between H and H^1;
- * PKCS#11 objects get a "-gN" label. */
-static int next_key_uri(const device_state *s, int gen, char **ret) {
-        _cleanup_(key_uri_freep) key_uri *u = NULL;
-        int r;
+void renew_bootstrap_message(int r, char *out, size_t n) {
+        char reason[512];
+        char *advice;
 
-        if ((r = key_uri_parse(s->key_uri, &u)) < 0)
-                return r;
-        if (u->scheme == KEY_URI_TPM2 && u->path)
-                return asprintf(ret, "tpm2:file=%s/gen-%d/key.tss2.pem", s->dir, gen) < 0 ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
-        if (u->scheme == KEY_URI_TPM2)
-                return asprintf(ret, "tpm2:handle=0x%08x", u->handle ^ 1u) < 0 ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
-        {
-                char label[300];
-                const char *base = u->object ? u->object : "hwid";
-                const char *dash = strstr(base, "-g");
-                int n = dash && strspn(dash + 2, "0123456789") == strlen(dash + 2) && dash[2] ? (int) (dash - base)
-                                                                                              : (int) strlen(base);
-                CK_ATTRIBUTE attr = { CKA_LABEL, label, 0 };
-
-                snprintf(label, sizeof(label), "%.*s-g%d", n, base, gen);
-                attr.ulValueLen = strlen(label);
-                p11_kit_uri_clear_attribute(u->p11, CKA_ID);
-                if (p11_kit_uri_set_attribute(u->p11, &attr) != P11_KIT_URI_OK ||
-                    p11_kit_uri_format(u->p11, P11_KIT_URI_FOR_ANY, ret) != P11_KIT_URI_OK)
-                        return hwid_fail(HWID_E_URI, "cannot derive the next key's URI");
+        snprintf(reason, sizeof(reason), "%s", hwid_strerror(r));
+        /* "...: bootstrap again with a new token" from the server, or ours. */
+        if ((advice = strstr(reason, "bootstrap again"))) {
+                while (advice > reason && strchr(":;, ", advice[-1]))
+                        advice--;
+                *advice = '\0';
         }
-        return 0;
+        snprintf(out, n, "%s; bootstrap again: run hwid join with a new token", reason);
 }
 
 /* The server refused for good: remember it in DIR (best effort) for
@@ -66,19 +50,53 @@ static int dead_end(const char *dir, int r) {
         return hwid_fail((hwid_err) -r, "%s", why);
 }
 
+static void fmt_utc(int64_t t, char out[32]) {
+        time_t tt = (time_t) t;
+        struct tm tm;
+
+        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
+}
+
+/* A refusal of the current certificate for its dates.  A wrong clock —
+ * the device's or the CA's — is not a revocation: "not yet valid", said by
+ * the server or shown by its own clock being before the certificate's
+ * notBefore although it says "expired" (as hwidd before 401 not_yet_valid
+ * did), is a failure to try again later, never a reason to bootstrap. */
+static int refusal(const device_state *s, const client_response *resp) {
+        int64_t server = client_response_server_time(resp);
+        char why[512], nb[32], srv[32] = "unknown", dev[32];
+        int r = client_error_from_response(resp);
+
+        if (r != -HWID_E_NOT_YET_VALID && !(r == -HWID_E_EXPIRED && server > 0 && server < s->not_before))
+                return r;
+        /* "Expired" is the server's mistake here: its advice is not repeated. */
+        if (r == -HWID_E_EXPIRED)
+                snprintf(why, sizeof(why), "the server refused the certificate as expired, yet by its own clock it "
+                         "is not valid yet");
+        else
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        fmt_utc(s->not_before, nb);
+        fmt_utc((int64_t) time(NULL), dev);
+        if (server > 0)
+                fmt_utc(server, srv);
+        return hwid_fail(HWID_E_NOT_YET_VALID, "%s; the certificate of %s is valid from %s, the server's clock reads "
+                         "%s, this device's %s: a clock is wrong, which is not a revocation (try again later)",
+                         why, s->identity, nb, srv, dev);
+}
+
 /* What the server says about our identity: when may it renew, rotate the key? */
-static int identity_status(const renew_opts *o, client_session *cs, const char *identity, renew_status *ret) {
+static int identity_status(const renew_opts *o, client_session *cs, const device_state *s, renew_status *ret) {
         _cleanup_free_ char *path = NULL;
         client_response resp;
         json_object *j, *v;
         int r;
 
-        if (asprintf(&path, "/v1/identities/%s", identity) < 0)
+        if (asprintf(&path, "/v1/identities/%s", s->identity) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = client_session_request(cs, "GET", path, NULL, NULL, 0, NULL, &resp)) < 0)
                 return r;
         if (resp.status != 200) {
-                r = client_error_from_response(&resp);
+                r = refusal(s, &resp);
                 client_response_clear(&resp);
                 return r;
         }
@@ -90,25 +108,12 @@ static int identity_status(const renew_opts *o, client_session *cs, const char *
         return 0;
 }
 
-static int delete_key(const char *uri, const char *tcti) {
-        _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        hsm_options ho = { .tcti = tcti };
-        int r = hwid_key_open(uri, &ho, &k);
-
-        if (r == -HWID_E_KEY_NOT_FOUND)
-                return 0;
-        return r < 0 ? r : hwid_key_delete(k);
-}
-
 static int cleanup_state(const renew_opts *o, const device_state *s) {
-        char **uris = NULL;
-        int r = device_stale_generations(s, &uris);
+        _cleanup_(device_key_refs_freep) device_key_ref *keys = NULL;
+        int r = device_stale_keys(s, &keys);
 
-        for (char **u = uris; r >= 0 && u && *u; u++) {
-                say(o, "removing the previous key %s", *u);
-                r = delete_key(*u, o->tcti);
-        }
-        strv_free(uris);
+        for (device_key_ref *k = keys; r >= 0 && k && k->uri; k++)
+                r = renew_delete_known_key(k, o->tcti, o->progress, o->progress_data);
         return r < 0 ? r : device_remove_stale(s);
 }
 
@@ -116,23 +121,23 @@ static int cleanup_state(const renew_opts *o, const device_state *s) {
  * `current`: the server has already replaced the current certificate by
  * that one, so it is taken (once checked) rather than thrown away. */
 static int adopt_finished(const renew_opts *o, const device_state *s, bool *ret_adopted) {
-        _cleanup_free_ char *cert = NULL, *uri = NULL, *anchor = NULL;
+        _cleanup_free_ char *cert = NULL, *uri = NULL, *anchor = NULL, *checked = NULL;
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         hsm_options ho = { .tcti = o->tcti };
+        unsigned dropped;
         int r;
 
         *ret_adopted = false;
         if (device_read_generation(s, s->generation + 1, &cert, &uri) < 0)
                 return 0; /* nothing finished there: debris at most */
-        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
+        if ((r = pinned_anchor(s->ca_pem, &anchor)) < 0)
                 return r;
         r = hwid_key_open(uri, &ho, &k);
         if (r == -HWID_E_KEY_NOT_FOUND)
                 return 0;
         if (r < 0)
                 return r; /* the TPM is away: decide another time */
-        if (check_issued(cert, anchor, k, s->identity) < 0)
+        if (pinned_issued(cert, anchor, k, s->identity, &checked, &dropped) < 0)
                 return 0;
         say(o, "taking generation %d, which an interrupted renewal stored but did not switch to",
             s->generation + 1);
@@ -170,48 +175,6 @@ int renew_cleanup(const renew_opts *o) {
         return r;
 }
 
-/* The URI the next certificate's key lives at: the one an interrupted
- * renewal recorded, else a new one when rotating, else the current one. */
-static int next_uri(const device_state *s, bool rotate, char **ret) {
-        int r = device_read_next_key(s, ret);
-
-        if (r != -HWID_E_NOT_FOUND)
-                return r;
-        if (rotate)
-                return next_key_uri(s, s->generation + 1, ret);
-        *ret = strdup(s->key_uri);
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
-/* The key the new certificate will carry, recorded in DIR before the
- * server is asked: the current one (*ret stays NULL: use current), or a
- * new one made in the device. */
-static int pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate,
-                    hwid_key **ret, char **ret_uri) {
-        _cleanup_free_ char *uri = NULL;
-        hsm_options ho = { .tcti = o->tcti };
-        int r;
-
-        if ((r = next_uri(s, rotate, &uri)) < 0 || (r = device_write_next_key(s, uri)) < 0)
-                return r;
-        if (strcmp(uri, s->key_uri) == 0) {
-                *ret = NULL;
-                *ret_uri = TAKE_PTR(uri);
-                return 0;
-        }
-        r = hwid_key_open(uri, &ho, ret);
-        if (r == -HWID_E_KEY_NOT_FOUND) {
-                say(o, "creating a new key in the device (%s)", uri);
-                r = hwid_key_create(uri, hwid_key_get_type(current), true, &ho, ret);
-        } else if (r >= 0) {
-                say(o, "reusing the new key of an interrupted renewal (%s)", uri);
-        }
-        if (r < 0)
-                return r;
-        *ret_uri = TAKE_PTR(uri);
-        return 0;
-}
-
 /* When a "too early" answer says the window opens: its renewal_opens_at,
  * else now + Retry-After, else 0 (unknown). */
 static int64_t window_opens_at(const client_response *resp) {
@@ -227,7 +190,8 @@ static int64_t window_opens_at(const client_response *resp) {
         return at;
 }
 
-static int post_renew(const renew_opts *o, client_session *cs, const char *csr, char **ret_cert) {
+static int post_renew(const renew_opts *o, client_session *cs, const device_state *s, const char *csr,
+                      char **ret_cert) {
         client_response resp;
         int r = client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) csr, strlen(csr),
                                        "application/pkcs10", &resp);
@@ -238,7 +202,7 @@ static int post_renew(const renew_opts *o, client_session *cs, const char *csr, 
         if (resp.status == 201 || resp.status == 200)
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
         else
-                r = client_error_from_response(&resp);
+                r = refusal(s, &resp);
         if (r == -HWID_E_TOO_EARLY && o->window_opens_at)
                 *o->window_opens_at = window_opens_at(&resp);
         client_response_clear(&resp);
@@ -258,14 +222,7 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
         if ((r = csr_build(k, name, NULL, &req)) < 0 || (r = csr_to_pem(req, &csr)) < 0)
                 return r;
         say(o, "asking %s to renew %s", s->server, s->identity);
-        return post_renew(o, cs, csr, ret_cert);
-}
-
-static int check_not_expired(const device_state *s) {
-        if ((int64_t) time(NULL) < s->not_after)
-                return 0;
-        return hwid_fail(HWID_E_EXPIRED, "the certificate of %s has expired: bootstrap again "
-                                         "(hwid join with a new token)", s->identity);
+        return post_renew(o, cs, s, csr, ret_cert);
 }
 
 /* Asks the server whether to rotate.  A superseded certificate means an
@@ -274,7 +231,7 @@ static int check_not_expired(const device_state *s) {
 static int status_or_replay(const renew_opts *o, client_session *cs, const device_state *s, bool *ret_rotate) {
         _cleanup_free_ char *uri = NULL;
         renew_status st;
-        int r = identity_status(o, cs, s->identity, &st);
+        int r = identity_status(o, cs, s, &st);
 
         if (r == -HWID_E_SUPERSEDED) {
                 if (device_read_next_key(s, &uri) < 0)
@@ -292,16 +249,16 @@ static int status_or_replay(const renew_opts *o, client_session *cs, const devic
 
 /* Everything after the state is loaded and the current key opened. */
 static int renew_with(const renew_opts *o, const device_state *s, hwid_key *current, renew_result *ret) {
-        _cleanup_free_ char *anchor = NULL, *cert = NULL, *uri = NULL;
+        _cleanup_free_ char *anchor = NULL, *answer = NULL, *cert = NULL, *uri = NULL;
         _cleanup_(hwid_key_freep) hwid_key *fresh = NULL;
         _cleanup_(client_session_freep) client_session *cs = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         client_opts co = { .server = s->server, .key = current, .cert_pem = s->cert_pem, .timeout = o->http_timeout };
         bool rotate = o->rotate;
+        unsigned dropped;
         hwid_key *k;
         int r, gen;
 
-        if ((r = pem_first_cert(s->ca_pem, &ca)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
+        if ((r = pinned_anchor(s->ca_pem, &anchor)) < 0)
                 return r;
         co.ca_pem = anchor;
         /* One connection for the status and the renewal: one TLS handshake,
@@ -310,16 +267,34 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
                 return r;
         if (!rotate && (r = status_or_replay(o, cs, s, &rotate)) < 0)
                 return r;
-        if ((r = pick_key(o, s, current, rotate, &fresh, &uri)) < 0)
+        if ((r = renew_pick_key(o, s, current, rotate, &fresh, &uri)) < 0)
                 return r;
         k = fresh ? fresh : current;
         /* On failure the new key stays recorded in gen-(N+1): a retry
          * reuses it, which is what lets a lost answer be replayed. */
-        if ((r = new_certificate(o, s, cs, k, &cert)) < 0 || (r = check_issued(cert, anchor, k, s->identity)) < 0 ||
-            (r = device_write_next(s, cert, uri, &gen)) < 0)
+        if ((r = new_certificate(o, s, cs, k, &answer)) < 0 ||
+            (r = pinned_issued(answer, anchor, k, s->identity, &cert, &dropped)) < 0)
+                return r;
+        if (dropped > 0)
+                say(o, "warning: the renewed certificate came with %u certificate%s that do%s not chain to it: "
+                    "not stored", dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
+        if ((r = device_write_next(s, cert, uri, &gen)) < 0)
                 return r;
         *ret = (renew_result) { .generation = gen, .rotated = strcmp(uri, s->key_uri) != 0 };
         return 0;
+}
+
+/* A new certificate valid only later than this device's clock allows for:
+ * the clocks differ (it still is the CA's answer, and kept). */
+static void warn_clock(const renew_opts *o, const device_state *s) {
+        int64_t now = (int64_t) time(NULL);
+        char nb[32];
+
+        if (s->not_before <= now + o->clock_skew)
+                return;
+        fmt_utc(s->not_before, nb);
+        say(o, "warning: the new certificate is valid from %s, %llds ahead of this device's clock: check the "
+            "clocks", nb, (long long) (s->not_before - now));
 }
 
 int renew_run(const renew_opts *o, renew_result *ret) {
@@ -331,10 +306,10 @@ int renew_run(const renew_opts *o, renew_result *ret) {
 
         if ((r = load_recovered(o, &s)) < 0)
                 return r;
-        /* Debris of an interrupted run goes first, so it cannot pile up. */
+        /* Debris of an interrupted run goes first, so it cannot pile up.
+         * Whether the certificate has expired is the server's to say: this
+         * device's clock may be wrong. */
         r = cleanup_state(o, &s);
-        if (r >= 0)
-                r = check_not_expired(&s);
         if (r >= 0)
                 r = hwid_key_open(s.key_uri, &ho, &current);
         if (r >= 0)
@@ -347,6 +322,7 @@ int renew_run(const renew_opts *o, renew_result *ret) {
                 return r;
         res.not_before = fresh.not_before;
         res.not_after = fresh.not_after;
+        warn_clock(o, &fresh);
         r = cleanup_state(o, &fresh);
         device_state_clear(&fresh);
         if (r < 0)
@@ -358,7 +334,6 @@ int renew_run(const renew_opts *o, renew_result *ret) {
 int renew_fetch_status(const renew_opts *o, renew_status *ret) {
         _cleanup_(hwid_key_freep) hwid_key *key = NULL;
         _cleanup_(client_session_freep) client_session *cs = NULL;
-        _cleanup_(X509_freep) X509 *ca = NULL;
         _cleanup_free_ char *anchor = NULL;
         hsm_options ho = { .tcti = o->tcti };
         client_opts co = { .timeout = o->http_timeout };
@@ -370,13 +345,12 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret) {
                 return r;
         co.server = s.server;
         co.cert_pem = s.cert_pem;
-        r = check_not_expired(&s);
-        if (r >= 0 && (r = pem_first_cert(s.ca_pem, &ca)) >= 0 && (r = cert_to_pem(ca, &anchor)) >= 0 &&
+        if ((r = pinned_anchor(s.ca_pem, &anchor)) >= 0 &&
             (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {
                 co.ca_pem = anchor;
                 co.key = key;
                 if ((r = client_session_new(&co, &cs)) >= 0)
-                        r = identity_status(o, cs, s.identity, &st);
+                        r = identity_status(o, cs, &s, &st);
         }
         client_session_free(TAKE_PTR(cs)); /* it points into s */
         device_state_clear(&s);

@@ -13,6 +13,7 @@ typedef struct renew_opts {
         const char *dir;
         const char *tcti;
         bool rotate;           /* make a new key even if the profile does not ask */
+        int64_t clock_skew;    /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         long http_timeout;
         progress_fn progress;
         void *progress_data;
@@ -45,6 +46,11 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret);
 
 /* Whether r means the device can no longer renew and must join again. */
 bool renew_needs_bootstrap(int r);
+
+/* The one line that says why r ends the identity and what to do: r's
+ * reason (without any advice of its own, which the server adds too) and
+ * "; bootstrap again: run hwid join with a new token", once. */
+void renew_bootstrap_message(int r, char *out, size_t n);
 
 /* Deletes keys of earlier generations left by an interrupted renewal. */
 int renew_cleanup(const renew_opts *o);

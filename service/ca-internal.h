@@ -38,6 +38,7 @@ typedef struct ca_auth {
         policy_requester who;
         char actor[96];       /* for the audit log: "token:abc123", "node:edge-1", "approver:alice" */
         store_token token;    /* ROLE_TOKEN */
+        bool token_spent;     /* the token is genuine and still in its lifetime, but used up */
         store_cert cert;      /* a certificate's role: the client's certificate record */
         char **scope_profiles;      /* ROLE_PROVISIONER: its recorded scope (who points here) */
         char **scope_name_patterns;

@@ -90,6 +90,47 @@ static const char *request_cn(const csr_info *csr, char *out, size_t n) {
         return out;
 }
 
+/* The same enrollment again — the same token, the same key (the CSR
+ * proves it is held), the same name, within the token's lifetime — gets
+ * the certificate it was issued (200), as a renewal whose answer was lost
+ * does: a join cut off after the CA committed never burns its token for
+ * nothing.  *ret_done is false when this is not that enrollment. */
+static int replay_enrollment(ca_service *ca, const ca_auth *a, const csr_info *csr, const char *cn, int64_t now,
+                             http_response *resp, bool *ret_done) {
+        _cleanup_free_ char *pem = NULL;
+        store_cert live = { 0 };
+        int r = store_cert_live_for(ca->store, cn, now, &live);
+
+        *ret_done = false;
+        if (r == -HWID_E_NOT_FOUND)
+                return 0;
+        if (r >= 0 && strcmp(live.token_id, a->token.id) == 0 &&
+            strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) == 0 &&
+            (r = cert_der_to_pem(live.der, live.der_len, &pem)) >= 0) {
+                ca_audit(ca, a->actor, "enroll-replay", cn, "allow", live.serial, a->token.id);
+                ca_respond_pem(resp, 200, pem);
+                *ret_done = true;
+        }
+        store_cert_clear(&live);
+        return r < 0 ? r : 0;
+}
+
+/* A genuine token whose uses are spent may still replay its enrollment;
+ * anything else gets the token's refusal (refused). */
+static int enroll_spent(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, int refused,
+                        http_response *resp) {
+        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        char why[512], cn[128];
+        bool done = false;
+        int r;
+
+        snprintf(why, sizeof(why), "%s", hwid_strerror(refused));
+        if (csr_info_parse(req->body, req->body_len, &csr) >= 0 &&
+            (r = replay_enrollment(ca, a, csr, request_cn(csr, cn, sizeof(cn)), now, resp, &done)) < 0)
+                return r;
+        return done ? 0 : hwid_fail((hwid_err) -refused, "%s", why);
+}
+
 /* Cheap early answers (the store enforces both again at commit): the
  * identity's live certificate, and DNS names another identity holds. */
 static int check_names_free(ca_service *ca, const policy_issue *iss, const char *cn, int64_t now) {
@@ -127,11 +168,12 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         policy_issue iss;
         policy_decision d;
+        bool replayed = false;
         char cn[128];
         int r;
 
         if ((r = ca_auth_token(ca, req, now, a)) < 0)
-                return r;
+                return a->token_spent ? enroll_spent(ca, req, now, a, r, resp) : r;
         policy_authorize(ca->cfg->policy, &a->who, ACTION_ENROLL, NULL, &d);
         if ((r = ca_decision(ca, a, "enroll", NULL, &d)) < 0)
                 return r;
@@ -144,6 +186,12 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
                 return r;
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to issue %s under", cn);
+        /* Where a second certificate would be refused (409), the same
+         * enrollment gets its own back; a profile that allows
+         * re-enrollment issues anew, as for any re-enrollment. */
+        if (!iss.profile->allow_reenroll && ((r = replay_enrollment(ca, a, csr, cn, now, resp, &replayed)) < 0 ||
+                                             replayed))
+                return r;
         if ((r = check_names_free(ca, &iss, cn, now)) < 0)
                 return r;
         if (iss.manual_approval)

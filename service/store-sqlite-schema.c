@@ -170,7 +170,11 @@ static const char *const migrations[] = {
         /* Every certificate of a key, for revoking them all at once. */
         "CREATE INDEX certificates_spki ON certificates(spki_sha256);",
 
-        /* 3 -> 4: a provisioner's scope (the token profiles and name
+        /* 3 -> 4: which token enrolled a certificate, so that the same
+         * enrollment repeated (its answer lost) gets the same certificate. */
+        "ALTER TABLE certificates ADD COLUMN token_id TEXT REFERENCES tokens(id);",
+
+        /* 4 -> 5: a provisioner's scope (the token profiles and name
          * patterns it may create tokens for), decided by its profile at
          * issuance and recorded with the certificate like its role: JSON,
          * NULL for every other role.  (The JSON functions cannot check

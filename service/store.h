@@ -81,6 +81,7 @@ typedef struct store_cert {
         int64_t revoked_at;      /* 0 unless revoked */
         int revocation_reason;   /* RFC 5280 CRLReason code */
         char *request_id;        /* NULL if issued without a request record */
+        char token_id[7];        /* the token that enrolled it directly, "" otherwise */
         int64_t created_at;
         /* What the holder may do ("node", "admin", ...: policy_cert_role_name()),
          * decided by the profile at issuance.  Empty when committing: "node". */
@@ -134,7 +135,8 @@ void store_request_clear(store_request *r);
  * transaction, or nothing. */
 typedef struct store_issue {
         const store_cert *cert;
-        /* Enrollment with a token: consume one use (must be active at now). */
+        /* Enrollment with a token: consume one use (must be active at now);
+         * the certificate records the token. */
         const char *consume_token_id;
         /* Issuance of an approved request: APPROVED -> ISSUED with serial. */
         const char *request_id;

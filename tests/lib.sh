@@ -321,22 +321,53 @@ require_tools() {
         [ ${#missing[@]} -eq 0 ] || missing_hardware "${missing[*]}"
 }
 
+# --- clocks -------------------------------------------------------------------
+
+# wrong_clock OFFSET — sets WRONG_CLOCK to the words that run a command with
+# its clock off by OFFSET ("-10m", "+2h": libfaketime's FAKETIME), e.g.
+#   start_bg "$log" "${WRONG_CLOCK[@]}" "$HWIDD" --config "$CFG"
+# (env execs the command: its PID is the one tracked). Only the wall
+# clock moves. ASan's allocator must not read the clock: libfaketime,
+# initialising inside that read, would deadlock on the allocator's lock.
+wrong_clock() {
+        local lib
+        lib=$(compgen -G '/usr/lib/*/faketime/libfaketimeMT.so.1' | head -n 1) ||
+                missing_hardware "libfaketime (package faketime)"
+        WRONG_CLOCK=(env "LD_PRELOAD=$lib" "FAKETIME=$1" FAKETIME_DONT_FAKE_MONOTONIC=1
+                "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_release_to_os_interval_ms=-1")
+}
+
 # --- ports --------------------------------------------------------------------
 
 _lib_port_listening() {
         [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]
 }
 
-# free_port — print a loopback TCP port nobody listens on. The range
-# 22000-32767 sits below the kernel's ephemeral ports and above the ports
-# swtpm-start uses; ports already handed out in this test are not reused
-# (recorded in a file, since free_port usually runs in $(...)).
+# The test port range: HWID_TEST_PORT_COUNT (default 22528) ports from
+# HWID_TEST_PORT_BASE (default 10240), i.e. 10240-32767, below the kernel's
+# ephemeral ports. swtpm/swtpm-start takes its lower half, free_port the
+# upper half. Give two CI jobs sharing a host different ranges.
+_lib_port_range() {
+        local base=${HWID_TEST_PORT_BASE:-10240} count=${HWID_TEST_PORT_COUNT:-22528}
+        if ! [[ $base =~ ^[1-9][0-9]{0,4}$ && $count =~ ^[1-9][0-9]{0,4}$ ]] || [ "$base" -lt 1024 ] ||
+                [ "$count" -lt 64 ] || [ $((base + count)) -gt 65536 ]; then
+                fail "HWID_TEST_PORT_BASE ($base) and HWID_TEST_PORT_COUNT ($count) must give a range" \
+                        "of at least 64 ports within 1024-65535"
+        fi
+        echo "$((base + count / 2)) $((count - count / 2))"
+}
+
+# free_port — print a loopback TCP port nobody listens on, from the upper
+# half of the test port range (above the ports swtpm-start uses); ports
+# already handed out in this test are not reused (recorded in a file, since
+# free_port usually runs in $(...)).
 free_port() {
-        local p i
+        local p i first span
         require_tools ss
+        read -r first span < <(_lib_port_range) || fail "free_port: no port range"
         touch "$T/.ports"
         for ((i = 0; i < 200; i++)); do
-                p=$((22000 + (RANDOM * 32768 + RANDOM) % 10768))
+                p=$((first + (RANDOM * 32768 + RANDOM) % span))
                 grep -qx "$p" "$T/.ports" && continue
                 _lib_port_listening "$p" && continue
                 echo "$p" >>"$T/.ports"
@@ -431,6 +462,21 @@ swtpm_init() {
         export HWID_TCTI=${TCTIS[0]}
         export TPM2TOOLS_TCTI=$HWID_TCTI
         export SWTPM_DIR=$dir
+}
+
+# swtpm_power_cut [I=0] — a power cut: TPM I of $SWTPM_DIR is killed with
+# SIGKILL (no TPM2_Shutdown, as when the power goes) and started again on
+# the same state and port. swtpm's startup-clear flag then sends
+# TPM2_Startup, as a booting machine's firmware does.
+swtpm_power_cut() {
+        local d=$SWTPM_DIR/tpm${1:-0} pid args
+        pid=$(tr -cd '0-9' <"$d/swtpm.pid")
+        [ -n "$pid" ] && _lib_is_alive "$pid" || fail "swtpm_power_cut: tpm${1:-0} is not running"
+        mapfile -d '' args <"/proc/$pid/cmdline"
+        kill -KILL "$pid"
+        while _lib_is_alive "$pid"; do sleep 0.05; done
+        "${args[@]}" </dev/null >"$d/restart.err" 2>&1 || fail "swtpm restart: $(cat "$d/restart.err")"
+        wait_for_port "$(cat "$d/port")" 10
 }
 
 # assert_no_transient [TCTI...] — each TPM (default: every one started) has

@@ -80,12 +80,14 @@ test_revoked() {
         admin cert revoke --identity edge-1 --reason key-compromise >/dev/null
         assert_eq "$(store_status "$SERIAL2")" revoked "store status after hwid cert revoke"
         before=$(cert_rows | wc -l)
-        expect_exit 4 "bootstrap again" --multiline -- "$HWID" renew --dir "$D"
+        expect_exit 4 "bootstrap again: run hwid join with a new token" -- "$HWID" renew --dir "$D"
         assert_contains "$(cat "$T/last.err")" revoked "hwid renew's reason"
+        assert_eq "$(grep -o "bootstrap again" "$T/last.err" | wc -l)" 1 "advice in hwid renew's message: $(cat "$T/last.err")"
         [ -s "$D/needs-bootstrap" ] || fail "renew did not mark $D as needing a new bootstrap"
         expect_exit 4 "bootstrap again: run hwid join with a new token" --multiline -- \
                 "$HWID" agent --dir "$D" --renew-at 0.5
         assert_eq "$(grep -c . "$T/last.err")" 2 "agent log lines (start, the refusal)"
+        assert_eq "$(grep -o "bootstrap again" "$T/last.err" | wc -l)" 1 "advice in the agent's message: $(cat "$T/last.err")"
         # Under systemd (JOURNAL_STREAM set) each line carries its priority.
         expect_exit 4 "" --multiline -- env JOURNAL_STREAM=8:1 "$HWID" agent --dir "$D"
         assert_eq "$(cut -c1-3 "$T/last.err" | tr '\n' ' ')" "<6> <3> " "journald priorities (info, error)"

@@ -19,7 +19,7 @@ declare -A KEY_BITS=([ec-p256]=256 [ec-p384]=384 [rsa-2048]=2048 [rsa-3072]=3072
 
 # The custody lines `hwid key show` must print for keys hwid created.
 P11_CUSTODY="custody: sensitive=yes always-sensitive=yes extractable=no never-extractable=yes local=yes value-readable=no"
-TPM_CUSTODY="custody: fixedTPM=yes fixedParent=yes sensitiveDataOrigin=yes userWithAuth=yes sign=yes decrypt=no restricted=no"
+TPM_CUSTODY="custody: fixedTPM=yes fixedParent=yes sensitiveDataOrigin=yes userWithAuth=yes sign=yes decrypt=no restricted=no noDA=yes"
 # fixedTPM (0x2) | fixedParent (0x10) | sensitiveDataOrigin (0x20)
 TPMA_CUSTODY=0x32
 

@@ -145,6 +145,29 @@ test_ports() {
         child_must_fail dead_server "exited before listening"
 }
 
+# HWID_TEST_PORT_BASE / HWID_TEST_PORT_COUNT move every port a test uses:
+# swtpm-start's (lower half) and free_port's (upper half).
+test_port_range() {
+        child range <<'EOF'
+export HWID_TEST_PORT_BASE=30000 HWID_TEST_PORT_COUNT=1000
+for i in $(seq 20); do
+        p=$(free_port)
+        [ "$p" -ge 30500 ] && [ "$p" -lt 31000 ] || fail "free_port handed out $p, outside 30500-30999"
+done
+swtpm_init 2
+for t in "${TCTIS[@]}"; do
+        p=${t##*port=}
+        [ "$p" -ge 30000 ] && [ $((p + 1)) -lt 30500 ] || fail "swtpm listens on $p, outside 30000-30499"
+done
+assert_no_transient
+EOF
+        child_rc range 0
+        child bad_range <<<'HWID_TEST_PORT_BASE=65000 free_port'
+        child_must_fail bad_range "must give a range"
+        expect_exit 2 "must give a range" -- env HWID_TEST_PORT_BASE=80 "$SRCDIR/swtpm/swtpm-start" --dir "$T/badports"
+        [ ! -e "$T/badports" ] || fail "swtpm-start created its directory despite a bad port range"
+}
+
 test_softhsm() {
         softhsm_init ca 1234 5678
         softhsm_init dev 4321 8765
@@ -240,6 +263,7 @@ test_expect_exit
 test_exit_trap
 test_skip_rules
 test_ports
+test_port_range
 test_softhsm
 test_swtpm
 test_no_private_keys

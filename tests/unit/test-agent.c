@@ -42,9 +42,12 @@ static void backoff(void) {
         /* A quarter of what is left, so that retries come before expiry. */
         CHECK(agent_backoff(o, 8, 0, 400) == 100);
         CHECK(agent_backoff(o, 8, 1000, 1400) == 100);
-        /* But never under the floor, even at or past expiry. */
+        /* But never under the floor, even just before expiry. */
         CHECK(agent_backoff(o, 8, 0, 8) == 5);
-        CHECK(agent_backoff(o, 3, 500, 400) == 5);
+        /* Past expiry by this clock (the server decides whether it is):
+         * exponential again, up to max_backoff, not a retry every 5s. */
+        CHECK(agent_backoff(o, 3, 500, 400) == 20);
+        CHECK(agent_backoff(o, 9, 500, 400) == 600);
         /* Unknown expiry (0): only max_backoff caps. */
         CHECK(agent_backoff(o, 20, 1000, 0) == 600);
 }

@@ -29,6 +29,18 @@ static void accepts_pkcs11_id_module_pin_value(void) {
         CHECK_STREQ(u->pin_value, "1234");
 }
 
+/* Attributes that share a prefix, or a value that looks like another
+ * attribute, are not duplicates. */
+static void accepts_distinct_attributes(void) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL;
+
+        CHECK(key_uri_parse("pkcs11:token=ca;object=token?module-name=softhsm2&module-path=/m&pin-source=file:/p",
+                            &u) == 0);
+        CHECK_STREQ(u->object, "token");
+        CHECK_STREQ(u->module_name, "softhsm2");
+        CHECK_STREQ(u->module_path, "/m");
+}
+
 static void accepts_tpm2(void) {
         _cleanup_(key_uri_freep) key_uri *a = NULL, *b = NULL;
 
@@ -50,6 +62,12 @@ static const struct {
         { "pkcs11:token=ca;objekt=k", "does not know" },
         { "pkcs11:token=ca;object=k%zz", "malformed PKCS#11 URI" },
         { "pkcs11:token=ca;object=k?pin-value=1&pin-source=file:/p", "both pin-source and pin-value" },
+        /* p11-kit would keep the last one: ambiguous, refused. */
+        { "pkcs11:token=ca;object=k?pin-source=file:/a&pin-source=file:/b", "names 'pin-source' more than once" },
+        { "pkcs11:token=ca;object=k;token=other", "names 'token' more than once" },
+        { "pkcs11:object=k;token=ca;object=j", "names 'object' more than once" },
+        { "pkcs11:token=ca;object=k?pin-value=1&module-path=/m&pin-value=2", "names 'pin-value' more than once" },
+        { "pkcs11:token=ca;id=%01;object=k;id=%02", "names 'id' more than once" },
         { "tpm2:", "tpm2:handle=0x81xxxxxx or tpm2:file=PATH" },
         { "tpm2:handle=81000001", "hexadecimal" },
         { "tpm2:handle=0x80000001", "not a persistent handle" },
@@ -87,6 +105,7 @@ int main(void) {
         accepts_pkcs11();
         accepts_pkcs11_id_module_pin_value();
         accepts_tpm2();
+        accepts_distinct_attributes();
         refuses_bad_uris();
         refuses_overlong();
         return check_done("test-uri");
