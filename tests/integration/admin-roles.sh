@@ -21,6 +21,11 @@
 #     without a pattern (403 with the scope in the reason, nothing stored);
 #     the scope is recorded with its certificate;
 #   - --reason key-compromise remotely blocks the key as on the CA host;
+#   - the API with curl as an admin (openssl key): a malformed body, an
+#     unknown field, out-of-range or mistyped values, an unknown profile or
+#     a control character are 400 naming them and store nothing; a request
+#     no longer pending and a certificate already revoked are 409
+#     wrong_state; a token created over the API comes back once;
 #   - --cert/--key with --ca-hash or --ca-file work like --dir; a wrong pin
 #     sends nothing; a revoked operator certificate gets 401;
 #   - token secrets minted remotely are in no line of hwidd's log and
@@ -317,6 +322,59 @@ test_revoked_operator() {
         assert_contains "$(cat "$T/last.err")" "revoked" "why a revoked operator is refused"
 }
 
+# The API itself with curl as the peer, as an admin whose key openssl made
+# (an independent client): bad input is refused and changes nothing.
+test_raw_api() {
+        local before serial
+        enrolled op-admin-raw "$(token_new --profile ops-admin)"
+        api() { http "$DEV/api" "$1" "$2" --cert "$DEV/op-admin-raw.pem" --key "$DEV/op-admin-raw.key" \
+                -H "Content-Type: application/json" "${@:3}"; }
+        before=$(admin token list)
+        api POST /v1/admin/tokens --data-binary 'not json'
+        expect_error 400 invalid_argument "$DEV/api" "not a JSON object"
+        api POST /v1/admin/tokens --data-binary '{"profile":"line","secret":"x"}'
+        expect_error 400 invalid_argument "$DEV/api" 'unknown field'
+        assert_contains "$(json_msg "$DEV/api")" 'unknown field "secret"' "the field named"
+        api POST /v1/admin/tokens --data-binary '{"count":0}'
+        expect_error 400 invalid_argument "$DEV/api" 'must be 1 to 1000'
+        api POST /v1/admin/tokens --data-binary '{"uses":"5"}'
+        expect_error 400 invalid_argument "$DEV/api" 'must be an integer'
+        api POST /v1/admin/tokens --data-binary '{"profile":"nope"}'
+        expect_error 400 invalid_argument "$DEV/api" "there is no profile 'nope'"
+        api POST /v1/admin/tokens --data-binary '{"profile":"line","name_pattern":"a\u0001"}'
+        expect_error 400 invalid_argument "$DEV/api" "control character"
+        assert_eq "$(admin token list)" "$before" "tokens after bad requests"
+        api POST /v1/admin/tokens --data-binary '{"profile":"line","name_pattern":"line-9-*","uses":2,"ttl":600}'
+        expect_status 201 "$DEV/api"
+        [[ $(json_str token "$DEV/api.body") =~ ^[a-z0-9]{6}\.[a-z0-9]{16,}$ ]] ||
+                fail "no token in the answer: $(cat "$DEV/api.body")"
+        MINTED+=("$(json_str token "$DEV/api.body")")
+        assert_eq "$(json_str profile "$DEV/api.body")/$(json_str name_pattern "$DEV/api.body")" line/line-9-* \
+                "the created token"
+        api GET "/v1/admin/audit?limit=abc"
+        expect_error 400 invalid_argument "$DEV/api" "limit must be"
+        api GET /v1/admin/certificates/NOT-HEX
+        expect_error 404 not_found "$DEV/api"
+        fresh_request
+        api POST "/v1/admin/requests/$TARGET/approve"
+        expect_status 200 "$DEV/api"
+        api POST "/v1/admin/requests/$TARGET/deny" --data-binary '{"reason":"late"}'
+        expect_error 409 wrong_state "$DEV/api" "is approved, not pending"
+        fresh_cert
+        serial=$TARGET
+        api POST "/v1/admin/certificates/$serial/revoke" --data-binary '{"reason":"bogus"}'
+        expect_error 400 invalid_argument "$DEV/api" "unknown revocation reason"
+        assert_eq "$(cert_state "$serial")" valid "certificate after a bad reason"
+        api POST "/v1/admin/certificates/$serial/revoke" --data-binary '{"reason":"superseded"}'
+        expect_status 200 "$DEV/api"
+        api POST "/v1/admin/certificates/$serial/revoke"
+        expect_error 409 wrong_state "$DEV/api" "already revoked"
+        api GET "/v1/admin/certificates?identity=$TARGET_NAME"
+        expect_status 200 "$DEV/api"
+        assert_eq "$(json_str serial "$DEV/api.body")/$(json_str status "$DEV/api.body")" "$serial/revoked" \
+                "the certificate listed by identity"
+}
+
 test_secrets() {
         local tok
         [ ${#MINTED[@]} -ge 3 ] || fail "only ${#MINTED[@]} tokens were minted remotely"
@@ -340,6 +398,7 @@ test_node_json
 test_matrix
 test_provisioner_scope
 test_key_compromise
+test_raw_api
 test_cert_key_options
 test_revoked_operator
 test_secrets
