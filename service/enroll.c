@@ -448,7 +448,8 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
         r = renew_authenticate(ca, req, now, a);
         if (r == -HWID_E_SUPERSEDED) {
                 a->who.role = ROLE_NODE;
-                snprintf(a->actor, sizeof(a->actor), "node:%s", a->cert.identity);
+                snprintf(a->actor, sizeof(a->actor), "%s:%s", a->cert.role[0] ? a->cert.role : "node",
+                         a->cert.identity);
                 return replay_renewal(ca, &body, now, a, resp);
         }
         if (r < 0 || (r = csr_info_parse(body.csr, body.csr_len, &csr)) < 0 ||

@@ -100,6 +100,10 @@ typedef struct store_cert {
         /* What the holder may do ("node", "admin", ...: policy_cert_role_name()),
          * decided by the profile at issuance.  Empty when committing: "node". */
         char role[16];
+        /* A provisioner's scope as decided by its profile at issuance:
+         * JSON {"profiles": [...], "name_patterns": [...]} (cert-scope.h);
+         * NULL for every other role. */
+        char *scope;
         /* The TPM attestation the key passed, recorded with the certificate
          * when its profile's attestation is optional or required. */
         store_attestation attestation;
