@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin-json.h"
 #include "attest-verify.h"
 #include "check.h"
 #include "error.h"
@@ -201,11 +202,29 @@ static void records(void) {
         CHECK(store_cert_commit(s, &in, NOW) == 0);
         CHECK(store_cert_get(s, "0A", &got) == 0);
         CHECK(memcmp(&got.attestation, &c.attestation, sizeof(c.attestation)) == 0);
+        /* The admin API carries it too (hwid cert show --server). */
+        {
+                json_object *j = admin_json_cert(&got, false);
+                store_cert back = { 0 };
+
+                CHECK(j && admin_json_to_cert(j, &back) == 0);
+                CHECK(memcmp(&back.attestation, &c.attestation, sizeof(c.attestation)) == 0);
+                store_cert_clear(&back);
+                json_object_put(j);
+        }
         store_cert_clear(&got);
         /* Not attested: all empty, NULL in the database. */
         CHECK(commit(s, "0B", "edge-2", NOW + 3600, NOW, NULL) == 0);
         CHECK(store_cert_get(s, "0B", &got) == 0);
         CHECK(!store_attested(&got.attestation) && !got.attestation.ak_name[0]);
+        {
+                json_object *j = admin_json_cert(&got, false);
+                store_cert back = { 0 };
+
+                CHECK(j && admin_json_to_cert(j, &back) == 0 && !store_attested(&back.attestation));
+                store_cert_clear(&back);
+                json_object_put(j);
+        }
         store_cert_clear(&got);
         CHECK(raw_int(path, "SELECT count(*) FROM certificates WHERE ek_pub_sha256 IS NULL") == 1);
         /* Malformed: an AK name without the EK, upper-case hex. */
