@@ -5,7 +5,8 @@
 # the store: the rows of `hwid cert list --all`, of `hwid request list
 # --all`, and the spent uses of the token involved are the same before and
 # after.
-#   400 bad_csr (garbage, empty, a P-256 key whose point is off the curve),
+#   400 bad_csr (garbage, empty, a P-256 key whose point is off the curve,
+#   a PEM request with bytes after it, two of them, one after a certificate),
 #   400 bad_csr_signature (one bit of the
 #   signature of a DER CSR flipped), 401 bad_token (missing, malformed,
 #   unknown id, wrong secret, expired, used up, revoked), 413 too_large
@@ -84,6 +85,20 @@ test_bad_csrs() {
                 fail "openssl reads the off-curve key"
         refused "$DEV/offcurve" "$tok" 400 bad_csr "public key" \
                 post_csr "$DEV/offcurve" "$tok" "$DEV/offcurve.der"
+        # A PEM body is one request and nothing after it (white space
+        # aside), as a DER body is one DER object.
+        { cat "$DEV/badsig.csr"; echo "garbage after the request"; } >"$DEV/pem-trailing.csr"
+        refused "$DEV/pem-trailing" "$tok" 400 bad_csr "nothing after it" \
+                post_csr "$DEV/pem-trailing" "$tok" "$DEV/pem-trailing.csr"
+        cat "$DEV/badsig.csr" "$DEV/badsig.csr" >"$DEV/pem-twice.csr"
+        refused "$DEV/pem-twice" "$tok" 400 bad_csr "nothing after it" \
+                post_csr "$DEV/pem-twice" "$tok" "$DEV/pem-twice.csr"
+        { openssl x509 -in "$CA_DIR/ca.pem"; cat "$DEV/badsig.csr"; } >"$DEV/cert-then-req.csr"
+        refused "$DEV/cert-then-req" "$tok" 400 bad_csr "PKCS#10" \
+                post_csr "$DEV/cert-then-req" "$tok" "$DEV/cert-then-req.csr"
+        { cat "$DEV/badsig.csr"; printf '\n \n'; } >"$DEV/pem-ws.csr"
+        post_csr "$DEV/pem-ws" "$tok" "$DEV/pem-ws.csr"
+        expect_status 201 "$DEV/pem-ws"
 }
 
 test_bad_tokens() {
