@@ -17,7 +17,8 @@
 #   database's write lock longer than hwidd's busy timeout — and afterwards
 #   the same request succeeds, so the 503 left nothing half-done (and while
 #   it waited, other connections were served at once); 429
-#   rate_limited with Retry-After once a client exceeds limits.rate_per_ip.
+#   rate_limited with Retry-After once a client exceeds limits.rate_per_ip, and
+#   a handshake flood refused before TLS while another address is served.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -274,6 +275,17 @@ test_rate_limited() {
         expect_error 429 rate_limited "$DEV/rate-2" "too many requests"
         [[ $(header Retry-After "$DEV/rate-2") =~ ^[1-9][0-9]*$ ]] || fail "429 without a Retry-After"
         assert_eq "$(store_state "$tok")" "$before" "store after a 429"
+        # A flood of handshakes (each one a signature by the TLS key in the
+        # HSM) is cut before TLS: the connection burst is 4, three are spent,
+        # and 0.1/s refills nothing worth counting.
+        mkdir "$T/flood"
+        curl -s --max-time 20 --cacert "$CA_DIR/ca.pem" -H 'Connection: close' -o "$T/flood/#1" \
+                -w '%{http_code}\n' "$URL/healthz?n=[1-30]" >"$T/flood.codes" 2>/dev/null || true
+        assert_eq "$(wc -l <"$T/flood.codes")" 30 "flood attempts reported"
+        [ "$(grep -vc '^000$' "$T/flood.codes")" -le 2 ] ||
+                fail "handshakes completed in a flood at 0.1/s: $(sort "$T/flood.codes" | uniq -c | tr '\n' ' ')"
+        http "$DEV/other-addr" GET /healthz --interface 127.0.0.2
+        expect_status 200 "$DEV/other-addr"
 }
 
 ca_setup
