@@ -74,6 +74,7 @@ int cmd_request_list(int argc, char **argv) {
 static int decide(const char *cmd, int argc, char **argv, bool approve) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
+        char target[64];
         req_opts o;
         int r;
 
@@ -84,7 +85,8 @@ static int decide(const char *cmd, int argc, char **argv, bool approve) {
         if ((r = admin_open(o.config, &cfg, &s)) < 0)
                 return cli_fail(r);
         r = store_request_decide(s, argv[optind], approve, o.reason, (int64_t) time(NULL));
-        r = admin_audit(s, approve ? "request.approve" : "request.deny", argv[optind], r, o.reason);
+        snprintf(target, sizeof(target), "request " REQUEST_ID_FMT, argv[optind]);
+        r = admin_audit(s, approve ? "request.approve" : "request.deny", target, r, o.reason);
         if (r < 0)
                 return cli_fail(r);
         printf("request %s %s%s\n", argv[optind], approve ? "approved" : "denied",
