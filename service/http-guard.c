@@ -239,13 +239,16 @@ static http_phase conn_phase(http_conn *c) {
 
 /* --- our answer to MHD's refusals ---------------------------------------------- */
 
+/* On the TLS session s, or on the socket itself without TLS (NULL s). */
 static int send_all(gnutls_session_t s, int fd, const char *data, size_t len) {
         int64_t until = now_ms() + ANSWER_SEND_MS;
 
         while (len > 0) {
-                ssize_t n = gnutls_record_send(s, data, len);
+                ssize_t n = s ? gnutls_record_send(s, data, len) : send(fd, data, len, MSG_NOSIGNAL);
+                bool again = s ? (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
+                               : (n < 0 && (errno == EAGAIN || errno == EINTR));
 
-                if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
+                if (again) {
                         struct pollfd p = { .fd = fd, .events = POLLOUT };
                         int64_t left = until - now_ms();
 
@@ -308,9 +311,9 @@ static void linger(int fd) {
         }
 }
 
-/* Sends the whole answer (head and JSON body) on the TLS session, then a
- * close_notify and a TCP shutdown of the sending side: whatever MHD sends
- * after it fails, and MHD closes the connection. */
+/* Sends the whole answer (head and JSON body) on the TLS session (or the
+ * plain socket), then a close_notify and a TCP shutdown of the sending
+ * side: whatever MHD sends after it fails, and MHD closes the connection. */
 static void answer_and_close(http_conn *c, unsigned status, size_t max_header) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mhd, MHD_CONNECTION_INFO_GNUTLS_SESSION);
         gnutls_session_t s = ci ? (gnutls_session_t) ci->tls_session : NULL;
@@ -320,8 +323,6 @@ static void answer_and_close(http_conn *c, unsigned status, size_t max_header) {
         struct tm tm;
         int n;
 
-        if (!s)
-                return;
         buf_init(&resp.body, 8192);
         error_for_status(status, max_header, &resp);
         strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
@@ -331,7 +332,8 @@ static void answer_and_close(http_conn *c, unsigned status, size_t max_header) {
                      resp.status, MHD_get_reason_phrase_for((unsigned) resp.status), date, resp.body.len);
         if (n > 0 && (size_t) n < sizeof(head) && send_all(s, c->fd, head, (size_t) n) == 0 &&
             send_all(s, c->fd, (const char *) resp.body.data, resp.body.len) == 0)
-                (void) gnutls_bye(s, GNUTLS_SHUT_WR);
+                if (s)
+                        (void) gnutls_bye(s, GNUTLS_SHUT_WR);
         (void) shutdown(c->fd, SHUT_WR);
         buf_reset(&resp.body);
         linger(c->fd);

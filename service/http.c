@@ -390,6 +390,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
         if (!st)
                 return NULL;
         buf_init(&st->body, srv->max_body);
+        http_conn_set_current(conn_guard(conn)); /* also without TLS (no certificate callback) */
         st->bad_target = uri && target_bad(uri);
         if (q) {
                 st->query = strdup(q + 1); /* bounded by the connection memory limit */
