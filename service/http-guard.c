@@ -19,8 +19,9 @@
  *   memory pool, a request line too long, a malformed header line).  It
  *   logs each such refusal first, on the connection's own thread (a thread
  *   per connection): there, http_guard_mhd_log() writes our JSON answer on
- *   the TLS session and closes its sending side, so that the HTML MHD
- *   queues next is never sent. */
+ *   the TLS session (or the plain socket) and closes its sending side, so
+ *   that the HTML MHD queues next is never sent; then it drops what the
+ *   client still sends for a moment (lingering close). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
