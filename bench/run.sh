@@ -204,7 +204,7 @@ setup_ca() {
         URL=https://127.0.0.1:$PORT
         CA_KEY="pkcs11:token=ca;object=ca-key?pin-source=file:$W/pin"
         "$HWID" ca init --key "$CA_KEY" --subject "/CN=hwid bench CA" --dir "$W/ca" \
-                --listen "127.0.0.1:$PORT" >"$W/ca-init.log"
+                --listen "127.0.0.1:$PORT" --http-listen "127.0.0.1:$(free_port)" >"$W/ca-init.log"
         CFG=$W/ca/hwidd.yaml
         # Renewal is open at once (window 1.0) so that renew can be counted;
         # "rotate" also asks for a new key.  Nothing else differs from what

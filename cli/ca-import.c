@@ -23,10 +23,13 @@ typedef struct import_opts {
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid ca import --key URI --cert FILE --chain FILE --dir DIR\n"
-                   "                      [--tls-key URI] [--tls-names LIST] [--listen ADDR:PORT] [--tcti TCTI]\n\n"
+                   "                      [--tls-key URI] [--tls-names LIST] [--listen ADDR:PORT] [--tcti TCTI]\n"
+                   "                      [--http-listen ADDR:PORT|none]\n\n"
                    "Installs the intermediate CA certificate FILE (signed by an offline root for the\n"
                    "key at URI, see hwid ca init --csr) after checking that it belongs to the key, is\n"
-                   "a CA, and chains to the root in --chain; then sets up hwidd as ca init does.\n");
+                   "a CA, and chains to the root in --chain; then sets up hwidd as ca init does\n"
+                   "(see hwid ca init --help for the options they share).\n\n"
+                   CA_SETUP_HTTP_LISTEN_HELP);
 }
 
 static int parse(int argc, char **argv, import_opts *o) {
@@ -34,7 +37,8 @@ static int parse(int argc, char **argv, import_opts *o) {
                 { "key", required_argument, NULL, 'k' }, { "cert", required_argument, NULL, 'c' },
                 { "chain", required_argument, NULL, 'C' }, { "dir", required_argument, NULL, 'd' },
                 { "tls-key", required_argument, NULL, 'K' }, { "tls-names", required_argument, NULL, 'N' },
-                { "listen", required_argument, NULL, 'l' }, { "tcti", required_argument, NULL, 'T' },
+                { "listen", required_argument, NULL, 'l' },
+                { "http-listen", required_argument, NULL, 'H' }, { "tcti", required_argument, NULL, 'T' },
                 { "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, {},
         };
         int c;
@@ -50,6 +54,7 @@ static int parse(int argc, char **argv, import_opts *o) {
                 case 'K': o->s.tls_key_uri = optarg; break;
                 case 'N': o->s.tls_names = optarg; break;
                 case 'l': o->s.listen = optarg; break;
+                case 'H': o->s.http_listen = optarg; break;
                 case 'T': o->s.tcti = optarg; break;
                 case 'f': o->s.force = true; break;
                 case 'h': usage(stdout); exit(0);

@@ -26,6 +26,7 @@ typedef struct init_opts {
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid ca init --key URI --subject DN --dir DIR [--days N] [--type TYPE]\n"
                    "                    [--tls-key URI] [--tls-names LIST] [--listen ADDR:PORT]\n"
+                   "                    [--http-listen ADDR:PORT|none]\n"
                    "                    [--tcti TCTI] [--csr] [--force]\n\n"
                    "Creates the CA key inside the HSM/TPM at URI (or uses the key already there),\n"
                    "self-signs a root certificate, gives hwidd a TLS key in the same device and a\n"
@@ -37,8 +38,10 @@ static void usage(FILE *f) {
                    "      --days N           root validity (default 3650)\n"
                    "  -t, --type TYPE        key type if the key is created (default ec-p256)\n"
                    "      --tls-key URI      hwidd's TLS key (default: next to the CA key)\n"
-                   "      --tls-names LIST   TLS server names (default localhost,127.0.0.1)\n"
+                   "      --tls-names LIST   TLS server names (default localhost,127.0.0.1); the first\n"
+                   "                         that is not 0.0.0.0 or :: names hwidd in the CRL URL\n"
                    "      --listen ADDR:PORT hwidd's address (default 127.0.0.1:8443)\n"
+                   CA_SETUP_HTTP_LISTEN_HELP
                    "      --csr              offline root: write DIR/ca.csr instead of a root;\n"
                    "                         then install the signed certificate with hwid ca import\n"
                    "  -f, --force            replace an existing CA in DIR\n");
@@ -50,6 +53,7 @@ static int parse(int argc, char **argv, init_opts *o) {
                 { "dir", required_argument, NULL, 'd' }, { "days", required_argument, NULL, 'D' },
                 { "type", required_argument, NULL, 't' }, { "tls-key", required_argument, NULL, 'K' },
                 { "tls-names", required_argument, NULL, 'N' }, { "listen", required_argument, NULL, 'l' },
+                { "http-listen", required_argument, NULL, 'H' },
                 { "tcti", required_argument, NULL, 'T' }, { "csr", no_argument, NULL, 'C' },
                 { "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, {},
         };
@@ -75,6 +79,7 @@ static int parse(int argc, char **argv, init_opts *o) {
                 case 'K': o->s.tls_key_uri = optarg; break;
                 case 'N': o->s.tls_names = optarg; break;
                 case 'l': o->s.listen = optarg; break;
+                case 'H': o->s.http_listen = optarg; break;
                 case 'T': o->s.tcti = optarg; break;
                 case 'C': o->csr = true; break;
                 case 'f': o->s.force = true; break;

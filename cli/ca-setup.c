@@ -25,6 +25,7 @@
         "# hwidd configuration written by hwid ca init on %s.\n"                                 \
         "# Reference: docs/CONFIG.md.  Relative paths are relative to this file.\n"             \
         "listen: \"%s\"\n"                                                                       \
+        "%shttp_listen: \"%s\"\n"                                                                 \
         "database: hwid.db\n"                                                                    \
         "%stcti: \"%s\"\n"                                                                       \
         "\n"                                                                                     \
@@ -32,7 +33,7 @@
         "  key: \"%s\"\n"                                                                        \
         "  certificate: ca.pem\n"                                                                \
         "  %schain: ca-chain.pem\n"                                                              \
-        "  crl_url: \"https://%s/crl\"\n"                                                        \
+        "  %scrl_url: \"%s\"\n"                                                                  \
         "  crl_validity: 7d\n"                                                                   \
         "\n"                                                                                     \
         "tls:\n"                                                                                 \
@@ -48,15 +49,20 @@
         "  audit_only: false\n"                                                                  \
         "\n"                                                                                     \
         "profiles:\n"                                                                            \
-        "  # Devices enrolling with a token are signed at once.\n"                               \
+        "  # Devices enrolling with a token are signed at once.  The subject is the CN\n"        \
+        "  # alone: a requester never chooses its own O/OU (groups, roles); give them\n"         \
+        "  # with fixed_o/fixed_ou here.  Each certificate also names its CN as a DNS\n"         \
+        "  # name, so that verifiers checking host names accept it.\n"                           \
         "  default:\n"                                                                           \
         "    validity: 30d\n"                                                                    \
         "    key_types: [ec-p256, ec-p384, rsa]\n"                                               \
         "    extended_key_usage: [clientAuth]\n"                                                 \
         "    subject:\n"                                                                         \
-        "      allowed_rdns: [CN, O, OU]\n"                                                      \
+        "      allowed_rdns: [CN]\n"                                                             \
+        "      # fixed_o: [devices]\n"                                                           \
         "    san:\n"                                                                             \
         "      dns: [\"{cn}\"]\n"                                                                \
+        "      add_dns_templates: true\n"                                                        \
         "    approval: auto\n"                                                                   \
         "    renewal:\n"                                                                         \
         "      window: 0.3333\n"                                                                 \
@@ -66,13 +72,14 @@
         "    key_types: [ec-p256, ec-p384, rsa]\n"                                               \
         "    extended_key_usage: [clientAuth]\n"                                                 \
         "    subject:\n"                                                                         \
-        "      allowed_rdns: [CN, O, OU]\n"                                                      \
+        "      allowed_rdns: [CN]\n"                                                             \
         "    approval: manual\n"                                                                 \
         "    renewal:\n"                                                                         \
         "      window: 0.3333\n"
 
 #define TLS_VALIDITY (365 * 86400)
 #define TLS_IDENTITY "hwidd"
+#define TLS_BACKDATE 300 /* hwidd's default clock_skew */
 
 int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options *o, hwid_key **ret,
                           bool *ret_created) {
@@ -168,7 +175,7 @@ int uri_with_module(const char *uri, hwid_key *k, char **ret) {
 
 /* hwidd's own TLS certificate, issued by the CA like any other and
  * recorded in the store. */
-static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, X509 **ret) {
+static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, const char *crl_url, X509 **ret) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
         _cleanup_free_ char *list = NULL;
@@ -194,6 +201,7 @@ static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, X509
                 .subject_key = hwid_key_public(tls_key), .subject = name, .sans = sans,
                 .key_usage = KU_DIGITAL_SIGNATURE | (rsa ? KU_KEY_ENCIPHERMENT : 0),
                 .eku = EKU_SERVER_AUTH, .validity = TLS_VALIDITY, .now = (int64_t) time(NULL),
+                .backdate = TLS_BACKDATE, .crl_url = crl_url,
         };
         return issuer_sign(is, &in, ret);
 }
@@ -208,6 +216,8 @@ static int record_tls_cert(store *st, X509 *x) {
         store_audit a = { .at = now, .actor = "admin:ca-init", .action = "issue-tls", .target = TLS_IDENTITY,
                           .outcome = "allow", .reason = "hwidd's TLS server certificate" };
         store_issue how = { .cert = &c, .replace_live = true, .audit = &a };
+        char **dns = NULL;
+        size_t n_dns = 0;
 
         if (len <= 0 || (r = serial_to_hex(X509_get0_serialNumber(x), &serial)) < 0 ||
             (r = name_to_string(X509_get_subject_name(x), &subject)) < 0 ||
@@ -225,10 +235,76 @@ static int record_tls_cert(store *st, X509 *x) {
         c.not_after = (int64_t) timegm(&tm);
         c.status = CERT_VALID;
         c.created_at = now;
-        return store_cert_commit(st, &how, now);
+        /* Its DNS names are hwidd's: no device may get them. */
+        if ((r = x509_dns_names(x, &dns, &n_dns)) < 0)
+                return r;
+        how.dns_names = (const char *const *) dns;
+        how.n_dns_names = n_dns;
+        r = store_cert_commit(st, &how, now);
+        strv_free_n(dns, n_dns);
+        return r;
 }
 
-static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_uri) {
+/* "ADDR:PORT" / "[v6]:PORT" -> where the port starts; NULL if malformed. */
+static const char *listen_port(const char *listen) {
+        const char *colon = strrchr(listen, ':');
+
+        return colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1) ? colon + 1 : NULL;
+}
+
+static bool unspecified(const char *name, size_t n) {
+        return (n == 7 && memcmp(name, "0.0.0.0", 7) == 0) || (n == 2 && memcmp(name, "::", 2) == 0) ||
+               (n == 4 && memcmp(name, "[::]", 4) == 0);
+}
+
+/* The host relying parties reach hwidd by: the first --tls-names entry
+ * that is not an unspecified address, else this machine's host name. */
+static int cdp_host(const ca_setup *s, char *out, size_t size) {
+        for (const char *p = s->tls_names; p && *p;) {
+                size_t n = strcspn(p, ",");
+                if (n > 0 && !unspecified(p, n) && n < size - 2) {
+                        bool v6 = memchr(p, ':', n) != NULL;
+                        snprintf(out, size, "%s%.*s%s", v6 ? "[" : "", (int) n, p, v6 ? "]" : "");
+                        return 0;
+                }
+                p += n + (p[n] == ',');
+        }
+        if (gethostname(out, size) < 0 || !out[0])
+                return hwid_fail(HWID_E_INVALID, "no host name for the CRL distribution point: give --tls-names");
+        out[size - 1] = '\0';
+        return 0;
+}
+
+/* The plain-HTTP listener hwidd.yaml configures and the CRL distribution
+ * point naming it (http://HOST:PORT/crl); both NULL with "none". */
+static int crl_endpoint(const ca_setup *s, char **ret_listen, char **ret_url) {
+        _cleanup_free_ char *listen = NULL;
+        const char *port;
+        char host[256];
+        int r;
+
+        if (s->http_listen && strcmp(s->http_listen, "none") == 0)
+                return 0;
+        if (s->http_listen)
+                listen = strdup(s->http_listen);
+        else if ((port = listen_port(s->listen)))
+                (void) asprintf(&listen, "%.*s:8080", (int) (port - 1 - s->listen), s->listen);
+        else
+                return hwid_fail(HWID_E_INVALID, "--listen '%s' is not ADDR:PORT", s->listen);
+        if (!listen)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (!(port = listen_port(listen)) || strcmp(port, "0") == 0)
+                return hwid_fail(HWID_E_INVALID, "--http-listen '%s' is not ADDR:PORT with a fixed port (or none)", listen);
+        if ((r = cdp_host(s, host, sizeof(host))) < 0)
+                return r;
+        if (asprintf(ret_url, "http://%s:%s/crl", host, port) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret_listen = TAKE_PTR(listen);
+        return 0;
+}
+
+static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_uri, const char *http,
+                        const char *crl_url) {
         _cleanup_free_ char *path = path_join(s->dir, "hwidd.yaml");
         _cleanup_buf_ buf b;
         char when[32];
@@ -239,21 +315,24 @@ static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_u
         if (!path)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         /* Values go into double-quoted YAML scalars. */
-        if (strpbrk(ca_uri, "\"\\\n") || strpbrk(tls_uri, "\"\\\n") || strpbrk(s->listen, "\"\\\n"))
+        if (strpbrk(ca_uri, "\"\\\n") || strpbrk(tls_uri, "\"\\\n") || strpbrk(s->listen, "\"\\\n") ||
+            (http && strpbrk(http, "\"\\\n")) || (crl_url && strpbrk(crl_url, "\"\\\n")))
                 return hwid_fail(HWID_E_INVALID, "key URIs and the listen address may not contain quotes or backslashes");
         buf_init(&b, 64 * 1024);
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
-        r = buf_printf(&b, CONFIG_TEMPLATE, when, s->listen, s->tcti ? "" : "# ", s->tcti ? s->tcti : "swtpm:...",
-                       ca_uri, s->chain_file ? "" : "# ", s->listen, tls_uri);
+        r = buf_printf(&b, CONFIG_TEMPLATE, when, s->listen, http ? "" : "# ", http ? http : "0.0.0.0:8080",
+                       s->tcti ? "" : "# ", s->tcti ? s->tcti : "swtpm:...", ca_uri, s->chain_file ? "" : "# ",
+                       crl_url ? "" : "# ", crl_url ? crl_url : "http://HOST:8080/crl", tls_uri);
         if (r < 0)
                 return r;
         return write_file_atomic(path, b.data, b.len, 0640);
 }
 
-static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, char **ret_tls_uri, X509 **ret_cert) {
+static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const char *crl_url, char **ret_tls_uri,
+                     X509 **ret_cert) {
         _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
         _cleanup_(issuer_freep) issuer *is = NULL;
-        _cleanup_free_ char *uri = NULL, *crl_url = NULL;
+        _cleanup_free_ char *uri = NULL;
         hsm_options o = { .tcti = s->tcti };
         bool created;
         int r;
@@ -264,11 +343,9 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, char **
                 r = (uri = strdup(s->tls_key_uri)) ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
         if (r < 0)
                 return r;
-        if (asprintf(&crl_url, "https://%s/crl", s->listen) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = ca_key_open_or_create(uri, s->type, &o, &tls_key, &created)) < 0 ||
-            (r = issuer_new(ca_key, ca_cert, crl_url, &is)) < 0 ||
-            (r = issue_tls_cert(s, is, tls_key, ret_cert)) < 0)
+            (r = issuer_new(ca_key, ca_cert, &is)) < 0 ||
+            (r = issue_tls_cert(s, is, tls_key, crl_url, ret_cert)) < 0)
                 return r;
         printf("%s hwidd's TLS key %s\n", created ? "created" : "using", hwid_key_uri(tls_key));
         return uri_with_module(uri, tls_key, ret_tls_uri);
@@ -291,17 +368,19 @@ int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
         _cleanup_(X509_freep) X509 *tls = NULL;
         _cleanup_(store_freep) store *st = NULL;
         _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *db = path_join(s->dir, "hwid.db");
+        _cleanup_free_ char *http = NULL, *crl_url = NULL;
         char pin[72];
         int r;
 
         if (!db)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = setup_tls(s, ca_key, ca_cert, &tls_uri, &tls)) < 0 ||
+        if ((r = crl_endpoint(s, &http, &crl_url)) < 0 ||
+            (r = setup_tls(s, ca_key, ca_cert, crl_url, &tls_uri, &tls)) < 0 ||
             (r = write_tls_pem(s, tls, ca_cert)) < 0 ||
             (r = store_open(db, &st)) < 0 ||
             (r = record_tls_cert(st, tls)) < 0 ||
             (r = uri_with_module(s->ca_key_uri, ca_key, &ca_uri)) < 0 ||
-            (r = write_config(s, ca_uri, tls_uri)) < 0 ||
+            (r = write_config(s, ca_uri, tls_uri, http, crl_url)) < 0 ||
             (r = spki_sha256_pin(X509_get0_pubkey(ca_cert), pin)) < 0)
                 return r;
         printf("\nCA ready in %s\n  ca.pem       the CA certificate\n  tls.pem      hwidd's TLS certificate\n"

@@ -15,6 +15,10 @@ typedef struct ca_setup {
         const char *tls_key_uri;   /* NULL: derived from the CA key's URI */
         const char *tls_names;     /* "localhost,127.0.0.1" */
         const char *listen;        /* "127.0.0.1:8443" */
+        /* hwidd's plain-HTTP listener for GET /crl and /ca, named by the
+         * CRL distribution point; NULL: the address of listen, port 8080;
+         * "none": neither the listener nor a CRL distribution point. */
+        const char *http_listen;
         const char *tcti;
         const char *chain_file;    /* intermediate case: the chain above ca.pem */
         hwid_key_type type;
@@ -39,6 +43,12 @@ int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert);
 /* uri, with module-path= added when it is a PKCS#11 URI without one (the
  * module the token was found in). */
 int uri_with_module(const char *uri, hwid_key *k, char **ret);
+
+/* The --http-listen option's help lines, shared by ca init and ca import. */
+#define CA_SETUP_HTTP_LISTEN_HELP                                                                  \
+        "      --http-listen ADDR:PORT  plain-HTTP listener for GET /crl and /ca, named by the\n"  \
+        "                         CRL distribution point (default: --listen's address, port\n"   \
+        "                         8080; none: no listener and no distribution point)\n"
 
 /* Writes a PEM certificate to path (0644). */
 int write_cert_pem(const char *path, X509 *x);

@@ -29,9 +29,12 @@ static void usage(void) {
         printf("Usage: hwid cert list [--config FILE] [--identity NAME] [--all]\n"
                "       hwid cert show [--config FILE] SERIAL\n"
                "       hwid cert revoke [--config FILE] [--reason R] SERIAL | --identity NAME\n\n"
-               "Revocation takes effect at once for renewal; hwidd regenerates the CRL on its next\n"
-               "request.  Reasons: unspecified, key-compromise, ca-compromise, affiliation-changed,\n"
-               "superseded, cessation-of-operation, privilege-withdrawn.\n");
+               "--identity revokes every unexpired certificate of NAME: the live one and those\n"
+               "renewals superseded.  key-compromise also blocks the key: every certificate of it\n"
+               "is revoked and it is never certified again.  Revocation takes effect at once for\n"
+               "renewal; hwidd regenerates the CRL on its next request.  Reasons: unspecified,\n"
+               "key-compromise, ca-compromise, affiliation-changed, superseded,\n"
+               "cessation-of-operation, privilege-withdrawn.\n");
 }
 
 static int parse(const char *cmd, int argc, char **argv, cert_opts *o, int min_args, int max_args) {
@@ -139,29 +142,42 @@ static int reason_code(const char *name, int *ret) {
         return -1;
 }
 
-/* The serial to revoke: given, or the identity's live certificate. */
-static int target_serial(store *s, const cert_opts *o, const char *arg, char *out, size_t n) {
-        store_cert live = { 0 };
+static int revoke_serial(store *s, const char *arg, int code, const char *reason) {
+        char serial[130];
+        store_audit a = { .at = (int64_t) time(NULL), .actor = admin_actor(), .action = "cert.revoke",
+                          .target = serial, .outcome = "allow", .reason = reason };
         int r;
 
-        if (arg) {
-                normalize_serial(arg, out, n);
-                return 0;
-        }
-        r = store_cert_live_for(s, o->identity, (int64_t) time(NULL), &live);
+        normalize_serial(arg, serial, sizeof(serial));
+        r = store_cert_revoke(s, serial, code, a.at, &a);
         if (r == -HWID_E_NOT_FOUND)
-                return hwid_fail(HWID_E_NOT_FOUND, "%s has no live certificate", o->identity);
+                r = hwid_fail(HWID_E_NOT_FOUND, "no certificate %s", serial);
         if (r < 0)
-                return r;
-        snprintf(out, n, "%s", live.serial);
-        store_cert_clear(&live);
+                return admin_audit(s, "cert.revoke", serial, r, NULL);
+        printf("certificate %s revoked (%s); it is in the CRL from hwidd's next /crl request\n", serial, reason);
+        return 0;
+}
+
+/* Every unexpired certificate of the identity: the live one and the
+ * generations renewals superseded, which relying parties still accept
+ * until they expire. */
+static int revoke_identity(store *s, const char *identity, int code, const char *reason) {
+        store_audit a = { .at = (int64_t) time(NULL), .actor = admin_actor(), .action = "cert.revoke",
+                          .target = identity, .outcome = "allow", .reason = reason };
+        size_t n = 0;
+        int r = store_cert_revoke_identity(s, identity, code, a.at, &a, &n);
+
+        if (r < 0)
+                return admin_audit(s, "cert.revoke", identity, r, NULL);
+        printf("%zu certificate%s of %s revoked (%s); in the CRL from hwidd's next /crl request\n", n,
+               n == 1 ? "" : "s", identity, reason);
         return 0;
 }
 
 int cmd_cert_revoke(int argc, char **argv) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
-        char serial[130];
+        const char *reason;
         int code = 0, r;
         cert_opts o;
 
@@ -171,21 +187,9 @@ int cmd_cert_revoke(int argc, char **argv) {
                 return cli_usage("cert revoke", "needs a SERIAL or --identity NAME (one of them)");
         if (o.reason && reason_code(o.reason, &code) < 0)
                 return cli_usage("cert revoke", "unknown reason '%s'", o.reason);
-        if ((r = admin_open(o.config, &cfg, &s)) < 0 ||
-            (r = target_serial(s, &o, argc > optind ? argv[optind] : NULL, serial, sizeof(serial))) < 0)
+        reason = o.reason ? o.reason : "unspecified";
+        if ((r = admin_open(o.config, &cfg, &s)) < 0)
                 return cli_fail(r);
-        {
-                char reason[64];
-                store_audit a = { .at = (int64_t) time(NULL), .actor = admin_actor(), .action = "cert.revoke",
-                                  .target = serial, .outcome = "allow", .reason = reason };
-                snprintf(reason, sizeof(reason), "%s", o.reason ? o.reason : "unspecified");
-                r = store_cert_revoke(s, serial, code, a.at, &a);
-        }
-        if (r == -HWID_E_NOT_FOUND)
-                r = hwid_fail(HWID_E_NOT_FOUND, "no certificate %s", serial);
-        if (r < 0)
-                return cli_fail(admin_audit(s, "cert.revoke", serial, r, NULL));
-        printf("certificate %s revoked (%s); it is in the CRL from hwidd's next /crl request\n", serial,
-               o.reason ? o.reason : "unspecified");
-        return 0;
+        r = o.identity ? revoke_identity(s, o.identity, code, reason) : revoke_serial(s, argv[optind], code, reason);
+        return r < 0 ? cli_fail(r) : 0;
 }

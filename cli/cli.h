@@ -43,3 +43,5 @@ int cmd_join(int argc, char **argv);
 int cmd_renew(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_factory(int argc, char **argv);
+int cmd_jws_sign(int argc, char **argv);
+int cmd_jws_verify(int argc, char **argv);

@@ -35,6 +35,8 @@ static const command commands[] = {
         { NULL, "renew", cmd_renew, "renew this device's certificate once" },
         { NULL, "agent", cmd_agent, "keep this device's certificate renewed, unattended" },
         { NULL, "factory", cmd_factory, "enroll many devices at once (factory station)" },
+        { "jws", "sign", cmd_jws_sign, "sign a JWS/JWT with this device's identity (key in the TPM/HSM)" },
+        { "jws", "verify", cmd_jws_verify, "verify a JWS signed with a device identity, against the CA" },
 };
 
 static void help(FILE *f) {

@@ -53,7 +53,8 @@
         X(HWID_E_TOO_EARLY, 403, "renewal_not_open", "renewal window not open yet")      \
         X(HWID_E_KEY_BLOCKED, 403, "key_blocked",                                        \
           "key blocked after a key-compromise revocation")                               \
-        X(HWID_E_ATTESTATION, 403, "attestation_failed", "hardware attestation failed")
+        X(HWID_E_ATTESTATION, 403, "attestation_failed", "hardware attestation failed")     \
+        X(HWID_E_UNTRUSTED, 401, "untrusted", "signature or certificate not trusted")
 
 typedef enum hwid_err {
         HWID_OK = 0,

@@ -279,3 +279,46 @@ int cert_der_to_pem(const uint8_t *der, size_t len, char **ret) {
         }
         return der_to_pem(der, len, "CERTIFICATE", ret); /* the bytes as stored */
 }
+
+void strv_free_n(char **v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
+        GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+        char **names = NULL;
+        size_t n = 0;
+        int count = gens ? sk_GENERAL_NAME_num(gens) : 0, r = 0;
+
+        ERR_clear_error(); /* no subjectAltName at all is not a failure */
+        if (count > 0 && !(names = calloc((size_t) count, sizeof(*names))))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
+        for (int i = 0; r >= 0 && i < count; i++) {
+                const GENERAL_NAME *gn = sk_GENERAL_NAME_value(gens, i);
+                const ASN1_IA5STRING *s = gn->type == GEN_DNS ? gn->d.dNSName : NULL;
+                if (!s)
+                        continue;
+                names[n] = strndup((const char *) ASN1_STRING_get0_data(s), (size_t) ASN1_STRING_length(s));
+                if (!names[n++])
+                        r = hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        GENERAL_NAMES_free(gens);
+        if (r < 0) {
+                strv_free_n(names, n);
+                return r;
+        }
+        *ret = names;
+        *ret_n = n;
+        return 0;
+}
+
+int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n) {
+        const unsigned char *p = der;
+        _cleanup_(X509_freep) X509 *x = d2i_X509(NULL, &p, (long) len);
+
+        if (!x)
+                return hwid_fail_ossl(HWID_E_CRYPTO, "a stored certificate cannot be read");
+        return x509_dns_names(x, ret, ret_n);
+}

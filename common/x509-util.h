@@ -46,3 +46,11 @@ int cert_der_to_pem(const uint8_t *der, size_t len, char **ret);
 
 /* One-line RFC 2253 rendering of a name; caller frees. */
 int name_to_string(const X509_NAME *name, char **ret);
+
+/* The dNSName entries of x's subjectAltName, as written (a string may be
+ * shorter than its ASN.1 length if it holds a NUL); none: *ret_n 0. Free
+ * with strv_free_n(). */
+int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n);
+/* The same of a certificate in DER. */
+int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n);
+void strv_free_n(char **v, size_t n);

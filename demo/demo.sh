@@ -45,7 +45,8 @@ start_ca() {
         softhsm2-util --init-token --free --label hwid-ca --pin "$(cat "$W/pin")" --so-pin "$(cat "$W/pin")" >/dev/null
         PORT=$(free_port)
         CA_KEY="pkcs11:token=hwid-ca;object=ca-key?pin-source=file:$W/pin"
-        run "$HWID" ca init --key "$CA_KEY" --subject "/CN=hwid demo CA/O=demo" --dir "$W/ca" --listen "127.0.0.1:$PORT"
+        run "$HWID" ca init --key "$CA_KEY" --subject "/CN=hwid demo CA/O=demo" --dir "$W/ca" --listen "127.0.0.1:$PORT" \
+                --http-listen "127.0.0.1:$(free_port)"
         run "$HWID" key show "$CA_KEY" | grep -E '^(type|custody|location)'
 }
 

@@ -55,6 +55,10 @@ typedef struct hsm_obj {
 hsm_obj *hsm_obj_ref(hsm_obj *o);
 void hsm_obj_unref(hsm_obj *o);
 
+/* k's backend object if be serves k, else NULL: for modules that need one
+ * backend's own operations (the TPM's attestation, tpm-attest.c). */
+void *hsm_key_backend_obj(hwid_key *k, const hsm_backend *be);
+
 /* Builds the provider-backed EVP_PKEY for o (provider.c). */
 int hsm_provider_pkey(hsm_obj *o, EVP_PKEY **ret);
 

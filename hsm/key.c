@@ -175,6 +175,10 @@ int hwid_key_custody(hwid_key *k, hwid_custody *ret) {
         return 0;
 }
 
+void *hsm_key_backend_obj(hwid_key *k, const hsm_backend *be) {
+        return k->obj->backend == be ? k->obj->obj : NULL;
+}
+
 EVP_PKEY *hwid_key_pkey(hwid_key *k) {
         return k->pkey;
 }

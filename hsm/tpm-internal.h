@@ -64,6 +64,15 @@ static inline void esys_freep(void *p) {
         Esys_Free(*(void **) p);
 }
 
+/* ---- tpm.c ---- */
+
+/* Called with c locked and a hwid TPM key at `key` (its public area `pub`,
+ * described as `desc` in messages); see tpm_key_with_loaded(). */
+typedef int (*tpm_key_fn)(tpm_conn *c, ESYS_TR key, const TPMT_PUBLIC *pub, const char *desc,
+                          void *userdata);
+/* obj: the tpm2 backend's object of a hwid_key (hsm_key_backend_obj()). */
+int tpm_key_with_loaded(void *obj, tpm_key_fn fn, void *userdata);
+
 /* ---- tpm-keyfile.c ---- */
 
 /* A TSS2 key file is a few hundred bytes; anything bigger is not one. */

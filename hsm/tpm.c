@@ -255,6 +255,25 @@ static int key_acquire(tpm_key *k, tpm_tr *loaded, ESYS_TR *ret) {
         return 0;
 }
 
+/* The hook of the attestation module (tpm-attest.c), which certifies a key
+ * with its AK: runs fn with k's key loaded (a key file's, from its saved
+ * context when it has one) or looked up (a persistent one), under the
+ * connection's lock; a loaded key is flushed afterwards, whatever fn did. */
+int tpm_key_with_loaded(void *obj, tpm_key_fn fn, void *userdata) {
+        tpm_key *k = obj;
+        _cleanup_unlock_ tpm_conn *locked = NULL;
+        _cleanup_(tpm_tr_flush) tpm_tr loaded = TPM_TR(k->conn);
+        ESYS_TR key = ESYS_TR_NONE;
+        int r;
+
+        r = tpm_conn_lock(k->conn, &locked);
+        if (r >= 0)
+                r = key_acquire(k, &loaded, &key);
+        if (r < 0)
+                return r;
+        return fn(k->conn, key, &k->pub.publicArea, k->desc, userdata);
+}
+
 static int check_signing_key(const tpm_key *k) {
         TPMA_OBJECT a = k->pub.publicArea.objectAttributes;
 

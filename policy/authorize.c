@@ -87,7 +87,7 @@ static policy_verdict authz_node(authz *a) {
         switch (a->action) {
         case ACTION_RENEW:
         case ACTION_READ_IDENTITY:
-                if (a->target && a->who->identity && strcmp(a->target, a->who->identity) == 0)
+                if (a->target && policy_identity_equal(a->target, strlen(a->target), a->who->identity))
                         return allow(a, "node '%s' acts on its own identity", me);
                 snprintf(reason, sizeof(reason), "node '%s' may not act on identity '%s'", me,
                          a->target ? name_quote(q, sizeof(q), a->target, strlen(a->target)) : "(none named)");

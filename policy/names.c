@@ -121,6 +121,17 @@ bool policy_glob_match(const char *pattern, const char *s, size_t len) {
         return glob_match_ex(pattern, NULL, 0, s, len, 0);
 }
 
+bool policy_identity_equal(const char *a, size_t a_len, const char *b) {
+        size_t b_len = b ? strlen(b) : 0;
+
+        if (!a || !b || a_len != b_len)
+                return false;
+        for (size_t i = 0; i < a_len; i++)
+                if (fold((unsigned char) a[i], GLOB_NOCASE) != fold((unsigned char) b[i], GLOB_NOCASE))
+                        return false;
+        return true;
+}
+
 /* ---------- printable names ---------- */
 
 /* Length of the UTF-8 sequence at v (1..4) with its code point, or 0 if
@@ -302,6 +313,10 @@ const char *ip_format(char *buf, size_t size, const uint8_t *ip, int ip_len) {
 }
 
 /* ---------- templates ---------- */
+
+bool policy_dns_is_template(const char *pattern) {
+        return pattern && !strpbrk(pattern, "*?\\");
+}
 
 bool template_has_cn(const char *tmpl) {
         return tmpl && strstr(tmpl, "{cn}") != NULL;

@@ -110,6 +110,40 @@ const char *policy_admin_group(const policy *p) {
         return p->admin_group;
 }
 
+policy_role policy_profile_role(const policy *p, const policy_profile *prof) {
+        if (prof->role_given)
+                return (policy_role) prof->role;
+        for (size_t i = 0; p->admin_group && prof->fixed_o && prof->fixed_o[i]; i++)
+                if (strcmp(prof->fixed_o[i], p->admin_group) == 0)
+                        return ROLE_ADMIN;
+        return ROLE_NODE;
+}
+
+/* Roles a certificate record may carry; new roles are appended. */
+static const struct {
+        policy_role role;
+        const char *name;
+} cert_roles[] = {
+        { ROLE_NODE, "node" },
+        { ROLE_ADMIN, "admin" },
+};
+
+const char *policy_cert_role_name(policy_role role) {
+        for (size_t i = 0; i < ELEMENTSOF(cert_roles); i++)
+                if (cert_roles[i].role == role)
+                        return cert_roles[i].name;
+        return NULL;
+}
+
+int policy_cert_role_parse(const char *name, policy_role *ret) {
+        for (size_t i = 0; name && i < ELEMENTSOF(cert_roles); i++)
+                if (strcmp(cert_roles[i].name, name) == 0) {
+                        *ret = cert_roles[i].role;
+                        return 0;
+                }
+        return hwid_fail(HWID_E_INVALID, "'%s' is not a certificate role (node, admin)", name ? name : "");
+}
+
 const policy_attr *policy_csr_cn(const policy_csr *csr) {
         for (size_t i = 0; csr && csr->subject && i < csr->n_subject; i++)
                 if (rdn_is(csr->subject[i].type, "CN"))
@@ -124,6 +158,7 @@ void decision_vset(policy_decision *d, policy_verdict v, int error, const char *
         d->verdict = v;
         d->audit_only = false;
         d->error = v == VERDICT_DENY ? (error ? error : -HWID_E_FORBIDDEN) : 0;
+        d->retry_at = 0;
         vsnprintf(d->reason, sizeof(d->reason), fmt, ap);
         snprintf(d->decided_by, sizeof(d->decided_by), "%s", by);
 }
@@ -243,23 +278,31 @@ static const char *utc(char *buf, size_t size, int64_t t) {
         return buf;
 }
 
-/* Renewal opens in the last renew_window of the certificate's lifetime. */
-static int check_window(check *c, const policy_requester *who, int64_t now) {
-        int64_t life = who->cert_not_after - who->cert_not_before;
-        int64_t opens;
-        char when[40];
+int64_t policy_renewal_opens_at(const policy_profile *prof, int64_t not_before, int64_t not_after) {
+        int64_t life = not_after > not_before ? not_after - not_before : 0;
 
-        if (life < 0)
-                life = 0;
         /* Rounded to the nearest second: a third of 30 days is 10 days, not a second less. */
-        opens = who->cert_not_after - (int64_t) ((double) life * c->prof->renew_window + 0.5);
+        return not_after - (int64_t) ((double) life * prof->renew_window + 0.5);
+}
+
+/* Renewal opens in the last renew_window of the certificate's lifetime;
+ * before that, the deny says when (retry_at) for the client to wait. */
+static int check_window(check *c, const policy_requester *who, int64_t now) {
+        int64_t opens = policy_renewal_opens_at(c->prof, who->cert_not_before, who->cert_not_after);
+        char when[40];
+        int r;
+
         if (now >= opens)
                 return 0;
-        return check_soft(c, "renew.window",
-                          "renewal of '%s' opens at %s: profile '%s' allows it only in the last %.0f%% of the "
-                          "certificate's lifetime",
-                          who->identity, utc(when, sizeof(when), opens), c->prof->name,
-                          c->prof->renew_window * 100.0);
+        r = check_soft(c, "renew.window",
+                       "renewal of '%s' opens at %s: profile '%s' allows it only in the last %.0f%% of the "
+                       "certificate's lifetime",
+                       who->identity, utc(when, sizeof(when), opens), c->prof->name, c->prof->renew_window * 100.0);
+        if (r < 0) {
+                c->d->error = -HWID_E_TOO_EARLY;
+                c->d->retry_at = opens;
+        }
+        return r;
 }
 
 static int check_rotation(check *c, const policy_requester *who) {

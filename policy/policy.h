@@ -14,6 +14,15 @@
 
 /* ---------- profiles ---------- */
 
+/* Who asks (see policy_requester); certificates carry NODE or ADMIN. */
+typedef enum policy_role {
+        ROLE_ANONYMOUS,
+        ROLE_TOKEN,  /* holds a valid bootstrap token */
+        ROLE_NODE,   /* mutual TLS with a certificate hwid issued */
+        ROLE_ADMIN,
+} policy_role;
+
+
 typedef enum policy_approval {
         APPROVAL_AUTO,
         APPROVAL_MANUAL,
@@ -72,11 +81,17 @@ typedef struct policy_profile {
         size_t n_ip_ranges;
         char **uri_templates;        /* "spiffe://example.org/node/{cn}" */
         bool san_from_templates;     /* add every uri template (expanded) even if not requested */
+        bool san_dns_from_templates; /* add every DNS pattern without glob characters (expanded), likewise */
         policy_approval approval;
         double renew_window;         /* renewal allowed only in the last fraction of the lifetime (0..1] */
         bool rotate_key;             /* renewal must present a new key */
         bool allow_reenroll;         /* token enrollment may replace a live certificate */
         policy_ungranted ungranted;
+        /* What certificates of this profile may do, recorded in the store
+         * at issuance (never read from a presented certificate): ROLE_NODE
+         * or ROLE_ADMIN.  Unless role_given, see policy_profile_role(). */
+        policy_role role;
+        bool role_given;
 } policy_profile;
 
 /* ---------- the parsed request ---------- */
@@ -123,13 +138,6 @@ typedef struct policy_csr {
 
 /* ---------- who asks ---------- */
 
-typedef enum policy_role {
-        ROLE_ANONYMOUS,
-        ROLE_TOKEN,  /* holds a valid bootstrap token */
-        ROLE_NODE,   /* mutual TLS with a certificate hwid issued */
-        ROLE_ADMIN,
-} policy_role;
-
 typedef struct policy_requester {
         policy_role role;
         const char *token_id;           /* ROLE_TOKEN */
@@ -141,6 +149,11 @@ typedef struct policy_requester {
         int64_t cert_not_after;         /* ROLE_NODE */
         const char *cert_spki_sha256;   /* ROLE_NODE: current key */
 } policy_requester;
+
+/* The roles a certificate can carry, by name: "node", "admin" (the list
+ * grows with new roles).  NULL / -HWID_E_INVALID for any other. */
+const char *policy_cert_role_name(policy_role role);
+int policy_cert_role_parse(const char *name, policy_role *ret);
 
 /* ---------- decisions ---------- */
 
@@ -156,6 +169,9 @@ typedef struct policy_decision {
         int error;         /* -hwid_err for a deny (FORBIDDEN, UNAUTHENTICATED, ...) */
         char reason[256];  /* always set: why it is allowed or denied */
         char decided_by[32]; /* authorizer or rule that decided */
+        /* A deny for now only (-HWID_E_TOO_EARLY): the moment (Unix
+         * seconds) from which the same request can be allowed; 0 otherwise. */
+        int64_t retry_at;
 } policy_decision;
 
 /* What to put in the certificate: only what the profile grants.  The
@@ -190,12 +206,17 @@ int policy_add_profile(policy *p, policy_profile *prof);
 const policy_profile *policy_profile_find(const policy *p, const char *name);
 void policy_set_audit_only(policy *p, bool on);
 bool policy_audit_only(const policy *p);
-/* Admin role: certificates whose subject carries this O value. */
+/* Compatibility with configurations written before profiles had a role:
+ * a profile without an explicit role whose fixed_o holds this O value
+ * issues admin certificates.  A CSR can never put it in O itself. */
 int policy_set_admin_group(policy *p, const char *o_value);
 const char *policy_admin_group(const policy *p);
 /* GET /metrics without credentials (default off: admin role only). */
 void policy_set_public_metrics(policy *p, bool on);
 bool policy_public_metrics(const policy *p);
+/* The role certificates issued under prof carry: its explicit role, else
+ * ROLE_ADMIN if its fixed_o holds the admin group, else ROLE_NODE. */
+policy_role policy_profile_role(const policy *p, const policy_profile *prof);
 void policy_profile_free(policy_profile *prof);
 DEFINE_TRIVIAL_CLEANUP_FUNC(policy_profile *, policy_profile_free)
 
@@ -252,9 +273,21 @@ void policy_check_enroll(const policy *p, const policy_requester *who, const pol
 
 /* Renewal over mutual TLS: same identity, inside the renewal window, key
  * rotation if the profile requires it, same rules as enrollment for the
- * rest.  now is Unix seconds. */
+ * rest.  now is Unix seconds.  Before the window opens the deny is
+ * -HWID_E_TOO_EARLY with retry_at = policy_renewal_opens_at(). */
 void policy_check_renew(const policy *p, const policy_requester *who, const policy_csr *csr,
                         int64_t now, policy_issue *issue, policy_decision *ret);
+
+/* When renewal opens for a certificate valid from not_before to
+ * not_after under prof: the last renew_window of its lifetime, to the
+ * nearest second.  The one rule for the renewal check and for what the
+ * service tells devices (GET /v1/identities renew_after), so that the two
+ * never disagree. */
+int64_t policy_renewal_opens_at(const policy_profile *prof, int64_t not_before, int64_t not_after);
+
+/* Whether a DNS pattern names one name once {cn} is expanded (no '*',
+ * '?' or '\\'): only such a pattern can be added to a certificate unasked. */
+bool policy_dns_is_template(const char *pattern);
 
 /* The CN of a subject (first CN attribute), or NULL. */
 const policy_attr *policy_csr_cn(const policy_csr *csr);
@@ -263,6 +296,13 @@ const policy_attr *policy_csr_cn(const policy_csr *csr);
  * literal), case-sensitive; a NUL in s is never matched.  Exported for the
  * store's token name patterns and tests. */
 bool policy_glob_match(const char *pattern, const char *s, size_t len);
+
+/* Identities (CNs) compare without regard to ASCII case, everywhere: a
+ * token's or profile's CN pattern, a node acting on its own identity, a
+ * renewal's CN, the store's one live certificate per identity.  a holds
+ * a_len bytes (it may be a CSR's value, not NUL-terminated); b is a
+ * string.  A NUL in a is never equal to anything in b. */
+bool policy_identity_equal(const char *a, size_t a_len, const char *b);
 
 /* The canonical short name of a subject attribute type given as a short
  * name (any case) or its OID ("2.5.4.3" -> "CN"); a dotted OID of another

@@ -86,20 +86,25 @@ static bool cn_equals(const policy_attr *cn, const char *s) {
         return strlen(s) == cn->len && memcmp(cn->value, s, cn->len) == 0;
 }
 
+/* An identity pattern: a glob, ASCII case ignored as identities are. */
+static bool cn_matches(const char *pattern, const policy_attr *cn) {
+        return glob_match_ex(pattern, NULL, 0, cn->value, cn->len, GLOB_NOCASE);
+}
+
 /* Who the CN may be: the node itself (renewal), the token's pattern, the
- * profile's pattern. */
+ * profile's pattern -- compared as identities are, without ASCII case. */
 static int check_cn(check *c, const policy_attr *cn) {
         char q[QUOTE_BUF];
 
         name_quote(q, sizeof(q), cn->value, cn->len);
-        if (c->identity && !cn_equals(cn, c->identity) &&
+        if (c->identity && !policy_identity_equal(cn->value, cn->len, c->identity) &&
             check_soft(c, "renew.identity", "node '%s' may not renew identity '%s'", c->identity, q) < 0)
                 return -1;
-        if (c->name_pattern && !policy_glob_match(c->name_pattern, cn->value, cn->len) &&
+        if (c->name_pattern && !cn_matches(c->name_pattern, cn) &&
             check_soft(c, "token.name_pattern", "CN '%s' does not match the token's name pattern '%s'", q,
                        c->name_pattern) < 0)
                 return -1;
-        if (c->prof->cn_pattern && !policy_glob_match(c->prof->cn_pattern, cn->value, cn->len) &&
+        if (c->prof->cn_pattern && !cn_matches(c->prof->cn_pattern, cn) &&
             check_soft(c, "subject.cn_pattern", "CN '%s' does not match the CN pattern '%s' of profile '%s'", q,
                        c->prof->cn_pattern, c->prof->name) < 0)
                 return -1;
@@ -285,9 +290,8 @@ static int check_san(check *c, const policy_san *s, const policy_attr *cn) {
 }
 
 /* san_from_templates: every URI template, expanded, whether asked or not. */
-static int add_template_sans(check *c, const policy_attr *cn) {
+static int add_uri_templates(check *c, const policy_attr *cn, size_t *used) {
         policy_issue *iss = c->issue;
-        size_t used = 0;
         char q[QUOTE_BUF];
 
         for (size_t i = 0; c->prof->uri_templates && c->prof->uri_templates[i]; i++) {
@@ -301,24 +305,62 @@ static int add_template_sans(check *c, const policy_attr *cn) {
                                 return -1;
                         continue;
                 }
-                if (template_expand(t, cn->value, cn->len, iss->san_buf + used, sizeof(iss->san_buf) - used, &n) < 0)
+                if (template_expand(t, cn->value, cn->len, iss->san_buf + *used, sizeof(iss->san_buf) - *used, &n) < 0)
                         return check_hard(c, -HWID_E_CSR_INVALID, "san.uri", "the URI SANs of profile '%s' are too long",
                                           c->prof->name);
-                if (push_san(c, &(policy_san) { .type = SAN_URI, .value = iss->san_buf + used, .len = n }) < 0)
+                if (push_san(c, &(policy_san) { .type = SAN_URI, .value = iss->san_buf + *used, .len = n }) < 0)
                         return -1;
-                used += n + 1;
+                *used += n + 1;
+        }
+        return 0;
+}
+
+/* san_dns_from_templates: every DNS pattern that names one name (no glob
+ * character), {cn} expanded, whether asked or not -- so that verifiers
+ * that check host names accept the certificate.  The expansion must be a
+ * DNS name, and never a wildcard (a CN's '*' is a character, not a glob). */
+static int add_dns_templates(check *c, const policy_attr *cn, size_t *used) {
+        policy_issue *iss = c->issue;
+        char q[QUOTE_BUF];
+
+        for (size_t i = 0; c->prof->dns_patterns && c->prof->dns_patterns[i]; i++) {
+                const char *t = c->prof->dns_patterns[i], *why;
+                char *name = iss->san_buf + *used;
+                bool wildcard = false;
+                size_t n;
+
+                if (!policy_dns_is_template(t))
+                        continue;
+                if (template_expand(t, cn->value, cn->len, name, sizeof(iss->san_buf) - *used, &n) < 0)
+                        return check_hard(c, -HWID_E_CSR_INVALID, "san.dns", "the DNS SANs of profile '%s' are too long",
+                                          c->prof->name);
+                why = dns_name_problem(name, n, &wildcard);
+                if (why || wildcard) {
+                        if (check_soft(c, "san.dns", "CN '%s' cannot be put into DNS template '%s' of profile '%s': "
+                                       "the name %s", name_quote(q, sizeof(q), cn->value, cn->len), t,
+                                       c->prof->name, why ? why : "would be a wildcard") < 0)
+                                return -1;
+                        continue;
+                }
+                if (push_san(c, &(policy_san) { .type = SAN_DNS, .value = name, .len = n }) < 0)
+                        return -1;
+                *used += n + 1;
         }
         return 0;
 }
 
 static int check_sans(check *c, const policy_attr *cn) {
+        size_t used = 0;
+
         if (c->csr->n_sans > ELEMENTSOF(c->issue->sans))
                 return check_hard(c, -HWID_E_CSR_INVALID, "san", "the request has %zu SANs (at most %zu)",
                                   c->csr->n_sans, ELEMENTSOF(c->issue->sans));
         for (size_t i = 0; i < c->csr->n_sans; i++)
                 if (check_san(c, &c->csr->sans[i], cn) < 0)
                         return -1;
-        return c->prof->san_from_templates ? add_template_sans(c, cn) : 0;
+        if (c->prof->san_dns_from_templates && add_dns_templates(c, cn, &used) < 0)
+                return -1;
+        return c->prof->san_from_templates ? add_uri_templates(c, cn, &used) : 0;
 }
 
 /* ---------- key ---------- */

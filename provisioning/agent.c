@@ -19,7 +19,8 @@
 typedef struct agent_state {
         bool loaded;            /* DIR has been read once */
         int failures;           /* renewals failed in a row */
-        int64_t retry_at;       /* when failures > 0 */
+        int64_t retry_at;       /* next attempt after a failure or a "too early", 0: none due */
+        int64_t opens_at;       /* the server's renewal_opens_at of the last "too early" */
         int64_t not_after;      /* of the certificate in DIR, 0 if unknown */
         char identity[128];
 } agent_state;
@@ -110,7 +111,7 @@ static int schedule(const agent_opts *o, agent_state *a, int64_t *ret_at) {
         a->loaded = true;
         a->not_after = s.not_after;
         snprintf(a->identity, sizeof(a->identity), "%s", s.identity);
-        if (a->failures > 0) {
+        if (a->retry_at > 0) {
                 *ret_at = a->retry_at;
                 device_state_clear(&s);
                 return 0;
@@ -142,14 +143,16 @@ static bool wait_until(const agent_opts *o, int64_t at) {
 
 static int renew_once(const agent_opts *o, agent_state *a) {
         renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
-                          .progress = o->progress, .progress_data = o->userdata };
+                          .progress = o->progress, .progress_data = o->userdata, .window_opens_at = &a->opens_at };
         renew_result res;
         char until[32];
-        int r = renew_run(&ro, &res);
+        int r;
 
-        if (r < 0)
+        a->opens_at = 0;
+        if ((r = renew_run(&ro, &res)) < 0)
                 return r;
         a->failures = 0;
+        a->retry_at = 0;
         a->not_after = res.not_after;
         fmt_time(res.not_after, until);
         say(o, LOG_LVL_NOTICE, "%s renewed: generation %d, valid until %s%s", a->identity, res.generation, until,
@@ -157,9 +160,25 @@ static int renew_once(const agent_opts *o, agent_state *a) {
         return 0;
 }
 
+/* The server said when its renewal window opens: wait until then, no
+ * guessing and no backoff (this is no failure). */
+static bool wait_for_window(const agent_opts *o, agent_state *a, int r, int64_t now) {
+        char when[32];
+
+        if (r != -HWID_E_TOO_EARLY || a->opens_at <= now)
+                return false;
+        a->retry_at = a->opens_at;
+        fmt_time(a->opens_at, when);
+        say(o, LOG_LVL_INFO, "%s: the server's renewal window opens at %s (renewal_opens_at %lld); waiting until then",
+            a->identity[0] ? a->identity : o->dir, when, (long long) a->opens_at);
+        return true;
+}
+
 static void retry_later(const agent_opts *o, agent_state *a, int r) {
         int64_t now = (int64_t) time(NULL), delay;
 
+        if (wait_for_window(o, a, r, now))
+                return;
         a->failures++;
         delay = agent_backoff(o, a->failures, now, a->not_after);
         a->retry_at = now + delay;

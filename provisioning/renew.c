@@ -212,7 +212,22 @@ static int pick_key(const renew_opts *o, const device_state *s, hwid_key *curren
         return 0;
 }
 
-static int post_renew(client_session *cs, const char *csr, char **ret_cert) {
+/* When a "too early" answer says the window opens: its renewal_opens_at,
+ * else now + Retry-After, else 0 (unknown). */
+static int64_t window_opens_at(const client_response *resp) {
+        json_object *j = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *v;
+        int64_t at = 0;
+
+        if (j && json_object_object_get_ex(j, "renewal_opens_at", &v) && json_object_is_type(v, json_type_int))
+                at = json_object_get_int64(v);
+        json_object_put(j);
+        if (at <= 0 && resp->retry_after > 0)
+                at = (int64_t) time(NULL) + resp->retry_after;
+        return at;
+}
+
+static int post_renew(const renew_opts *o, client_session *cs, const char *csr, char **ret_cert) {
         client_response resp;
         int r = client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) csr, strlen(csr),
                                        "application/pkcs10", &resp);
@@ -224,6 +239,8 @@ static int post_renew(client_session *cs, const char *csr, char **ret_cert) {
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
         else
                 r = client_error_from_response(&resp);
+        if (r == -HWID_E_TOO_EARLY && o->window_opens_at)
+                *o->window_opens_at = window_opens_at(&resp);
         client_response_clear(&resp);
         return r;
 }
@@ -241,7 +258,7 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
         if ((r = csr_build(k, name, NULL, &req)) < 0 || (r = csr_to_pem(req, &csr)) < 0)
                 return r;
         say(o, "asking %s to renew %s", s->server, s->identity);
-        return post_renew(cs, csr, ret_cert);
+        return post_renew(o, cs, csr, ret_cert);
 }
 
 static int check_not_expired(const device_state *s) {

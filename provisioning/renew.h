@@ -16,6 +16,10 @@ typedef struct renew_opts {
         long http_timeout;
         progress_fn progress;
         void *progress_data;
+        /* If not NULL: when renew_run fails with -HWID_E_TOO_EARLY, set to
+         * the moment the server's renewal window opens (its
+         * renewal_opens_at, Unix seconds; 0 if it did not say). */
+        int64_t *window_opens_at;
 } renew_opts;
 
 typedef struct renew_result {

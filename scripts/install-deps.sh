@@ -14,6 +14,8 @@ PACKAGES=(
         # runtime, test peers and tools
         openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2
         swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind strace
+        faketime
+        python3-jwcrypto python3-cryptography
 )
 
 log() { echo "install-deps: $*" >&2; }

@@ -22,30 +22,78 @@ void ca_respond_json(http_response *resp, int status, const char *json) {
                 http_error_from(resp, -HWID_E_NOMEM);
 }
 
+/* "Not yet valid" tells the client our clock, so that a device can tell
+ * its clock from ours: {"error", "message", "server_time": Unix seconds}. */
+static void respond_with_time(http_response *resp, int r) {
+        json_object *o = json_object_new_object();
+        const char *s;
+
+        json_object_object_add(o, "error", json_object_new_string(hwid_err_slug(r)));
+        json_object_object_add(o, "message", json_object_new_string(hwid_strerror(r)));
+        json_object_object_add(o, "server_time", json_object_new_int64((int64_t) time(NULL)));
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        resp->status = hwid_err_http_status(r);
+        resp->content_type = "application/json";
+        if (!s || buf_append_str(&resp->body, s) < 0)
+                http_error_from(resp, r);
+        json_object_put(o);
+}
+
 void ca_respond_error(ca_service *ca, http_response *resp, int r) {
         if (hwid_err_http_status(r) >= 500) {
                 atomic_fetch_add(&ca->n_errors, 1);
                 log_error("request failed: %s", hwid_strerror(r));
         }
         buf_reset(&resp->body);
-        http_error_from(resp, r);
+        if (r == -HWID_E_NOT_YET_VALID)
+                respond_with_time(resp, r);
+        else
+                http_error_from(resp, r);
+}
+
+void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now) {
+        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        const char *s;
+
+        resp->retry_after = at > now ? at - now : 1;
+        if (!o || !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                return; /* not a JSON error body: Retry-After alone */
+        }
+        json_object_object_add(o, key, json_object_new_int64(at));
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (s) {
+                buf_reset(&resp->body);
+                if (buf_append_str(&resp->body, s) < 0)
+                        http_error_from(resp, -HWID_E_NOMEM);
+        }
+        json_object_put(o);
 }
 
 /* Read-only endpoints go through the authorizer like everything else,
  * as whoever the client is: anonymous, or the holder of a client
  * certificate (the admin role may read /metrics).  A client certificate
- * that fails authentication still gets the public endpoints, as anonymous. */
+ * that fails authentication still gets the public endpoints, as
+ * anonymous; for anything else the answer is why it failed (401), not
+ * that anonymous clients may not. */
 static int allow_read(ca_service *ca, const http_request *req, policy_action action) {
         ca_auth a = { 0 };
         policy_decision d;
-        int r = ca_auth_peer(ca, req, (int64_t) time(NULL), &a);
+        char why[512] = "";
+        int r = ca_auth_peer(ca, req, (int64_t) time(NULL), &a), auth_r = r;
 
         if (r < 0) {
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
                 ca_auth_clear(&a);
                 a.who.role = ROLE_ANONYMOUS;
                 snprintf(a.actor, sizeof(a.actor), "anonymous");
         }
         policy_authorize(ca->cfg->policy, &a.who, action, NULL, &d);
+        if (auth_r < 0 && d.verdict != VERDICT_ALLOW) {
+                ca_audit(ca, a.actor, policy_action_name(action), NULL, "deny", why, NULL);
+                ca_auth_clear(&a);
+                return hwid_fail((hwid_err) -auth_r, "%s", why);
+        }
         r = ca_decision(ca, &a, policy_action_name(action), NULL, &d);
         ca_auth_clear(&a);
         return r;
@@ -98,6 +146,9 @@ static void get_metrics(ca_service *ca, const http_request *req, http_response *
                 { "hwid_requests_pending_total", "Requests held for manual approval.", atomic_load(&ca->n_pending) },
                 { "hwid_policy_denials_total", "Requests denied by policy.", atomic_load(&ca->n_denied) },
                 { "hwid_errors_total", "Requests that failed on the server side.", atomic_load(&ca->n_errors) },
+                { "hwid_unauthenticated_refusals_total",
+                  "Requests refused without valid credentials (audited as a summary per minute).",
+                  refusals_total(ca->refusals) },
         };
         int r = allow_read(ca, req, ACTION_METRICS);
 
@@ -120,12 +171,11 @@ static const char *cert_status_name(store_cert_status s) {
  * its profile wants a new key. */
 static void add_renewal_info(ca_service *ca, const store_cert *c, json_object *o) {
         const policy_profile *p = policy_profile_find(ca->cfg->policy, c->profile);
-        int64_t life = c->not_after - c->not_before;
 
         if (!p)
                 return;
         json_object_object_add(o, "renew_after",
-                               json_object_new_int64(c->not_after - (int64_t) (p->renew_window * (double) life)));
+                               json_object_new_int64(policy_renewal_opens_at(p, c->not_before, c->not_after)));
         json_object_object_add(o, "rotate_key", json_object_new_boolean(p->rotate_key));
 }
 
@@ -214,5 +264,19 @@ void ca_service_handle(void *userdata, const http_request *req, http_response *r
         /* A SIGHUP reload waits until no request uses the old policy. */
         pthread_rwlock_rdlock(&ca->cfg_lock);
         route(ca, req, resp);
+        pthread_rwlock_unlock(&ca->cfg_lock);
+}
+
+void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp) {
+        ca_service *ca = userdata;
+
+        atomic_fetch_add(&ca->n_requests, 1);
+        pthread_rwlock_rdlock(&ca->cfg_lock);
+        if (is(req, "GET", "/crl"))
+                get_crl(ca, req, resp);
+        else if (is(req, "GET", "/ca"))
+                get_ca(ca, req, resp);
+        else
+                http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl and GET /ca only");
         pthread_rwlock_unlock(&ca->cfg_lock);
 }

@@ -7,6 +7,7 @@
 #include "ca.h"
 #include "csr-check.h"
 #include "issuer.h"
+#include "refusals.h"
 #include "store.h"
 
 struct ca_service {
@@ -15,6 +16,7 @@ struct ca_service {
         hwid_key *ca_key;
         X509 *ca_cert;
         char *ca_pem;               /* CA certificate + chain, served at /ca */
+        char *client_ca_pem;        /* the CA certificate alone: the one client trust anchor */
         issuer *issuer;
         store *store;
         /* CRL cache: regenerated when a revocation happened or it nears nextUpdate. */
@@ -23,6 +25,10 @@ struct ca_service {
         size_t crl_len;
         int64_t crl_seq;
         int64_t crl_refresh_at;
+        /* Refusals of requests without valid credentials (refusals.h). */
+        refusals *refusals;
+        /* Audit retention: when the next pruning pass is due. */
+        int64_t prune_at;
         /* Prometheus counters. */
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
 };
@@ -39,9 +45,11 @@ typedef struct ca_auth {
 void ca_auth_clear(ca_auth *a);
 
 /* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
- * -HWID_E_EXPIRED / -HWID_E_REVOKED with a reason. */
+ * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
-/* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent. */
+/* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent.
+ * The certificate must be, byte for byte, one this CA issued and
+ * recorded; the role is the one recorded with it. */
 int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
 
 /* Writes an audit record (and a log line); failures to audit are logged. */
@@ -50,7 +58,11 @@ void ca_audit(ca_service *ca, const char *actor, const char *action, const char 
 /* Audits a decision and turns a deny into its error (0 when allowed). */
 int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *target,
                 const policy_decision *d);
-/* Audits a failed request (unless already audited) and sends its error. */
+/* Writes the summary of refusals without valid credentials, if one is
+ * due (or force): one audit record per interval, not one per refusal. */
+void ca_refusals_flush(ca_service *ca, int64_t now, bool force);
+/* Audits a failed request (unless already audited) and sends its error;
+ * without valid credentials it is only counted (ca_refusals_flush()). */
 void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char *target,
                      http_response *resp, int r);
 
@@ -69,6 +81,9 @@ void ca_respond_pem(http_response *resp, int status, const char *pem);
 void ca_respond_json(http_response *resp, int status, const char *json);
 /* Error response + error counter. */
 void ca_respond_error(ca_service *ca, http_response *resp, int r);
+/* Adds to an error response the moment (Unix seconds) from which asking
+ * again can succeed: as "<key>": at in its JSON body, and Retry-After. */
+void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now);
 
 /* The current CRL (DER), regenerated on change. */
 int ca_crl(ca_service *ca, int64_t now, buf *out);

@@ -27,8 +27,9 @@ static int asn1_time_to_unix(const ASN1_TIME *t, int64_t *ret) {
 /* Fills the store record for x, whose key is the request's (its SPKI
  * fingerprint is the one already taken of the request); strings are
  * allocated into rec. */
-static int cert_record(X509 *x, const csr_info *csr, const char *identity, const char *profile, int64_t now,
-                       store_cert *rec) {
+static int cert_record(X509 *x, const csr_info *csr, const char *identity, const char *profile, policy_role role,
+                       int64_t now, store_cert *rec) {
+        const char *role_name = policy_cert_role_name(role);
         unsigned char *der = NULL;
         int len, r;
 
@@ -53,6 +54,9 @@ static int cert_record(X509 *x, const csr_info *csr, const char *identity, const
         rec->profile = strdup(profile);
         rec->status = CERT_VALID;
         rec->created_at = now;
+        if (!role_name)
+                return hwid_fail(HWID_E_INTERNAL, "profile %s gives no certificate role", profile);
+        snprintf(rec->role, sizeof(rec->role), "%s", role_name);
         return rec->identity && rec->profile ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
 
@@ -73,6 +77,8 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
                 .eku = iss->eku,
                 .validity = iss->validity,
                 .now = now,
+                .backdate = ca->cfg->clock_skew,
+                .crl_url = ca->cfg->crl_url,
         };
         return issuer_sign(ca->issuer, &in, ret);
 }
@@ -82,21 +88,32 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
         _cleanup_(X509_freep) X509 *x = NULL;
         _cleanup_free_ char *pem = NULL;
         store_cert rec = { 0 };
+        char **dns = NULL;
+        size_t n_dns = 0;
         int r;
 
         if ((r = sign_for(ca, csr, iss, now, &x)) < 0)
                 return r;
-        if ((r = cert_record(x, csr, identity, iss->profile->name, now, &rec)) < 0 ||
-            (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0)
+        /* The DNS names as the certificate carries them: the store keeps
+         * each with one live certificate at most. */
+        if ((r = cert_record(x, csr, identity, iss->profile->name,
+                             policy_profile_role(ca->cfg->policy, iss->profile), now, &rec)) < 0 ||
+            (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0 ||
+            (r = x509_dns_names(x, &dns, &n_dns)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
         how->cert = &rec;
+        how->dns_names = (const char *const *) dns;
+        how->n_dns_names = n_dns;
         r = store_cert_commit(ca->store, how, now);
+        how->dns_names = NULL;
+        how->n_dns_names = 0;
         if (r < 0)
                 goto out;
         *ret_serial = TAKE_PTR(rec.serial);
         *ret_pem = TAKE_PTR(pem);
 out:
+        strv_free_n(dns, n_dns);
         store_cert_clear(&rec);
         return r;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
 #include <openssl/pem.h>
 
 #include "ca-internal.h"
@@ -33,6 +34,20 @@ static int load_ca_cert(ca_service *ca, const hwidd_config *cfg) {
         if (asprintf(&ca->ca_pem, "%s%s%s", pem, (len && pem[len - 1] != '\n') ? "\n" : "",
                      chain ? chain : "") < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        return cert_to_pem(ca->ca_cert, &ca->client_ca_pem);
+}
+
+/* A store from before DNS names were kept: record those of its live
+ * certificates, once, before serving anyone. */
+static int record_old_dns_names(ca_service *ca) {
+        size_t recorded = 0, skipped = 0;
+        int r = store_cert_dns_backfill(ca->store, (int64_t) time(NULL), der_dns_names, &recorded, &skipped);
+
+        if (r < 0)
+                return r;
+        if (recorded > 0 || skipped > 0)
+                log_notice("recorded %zu DNS names of certificates issued before names were kept%s", recorded,
+                           skipped ? "; some names were held by two live certificates and stay with the older" : "");
         return 0;
 }
 
@@ -46,10 +61,11 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         pthread_rwlock_init(&ca->cfg_lock, NULL);
         pthread_mutex_init(&ca->crl_lock, NULL);
         ca->cfg = cfg;
-        if ((r = load_ca_cert(ca, cfg)) < 0 ||
+        if ((r = refusals_new(&ca->refusals)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
-            (r = issuer_new(ca->ca_key, ca->ca_cert, cfg->crl_url, &ca->issuer)) < 0 ||
-            (r = store_open(cfg->database, &ca->store)) < 0)
+            (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
+            (r = store_open(cfg->database, &ca->store)) < 0 ||
+            (r = record_old_dns_names(ca)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);
         return 0;
@@ -58,11 +74,16 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
 void ca_service_free(ca_service *ca) {
         if (!ca)
                 return;
+        /* What was counted since the last summary is not lost on shutdown. */
+        if (ca->store && ca->refusals)
+                ca_refusals_flush(ca, (int64_t) time(NULL), true);
+        refusals_free(ca->refusals);
         issuer_free(ca->issuer);
         store_free(ca->store);
         hwid_key_free(ca->ca_key);
         X509_free(ca->ca_cert);
         free(ca->ca_pem);
+        free(ca->client_ca_pem);
         OPENSSL_free(ca->crl_der);
         pthread_rwlock_destroy(&ca->cfg_lock);
         pthread_mutex_destroy(&ca->crl_lock);
@@ -79,8 +100,8 @@ hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg) {
         return old;
 }
 
-const char *ca_service_ca_pem(const ca_service *ca) {
-        return ca->ca_pem;
+const char *ca_service_client_ca_pem(const ca_service *ca) {
+        return ca->client_ca_pem;
 }
 
 void ca_auth_clear(ca_auth *a) {
@@ -123,20 +144,10 @@ int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth 
         return 0;
 }
 
-static bool has_admin_group(X509 *x, const char *group) {
-        const X509_NAME *n = X509_get_subject_name(x);
-
-        for (int i = -1; group && (i = X509_NAME_get_index_by_NID(n, NID_organizationName, i)) >= 0;) {
-                const ASN1_STRING *v = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(n, i));
-                if ((size_t) ASN1_STRING_length(v) == strlen(group) &&
-                    memcmp(ASN1_STRING_get0_data(v), group, strlen(group)) == 0)
-                        return true;
-        }
-        return false;
-}
-
-/* The client certificate must be one hwidd issued and still VALID. */
-static int peer_record(ca_service *ca, X509 *x, int64_t now, ca_auth *ret) {
+/* The presented certificate must be the very one recorded under its
+ * serial (the DER holds the issuer, so this is also "and issuer"): a
+ * certificate that merely chains somewhere, or reuses a serial, is not. */
+static int peer_record(ca_service *ca, X509 *x, const http_request *req, int64_t now, ca_auth *ret) {
         _cleanup_free_ char *serial = NULL;
         int r;
 
@@ -147,6 +158,10 @@ static int peer_record(ca_service *ca, X509 *x, int64_t now, ca_auth *ret) {
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate %s was not issued by this CA", serial);
         if (r < 0)
                 return r;
+        if (ret->cert.der_len != req->peer_cert_len ||
+            CRYPTO_memcmp(ret->cert.der, req->peer_cert, req->peer_cert_len) != 0)
+                return hwid_fail(HWID_E_UNAUTHENTICATED,
+                                 "client certificate %s is not the certificate this CA issued with that serial", serial);
         if (ret->cert.status == CERT_REVOKED)
                 return hwid_fail(HWID_E_REVOKED, "certificate %s of %s is revoked: bootstrap again with a new token",
                                  serial, ret->cert.identity);
@@ -159,33 +174,66 @@ static int peer_record(ca_service *ca, X509 *x, int64_t now, ca_auth *ret) {
         return 0;
 }
 
+static void iso8601(int64_t t, char out[32]) {
+        time_t tt = (time_t) t;
+        struct tm tm;
+
+        if (!gmtime_r(&tt, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+                snprintf(out, 32, "@%lld", (long long) t);
+}
+
+/* The time checks of a client certificate that verified otherwise: a
+ * notBefore at most clock_skew ahead of our clock is a clock difference
+ * we tolerate; more is "not yet valid", never "expired" (the device has
+ * done nothing wrong: its clock, or ours, is off). */
+static int peer_times(const ca_service *ca, const http_request *req, int64_t now) {
+        char from[32], ours[32];
+
+        if (req->peer_expired)
+                return hwid_fail(HWID_E_EXPIRED, "client certificate has expired: bootstrap again with a new token");
+        if (!req->peer_not_yet_valid)
+                return req->peer_verified ? 0 : 1;
+        if (req->peer_valid_from <= now + ca->cfg->clock_skew)
+                return 0;
+        iso8601(req->peer_valid_from, from);
+        iso8601(now, ours);
+        return hwid_fail(HWID_E_NOT_YET_VALID,
+                         "client certificate is not valid before %s; the server's time is %s (more than the "
+                         "allowed clock skew of %lld s apart): check the clocks", from, ours,
+                         (long long) ca->cfg->clock_skew);
+}
+
 int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret) {
         _cleanup_(X509_freep) X509 *x = NULL;
         const unsigned char *p = req->peer_cert;
+        policy_role role;
         int r;
 
         snprintf(ret->actor, sizeof(ret->actor), "anonymous");
         if (!req->peer_cert)
                 return 0;
-        if (req->peer_expired)
-                return hwid_fail(HWID_E_EXPIRED, "client certificate has expired: bootstrap again with a new token");
-        if (!req->peer_verified)
-                return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate does not verify against this CA");
+        if ((r = peer_times(ca, req, now)) < 0)
+                return r;
+        if (r > 0)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate does not verify against this CA "
+                                 "(it must be signed by the CA certificate itself)");
         x = d2i_X509(NULL, &p, (long) req->peer_cert_len);
         if (!x)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate cannot be parsed");
-        if ((r = peer_record(ca, x, now, ret)) < 0)
+        if ((r = peer_record(ca, x, req, now, ret)) < 0)
                 return r;
+        if (policy_cert_role_parse(ret->cert.role, &role) < 0)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "certificate %s carries role '%s', which this hwidd does not "
+                                 "know", ret->cert.serial, ret->cert.role);
         ret->who = (policy_requester) {
-                .role = has_admin_group(x, policy_admin_group(ca->cfg->policy)) ? ROLE_ADMIN : ROLE_NODE,
+                .role = role,
                 .identity = ret->cert.identity,
                 .cert_profile = ret->cert.profile,
                 .cert_not_before = ret->cert.not_before,
                 .cert_not_after = ret->cert.not_after,
                 .cert_spki_sha256 = ret->cert.spki_sha256,
         };
-        snprintf(ret->actor, sizeof(ret->actor), "%s:%s", ret->who.role == ROLE_ADMIN ? "admin" : "node",
-                 ret->cert.identity);
+        snprintf(ret->actor, sizeof(ret->actor), "%s:%s", ret->cert.role, ret->cert.identity);
         return 0;
 }
 
@@ -203,8 +251,33 @@ void ca_audit(ca_service *ca, const char *actor, const char *action, const char 
                 log_error("cannot write the audit record: %s", hwid_strerror(r));
 }
 
+/* Who has not shown a valid credential: no token or certificate was
+ * accepted (authentication fills in a role only when it succeeds). */
+static bool unauthenticated(const ca_auth *a) {
+        return a->who.role == ROLE_ANONYMOUS;
+}
+
+/* A refusal of an unauthenticated request: counted, logged if few, and
+ * summarized later (ca_refusals_flush()) instead of a record each. */
+static void refuse_unauthenticated(ca_service *ca, ca_auth *a, const char *action, const char *target,
+                                   const char *reason, int r) {
+        if (refusals_note(ca->refusals, r, (int64_t) time(NULL)))
+                log_notice("%s %s %s: deny — %s", a->actor, action, target ? target : "-", reason);
+        a->audited = true;
+}
+
+void ca_refusals_flush(ca_service *ca, int64_t now, bool force) {
+        char summary[512];
+
+        if (!refusals_take_summary(ca->refusals, now, force, summary, sizeof(summary)))
+                return;
+        ca_audit(ca, "anonymous", "refused", NULL, "deny", summary, NULL);
+}
+
 int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *target,
                 const policy_decision *d) {
+        int r;
+
         if (d->verdict == VERDICT_ALLOW && !d->audit_only)
                 return 0;
         if (d->verdict == VERDICT_ALLOW) {
@@ -213,9 +286,13 @@ int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *targ
                 return 0;
         }
         atomic_fetch_add(&ca->n_denied, 1);
-        ca_audit(ca, a->actor, action, target, "deny", d->reason, a->who.token_id);
+        r = d->error ? d->error : -HWID_E_FORBIDDEN;
+        if (unauthenticated(a))
+                refuse_unauthenticated(ca, a, action, target, d->reason, r);
+        else
+                ca_audit(ca, a->actor, action, target, "deny", d->reason, a->who.token_id);
         a->audited = true;
-        return hwid_fail(d->error ? (hwid_err) -d->error : HWID_E_FORBIDDEN, "%s", d->reason);
+        return hwid_fail((hwid_err) -r, "%s", d->reason);
 }
 
 void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char *target,
@@ -230,6 +307,8 @@ void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char 
                 log_error("%s %s %s: %s", a->actor, action, target ? target : "-", reason);
                 a->audited = true;
         }
+        if (!a->audited && unauthenticated(a))
+                refuse_unauthenticated(ca, a, action, target, reason, r);
         if (!a->audited)
                 ca_audit(ca, a->actor, action, target, hwid_err_http_status(r) >= 500 ? "error" : "deny",
                          reason, a->who.token_id);

@@ -25,8 +25,17 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ca_service *, ca_service_free)
  * once no request can still use it (after this returns, none does). */
 hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg);
 
+/* Housekeeping, called about once a second from one thread, never from a
+ * request: summaries of refused unauthenticated requests, audit retention. */
+void ca_service_tick(ca_service *ca, int64_t now);
+
 /* The HTTP handler: routes every endpoint. */
 void ca_service_handle(void *userdata, const http_request *req, http_response *resp);
+/* The handler of the plain-HTTP listener: GET /crl and GET /ca, as for
+ * anyone; everything else is 404. */
+void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp);
 
-/* The PEM the TLS layer trusts for client certificates (the CA chain). */
-const char *ca_service_ca_pem(const ca_service *ca);
+/* The PEM the TLS layer trusts for client certificates: the CA
+ * certificate alone, never the root or other members of its chain (hwid
+ * signs every client certificate with this CA directly). */
+const char *ca_service_client_ca_pem(const ca_service *ca);

@@ -43,6 +43,13 @@ static const cfg_name approval_names[] = {
         { NULL, 0, NULL },
 };
 
+/* The roles a profile can give its certificates (policy_cert_role_name). */
+static const cfg_name role_names[] = {
+        { "node", ROLE_NODE, NULL },
+        { "admin", ROLE_ADMIN, NULL },
+        { NULL, 0, NULL },
+};
+
 static const cfg_name ungranted_names[] = {
         { "refuse", UNGRANTED_REFUSE, NULL },
         { "drop", UNGRANTED_DROP, NULL },
@@ -295,6 +302,18 @@ static int fn_ungranted(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_
         return r;
 }
 
+static int fn_role(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        policy_profile *prof = base;
+        uint32_t v;
+        int r = cfg_pick(x, n, path, role_names, &v);
+
+        if (r >= 0) {
+                prof->role = (policy_role) v;
+                prof->role_given = true;
+        }
+        return r;
+}
+
 /* A fraction in (0, 1] or a percentage: 0.33, 33%. */
 static int fn_window(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
         const char *s;
@@ -330,6 +349,7 @@ static const cfg_field san_fields[] = {
         FIELD("ip", fn_cidrs, 0, .max = 64),
         FIELD("uri", fn_strv, PROF(uri_templates), .max = 8, .aux = &uri_rule),
         FIELD("add_uri_templates", cfg_fn_bool, PROF(san_from_templates)),
+        FIELD("add_dns_templates", cfg_fn_bool, PROF(san_dns_from_templates)),
         FIELD_END,
 };
 
@@ -351,6 +371,7 @@ static const cfg_field profile_fields[] = {
         FIELD("renewal", cfg_fn_section, 0, .aux = renewal_fields),
         FIELD("allow_reenroll", cfg_fn_bool, PROF(allow_reenroll)),
         FIELD("ungranted", fn_ungranted, 0),
+        FIELD("role", fn_role, 0),
         FIELD_END,
 };
 
@@ -363,6 +384,7 @@ static void profile_defaults(policy_profile *p) {
         p->approval = APPROVAL_AUTO;
         p->renew_window = 1.0 / 3.0;
         p->ungranted = UNGRANTED_REFUSE;
+        p->role = ROLE_NODE;
 }
 
 static bool profile_name_valid(const char *s) {
@@ -374,6 +396,29 @@ static bool profile_name_valid(const char *s) {
         return true;
 }
 
+static bool has_dns_template(const policy_profile *prof) {
+        for (size_t i = 0; prof->dns_patterns && prof->dns_patterns[i]; i++)
+                if (policy_dns_is_template(prof->dns_patterns[i]))
+                        return true;
+        return false;
+}
+
+/* add_*_templates needs something to add. */
+static int check_san_templates(cfg_ctx *x, yaml_node_t *n, const char *path, const policy_profile *prof) {
+        char sub[300];
+
+        if (prof->san_from_templates && !(prof->uri_templates && prof->uri_templates[0])) {
+                snprintf(sub, sizeof(sub), "%s.san.add_uri_templates", path);
+                return cfg_fail(x, n, sub, "is true but the profile has no san.uri templates");
+        }
+        if (prof->san_dns_from_templates && !has_dns_template(prof)) {
+                snprintf(sub, sizeof(sub), "%s.san.add_dns_templates", path);
+                return cfg_fail(x, n, sub, "is true but no san.dns pattern is a template (one without '*', '?' "
+                                "or '\\', such as \"{cn}\" or \"{cn}.example.org\")");
+        }
+        return 0;
+}
+
 static int load_profile(cfg_ctx *x, yaml_node_t *n, const char *path, const char *name) {
         _cleanup_(policy_profile_freep) policy_profile *prof = calloc(1, sizeof(*prof));
         int r;
@@ -383,11 +428,8 @@ static int load_profile(cfg_ctx *x, yaml_node_t *n, const char *path, const char
         profile_defaults(prof);
         if ((r = cfg_mapping(x, n, path, profile_fields, prof)) < 0)
                 return r;
-        if (prof->san_from_templates && !(prof->uri_templates && prof->uri_templates[0])) {
-                char sub[300];
-                snprintf(sub, sizeof(sub), "%s.san.add_uri_templates", path);
-                return cfg_fail(x, n, sub, "is true but the profile has no san.uri templates");
-        }
+        if ((r = check_san_templates(x, n, path, prof)) < 0)
+                return r;
         return policy_add_profile(x->policy, TAKE_PTR(prof));
 }
 

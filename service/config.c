@@ -177,6 +177,11 @@ static const cfg_field limit_fields[] = {
         FIELD_END,
 };
 
+static const cfg_field audit_fields[] = {
+        FIELD("retention", cfg_fn_duration, CFG(audit_retention), .min = DAY, .max = 36500LL * DAY),
+        FIELD_END,
+};
+
 static const cfg_field policy_fields[] = {
         FIELD("audit_only", cfg_fn_bool, offsetof(cfg_ctx, audit_only)),
         FIELD("admin_group", cfg_fn_name, offsetof(cfg_ctx, admin_group)),
@@ -191,11 +196,14 @@ static int fn_policy(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_fie
 
 static const cfg_field root_fields[] = {
         FIELD("listen", cfg_fn_listen, CFG(listen)),
+        FIELD("http_listen", cfg_fn_listen, CFG(http_listen)),
+        FIELD("clock_skew", cfg_fn_duration, CFG(clock_skew), .min = 0, .max = 3600),
         FIELD("database", cfg_fn_path, CFG(database), .required = true),
         FIELD("tcti", cfg_fn_string, CFG(tcti)),
         FIELD("ca", cfg_fn_section, 0, .aux = ca_fields, .required = true),
         FIELD("tls", cfg_fn_section, 0, .aux = tls_fields, .required = true),
         FIELD("limits", cfg_fn_section, 0, .aux = limit_fields),
+        FIELD("audit", cfg_fn_section, 0, .aux = audit_fields),
         FIELD("policy", fn_policy, 0),
         FIELD("profiles", cfg_fn_profiles, 0, .required = true),
         FIELD_END,
@@ -210,6 +218,8 @@ static void set_defaults(hwidd_config *c) {
         c->rate_per_ip = 0;
         c->rate_burst = 20;
         c->retry_after = 5;
+        c->clock_skew = 5 * MINUTE;
+        c->audit_retention = 365 * DAY;
 }
 
 static int syntax_error(cfg_ctx *x, const yaml_parser_t *p) {
@@ -334,6 +344,7 @@ void config_free(hwidd_config *c) {
                 return;
         free(c->path);
         free(c->listen);
+        free(c->http_listen);
         free(c->database);
         free(c->tcti);
         free(c->ca_key);

@@ -14,6 +14,7 @@ typedef struct hwidd_config {
         char *path;            /* the file it was read from */
         /* where */
         char *listen;          /* "127.0.0.1:8443" */
+        char *http_listen;     /* plain HTTP for GET /crl and GET /ca only; NULL: none */
         char *database;        /* SQLite file */
         char *tcti;            /* NULL: $HWID_TCTI or the tpm2-tss default */
         /* CA */
@@ -33,6 +34,12 @@ typedef struct hwidd_config {
         double rate_per_ip;    /* requests per second per client address, 0: off */
         unsigned rate_burst;
         int64_t retry_after;   /* seconds a pending device is told to wait, default 5 */
+        /* How far clocks may disagree, seconds (default 300): issuance
+         * backdates notBefore by it, and a client certificate up to this
+         * far from its notBefore is accepted. */
+        int64_t clock_skew;
+        /* audit */
+        int64_t audit_retention; /* seconds an audit record is kept, default 365 days */
         /* policy (profiles, audit-only mode, admin group) */
         policy *policy;
 } hwidd_config;

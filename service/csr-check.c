@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include <openssl/core_names.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/provider.h>
@@ -13,6 +14,9 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(BASIC_CONSTRAINTS *, BASIC_CONSTRAINTS_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(ASN1_BIT_STRING *, ASN1_BIT_STRING_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(EC_GROUP *, EC_GROUP_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(EC_POINT *, EC_POINT_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(X509_PUBKEY *, X509_PUBKEY_free)
 
 struct csr_info {
         X509_REQ *req;
@@ -26,8 +30,9 @@ struct csr_info {
         policy_san sans[CSR_MAX_SANS];
         STACK_OF(X509_EXTENSION) *exts; /* requested extensions */
         GENERAL_NAMES *gens;            /* the SANs point into these */
+        X509_PUBKEY *spki;              /* the key, canonically encoded (canonical_spki()) */
         char curve[64];
-        char spki[65];
+        char spki_hex[65];
 };
 
 void csr_info_free(csr_info *c) {
@@ -37,6 +42,7 @@ void csr_info_free(csr_info *c) {
                 OPENSSL_free(c->attr_utf8[i]);
         sk_X509_EXTENSION_pop_free(c->exts, X509_EXTENSION_free);
         GENERAL_NAMES_free(c->gens);
+        X509_PUBKEY_free(c->spki);
         EVP_PKEY_free(c->pub);
         X509_REQ_free(c->req);
         OPENSSL_free(c->der);
@@ -239,9 +245,12 @@ static int extract_key(csr_info *c, EVP_PKEY *pub) {
                 snprintf(c->curve, sizeof(c->curve), "%s", nist ? nist : group);
                 c->facts.curve = c->curve;
         }
-        if ((r = spki_der_sha256_hex(X509_REQ_get_X509_PUBKEY(c->req), c->spki)) < 0)
+        /* The fingerprint of the key, not of how this request spelt it:
+         * every comparison of keys (rotation, blocked keys, approval)
+         * goes through it. */
+        if ((r = spki_der_sha256_hex(c->spki, c->spki_hex)) < 0)
                 return r;
-        c->facts.spki_sha256 = c->spki;
+        c->facts.spki_sha256 = c->spki_hex;
         return 0;
 }
 
@@ -331,6 +340,103 @@ static int import_pubkey(const X509_PUBKEY *spki, EVP_PKEY **ret) {
         return 0;
 }
 
+/* RFC 5480: an EC key names its curve.  Explicit parameters (a curve
+ * spelt out, which verifiers refuse, and which can hide a weak curve
+ * behind familiar numbers) and implicitCA are refused. */
+static int check_ec_params(const X509_PUBKEY *spki) {
+        ASN1_OBJECT *alg = NULL;
+        X509_ALGOR *a = NULL;
+        const void *pval = NULL;
+        int ptype = V_ASN1_UNDEF;
+
+        if (!X509_PUBKEY_get0_param(&alg, NULL, NULL, &a, spki) || OBJ_obj2nid(alg) != NID_X9_62_id_ecPublicKey)
+                return 0;
+        if (a)
+                X509_ALGOR_get0(NULL, &ptype, &pval, a);
+        if (ptype == V_ASN1_OBJECT && OBJ_obj2nid(pval) != NID_undef)
+                return 0;
+        if (ptype == V_ASN1_SEQUENCE)
+                return hwid_fail(HWID_E_CSR_INVALID, "the request's EC key spells out explicit curve parameters; "
+                                 "RFC 5480 allows only a named curve (P-256, P-384)");
+        return hwid_fail(HWID_E_CSR_INVALID, "the request's EC key does not name its curve (RFC 5480 requires a "
+                         "named curve)");
+}
+
+/* The point in uncompressed form (04 || x || y), decoded and re-encoded
+ * if the request sent it compressed (or hybrid); checked on the curve. */
+static int uncompressed_point(int nid, const unsigned char *pk, int len, unsigned char **ret, int *ret_len) {
+        _cleanup_(EC_GROUP_freep) EC_GROUP *g = NULL;
+        _cleanup_(EC_POINT_freep) EC_POINT *pt = NULL;
+        unsigned char *buf;
+        size_t n;
+
+        if (len > 0 && pk[0] == POINT_CONVERSION_UNCOMPRESSED) {
+                buf = OPENSSL_memdup(pk, (size_t) len);
+                n = (size_t) len;
+        } else {
+                g = EC_GROUP_new_by_curve_name(nid);
+                pt = g ? EC_POINT_new(g) : NULL;
+                if (!pt || !EC_POINT_oct2point(g, pt, pk, (size_t) len, NULL) ||
+                    (n = EC_POINT_point2oct(g, pt, POINT_CONVERSION_UNCOMPRESSED, NULL, 0, NULL)) == 0) {
+                        ERR_clear_error();
+                        return hwid_fail(HWID_E_CSR_INVALID, "the request's EC point cannot be read");
+                }
+                buf = OPENSSL_malloc(n);
+                if (buf && EC_POINT_point2oct(g, pt, POINT_CONVERSION_UNCOMPRESSED, buf, n, NULL) != n) {
+                        OPENSSL_free(buf);
+                        return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode an EC point");
+                }
+        }
+        if (!buf)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret = buf;
+        *ret_len = (int) n;
+        return 0;
+}
+
+/* id-ecPublicKey, the named curve, the uncompressed point. */
+static int canonical_ec(const X509_PUBKEY *in, X509_PUBKEY **ret) {
+        _cleanup_(X509_PUBKEY_freep) X509_PUBKEY *out = X509_PUBKEY_new();
+        const unsigned char *pk = NULL;
+        unsigned char *point = NULL;
+        const void *pval = NULL;
+        X509_ALGOR *a = NULL;
+        int pk_len = 0, ptype, nid, len = 0, r;
+
+        if (!out)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        X509_PUBKEY_get0_param(NULL, &pk, &pk_len, &a, in);
+        X509_ALGOR_get0(NULL, &ptype, &pval, a);
+        nid = OBJ_obj2nid(pval); /* named: check_ec_params() saw to it */
+        if ((r = uncompressed_point(nid, pk, pk_len, &point, &len)) < 0)
+                return r;
+        if (!X509_PUBKEY_set0_param(out, OBJ_nid2obj(NID_X9_62_id_ecPublicKey), V_ASN1_OBJECT, OBJ_nid2obj(nid),
+                                    point, len)) {
+                OPENSSL_free(point);
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the request's key");
+        }
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+/* One key, one encoding (RFC 5480 for EC, a fresh DER encoding for RSA):
+ * what the certificate carries and what its fingerprint is taken of, so
+ * that a key re-sent in another encoding is still the same key.  Other
+ * key types (refused by policy) are kept as sent. */
+static int canonical_spki(csr_info *c) {
+        const X509_PUBKEY *in = X509_REQ_get_X509_PUBKEY(c->req);
+
+        if (EVP_PKEY_is_a(c->pub, "EC"))
+                return canonical_ec(in, &c->spki);
+        if (EVP_PKEY_is_a(c->pub, "RSA")) {
+                if (!X509_PUBKEY_set(&c->spki, c->pub))
+                        return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the request's RSA key");
+                return 0;
+        }
+        c->spki = X509_PUBKEY_dup(in);
+        return c->spki ? 0 : hwid_fail_ossl(HWID_E_NOMEM, "cannot copy the request's key");
+}
+
 static int keep_der(csr_info *c) {
         unsigned char *der = NULL;
         int len = i2d_X509_REQ(c->req, &der);
@@ -356,7 +462,8 @@ int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = decode(data, len, &c->req)) < 0)
                 return r;
-        if ((r = import_pubkey(X509_REQ_get_X509_PUBKEY(c->req), &c->pub)) < 0)
+        if ((r = check_ec_params(X509_REQ_get_X509_PUBKEY(c->req))) < 0 ||
+            (r = import_pubkey(X509_REQ_get_X509_PUBKEY(c->req), &c->pub)) < 0)
                 return r;
         pub = c->pub;
         /* Verified in the default context (the request's own has no algorithms). */
@@ -364,7 +471,7 @@ int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
                 ERR_clear_error();
                 return hwid_fail(HWID_E_CSR_SIGNATURE, "the request's signature does not verify with its key");
         }
-        if ((r = extract_subject(c)) < 0 || (r = extract_extensions(c)) < 0 ||
+        if ((r = extract_subject(c)) < 0 || (r = extract_extensions(c)) < 0 || (r = canonical_spki(c)) < 0 ||
             (r = extract_key(c, pub)) < 0 || (r = keep_der(c)) < 0)
                 return r;
         *ret = TAKE_PTR(c);
@@ -380,7 +487,7 @@ EVP_PKEY *csr_info_pubkey(const csr_info *c) {
 }
 
 const X509_PUBKEY *csr_info_spki(const csr_info *c) {
-        return X509_REQ_get_X509_PUBKEY(c->req);
+        return c->spki;
 }
 
 const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len) {

@@ -19,7 +19,8 @@
 
 typedef struct csr_info csr_info;
 
-/* -HWID_E_CSR_INVALID (malformed, too big, too many names) or
+/* -HWID_E_CSR_INVALID (malformed, too big, too many names, an EC key
+ * with explicit curve parameters) or
  * -HWID_E_CSR_SIGNATURE (does not verify), with a detail. */
 int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret);
 void csr_info_free(csr_info *c);
@@ -27,7 +28,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(csr_info *, csr_info_free)
 
 const policy_csr *csr_info_facts(const csr_info *c);
 EVP_PKEY *csr_info_pubkey(const csr_info *c);
-/* The same key as the request encodes it (SubjectPublicKeyInfo). */
+/* The same key as a canonical SubjectPublicKeyInfo: an EC key with its
+ * named curve and uncompressed point (RFC 5480), an RSA key in DER as
+ * OpenSSL encodes it afresh.  What the certificate carries, and what
+ * policy_csr.spki_sha256 is the SHA-256 of. */
 const X509_PUBKEY *csr_info_spki(const csr_info *c);
 const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len);
 

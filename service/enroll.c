@@ -92,11 +92,43 @@ static const char *request_cn(const csr_info *csr, char *out, size_t n) {
         return out;
 }
 
+/* Cheap early answers (the store enforces both again at commit): the
+ * identity's live certificate, and DNS names another identity holds. */
+static int check_names_free(ca_service *ca, const policy_issue *iss, const char *cn, int64_t now) {
+        store_cert live = { 0 };
+        int r = store_cert_live_for(ca->store, cn, now, &live);
+
+        /* Identities ignore ASCII case: the store found it however spelt. */
+        if (r == 0 && !iss->profile->allow_reenroll)
+                r = strcmp(live.identity, cn) == 0
+                    ? hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn)
+                    : hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (as %s: names differing only in "
+                                "case are one identity); revoke it first", cn, live.identity);
+        store_cert_clear(&live);
+        if (r < 0 && r != -HWID_E_NOT_FOUND)
+                return r;
+        for (size_t i = 0; i < iss->n_sans; i++) {
+                _cleanup_free_ char *name = NULL, *owner = NULL;
+
+                if (iss->sans[i].type != SAN_DNS)
+                        continue;
+                if (!(name = strndup(iss->sans[i].value, iss->sans[i].len)))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                r = store_dns_owner(ca->store, name, now, &owner);
+                if (r == -HWID_E_NOT_FOUND || (r == 0 && policy_identity_equal(owner, strlen(owner), cn)))
+                        continue;
+                if (r < 0)
+                        return r;
+                return hwid_fail(HWID_E_CONFLICT, "DNS name %s already belongs to the live certificate of %s", name,
+                                 owner);
+        }
+        return 0;
+}
+
 static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         policy_issue iss;
         policy_decision d;
-        store_cert live = { 0 };
         char cn[128];
         int r;
 
@@ -105,7 +137,8 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
         policy_authorize(ca->cfg->policy, &a->who, ACTION_ENROLL, NULL, &d);
         if ((r = ca_decision(ca, a, "enroll", NULL, &d)) < 0)
                 return r;
-        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0 ||
+            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
                 return r;
         policy_check_enroll(ca->cfg->policy, &a->who, csr_info_facts(csr), &iss, &d);
         request_cn(csr, cn, sizeof(cn));
@@ -113,12 +146,7 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
                 return r;
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to issue %s under", cn);
-        /* Cheap early answer; the store enforces it again at commit. */
-        r = store_cert_live_for(ca->store, cn, now, &live);
-        store_cert_clear(&live);
-        if (r == 0 && !iss.profile->allow_reenroll)
-                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn);
-        if (r < 0 && r != -HWID_E_NOT_FOUND)
+        if ((r = check_names_free(ca, &iss, cn, now)) < 0)
                 return r;
         if (iss.manual_approval)
                 return enroll_pending(ca, a, csr, cn, now, resp);
@@ -274,7 +302,9 @@ static int replay_renewal(ca_service *ca, const http_request *req, int64_t now, 
         return r;
 }
 
-static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+/* *ret_opens_at: on -HWID_E_TOO_EARLY, when the renewal window opens. */
+static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp,
+                    int64_t *ret_opens_at) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_free_ char *pem = NULL, *serial = NULL;
         policy_issue iss;
@@ -294,15 +324,19 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
          * unauthenticated renewal through. */
         if (a->who.role == ROLE_ANONYMOUS)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "renewal needs mutual TLS with the current certificate");
-        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0 ||
+            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
                 return r;
         request_cn(csr, cn, sizeof(cn));
         policy_authorize(ca->cfg->policy, &a->who, ACTION_RENEW, cn, &d);
         if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
                 return r;
         policy_check_renew(ca->cfg->policy, &a->who, csr_info_facts(csr), now, &iss, &d);
-        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
+        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0) {
+                if (r == -HWID_E_TOO_EARLY)
+                        *ret_opens_at = d.retry_at;
                 return r;
+        }
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to renew %s under", cn);
         {
@@ -319,12 +353,16 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
 }
 
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp) {
+        int64_t now = (int64_t) time(NULL), opens_at = 0;
         ca_auth a = { 0 };
         int r;
 
         snprintf(a.actor, sizeof(a.actor), "anonymous");
-        r = do_renew(ca, req, (int64_t) time(NULL), &a, resp);
+        r = do_renew(ca, req, now, &a, resp, &opens_at);
         if (r < 0)
                 ca_fail_request(ca, &a, "renew", NULL, resp, r);
+        /* Too early says until when, for the device to wait instead of guessing. */
+        if (r == -HWID_E_TOO_EARLY && opens_at > now)
+                ca_error_retry_at(resp, "renewal_opens_at", opens_at, now);
         ca_auth_clear(&a);
 }

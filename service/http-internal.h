@@ -38,7 +38,12 @@ typedef struct http_peer {
         const uint8_t *cert; /* leaf DER, owned by the session; NULL if none */
         size_t cert_len;
         bool verified;
-        bool expired; /* would verify, but a certificate is outside its validity */
+        /* Would verify but for the time: a certificate of the chain has
+         * expired, or is not valid yet (before valid_from, the latest
+         * notBefore of the chain, Unix seconds). */
+        bool expired;
+        bool not_yet_valid;
+        int64_t valid_from;
 } http_peer;
 
 /* What the TLS peer of session s proved.  Never fails: anything that does

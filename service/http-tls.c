@@ -1,6 +1,7 @@
 /* GnuTLS glue for hwidd: a server key that signs in the HSM/TPM, the
  * server certificate chain, and client certificate verification. */
 #include <string.h>
+#include <time.h>
 
 #include <openssl/core_names.h>
 #include <openssl/err.h>
@@ -13,7 +14,6 @@
 #include "ossl-util.h"
 
 #define HTTP_TLS_MAX_CHAIN 16 /* certificates served */
-#define HTTP_TLS_MAX_PEER_CHAIN 8 /* certificates of a client looked at */
 
 struct http_tls {
         hwid_key *key;          /* borrowed */
@@ -292,43 +292,58 @@ int http_tls_retrieve(http_tls *t, gnutls_pcert_st **ret_pcert, unsigned *ret_n,
 
 /* --- client certificates -------------------------------------------------- */
 
-static int verify_chain(X509_STORE *store, X509 *leaf, STACK_OF(X509) *untrusted, bool check_time) {
-        _cleanup_(X509_STORE_CTX_freep) X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+static int asn1_to_unix(const ASN1_TIME *t, int64_t *ret) {
+        struct tm tm;
 
-        if (!ctx || !X509_STORE_CTX_init(ctx, store, leaf, untrusted))
-                return X509_V_ERR_OUT_OF_MEM;
-        X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
-        if (!check_time)
-                X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(ctx), X509_V_FLAG_NO_CHECK_TIME);
-        if (X509_verify_cert(ctx) == 1)
-                return X509_V_OK;
-        return X509_STORE_CTX_get_error(ctx);
+        if (!t || !ASN1_TIME_to_tm(t, &tm))
+                return -1;
+        *ret = (int64_t) timegm(&tm);
+        return 0;
 }
 
-static void verify_peer(http_tls *t, const gnutls_datum_t *list, unsigned n, http_peer *peer) {
-        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = sk_X509_new_null();
-        _cleanup_(X509_freep) X509 *leaf = NULL;
-        const unsigned char *p = list[0].data;
-        int err;
+/* The window in which every certificate of a verified chain is valid. */
+static int chain_window(X509_STORE_CTX *ctx, int64_t *ret_from, int64_t *ret_until) {
+        STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(ctx);
+        int64_t from = INT64_MIN, until = INT64_MAX, nb, na;
 
-        leaf = d2i_X509(NULL, &p, list[0].size);
-        if (!leaf || !chain)
-                goto out;
-        for (unsigned i = 1; i < n && i < HTTP_TLS_MAX_PEER_CHAIN; i++) {
-                const unsigned char *q = list[i].data;
-                X509 *x = d2i_X509(NULL, &q, list[i].size);
-
-                if (!x || !sk_X509_push(chain, x)) {
-                        X509_free(x);
-                        goto out;
-                }
+        for (int i = 0; i < sk_X509_num(chain); i++) {
+                X509 *x = sk_X509_value(chain, i);
+                if (asn1_to_unix(X509_get0_notBefore(x), &nb) < 0 || asn1_to_unix(X509_get0_notAfter(x), &na) < 0)
+                        return -1;
+                from = nb > from ? nb : from;
+                until = na < until ? na : until;
         }
-        err = verify_chain(t->client_ca, leaf, chain, true);
-        if (err == X509_V_OK)
-                peer->verified = true;
-        else if (err == X509_V_ERR_CERT_HAS_EXPIRED || err == X509_V_ERR_CERT_NOT_YET_VALID)
-                peer->expired = verify_chain(t->client_ca, leaf, chain, false) == X509_V_OK;
-out:
+        *ret_from = from;
+        *ret_until = until;
+        return 0;
+}
+
+/* Signatures and purpose up to a trust anchor, times aside: the leaf must
+ * be signed by the client CA itself (certificates the client sends along
+ * are not used, so nothing else under the same root can stand in). */
+static bool verify_untimed(X509_STORE *store, X509 *leaf, int64_t *ret_from, int64_t *ret_until) {
+        _cleanup_(X509_STORE_CTX_freep) X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+
+        if (!ctx || !X509_STORE_CTX_init(ctx, store, leaf, NULL))
+                return false;
+        X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
+        X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(ctx), X509_V_FLAG_NO_CHECK_TIME);
+        return X509_verify_cert(ctx) == 1 && chain_window(ctx, ret_from, ret_until) == 0;
+}
+
+static void verify_peer(http_tls *t, const gnutls_datum_t *leaf_der, http_peer *peer) {
+        _cleanup_(X509_freep) X509 *leaf = NULL;
+        const unsigned char *p = leaf_der->data;
+        int64_t from, until, now = (int64_t) time(NULL);
+
+        leaf = d2i_X509(NULL, &p, leaf_der->size);
+        if (leaf && verify_untimed(t->client_ca, leaf, &from, &until)) {
+                /* OpenSSL's reading: valid while notBefore <= now <= notAfter. */
+                peer->valid_from = from;
+                peer->not_yet_valid = now < from;
+                peer->expired = now > until;
+                peer->verified = !peer->not_yet_valid && !peer->expired;
+        }
         ERR_clear_error();
 }
 
@@ -345,5 +360,5 @@ void http_tls_peer(http_tls *t, gnutls_session_t s, http_peer *ret) {
         ret->cert = list[0].data;
         ret->cert_len = list[0].size;
         if (t->client_ca)
-                verify_peer(t, list, n, ret);
+                verify_peer(t, &list[0], ret);
 }

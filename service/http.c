@@ -326,6 +326,8 @@ static void fill_peer(http_server *srv, struct MHD_Connection *conn, http_reques
         req->peer_cert_len = peer.cert_len;
         req->peer_verified = peer.verified;
         req->peer_expired = peer.expired;
+        req->peer_not_yet_valid = peer.not_yet_valid;
+        req->peer_valid_from = peer.valid_from;
 }
 
 /* Last call: the whole body is in; run the handler. */
@@ -473,14 +475,17 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 /* --- start and stop ------------------------------------------------------------ */
 
 static int check_options(const http_options *o) {
-        if (!o || !o->tls_key || !o->tls_cert_pem)
+        if (!o || (o->tls_key && !o->tls_cert_pem))
                 return hwid_fail(HWID_E_CONFIG, "the HTTPS server needs a TLS key and certificate");
+        if (!o->tls_key && (o->tls_cert_pem || o->client_ca_pem))
+                return hwid_fail(HWID_E_CONFIG, "a plain HTTP server has no certificates");
         if (o->max_body == 0 || o->max_header < 256 || o->timeout == 0 || o->max_connections == 0)
                 return hwid_fail(HWID_E_CONFIG, "HTTP limits must be set (max_body > 0, max_header >= 256, "
                                                 "timeout > 0, max_connections > 0)");
         if (o->max_header > (64u << 20) || o->max_body > SIZE_MAX / 2)
                 return hwid_fail(HWID_E_CONFIG, "HTTP limits are too large");
-        if (!MHD_is_feature_supported(MHD_FEATURE_TLS) || !MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK))
+        if (o->tls_key &&
+            (!MHD_is_feature_supported(MHD_FEATURE_TLS) || !MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK)))
                 return hwid_fail(HWID_E_CONFIG, "libmicrohttpd was built without TLS certificate callbacks");
         return 0;
 }
@@ -499,15 +504,13 @@ static int start_daemon(http_server *srv, const http_options *o) {
          * happened to give one thread waited for each other; throughput
          * swung by half between runs and p99 doubled (bench/NOTES.md).
          * max_connections bounds the threads. */
-        unsigned flags = MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (srv->tls ? MHD_USE_TLS : 0);
 
         srv->daemon = MHD_start_daemon(
                 flags, 0, on_accept, srv, on_access, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket) srv->listen_fd,
-                MHD_OPTION_HTTPS_CERT_CALLBACK, on_certificate,
-                MHD_OPTION_HTTPS_PRIORITIES, HTTP_TLS_PRIORITIES,
                 MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_limit(o),
                 MHD_OPTION_CONNECTION_TIMEOUT, o->timeout,
@@ -515,11 +518,15 @@ static int start_daemon(http_server *srv, const http_options *o) {
                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+                /* TLS options last: without TLS the list ends here. */
+                srv->tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, on_certificate,
+                MHD_OPTION_HTTPS_PRIORITIES, HTTP_TLS_PRIORITIES,
                 srv->client_ca_pem ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, srv->client_ca_pem,
                 MHD_OPTION_END);
         if (!srv->daemon) {
                 const char *why = srv->mhd_log[0] ? srv->mhd_log : "libmicrohttpd refused the configuration";
-                return hwid_fail(HWID_E_CONFIG, "cannot start the HTTPS server on %s: %s", o->listen, why);
+                return hwid_fail(HWID_E_CONFIG, "cannot start the HTTP%s server on %s: %s", srv->tls ? "S" : "",
+                                 o->listen, why);
         }
         return 0;
 }
@@ -545,7 +552,7 @@ int http_server_start(const http_options *o, http_handler handler, void *userdat
         srv->timeout = o->timeout;
         if (o->client_ca_pem && !(srv->client_ca_pem = strdup(o->client_ca_pem)))
                 r = hwid_fail(HWID_E_NOMEM, NULL);
-        if (r >= 0)
+        if (r >= 0 && o->tls_key)
                 r = http_tls_new(o->tls_key, o->tls_cert_pem, o->client_ca_pem, &srv->tls);
         if (r >= 0 && o->rate_per_ip > 0)
                 r = ratelimit_new(o->rate_per_ip, o->rate_burst, 0, &srv->rl);

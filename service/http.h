@@ -21,12 +21,18 @@ typedef struct http_request {
         size_t body_len;
         const char *peer_addr;     /* textual client address */
         /* Mutual TLS: the client's leaf certificate (DER) if it sent one,
-         * and whether it verified against the configured client CA.
-         * peer_expired: it would have verified but is outside its validity. */
+         * and whether it verified against the configured client CA (the
+         * leaf signed by a trust anchor itself; certificates the client
+         * sends along are not used).  peer_expired / peer_not_yet_valid:
+         * it would have verified but is outside its validity; the chain is
+         * valid from peer_valid_from (Unix seconds), for the caller to
+         * weigh against its clock skew allowance. */
         const uint8_t *peer_cert;
         size_t peer_cert_len;
         bool peer_verified;
         bool peer_expired;
+        bool peer_not_yet_valid;
+        int64_t peer_valid_from;
 } http_request;
 
 typedef struct http_response {
@@ -49,7 +55,10 @@ void http_error_from(http_response *resp, int r);
 
 typedef struct http_options {
         const char *listen;          /* "ADDR:PORT" */
-        hwid_key *tls_key;           /* server TLS key (borrowed) */
+        /* Server TLS key (borrowed).  NULL: plain HTTP, without
+         * certificates (for what relying parties must fetch without TLS,
+         * like a CRL distribution point). */
+        hwid_key *tls_key;
         const char *tls_cert_pem;    /* server certificate chain, PEM */
         const char *client_ca_pem;   /* trust anchor(s) for client certificates; NULL: no mTLS */
         size_t max_body;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ca.h"
 #include "config.h"
@@ -30,7 +31,8 @@ static void usage(FILE *f) {
                    "      --check           validate the configuration and keys, then exit\n"
                    "  -h, --help            show this help\n\n"
                    "Signals: SIGTERM/SIGINT finish in-flight requests and stop; SIGHUP reloads the\n"
-                   "policy (a broken file is refused and the old policy stays in force).\n");
+                   "configuration: profiles, policy, ca.crl_url, ca.crl_validity and clock_skew apply\n"
+                   "at once, the rest needs a restart (a broken file is refused and the old one stays).\n");
 }
 
 static int parse_args(int argc, char **argv, hwidd_args *a) {
@@ -71,27 +73,57 @@ static void reload(ca_service *ca, const char *path) {
         if (policy_audit_only(fresh->policy))
                 log_warning("AUDIT-ONLY MODE: policy denials are logged as 'would-deny' and allowed");
         config_free(ca_service_set_config(ca, fresh));
-        log_notice("policy reloaded from %s (listen address, keys and database need a restart)", path);
+        log_notice("policy reloaded from %s: profiles, policy, ca.crl_url, ca.crl_validity and clock_skew "
+                   "apply now; listen, http_listen, limits, tcti, database, keys and certificates need a restart",
+                   path);
+}
+
+/* The optional plain-HTTP listener: GET /crl and GET /ca only, for relying
+ * parties that fetch a CRL distribution point without TLS (RFC 5280
+ * practice; OpenSSL's -crl_download speaks HTTP only). */
+static int serve_plain(const hwidd_config *cfg, const http_options *tls_opts, ca_service *ca, http_server **ret) {
+        http_options o = *tls_opts;
+        int r;
+
+        *ret = NULL;
+        if (!cfg->http_listen)
+                return 0;
+        o.listen = cfg->http_listen;
+        o.tls_key = NULL;
+        o.tls_cert_pem = NULL;
+        o.client_ca_pem = NULL;
+        if ((r = http_server_start(&o, ca_service_handle_public, ca, ret)) < 0)
+                return r;
+        log_notice("serving GET /crl and GET /ca on http://%s (port %d)", cfg->http_listen, http_server_port(*ret));
+        return 0;
 }
 
 static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const char *tls_pem, ca_service *ca,
                  sigset_t *sigs) {
         http_options o = {
                 .listen = cfg->listen, .tls_key = tls_key, .tls_cert_pem = tls_pem,
-                .client_ca_pem = ca_service_ca_pem(ca), .max_body = cfg->max_body,
+                .client_ca_pem = ca_service_client_ca_pem(ca), .max_body = cfg->max_body,
                 .max_header = cfg->max_header, .timeout = cfg->timeout,
                 .max_connections = cfg->max_connections,
                 .rate_per_ip = cfg->rate_per_ip, .rate_burst = cfg->rate_burst,
         };
-        http_server *srv = NULL;
+        http_server *srv = NULL, *plain = NULL;
         int r, sig;
 
         if ((r = http_server_start(&o, ca_service_handle, ca, &srv)) < 0)
                 return r;
+        if ((r = serve_plain(cfg, &o, ca, &plain)) < 0) {
+                http_server_stop(srv);
+                return r;
+        }
         log_notice("listening on https://%s (port %d)", cfg->listen, http_server_port(srv));
         for (;;) {
-                if (sigwait(sigs, &sig) != 0)
+                /* Woken once a second for housekeeping when no signal comes. */
+                sig = sigtimedwait(sigs, NULL, &(struct timespec) { .tv_sec = 1 });
+                if (sig < 0) {
+                        ca_service_tick(ca, (int64_t) time(NULL));
                         continue;
+                }
                 if (sig == SIGHUP) {
                         reload(ca, path);
                         continue;
@@ -99,6 +131,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                 log_notice("%s: finishing in-flight requests", strsignal(sig));
                 break;
         }
+        http_server_stop(plain);
         http_server_stop(srv);
         return 0;
 }

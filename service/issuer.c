@@ -11,8 +11,9 @@
 #include "ossl-util.h"
 #include "x509-util.h"
 
-/* Certificates start a minute in the past: devices' clocks drift. */
-#define BACKDATE 60
+/* A new root starts in the past by hwidd's default clock_skew: the
+ * clocks of the machines that verify with it may be behind the CA host's. */
+#define CA_BACKDATE 300
 
 /* Distinct extension values cached (a handful: see add_cached_ext()). */
 #define EXT_CACHE_MAX 16
@@ -26,13 +27,12 @@ typedef struct ext_cached {
 struct issuer {
         hwid_key *key;
         X509 *cert;
-        char *crl_url;
         pthread_mutex_t ext_lock; /* guards the cache below */
         ext_cached ext_cache[EXT_CACHE_MAX];
         size_t n_ext;
 };
 
-int issuer_new(hwid_key *ca_key, X509 *ca_cert, const char *crl_url, issuer **ret) {
+int issuer_new(hwid_key *ca_key, X509 *ca_cert, issuer **ret) {
         issuer *is;
 
         if (EVP_PKEY_eq(X509_get0_pubkey(ca_cert), hwid_key_public(ca_key)) != 1)
@@ -43,10 +43,6 @@ int issuer_new(hwid_key *ca_key, X509 *ca_cert, const char *crl_url, issuer **re
                 return hwid_fail(HWID_E_NOMEM, NULL);
         is->key = ca_key;
         is->cert = ca_cert;
-        if (crl_url && !(is->crl_url = strdup(crl_url))) {
-                free(is);
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        }
         pthread_mutex_init(&is->ext_lock, NULL);
         *ret = is;
         return 0;
@@ -68,7 +64,6 @@ void issuer_free(issuer *is) {
                 X509_EXTENSION_free(is->ext_cache[i].ext);
         }
         pthread_mutex_destroy(&is->ext_lock);
-        free(is->crl_url);
         free(is);
 }
 
@@ -199,9 +194,9 @@ static int add_leaf_extensions(issuer *is, X509 *x, const issue_request *in) {
             (r = add_ski(x)) < 0 ||
             (r = add_cached_ext(is, x, NID_authority_key_identifier, "keyid:always")) < 0)
                 return r;
-        if (is->crl_url) {
+        if (in->crl_url) {
                 _cleanup_free_ char *dp = NULL;
-                if (asprintf(&dp, "URI:%s", is->crl_url) < 0)
+                if (asprintf(&dp, "URI:%s", in->crl_url) < 0)
                         return hwid_fail(HWID_E_NOMEM, NULL);
                 if ((r = add_cached_ext(is, x, NID_crl_distribution_points, dp)) < 0)
                         return r;
@@ -226,9 +221,9 @@ static int sign_cert(hwid_key *k, X509 *x) {
         return 0;
 }
 
-/* Validity from now-BACKDATE to now+seconds, never past the CA's own end. */
-static int set_validity(X509 *x, const X509 *ca, int64_t now, int64_t seconds) {
-        _cleanup_(ASN1_TIME_freep) ASN1_TIME *nb = ASN1_TIME_set(NULL, (time_t) (now - BACKDATE));
+/* Validity from now-backdate to now+seconds, never past the CA's own end. */
+static int set_validity(X509 *x, const X509 *ca, int64_t now, int64_t backdate, int64_t seconds) {
+        _cleanup_(ASN1_TIME_freep) ASN1_TIME *nb = ASN1_TIME_set(NULL, (time_t) (now - backdate));
         _cleanup_(ASN1_TIME_freep) ASN1_TIME *na = ASN1_TIME_set(NULL, (time_t) (now + seconds));
 
         if (!nb || !na)
@@ -254,7 +249,7 @@ int issuer_sign(issuer *is, const issue_request *in, X509 **ret) {
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot fill in the certificate");
         if ((in->subject_spki && (r = x509_set_spki(x, in->subject_spki)) < 0) ||
             (r = random_serial(x)) < 0 ||
-            (r = set_validity(x, is->cert, in->now, in->validity)) < 0 ||
+            (r = set_validity(x, is->cert, in->now, in->backdate, in->validity)) < 0 ||
             (r = add_leaf_extensions(is, x, in)) < 0 ||
             (r = sign_cert(is->key, x)) < 0)
                 return r;
@@ -283,7 +278,7 @@ int ca_self_sign(hwid_key *k, const X509_NAME *subject, int days, X509 **ret) {
             !X509_set_issuer_name(x, subject) || !X509_set_pubkey(x, hwid_key_public(k)))
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot fill in the CA certificate");
         if ((r = random_serial(x)) < 0 ||
-            (r = set_validity(x, NULL, (int64_t) time(NULL), (int64_t) days * 86400)) < 0 ||
+            (r = set_validity(x, NULL, (int64_t) time(NULL), CA_BACKDATE, (int64_t) days * 86400)) < 0 ||
             (r = add_ca_extensions(x)) < 0 ||
             (r = sign_cert(k, x)) < 0)
                 return r;

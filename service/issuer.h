@@ -14,8 +14,8 @@
 typedef struct issuer issuer;
 
 /* ca_key and ca_cert are borrowed and must outlive the issuer; the CA
- * certificate's public key must match the key (checked). crl_url may be NULL. */
-int issuer_new(hwid_key *ca_key, X509 *ca_cert, const char *crl_url, issuer **ret);
+ * certificate's public key must match the key (checked). */
+int issuer_new(hwid_key *ca_key, X509 *ca_cert, issuer **ret);
 void issuer_free(issuer *is);
 hwid_key *issuer_key(const issuer *is);
 X509 *issuer_cert(const issuer *is);
@@ -33,6 +33,10 @@ typedef struct issue_request {
         uint32_t eku;                /* EKU_* */
         int64_t validity;            /* seconds */
         int64_t now;
+        /* notBefore is now - backdate: a relying party whose clock is
+         * behind the CA's by up to that much still accepts it. */
+        int64_t backdate;
+        const char *crl_url;         /* CRL distribution point; NULL: none */
 } issue_request;
 
 /* Builds, signs and returns a leaf certificate (basicConstraints CA:FALSE,

@@ -14,7 +14,7 @@
 
 #define CERT_COLS                                                                             \
         "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
-        "revoked_at, revocation_reason, request_id, created_at"
+        "revoked_at, revocation_reason, request_id, created_at, role"
 
 static const char *const cert_status_names[] = {
         [CERT_VALID] = "valid",
@@ -46,6 +46,7 @@ static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         c.revocation_reason = sqlite3_column_int(st, 10);
         c.request_id = store_col_strdup(st, 11, &oom);
         c.created_at = sqlite3_column_int64(st, 12);
+        store_col_copy(st, 13, c.role, sizeof(c.role));
         if (oom) {
                 store_cert_clear(&c);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -103,7 +104,7 @@ static int supersede(store *s, const char *serial, const char *identity, int64_t
 
         if (r < 0)
                 return r;
-        if (strcmp(old.identity, identity) != 0)
+        if (sqlite3_stricmp(old.identity, identity) != 0) /* as the column compares */
                 return hwid_fail(HWID_E_FORBIDDEN, "certificate %s belongs to %s, not %s", serial, old.identity,
                                  identity);
         if (old.status == CERT_REVOKED)
@@ -146,19 +147,20 @@ static int cert_insert(store *s, const store_cert *c, const char *request_id, in
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt(s, ST_CERT_INSERT,
                            "INSERT INTO certificates (" CERT_COLS ") "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10)", &st);
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11)", &st);
 
         if (r >= 0)
-                r = store_bind(s, st, "tttttbIItI", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
-                               c->der, c->der_len, c->not_before, c->not_after, request_id, now);
+                r = store_bind(s, st, "tttttbIItIt", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
+                               c->der, c->der_len, c->not_before, c->not_after, request_id, now,
+                               c->role[0] ? c->role : "node");
         if (r >= 0)
                 r = store_step(s, st, "insert a certificate");
         /* Never an overwrite: a serial is issued once. */
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
                 return hwid_fail(HWID_E_EXISTS, "a certificate with serial %s is already stored", c->serial);
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_UNIQUE)
-                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first",
-                                 c->identity);
+                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (identities ignore case); "
+                                 "revoke it first", c->identity);
         return r < 0 ? r : 0;
 }
 
@@ -172,9 +174,11 @@ static int cert_commit_run(store *s, void *userdata) {
         const cert_commit *cc = userdata;
         const store_issue *in = cc->in;
         const store_cert *c = in->cert;
-        int r = 0;
+        /* A compromised key is refused here, in the transaction that would
+         * record it: no race with its revocation. */
+        int r = store_key_check(s, c->spki_sha256);
 
-        if (in->consume_token_id)
+        if (r >= 0 && in->consume_token_id)
                 r = store_token_consume(s, in->consume_token_id, cc->now);
         if (r >= 0 && in->request_id)
                 r = store_request_mark_issued(s, in->request_id, c->identity, c->serial, cc->now);
@@ -184,6 +188,8 @@ static int cert_commit_run(store *s, void *userdata) {
                 r = retire(s, c->identity, cc->now, in->replace_live);
         if (r >= 0)
                 r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, cc->now);
+        if (r >= 0)
+                r = store_dns_record(s, c->serial, c->identity, in->dns_names, in->n_dns_names, cc->now);
         if (r >= 0 && in->audit)
                 r = store_audit_insert(s, in->audit, cc->now);
         return r < 0 ? r : 0;
@@ -284,7 +290,7 @@ static bool crl_reason_ok(int reason) {
 int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_(store_cert_clear) store_cert c = { 0 };
-        _cleanup_stmt_ sqlite3_stmt *st = NULL, *seq = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
         if (!crl_reason_ok(reason))
@@ -302,12 +308,11 @@ int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, con
                 r = store_bind(s, st, "tIi", serial, now, reason);
         if (r >= 0)
                 r = store_step(s, st, "revoke a certificate");
+        if (r >= 0 && reason == 1) /* keyCompromise */
+                r = store_keys_block(s, serial, NULL, now);
         /* Same transaction: hwidd never sees the new status with an old seq. */
         if (r >= 0)
-                r = store_stmt(s, ST_SEQ_BUMP,
-                               "UPDATE meta SET value = value + 1 WHERE key = 'revocation_seq'", &seq);
-        if (r >= 0)
-                r = store_step(s, seq, "bump the revocation sequence");
+                r = store_revocation_bump(s);
         if (r >= 0 && audit)
                 r = store_audit_insert(s, audit, now);
         if (r < 0)

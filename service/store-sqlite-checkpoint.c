@@ -1,10 +1,29 @@
-/* WAL checkpoints off the commit path.  SQLite's automatic checkpoint runs
- * inside whichever COMMIT pushes the WAL past 1000 pages, so that one
- * issuance (and every issuance queued behind it) waits for pages to be
- * copied back into the database file and synced.  Instead, commits only
- * signal, and a thread with its own connection checkpoints PASSIVE (never
- * blocking writers) when signalled or every second. */
+/* WAL checkpoints off the commit path, and a WAL that stays bounded.
+ *
+ * SQLite's automatic checkpoint runs inside whichever COMMIT pushes the
+ * WAL past 1000 pages, so that one issuance (and every issuance queued
+ * behind it) waits for pages to be copied back into the database file and
+ * synced.  Instead, commits only signal, and a thread with its own
+ * connection checkpoints PASSIVE (never blocking writers) when signalled
+ * or every second.
+ *
+ * A PASSIVE checkpoint alone does not bound the WAL: the file only starts
+ * over from its beginning when a writer begins at a moment when every
+ * frame has been copied back, which under a steady stream of commits is
+ * almost never.  So when the WAL is still large after a PASSIVE round,
+ * the thread takes the store's lock (in-process writers wait on it rather
+ * than in SQLite's sleeping busy handler) and checkpoints RESTART: the
+ * frames left over (few, PASSIVE just copied the rest) are copied and the
+ * next commit writes from the start of the file, which journal_size_limit
+ * then cuts back.  Once nothing has been committed for a round, it
+ * checkpoints TRUNCATE and the file shrinks to nothing.
+ *
+ * Every checkpoint reports the frames in the WAL and those copied back;
+ * those numbers, not the return code, show that it worked (a connection
+ * that had never read the database did not know it was in WAL mode, and
+ * its "checkpoints" returned OK having done nothing). */
 #include <errno.h>
+#include <string.h>
 #include <time.h>
 
 #include "error.h"
@@ -12,21 +31,27 @@
 
 #define CHECKPOINT_PAGES 1000
 #define CHECKPOINT_PERIOD_MS 1000
+/* How long a RESTART or TRUNCATE waits for a reader (or another process's
+ * writer) to get out of the way while holding the store's lock: short,
+ * since issuances wait behind it; it is tried again the next round. */
+#define CHECKPOINT_WAIT_MS 50
 
 static int on_wal(void *userdata, sqlite3 *db, const char *name, int pages) {
         store *s = userdata;
 
+        pthread_mutex_lock(&s->ck_lock);
+        s->ck_commits++;
         if (pages >= CHECKPOINT_PAGES) {
-                pthread_mutex_lock(&s->ck_lock);
                 s->ck_due = true;
                 pthread_cond_signal(&s->ck_cond);
-                pthread_mutex_unlock(&s->ck_lock);
         }
+        pthread_mutex_unlock(&s->ck_lock);
         return SQLITE_OK;
 }
 
-/* Waits until a checkpoint is due or a period has passed; false: stop. */
-static bool wait_for_work(store *s) {
+/* Waits until a checkpoint is due or a period has passed; false: stop.
+ * *ret_idle: nothing was committed since the last round. */
+static bool wait_for_work(store *s, bool *ret_idle) {
         struct timespec until;
         bool stop;
 
@@ -37,29 +62,96 @@ static bool wait_for_work(store *s) {
                 if (pthread_cond_timedwait(&s->ck_cond, &s->ck_lock, &until) == ETIMEDOUT)
                         break;
         s->ck_due = false;
+        *ret_idle = s->ck_commits == 0;
+        s->ck_commits = 0;
         stop = s->ck_stop;
         pthread_mutex_unlock(&s->ck_lock);
         return !stop;
 }
 
+static const char *mode_name(int mode) {
+        switch (mode) {
+        case SQLITE_CHECKPOINT_PASSIVE: return "passive";
+        case SQLITE_CHECKPOINT_RESTART: return "restart";
+        case SQLITE_CHECKPOINT_TRUNCATE: return "truncate";
+        default: return "full";
+        }
+}
+
+int store_checkpoint_run(store *s, int mode, int *ret_log, int *ret_ckpt) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int log = -1, ckpt = -1, rc, r;
+
+        if (!s->ck_db)
+                return hwid_fail(HWID_E_INTERNAL, "the store has no checkpoint connection");
+        /* Anything beyond PASSIVE takes the write lock: our own writers
+         * wait on the store's mutex meanwhile, not in SQLite. */
+        if (mode != SQLITE_CHECKPOINT_PASSIVE && (r = store_enter(s, false, &g)) < 0)
+                return r;
+        rc = sqlite3_wal_checkpoint_v2(s->ck_db, NULL, mode, &log, &ckpt);
+        /* BUSY: a reader or another process was in the way; what could be
+         * copied was copied. */
+        if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+                return hwid_fail(HWID_E_STORE, "cannot checkpoint (%s) %s: %s", mode_name(mode), s->path,
+                                 sqlite3_errmsg(s->ck_db));
+        if (log < 0 || ckpt < 0)
+                return hwid_fail(HWID_E_STORE, "checkpoint (%s) of %s did not run: not in WAL mode", mode_name(mode),
+                                 s->path);
+        if (rc != SQLITE_OK)
+                return hwid_fail(HWID_E_STORE, "checkpoint (%s) of %s copied %d of %d frames and could not finish: %s",
+                                 mode_name(mode), s->path, ckpt, log, sqlite3_errmsg(s->ck_db));
+        *ret_log = log;
+        *ret_ckpt = ckpt;
+        return 0;
+}
+
+static void checkpoint_round(store *s, bool idle) {
+        int log = 0, ckpt = 0;
+
+        /* Failures are retried at the next round; there is no one to tell. */
+        if (store_checkpoint_run(s, SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt) < 0 || log == 0)
+                return;
+        if (idle)
+                (void) store_checkpoint_run(s, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
+        else if (log >= CHECKPOINT_PAGES)
+                (void) store_checkpoint_run(s, SQLITE_CHECKPOINT_RESTART, &log, &ckpt);
+}
+
 static void *checkpointer(void *userdata) {
         store *s = userdata;
+        bool idle;
 
-        while (wait_for_work(s)) {
-                /* PASSIVE: copies what it can without waiting for anyone;
-                 * a failure now is retried at the next round. */
-                sqlite3_wal_checkpoint_v2(s->ck_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-        }
+        while (wait_for_work(s, &idle))
+                checkpoint_round(s, idle);
         return NULL;
 }
 
-int store_checkpointer_start(store *s) {
-        if (sqlite3_open_v2(s->path, &s->ck_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-                sqlite3_close(s->ck_db);
-                s->ck_db = NULL;
+/* A connection learns that the database is in WAL mode only when it
+ * first reads it; until then a checkpoint on it is a no-op that returns
+ * OK.  So read, and make sure. */
+static int ck_connect(store *s) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        const unsigned char *mode;
+
+        if (sqlite3_open_v2(s->path, &s->ck_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
                 return hwid_fail(HWID_E_STORE, "cannot open a second connection to %s", s->path);
-        }
-        sqlite3_busy_timeout(s->ck_db, STORE_BUSY_TIMEOUT_MS);
+        sqlite3_busy_timeout(s->ck_db, CHECKPOINT_WAIT_MS);
+        if (sqlite3_exec(s->ck_db, "SELECT count(*) FROM sqlite_schema", NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->ck_db, "PRAGMA journal_mode", -1, &st, NULL) != SQLITE_OK ||
+            sqlite3_step(st) != SQLITE_ROW)
+                return hwid_fail(HWID_E_STORE, "cannot read %s for checkpoints: %s", s->path, sqlite3_errmsg(s->ck_db));
+        mode = sqlite3_column_text(st, 0);
+        if (!mode || strcmp((const char *) mode, "wal") != 0)
+                return hwid_fail(HWID_E_STORE, "the checkpoint connection to %s is not in WAL mode (%s)", s->path,
+                                 mode ? (const char *) mode : "unknown");
+        return 0;
+}
+
+int store_checkpointer_start(store *s) {
+        int r = ck_connect(s);
+
+        if (r < 0)
+                return r;
         if (pthread_mutex_init(&s->ck_lock, NULL) != 0 || pthread_cond_init(&s->ck_cond, NULL) != 0)
                 return hwid_fail(HWID_E_NOMEM, "cannot create the checkpointer's lock");
         s->ck_ready = true;

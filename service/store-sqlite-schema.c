@@ -8,8 +8,9 @@
  *
  * The database enforces what must hold even against a buggy or racing
  * caller: unique serials (primary key), upper-case hex serials, one
- * live certificate per identity (partial unique index), uses_left never
- * below zero, status values from a closed set. */
+ * live certificate per identity (partial unique index, identities
+ * compared without ASCII case), one live certificate per DNS name,
+ * uses_left never below zero, status values from a closed set. */
 #include <stdio.h>
 
 #include "error.h"
@@ -83,9 +84,98 @@ static const char *const migrations[] = {
         "  reason TEXT,"
         "  token_id TEXT) STRICT;"
         "CREATE INDEX audit_at ON audit(at);",
+
+        /* 1 -> 2: names compared canonically.
+         *
+         * An identity (a certificate's CN) compares without regard to
+         * ASCII case: the column itself gets NOCASE, so that every
+         * comparison and index on it -- one live certificate per
+         * identity included -- is case-insensitive, whoever writes the
+         * query.  SQLite cannot change a column's collation in place: the
+         * table is rebuilt.  Live certificates whose identities differ
+         * only in case break the new rule: the newest stays live, the
+         * others become superseded (valid to relying parties until they
+         * expire, but no longer the identity's; they cannot renew).
+         * The copy names every column the table has at this point: a
+         * later migration that changes certificates (or points a foreign
+         * key at it) must come after this one. */
+        "CREATE TABLE certificates_v2 ("
+        "  serial TEXT PRIMARY KEY NOT NULL"
+        "    CHECK (length(serial) > 0 AND serial NOT GLOB '*[^0-9A-F]*'),"
+        "  identity TEXT NOT NULL COLLATE NOCASE,"
+        "  subject TEXT NOT NULL,"
+        "  profile TEXT NOT NULL,"
+        "  spki_sha256 TEXT NOT NULL,"
+        "  der BLOB NOT NULL,"
+        "  not_before INTEGER NOT NULL,"
+        "  not_after INTEGER NOT NULL,"
+        "  status TEXT NOT NULL CHECK (status IN ('valid', 'revoked', 'superseded')),"
+        "  revoked_at INTEGER NOT NULL DEFAULT 0,"
+        "  revocation_reason INTEGER NOT NULL DEFAULT 0,"
+        "  request_id TEXT REFERENCES requests(id),"
+        "  created_at INTEGER NOT NULL) STRICT;"
+        "INSERT INTO certificates_v2 (serial, identity, subject, profile, spki_sha256, der, not_before, not_after,"
+        "  status, revoked_at, revocation_reason, request_id, created_at)"
+        "  SELECT serial, identity, subject, profile, spki_sha256, der, not_before, not_after,"
+        "  status, revoked_at, revocation_reason, request_id, created_at FROM certificates;"
+        "DROP TABLE certificates;"
+        "ALTER TABLE certificates_v2 RENAME TO certificates;"
+        "UPDATE certificates SET status = 'superseded' WHERE status = 'valid' AND EXISTS ("
+        "  SELECT 1 FROM certificates AS newer WHERE newer.status = 'valid'"
+        "  AND newer.identity = certificates.identity"
+        "  AND (newer.created_at, newer.serial) > (certificates.created_at, certificates.serial));"
+        "CREATE UNIQUE INDEX certificates_one_live ON certificates(identity) WHERE status = 'valid';"
+        "CREATE INDEX certificates_identity ON certificates(identity, status);"
+        "CREATE INDEX certificates_status_not_after ON certificates(status, not_after);"
+        "CREATE INDEX certificates_revoked"
+        "  ON certificates(serial, not_after, revoked_at, revocation_reason) WHERE status = 'revoked';"
+
+        /* A DNS name (lower case, no trailing dot) belongs to at most one
+         * live certificate, hence to at most one identity.  A partial index
+         * cannot look at another table, so each row carries `live`, which
+         * the triggers keep equal to "its certificate is 'valid'" whatever
+         * statement changes the certificate.  Certificates stored before
+         * this version have no rows: hwidd records their names at start
+         * (store_cert_dns_backfill()), noted in meta.dns_backfilled. */
+        "CREATE TABLE certificate_dns ("
+        "  serial TEXT NOT NULL REFERENCES certificates(serial),"
+        "  name TEXT NOT NULL"
+        "    CHECK (length(name) BETWEEN 1 AND 253 AND name = lower(name) AND substr(name, -1) <> '.'),"
+        "  live INTEGER NOT NULL CHECK (live IN (0, 1)),"
+        "  PRIMARY KEY (serial, name)) STRICT, WITHOUT ROWID;"
+        "CREATE UNIQUE INDEX certificate_dns_one_live ON certificate_dns(name) WHERE live = 1;"
+        "CREATE TRIGGER certificate_dns_live_at_insert BEFORE INSERT ON certificate_dns"
+        "  WHEN NEW.live IS NOT coalesce((SELECT status = 'valid' FROM certificates WHERE serial = NEW.serial), 0)"
+        "  BEGIN SELECT RAISE(ABORT, 'certificate_dns.live must say whether its certificate is valid'); END;"
+        "CREATE TRIGGER certificate_dns_live_follows AFTER UPDATE OF status ON certificates"
+        "  BEGIN UPDATE certificate_dns SET live = (NEW.status = 'valid') WHERE serial = NEW.serial; END;"
+        "CREATE TRIGGER certificate_dns_no_live_update BEFORE UPDATE OF live ON certificate_dns"
+        "  WHEN NEW.live IS NOT coalesce((SELECT status = 'valid' FROM certificates WHERE serial = NEW.serial), 0)"
+        "  BEGIN SELECT RAISE(ABORT, 'certificate_dns.live must say whether its certificate is valid'); END;"
+        "INSERT INTO meta (key, value) VALUES ('dns_backfilled', (SELECT count(*) = 0 FROM certificates));",
+
+        /* 2 -> 3: the role a certificate was issued with (its profile's),
+         * the only source of what its holder may do.  Rows from before
+         * are nodes.  A lower-case name, so that new roles need no new
+         * constraint; hwidd refuses a name it does not know. */
+        "ALTER TABLE certificates ADD COLUMN role TEXT NOT NULL DEFAULT 'node'"
+        "  CHECK (length(role) BETWEEN 1 AND 15 AND role NOT GLOB '*[^a-z]*');"
+        /* Keys of certificates revoked for keyCompromise: never certified
+         * again.  A table of its own, so that the block outlives any
+         * pruning of old certificate rows. */
+        "CREATE TABLE blocked_keys ("
+        "  spki_sha256 TEXT PRIMARY KEY NOT NULL CHECK (length(spki_sha256) = 64),"
+        "  serial TEXT NOT NULL,"
+        "  blocked_at INTEGER NOT NULL) STRICT;"
+        /* Every certificate of a key, for revoking them all at once. */
+        "CREATE INDEX certificates_spki ON certificates(spki_sha256);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
+
+int64_t store_schema_version(void) {
+        return SCHEMA_VERSION;
+}
 
 /* Whether there is a meta table, and whether anything else is there. */
 static int probe(store *s, bool *ret_meta, bool *ret_other) {

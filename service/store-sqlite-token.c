@@ -352,7 +352,7 @@ int store_request_mark_issued(store *s, const char *id, const char *identity, co
                 return r;
         if (q.status != REQUEST_APPROVED)
                 return request_not(s, id, REQUEST_APPROVED);
-        if (strcmp(q.identity, identity) != 0)
+        if (sqlite3_stricmp(q.identity, identity) != 0) /* identities ignore ASCII case */
                 return hwid_fail(HWID_E_FORBIDDEN, "request " REQUEST_ID_FMT " is for %s, not %s", id, q.identity,
                                  identity);
         r = store_stmt(s, ST_REQ_ISSUE,

@@ -406,16 +406,21 @@ static int set_wal(store *s) {
 
 static int configure(store *s) {
         /* FULL: a commit is on disk (WAL fsynced) before we answer, so a
-         * certificate handed out survives a power cut. */
+         * certificate handed out survives a power cut.  journal_size_limit:
+         * when the WAL starts over (store-sqlite-checkpoint.c), the file
+         * is cut back to this size rather than kept at its largest. */
         static const char pragmas[] =
                 "PRAGMA synchronous=FULL;"
                 "PRAGMA foreign_keys=ON;"
                 "PRAGMA trusted_schema=OFF;";
+        char limit[64];
         int r = set_wal(s);
 
         if (r < 0)
                 return r;
-        if (sqlite3_exec(s->db, pragmas, NULL, NULL, NULL) != SQLITE_OK)
+        snprintf(limit, sizeof(limit), "PRAGMA journal_size_limit=%d", STORE_WAL_LIMIT_BYTES);
+        if (sqlite3_exec(s->db, pragmas, NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(s->db, limit, NULL, NULL, NULL) != SQLITE_OK)
                 return store_sql_fail(s, "configure the connection");
         return 0;
 }

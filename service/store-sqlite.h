@@ -19,6 +19,10 @@
 /* How long a writer waits for another (thread or process) to finish. */
 #define STORE_BUSY_TIMEOUT_MS 5000
 
+/* Where the WAL file is cut back to when it starts over: about the 1000
+ * pages at which a checkpoint is due. */
+#define STORE_WAL_LIMIT_BYTES (4 * 1024 * 1024)
+
 /* Read connections (store-sqlite-readers.c): lookups run there, beside
  * the writer.  A lookup takes tens of microseconds, so a few suffice. */
 #define STORE_READERS 4
@@ -51,8 +55,17 @@ typedef enum stmt_id {
         ST_CERT_SUPERSEDE,
         ST_CERT_REVOKE,
         ST_CERT_REVOKED,
+        ST_CERT_REVOKE_IDENTITY,
+        ST_CERT_REVOKE_BLOCKED,
+        ST_KEY_BLOCK,
+        ST_KEY_BLOCKED,
         ST_AUDIT_INSERT,
         ST_AUDIT_LAST,
+        ST_AUDIT_PRUNE,
+        ST_DNS_HOLDER,
+        ST_DNS_RETIRE,
+        ST_DNS_INSERT,
+        ST_DNS_OWNER,
         ST_SAVEPOINT,
         ST_RELEASE,
         ST_ROLLBACK_TO,
@@ -90,7 +103,12 @@ struct store {
         pthread_mutex_t ck_lock;
         pthread_cond_t ck_cond;
         bool ck_ready, ck_running, ck_due, ck_stop;
-        /* Read connections, each itself a store object with no readers. */
+        unsigned long ck_commits; /* commits since the last round */
+        /* Where the WAL file is cut back to when it starts over: about the 1000
+ * pages at which a checkpoint is due. */
+#define STORE_WAL_LIMIT_BYTES (4 * 1024 * 1024)
+
+/* Read connections, each itself a store object with no readers. */
         struct store *readers[STORE_READERS];
         size_t n_readers;
         _Atomic unsigned next_reader;
@@ -108,6 +126,11 @@ int store_read_enter(store **s, store **ret_guard);
 /* ---- store-sqlite-checkpoint.c ---- */
 int store_checkpointer_start(store *s);
 void store_checkpointer_stop(store *s);
+/* One checkpoint on the checkpointer's connection (mode: SQLITE_CHECKPOINT_*;
+ * anything beyond PASSIVE holds the store's lock meanwhile).  *ret_log:
+ * frames in the WAL, *ret_ckpt: frames copied back into the database.
+ * -HWID_E_STORE if it failed or could not finish (a reader in the way). */
+int store_checkpoint_run(store *s, int mode, int *ret_log, int *ret_ckpt);
 
 /* ---- store-sqlite.c: connection, locking, transactions, statements ---- */
 
@@ -174,6 +197,19 @@ bool store_serial_ok(const char *serial);
 /* Brings the schema to the version this code knows, in one transaction;
  * refuses a database from a newer hwid or one that is not hwid's. */
 int store_migrate(store *s);
+/* The schema version store_migrate() brings a database to. */
+int64_t store_schema_version(void);
+
+/* ---- store-sqlite-dns.c ---- */
+
+/* The canonical form of a DNS name into out: ASCII lower case, without a
+ * trailing dot; -HWID_E_INVALID if it is empty, longer than 253 or not
+ * printable ASCII. */
+int store_dns_canonical(const char *name, char *out, size_t size);
+/* Inside a certificate's write transaction: records its n DNS names;
+ * -HWID_E_CONFLICT if another live certificate holds one. */
+int store_dns_record(store *s, const char *serial, const char *identity, const char *const *names, size_t n,
+                     int64_t now);
 
 /* ---- store-sqlite-token.c: helpers used inside cert transactions ---- */
 
@@ -185,3 +221,11 @@ int store_request_mark_issued(store *s, const char *id, const char *identity, co
                               int64_t now);
 /* Inside a write transaction: appends a (at now if a->at is 0). */
 int store_audit_insert(store *s, const store_audit *a, int64_t now);
+
+/* ---- store-sqlite-revoke.c (within a write transaction) ---- */
+int store_revocation_bump(store *s);
+/* keyCompromise: blocks the keys revoked with serial or of identity (either
+ * may be NULL) and revokes every unexpired certificate of a blocked key. */
+int store_keys_block(store *s, const char *serial, const char *identity, int64_t now);
+/* -HWID_E_KEY_BLOCKED if the key is blocked; 0 if not. */
+int store_key_check(store *s, const char *spki_sha256);

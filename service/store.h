@@ -88,6 +88,9 @@ typedef struct store_cert {
         int revocation_reason;   /* RFC 5280 CRLReason code */
         char *request_id;        /* NULL if issued without a request record */
         int64_t created_at;
+        /* What the holder may do ("node", "admin", ...: policy_cert_role_name()),
+         * decided by the profile at issuance.  Empty when committing: "node". */
+        char role[16];
 } store_cert;
 
 typedef struct store_audit {
@@ -143,19 +146,55 @@ typedef struct store_issue {
          * (if any) becomes SUPERSEDED instead of answering -HWID_E_CONFLICT. */
         bool replace_live;
         const store_audit *audit; /* written in the same transaction */
+        /* The certificate's DNS names (its subjectAltName): none may be
+         * held by another live certificate, compared canonically (ASCII
+         * lower case, no trailing dot) -- -HWID_E_CONFLICT otherwise,
+         * enforced by the database. */
+        const char *const *dns_names;
+        size_t n_dns_names;
 } store_issue;
 
 /* Commits an issued certificate.  Fails with -HWID_E_CONFLICT if the
  * identity already has a live (VALID, not expired at now) certificate
- * other than supersedes_serial — enforced by the database, so concurrent
- * callers cannot both succeed. */
+ * other than supersedes_serial, or one of its DNS names belongs to
+ * another live certificate — enforced by the database, so concurrent
+ * callers cannot both succeed.
+ *
+ * Identities compare without regard to ASCII case everywhere in the
+ * store ("edge-CAM1" is "edge-cam1"); a certificate keeps its CN as
+ * issued. */
 int store_cert_commit(store *s, const store_issue *in, int64_t now);
 int store_cert_get(store *s, const char *serial, store_cert *ret);
 /* The identity's live certificate at now; -HWID_E_NOT_FOUND if none. */
 int store_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret);
 int store_cert_list(store *s, const char *identity /* NULL: all */, store_cert **ret, size_t *ret_n);
-/* VALID -> REVOKED; -HWID_E_NOT_FOUND, -HWID_E_CONFLICT if already revoked. */
+/* The identity whose live certificate (at now) holds DNS name `name`
+ * (compared canonically); -HWID_E_NOT_FOUND if none. */
+int store_dns_owner(store *s, const char *name, int64_t now, char **ret_identity);
+/* Gives the DNS names of a certificate (DER): an array of strings, both
+ * freed by the caller. */
+typedef int (*store_dns_names_fn)(const void *der, size_t der_len, char ***ret_names, size_t *ret_n);
+/* Records the DNS names of the live certificates stored before the store
+ * kept them (a database from before schema 2), once per database; a name
+ * two of them held stays with the older (*ret_skipped counts those, and
+ * certificates names_of cannot read). */
+int store_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
+                            size_t *ret_skipped);
+/* VALID or SUPERSEDED -> REVOKED; -HWID_E_NOT_FOUND, -HWID_E_CONFLICT if
+ * already revoked.  With reason 1 (keyCompromise) the certificate's key is
+ * blocked: every unexpired certificate of it is revoked too, in the same
+ * transaction, and store_cert_commit() refuses it from then on
+ * (-HWID_E_KEY_BLOCKED). */
 int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit);
+/* Every certificate of identity not revoked and not expired at now (the
+ * live one and superseded generations) -> REVOKED, in one transaction, with
+ * the key blocking of reason 1 as above; *ret_n: how many.  -HWID_E_NOT_FOUND
+ * if there is none. */
+int store_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
+                               size_t *ret_n);
+/* -HWID_E_KEY_BLOCKED (with the serial that blocked it) if a certificate
+ * of this key (SPKI SHA-256, hex) was revoked for keyCompromise; 0 if not. */
+int store_key_blocked(store *s, const char *spki_sha256);
 /* Revoked certificates not yet expired at now, for the CRL. */
 typedef int (*store_revoked_fn)(const char *serial, int64_t revoked_at, int reason, void *userdata);
 int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
@@ -168,6 +207,10 @@ int store_audit_append(store *s, const store_audit *a);
 /* Calls fn for the last `limit` records, oldest first (limit 0: all). */
 typedef int (*store_audit_fn)(const store_audit *a, void *userdata);
 int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
+/* Retention: deletes at most max_rows (1..10000) of the oldest records
+ * written before `before`, in one short transaction; *ret_n: how many (0
+ * when none is left).  The only way audit records are ever removed. */
+int store_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);
 
 /* Frees arrays returned by the list functions. */
 void store_token_list_free(store_token *t, size_t n);

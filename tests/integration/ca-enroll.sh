@@ -46,7 +46,7 @@ check_leaf() {
         assert_eq "$(ext "$pem" keyUsage)" "X509v3 Key Usage: critical Digital Signature" "keyUsage"
         assert_eq "$(ext "$pem" extendedKeyUsage)" "X509v3 Extended Key Usage: TLS Web Client Authentication" "EKU"
         assert_eq "$(ext "$pem" crlDistributionPoints)" \
-                "X509v3 CRL Distribution Points: Full Name: URI:https://127.0.0.1:$PORT/crl" "CRL distribution point"
+                "X509v3 CRL Distribution Points: Full Name: URI:http://localhost:$HTTP_PORT/crl" "CRL distribution point"
         assert_eq "$(ext "$pem" subjectAltName)" "$sans" "subjectAltName"
         ski=$(openssl x509 -in "$pem" -noout -pubkey | openssl pkey -pubin -outform DER | tail -c 65 |
                 sha1sum | cut -c1-40 | tr a-f A-F | sed 's/../&:/g; s/:$//')

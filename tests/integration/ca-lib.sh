@@ -26,14 +26,16 @@ ca_key_uri() {
 }
 
 # ca_setup [ARGS...] — a SoftHSM2 token and `hwid ca init` into $CA_DIR,
-# listening on a free loopback port; sets PORT and URL.
+# listening on a free loopback port, and plain HTTP (GET /crl, /ca) on
+# another; sets PORT, URL and HTTP_PORT.
 # shellcheck disable=SC2120  # optional arguments
 ca_setup() {
         softhsm_init ca
         PORT=$(free_port)
+        HTTP_PORT=$(free_port)
         URL=https://127.0.0.1:$PORT
         run_ok "$HWID" ca init --key "$(ca_key_uri)" --subject "/CN=hwid test CA" \
-                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" "$@" >"$T/ca-init.out"
+                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" --http-listen "127.0.0.1:$HTTP_PORT" "$@" >"$T/ca-init.out"
         for f in ca.pem tls.pem hwid.db hwidd.yaml; do
                 [ -s "$CA_DIR/$f" ] || fail "hwid ca init wrote no $CA_DIR/$f"
         done

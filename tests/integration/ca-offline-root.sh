@@ -11,7 +11,15 @@
 #     serves intermediate + root at GET /ca; a client that trusts only the
 #     root reaches hwidd over TLS; an enrolled leaf verifies with
 #     `openssl verify -CAfile root.pem -untrusted int.pem` (and not without
-#     the intermediate), its AKI being the intermediate's SKI.
+#     the intermediate), its AKI being the intermediate's SKI;
+#   - client certificates are trusted under hwid's CA certificate only: a
+#     sibling intermediate under the same root (even one named like hwid's)
+#     mints a leaf with a victim's serial and O=<admin_group>; it verifies
+#     with openssl against the root, yet hwidd answers 401 with the reason
+#     to GET /v1/identities/<victim>, GET /metrics and POST /v1/renew, and
+#     issues nothing;
+#   - a client certificate must be byte for byte the one recorded under its
+#     serial: a record that differs (here: rewritten in the database) is 401.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -79,10 +87,12 @@ keyUsage=critical,digitalSignature'
 test_import() {
         local served
         run_ok "$HWID" ca import --key "$(ca_key_uri)" --cert "$R/int.pem" --chain "$R/root.pem" \
-                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" >"$T/import.out"
+                --dir "$CA_DIR" --listen "127.0.0.1:$PORT" --http-listen "127.0.0.1:$(free_port)" >"$T/import.out"
         assert_eq "$(openssl x509 -in "$CA_DIR/ca.pem" -outform DER | sha256sum)" \
                 "$(openssl x509 -in "$R/int.pem" -outform DER | sha256sum)" "ca.pem is the signed intermediate"
         grep -q '^  chain: ca-chain.pem$' "$CFG" || fail "the generated config serves no chain"
+        sed -i 's/^  audit_only: false$/&\n  admin_group: hwid-admins/' "$CFG"
+        grep -q '^  admin_group: hwid-admins$' "$CFG" || fail "could not set policy.admin_group"
         hwidd_start
         http "$DEV/ca" GET /ca
         expect_status 200 "$DEV/ca"
@@ -112,6 +122,54 @@ test_enroll_under_root() {
                 "leaf AKI vs intermediate SKI"
 }
 
+# A sibling intermediate of hwid's, under the same root and with the same
+# name, mints a certificate with leaf-1's serial and the admin group's O.
+test_sibling_impersonation() {
+        local serial before
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$R/sib.key" \
+                -subj "/CN=hwid intermediate/O=test" -out "$R/sib.csr" 2>/dev/null
+        sign_int "$R/sib.csr" "$R/sib.pem" "$INT_EXTS"
+        serial=$(serial_of "$DEV/leaf-1.pem")
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/evil.key" \
+                -subj "/CN=leaf-1/O=hwid-admins" -out "$DEV/evil.csr" 2>/dev/null
+        printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' \
+                >"$R/leaf-ext"
+        openssl x509 -req -in "$DEV/evil.csr" -CA "$R/sib.pem" -CAkey "$R/sib.key" -set_serial "0x$serial" \
+                -days 1 -extfile "$R/leaf-ext" -out "$DEV/evil-leaf.pem" 2>/dev/null || fail "could not mint the forgery"
+        assert_eq "$(serial_of "$DEV/evil-leaf.pem")" "$serial" "serial of the forgery"
+        verify_leaf "$DEV/evil-leaf.pem" -CAfile "$R/root.pem" -untrusted "$R/sib.pem"
+        cat "$DEV/evil-leaf.pem" "$R/sib.pem" >"$DEV/evil.pem" # the client sends its chain along
+        before=$(cert_rows)
+
+        http "$DEV/evil-id" GET /v1/identities/leaf-1 --cert "$DEV/evil.pem" --key "$DEV/evil.key"
+        expect_error 401 unauthenticated "$DEV/evil-id" "does not verify against this CA"
+        assert_not_contains "$(cat "$DEV/evil-id.body")" '"serial"' "identity given to the forgery"
+        http "$DEV/evil-metrics" GET /metrics --cert "$DEV/evil.pem" --key "$DEV/evil.key"
+        expect_error 401 unauthenticated "$DEV/evil-metrics" "does not verify against this CA"
+        openssl req -new -key "$DEV/evil.key" -subj /CN=leaf-1 -out "$DEV/evil-renew.csr" 2>/dev/null
+        renew "$DEV/evil-renew" "$DEV/evil.pem" "$DEV/evil.key" "$DEV/evil-renew.csr"
+        expect_error 401 unauthenticated "$DEV/evil-renew" "does not verify against this CA"
+        assert_eq "$(cert_rows)" "$before" "certificates after the forgery's requests"
+        # The genuine holder still reads its own identity.
+        http "$DEV/leaf-1-id" GET /v1/identities/leaf-1 --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
+        expect_status 200 "$DEV/leaf-1-id"
+}
+
+# A record that is not the certificate shown (the database says serial S
+# is some other certificate): the serial alone identifies no one.
+test_record_mismatch() {
+        local serial
+        enroll leaf-2 "$(token_new)"
+        expect_status 201 "$DEV/leaf-2"
+        http "$DEV/leaf-2-id" GET /v1/identities/leaf-2 --cert "$DEV/leaf-2.pem" --key "$DEV/leaf-2.key"
+        expect_status 200 "$DEV/leaf-2-id"
+        serial=$(serial_of "$DEV/leaf-2.pem")
+        sqlite3 "$CA_DIR/hwid.db" "UPDATE certificates SET der = (SELECT der FROM certificates WHERE
+                identity = 'hwidd') WHERE serial = '$serial'"
+        http "$DEV/leaf-2-id" GET /v1/identities/leaf-2 --cert "$DEV/leaf-2.pem" --key "$DEV/leaf-2.key"
+        expect_error 401 unauthenticated "$DEV/leaf-2-id" "is not the certificate this CA issued with that serial"
+}
+
 softhsm_init ca
 PORT=$(free_port)
 URL=https://127.0.0.1:$PORT
@@ -122,6 +180,8 @@ test_init_csr
 test_import_refused
 test_import
 test_enroll_under_root
+test_sibling_impersonation
+test_record_mismatch
 hwidd_stop
 no_private_keys_in "$CA_DIR"
 echo "ca-offline-root: all checks passed"

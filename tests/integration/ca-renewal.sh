@@ -95,7 +95,7 @@ test_renew_refused() {
         enroll rn-3 "$(token_new)"
         expect_status 201 "$DEV/rn-3"
         renewal_csr rn-3b rn-3 "$DEV/rn-3.key"
-        refused_renewal "$DEV/rn-3b" "$DEV/rn-3.pem" "$DEV/rn-3.key" "$DEV/rn-3b.csr" 403 forbidden "renewal of 'rn-3' opens at"
+        refused_renewal "$DEV/rn-3b" "$DEV/rn-3.pem" "$DEV/rn-3.key" "$DEV/rn-3b.csr" 403 renewal_not_open "renewal of 'rn-3' opens at"
         # rotate_key: the same key is refused, a new one accepted.
         enroll rn-4 "$(token_new --profile rotate)"
         expect_status 201 "$DEV/rn-4"

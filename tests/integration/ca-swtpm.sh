@@ -19,7 +19,8 @@ ca_setup_tpm() {
         PORT=$(free_port)
         URL=https://127.0.0.1:$PORT
         run_ok "$HWID" ca init --key "tpm2:file=$T/tpm/ca.tss2.pem" --tcti "$HWID_TCTI" \
-                --subject "/CN=hwid test CA" --dir "$CA_DIR" --listen "127.0.0.1:$PORT" >"$T/ca-init.out"
+                --subject "/CN=hwid test CA" --dir "$CA_DIR" --listen "127.0.0.1:$PORT" \
+                --http-listen "127.0.0.1:$(free_port)" >"$T/ca-init.out"
         assert_contains "$(head -n 1 "$T/tpm/ca.tss2.pem")" "-----BEGIN TSS2 PRIVATE KEY-----" "CA key blob"
         assert_contains "$(head -n 1 "$CA_DIR/tls.tss2.pem")" "-----BEGIN TSS2 PRIVATE KEY-----" "TLS key blob"
         assert_contains "$(cat "$CFG")" "tcti: \"$HWID_TCTI\"" "tcti in the generated config"

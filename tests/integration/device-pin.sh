@@ -63,7 +63,7 @@ test_impostor() {
         softhsm_init impostor
         port=$(free_port)
         run_ok "$HWID" ca init --key "pkcs11:token=impostor;object=ca-key?pin-source=file:$T/softhsm/impostor.pin" \
-                --subject "/CN=impostor CA" --dir "$imp" --listen "127.0.0.1:$port" >/dev/null
+                --subject "/CN=impostor CA" --dir "$imp" --listen "127.0.0.1:$port" --http-listen none >/dev/null
         start_bg "$T/impostor.log" "$HWIDD" --config "$imp/hwidd.yaml"
         pid=$BG_PID
         wait_for_port "$port" 20 "$pid"

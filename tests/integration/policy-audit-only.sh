@@ -94,11 +94,11 @@ test_never_unauthenticated() {
         before=$(cert_rows)
         openssl req -new -key "$DEV/edge-1.key" -subj /CN=edge-1 -out "$DEV/edge-1-anon.csr" 2>/dev/null
         http "$DEV/r-anon" POST /v1/renew -H "Content-Type: application/pkcs10" --data-binary "@$DEV/edge-1-anon.csr"
-        expect_denied 401 unauthenticated "$DEV/r-anon" anonymous renew - "mutual TLS"
+        expect_refused_unauthenticated 401 unauthenticated "$DEV/r-anon" renew - "mutual TLS"
         get_as "$DEV/id-anon" /v1/identities/edge-1 ""
-        expect_denied 401 unauthenticated "$DEV/id-anon" anonymous read-identity edge-1 "mutual TLS"
+        expect_refused_unauthenticated 401 unauthenticated "$DEV/id-anon" read-identity edge-1 "mutual TLS"
         get_as "$DEV/m-anon" /metrics ""
-        expect_denied 403 forbidden "$DEV/m-anon" anonymous '*' - "admin role"
+        expect_refused_unauthenticated 403 forbidden "$DEV/m-anon" metrics - "admin role"
         assert_eq "$(cert_rows)" "$before" "store after the unauthenticated requests"
 }
 

@@ -2,7 +2,9 @@
 # policy-authz.sh — who may do what, against a real hwidd on 127.0.0.1
 # (CA key in SoftHSM2), seen with curl and openssl. Every refusal is checked
 # twice: the client's JSON error body names the reason, and `hwid audit
-# list` holds a `deny` record with the very same text.
+# list` holds a `deny` record with the very same text -- or, for a client
+# without valid credentials, hwidd's log holds the line (such refusals get
+# a summary record a minute, not one each).
 # Proves:
 #   - a node reads its own status (200) but not another node's (403 naming
 #     both); without a client certificate it is 401 (mutual TLS needed); a
@@ -16,6 +18,12 @@
 #     nothing issued;
 #   - a token scoped to `edge-*` refuses `other-1` (403 naming the pattern,
 #     no use spent) and accepts `edge-7`;
+#   - roles come from the certificate's record (its profile's `role`, set
+#     at issuance), never from the subject shown: a `role: admin` profile
+#     without any O gives the admin role (reads /metrics and another
+#     node's identity); a `role: node` profile that fixes O to the admin
+#     group gives a node (403 on /metrics), though its subject says
+#     O=hwid-admins; the store records each role;
 #   - a token is bound to its profile: a `manual` token cannot get what the
 #     `default` profile allows (a DNS SAN: 403 naming profile 'manual'; a
 #     `?profile=default` in the URL still leaves the request pending), while
@@ -49,7 +57,7 @@ test_identity_reads() {
         assert_not_contains "$(cat "$DEV/id-other.body")" "$(serial_of "$DEV/edge-2.pem")" "edge-2's serial"
 
         get_as "$DEV/id-anon" /v1/identities/edge-1 ""
-        expect_denied 401 unauthenticated "$DEV/id-anon" anonymous read-identity edge-1 "mutual TLS"
+        expect_refused_unauthenticated 401 unauthenticated "$DEV/id-anon" read-identity edge-1 "mutual TLS"
 
         get_as "$DEV/id-admin" /v1/identities/edge-2 admin-1
         expect_status 200 "$DEV/id-admin"
@@ -72,9 +80,9 @@ test_public_endpoints() {
 # /metrics without public_metrics: the admin role only.
 test_metrics_admin_only() {
         get_as "$DEV/m-anon" /metrics ""
-        expect_denied 403 forbidden "$DEV/m-anon" anonymous '*' - "admin role"
+        expect_refused_unauthenticated 403 forbidden "$DEV/m-anon" metrics - "admin role"
         assert_not_contains "$(cat "$DEV/m-anon.body")" hwid_http_requests_total "metrics given to anonymous"
-        get_as "$DEV/m-node" /metrics edge-1
+        get_as "$DEV/m-node" /metrics edge-2
         expect_error 403 forbidden "$DEV/m-node" "admin role"
         get_as "$DEV/m-admin" /metrics admin-1
         expect_status 200 "$DEV/m-admin"
@@ -92,7 +100,7 @@ test_renew_needs_mtls() {
         before=$(cert_rows)
         renewal_csr edge-1-anon edge-1 "$DEV/edge-1.key"
         http "$DEV/r-anon" POST /v1/renew -H "Content-Type: application/pkcs10" --data-binary "@$DEV/edge-1-anon.csr"
-        expect_denied 401 unauthenticated "$DEV/r-anon" anonymous renew - "mutual TLS"
+        expect_refused_unauthenticated 401 unauthenticated "$DEV/r-anon" renew - "mutual TLS"
         assert_eq "$(cert_rows)" "$before" "store after an unauthenticated renewal"
 }
 
@@ -148,6 +156,28 @@ test_token_bound_to_profile() {
         assert_eq "$(admin cert list --identity dev-m2 | tail -n +2)" "" "certificates of dev-m2"
 }
 
+# The role is the record's, whatever the subject says.
+test_roles_from_record() {
+        enrolled boss-1 "$(token_new --profile boss)"
+        assert_eq "$(openssl x509 -in "$DEV/boss-1.pem" -noout -subject -nameopt RFC2253)" "subject=CN=boss-1" \
+                "subject of a role: admin certificate"
+        get_as "$DEV/boss-m" /metrics boss-1
+        expect_status 200 "$DEV/boss-m"
+        get_as "$DEV/boss-id" /v1/identities/edge-2 boss-1
+        expect_status 200 "$DEV/boss-id"
+
+        enrolled o-1 "$(token_new --profile grouped)"
+        assert_contains "$(openssl x509 -in "$DEV/o-1.pem" -noout -subject)" "O = hwid-admins" "subject of o-1"
+        get_as "$DEV/o-m" /metrics o-1
+        expect_denied 403 forbidden "$DEV/o-m" node:o-1 metrics - "admin role"
+        get_as "$DEV/o-id" /v1/identities/edge-2 o-1
+        expect_denied 403 forbidden "$DEV/o-id" node:o-1 read-identity edge-2 "'o-1'"
+
+        assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT identity || '=' || role FROM certificates
+                WHERE identity IN ('boss-1', 'o-1', 'admin-1', 'edge-2') ORDER BY identity")" \
+                "$(printf 'admin-1=admin\nboss-1=admin\nedge-2=node\no-1=node')" "roles in the store"
+}
+
 policy_setup
 policy_config "audit_only: false" "admin_group: hwid-admins" <<'EOF'
   short:
@@ -161,6 +191,17 @@ policy_config "audit_only: false" "admin_group: hwid-admins" <<'EOF'
     subject:
       cn_pattern: "admin-*"
       fixed_o: [hwid-admins]
+  boss:
+    validity: 1h
+    role: admin
+    subject:
+      cn_pattern: "boss-*"
+  grouped:
+    validity: 1h
+    role: node
+    subject:
+      cn_pattern: "o-*"
+      fixed_o: [hwid-admins]
 EOF
 hwidd_start
 setup_nodes
@@ -171,5 +212,6 @@ test_renew_other_node
 test_token_name_pattern
 test_token_bound_to_profile
 test_metrics_admin_only
+test_roles_from_record
 hwidd_stop
 echo "policy-authz: all checks passed"

@@ -134,6 +134,26 @@ expect_denied() {
         expect_audit "$actor" "$action" "$target" deny "$MSG"
 }
 
+# expect_refused_unauthenticated STATUS SLUG OUT ACTION TARGET PART... — the
+# last request, which carried no valid credential, was refused: STATUS and a
+# JSON error SLUG whose message holds every PART; hwidd logged it with the
+# very same message (the first few of a minute are logged one by one) and
+# wrote no audit record of its own for it (such refusals are summed up in
+# one record a minute: docs/CONFIG.md, `audit`). Sets MSG.
+expect_refused_unauthenticated() {
+        local status=$1 slug=$2 out=$3 action=$4 target=$5 part
+        shift 5
+        expect_error "$status" "$slug" "$out"
+        MSG=$(json_msg "$out")
+        for part in "$@"; do
+                assert_contains "$MSG" "$part" "reason of the $status"
+        done
+        grep -qF -- "anonymous $action $target: deny — $MSG" "$HWIDD_LOG" ||
+                fail "hwidd did not log 'anonymous $action $target: deny — $MSG'"
+        [ -z "$(audit_reasons anonymous "$action" "$target" deny)" ] ||
+                fail "an audit record of its own for an unauthenticated '$action'"
+}
+
 # --- certificates ---------------------------------------------------------------
 
 # ext CERT NAME — the lines of extension NAME (openssl x509 -ext), joined.

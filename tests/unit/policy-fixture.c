@@ -98,6 +98,18 @@ static policy_profile *profile_admin(void) {
         return p;
 }
 
+/* device: what hwid ca init writes as its default profile -- the subject
+ * is the CN alone, and the DNS templates are added unasked. */
+static policy_profile *profile_device(void) {
+        policy_profile *p = new_profile("device");
+
+        p->dns_patterns = strv("{cn}", "*.dev.example.org", "{cn}.dev.example.org", NULL);
+        p->san_dns_from_templates = true;
+        p->uri_templates = strv("spiffe://example.org/device/{cn}", NULL);
+        p->san_from_templates = true;
+        return p;
+}
+
 policy *make_policy(bool audit_only) {
         policy *p = NULL;
 
@@ -106,6 +118,7 @@ policy *make_policy(bool audit_only) {
         CHECK(policy_add_profile(p, profile_server()) == 0);
         CHECK(policy_add_profile(p, profile_lab()) == 0);
         CHECK(policy_add_profile(p, profile_admin()) == 0);
+        CHECK(policy_add_profile(p, profile_device()) == 0);
         CHECK(policy_set_admin_group(p, "hwid-admins") == 0);
         policy_set_audit_only(p, audit_only);
         return p;
@@ -178,6 +191,7 @@ void run(const row *r, policy *strict, policy *audit) {
         EXPECT(r, d.verdict == r->verdict);
         EXPECT(r, d.error == (r->verdict == VERDICT_DENY ? r->error : 0));
         EXPECT(r, d.audit_only == r->audit_only);
+        EXPECT(r, d.retry_at == r->retry_at);
         EXPECT(r, d.reason[0] != '\0' && memchr(d.reason, '\0', sizeof(d.reason)));
         EXPECT(r, d.decided_by[0] != '\0' && memchr(d.decided_by, '\0', sizeof(d.decided_by)));
         if (r->reason && !strstr(d.reason, r->reason))

@@ -24,8 +24,9 @@
 policy_profile *new_profile(const char *name);
 /* edge: devices; fixed O, names derived from the CN, key rotation. */
 policy_profile *profile_edge(void);
-/* edge, server (manual approval), lab (careless) and admin, with the
- * admin group hwid-admins; audit-only or not. */
+/* edge, server (manual approval), lab (careless), admin and device (the
+ * default of hwid ca init), with the admin group hwid-admins; audit-only
+ * or not. */
 policy *make_policy(bool audit_only);
 
 /* ---------- the table ---------- */
@@ -57,6 +58,7 @@ typedef struct row {
         bool audit_only;
         const char *reason;      /* a piece of it */
         const char *by;          /* decided_by, if given */
+        int64_t retry_at;        /* a deny for now only (TOO_EARLY): when it would be allowed */
         void (*also)(const struct row *r, const policy_issue *iss);
 } row;
 

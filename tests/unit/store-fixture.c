@@ -100,6 +100,15 @@ int uses_left(store *s, const char *id) {
         return n;
 }
 
+const char *spki_of(const char *serial) {
+        static _Thread_local char out[sizeof(spki)];
+        size_t n = strlen(serial) < 32 ? strlen(serial) : 32;
+
+        memcpy(out, spki, sizeof(spki));
+        memcpy(out + 64 - n, serial, n);
+        return out;
+}
+
 store_cert make_cert(const char *serial, const char *identity, int64_t not_after) {
         store_cert c = {
                 .serial = (char *) serial,
@@ -113,7 +122,7 @@ store_cert make_cert(const char *serial, const char *identity, int64_t not_after
                 .status = CERT_VALID,
         };
 
-        memcpy(c.spki_sha256, spki, sizeof(spki));
+        memcpy(c.spki_sha256, spki_of(serial), sizeof(spki));
         return c;
 }
 

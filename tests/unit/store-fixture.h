@@ -40,7 +40,11 @@ int raw_exec(const char *path, const char *sql);
 
 int add_token(store *s, const char *id, int uses, int64_t expires_at);
 int uses_left(store *s, const char *id);
+/* A certificate record; its key (spki_sha256) is spki with the serial
+ * written over its tail, so that each serial has a key of its own. */
 store_cert make_cert(const char *serial, const char *identity, int64_t not_after);
+/* The spki_sha256 make_cert() gives serial (static buffer). */
+const char *spki_of(const char *serial);
 /* A commit with the usual parts; NULL/false leave a part out. */
 int commit(store *s, const char *serial, const char *identity, int64_t not_after, int64_t now,
            const store_issue *extra);

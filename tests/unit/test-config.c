@@ -55,6 +55,8 @@ static void example_loads(void) {
                 return;
         CHECK_STREQ(c->path, path);
         CHECK_STREQ(c->listen, "0.0.0.0:8443");
+        CHECK_STREQ(c->http_listen, "0.0.0.0:8080");
+        CHECK(c->clock_skew == 300);
         CHECK_STREQ(c->database, "/var/lib/hwid/hwid.db");
         CHECK_STREQ(c->tcti, "device:/dev/tpmrm0");
         CHECK_STREQ(c->ca_key, "pkcs11:token=ca;object=ca-key?pin-source=file:/etc/hwid/pin");
@@ -89,8 +91,10 @@ static void example_loads(void) {
                 CHECK(edge->ip_ranges[1].family == 6 && edge->ip_ranges[1].prefix == 48);
                 CHECK(strv_is(edge->uri_templates, "spiffe://example.org/node/{cn}", NULL));
                 CHECK(edge->san_from_templates && edge->approval == APPROVAL_AUTO);
+                CHECK(edge->san_dns_from_templates);
                 CHECK(edge->renew_window > 0.333 && edge->renew_window < 0.334 && edge->rotate_key);
                 CHECK(!edge->allow_reenroll && edge->ungranted == UNGRANTED_REFUSE);
+                CHECK(edge->role_given && edge->role == ROLE_NODE && policy_profile_role(c->policy, edge) == ROLE_NODE);
         }
         server = policy_profile_find(c->policy, "server");
         CHECK(server != NULL);
@@ -105,12 +109,15 @@ static void example_loads(void) {
                 CHECK(server->approval == APPROVAL_MANUAL && server->renew_window == 0.5 && !server->rotate_key);
                 CHECK(server->allow_reenroll && server->ungranted == UNGRANTED_DROP);
                 CHECK(!server->san_from_templates && !server->uri_templates);
+                CHECK(!server->san_dns_from_templates);
         }
         admin = policy_profile_find(c->policy, "admin");
         CHECK(admin && strv_is(admin->fixed_o, "hwid-admins", NULL) && admin->validity == 7 * 86400);
         /* Defaults of a profile that says little. */
         CHECK(admin && admin->key_algs == (KEYALG_EC_P256 | KEYALG_EC_P384) && admin->eku == EKU_CLIENT_AUTH);
         CHECK(admin && admin->renew_window > 0.333 && admin->ungranted == UNGRANTED_REFUSE && !admin->allowed_rdns);
+        CHECK(admin && admin->role == ROLE_ADMIN && policy_profile_role(c->policy, admin) == ROLE_ADMIN);
+        CHECK(server && !server->role_given && policy_profile_role(c->policy, server) == ROLE_NODE);
 }
 
 #define HEAD                                      \
@@ -145,7 +152,9 @@ static void defaults(void) {
         CHECK(c->timeout == 30 && c->max_connections == 1024);
         CHECK(c->rate_per_ip == 0 && c->retry_after == 5);
         CHECK(!policy_audit_only(c->policy) && policy_admin_group(c->policy) == NULL);
+        CHECK(c->http_listen == NULL && c->clock_skew == 300);
         p = policy_profile_find(c->policy, "edge");
+        CHECK(p && p->role == ROLE_NODE && !p->role_given && policy_profile_role(c->policy, p) == ROLE_NODE);
         CHECK(p && p->validity == 3600 && p->approval == APPROVAL_AUTO && p->key_usage == KU_DIGITAL_SIGNATURE);
         CHECK(p && !p->dns_patterns && p->n_ip_ranges == 0 && !p->rotate_key && !p->allow_reenroll);
 }
@@ -263,6 +272,8 @@ static const broken broken_files[] = {
         { PROFILE "    san:\n      uri: [\"{cn}\"]\n", 11, "profiles.edge.san.uri[0]", "URI scheme" },
         { PROFILE "    san:\n      add_uri_templates: true\n", 10, "profiles.edge.san.add_uri_templates",
           "no san.uri templates" },
+        { PROFILE "    san:\n      dns: [\"*.example.org\"]\n      add_dns_templates: true\n", 10,
+          "profiles.edge.san.add_dns_templates", "no san.dns pattern is a template" },
         { PROFILE "    subject:\n      allowed_rdns: [O]\n", 11, "profiles.edge.subject.allowed_rdns",
           "must include CN" },
         { PROFILE "    subject:\n      allowed_rdns: [CN, Foo]\n", 11, "profiles.edge.subject.allowed_rdns[1]",
@@ -289,6 +300,10 @@ static const broken broken_files[] = {
         { PROFILE_OK "limits:\n  rate_per_ip: nan\n", 12, "limits.rate_per_ip", "not a number" },
         { PROFILE_OK "limits:\n  retry_after: 2d\n", 12, "limits.retry_after", "out of range" },
         { "tcti:\n" PROFILE, 1, "tcti", "needs a value" },
+        { "http_listen: \"localhost:80\"\n" PROFILE, 1, "http_listen", "is not ADDR:PORT" },
+        { "clock_skew: 2h\n" PROFILE, 1, "clock_skew", "out of range" },
+        { "clock_skew: 300\n" PROFILE, 1, "clock_skew", "not a duration" },
+        { PROFILE "    role: root\n", 10, "profiles.edge.role", "root" },
         { "database: hwid.db\ndatabase: other.db\n" PROFILE, 2, "database", "given more than once" },
         { "database: \"a\\0b\"\n" PROFILE, 1, "database", "contains a NUL byte" },
         { "policy:\n  audit_only: maybe\n" PROFILE, 2, "policy.audit_only", "not true or false" },

@@ -133,13 +133,27 @@ static void test_listen(void) {
         }
 }
 
-static void test_start_needs_key(void) {
+static void plain_handler(void *userdata, const http_request *req, http_response *resp) {
+        resp->status = 204;
+}
+
+/* Certificates without a TLS key are a mistake; no TLS key at all is a
+ * plain-HTTP server (hwidd's CRL listener), which takes no client CA. */
+static void test_start_tls_or_plain(void) {
         http_options o = { .listen = "127.0.0.1:0", .max_body = 1, .max_header = 8192,
-                           .timeout = 1, .max_connections = 1 };
+                           .timeout = 1, .max_connections = 1, .tls_cert_pem = "x" };
         http_server *s = NULL;
 
-        CHECK(http_server_start(&o, NULL, NULL, &s) == -HWID_E_CONFIG);
+        CHECK(http_server_start(&o, plain_handler, NULL, &s) == -HWID_E_CONFIG);
         CHECK(s == NULL);
+        o.tls_cert_pem = NULL;
+        o.client_ca_pem = "x";
+        CHECK(http_server_start(&o, plain_handler, NULL, &s) == -HWID_E_CONFIG);
+        CHECK(s == NULL);
+        o.client_ca_pem = NULL;
+        CHECK(http_server_start(&o, plain_handler, NULL, &s) == 0);
+        CHECK(s && http_server_port(s) > 0);
+        http_server_stop(s);
         http_server_stop(NULL);
 }
 
@@ -147,6 +161,6 @@ int main(void) {
         test_error_json();
         test_ratelimit();
         test_listen();
-        test_start_needs_key();
+        test_start_tls_or_plain();
         return check_done("test-http");
 }

@@ -33,15 +33,17 @@ static const row rows[] = {
           ALLOW, .reason = "renewal of CN 'edge-7'", .also = renewal_auto },
         { "an admin's certificate renews like a node's", RENEW, .role = ROLE_ADMIN, .identity = "edge-7",
           .profile = "edge", .csr = { SUBJ(CN("edge-7")) }, ALLOW, .reason = "renewal of CN 'edge-7'" },
+        { "renewal spelling the identity in upper case is the same identity", RENEW, NODE("edge-7", "edge"),
+          .csr = { SUBJ(CN("Edge-7")) }, ALLOW },
         { "renewal of another identity", RENEW, NODE("edge-7", "edge"), .csr = { SUBJ(CN("edge-8")) },
           DENY(HWID_E_FORBIDDEN), .reason = "node 'edge-7' may not renew identity 'edge-8'", .by = "renew.identity" },
         { "renewal before the window", RENEW, NODE("edge-7", "edge"), .now = NB + 10 * DAY,
-          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_FORBIDDEN),
+          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_TOO_EARLY), .retry_at = NB + 20 * DAY,
           .reason = "renewal of 'edge-7' opens at 2023-12-04T22:13:20Z", .by = "renew.window" },
         { "renewal right when the window opens", RENEW, NODE("edge-7", "edge"), .now = NB + 20 * DAY,
           .csr = { SUBJ(CN("edge-7")) }, ALLOW },
         { "renewal a second before the window", RENEW, NODE("edge-7", "edge"), .now = NB + 20 * DAY - 1,
-          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_FORBIDDEN), .reason = "last 33%" },
+          .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_TOO_EARLY), .retry_at = NB + 20 * DAY, .reason = "last 33%" },
         { "renewal with the same key when the profile rotates", RENEW, NODE("edge-7", "edge"), .same_key = true,
           .csr = { SUBJ(CN("edge-7")) }, DENY(HWID_E_FORBIDDEN), .reason = "requires a new key on renewal" },
         { "renewal with the same key when it need not rotate", RENEW, NODE("a.svc.example.org", "server"),
@@ -106,6 +108,10 @@ static const row rows[] = {
           DENY(HWID_E_FORBIDDEN), .reason = "node 'edge-7' may not act on identity 'edge-8'", .by = "node" },
         { "node reads its own identity", AUTHZ, NODE("edge-7", "edge"), .action = ACTION_READ_IDENTITY,
           .target = "edge-7", ALLOW },
+        { "identities ignore ASCII case: EDGE-7 is edge-7", AUTHZ, NODE("edge-7", "edge"),
+          .action = ACTION_READ_IDENTITY, .target = "EDGE-7", ALLOW, .by = "node" },
+        { "case folding is ASCII only, and a longer name is another", AUTHZ, NODE("edge-7", "edge"),
+          .action = ACTION_RENEW, .target = "EDGE-7 ", DENY(HWID_E_FORBIDDEN), .reason = "may not act on identity" },
         { "node reads another identity", AUTHZ, NODE("edge-7", "edge"), .action = ACTION_READ_IDENTITY,
           .target = "edge-70", DENY(HWID_E_FORBIDDEN), .reason = "may not act on identity 'edge-70'" },
         { "a hostile target is quoted in the reason", AUTHZ, NODE("edge-7", "edge"), .action = ACTION_READ_IDENTITY,
@@ -204,6 +210,31 @@ static void public_metrics_switch(policy *p) {
         CHECK(d.verdict == VERDICT_DENY);
 }
 
+/* A certificate's role is its profile's; without one, fixed_o holding the
+ * admin group makes admins (how files before roles said it). */
+static void certificate_roles(policy *p) {
+        _cleanup_(policy_profile_freep) policy_profile *own = profile_edge(); /* fixed_o: edge-nodes */
+        policy_role r = ROLE_ANONYMOUS;
+
+        CHECK(policy_profile_role(p, own) == ROLE_NODE);
+        CHECK(policy_set_admin_group(p, "edge-nodes") == 0);
+        CHECK(policy_profile_role(p, own) == ROLE_ADMIN);
+        own->role = ROLE_NODE;
+        own->role_given = true;
+        CHECK(policy_profile_role(p, own) == ROLE_NODE);
+        own->fixed_o[0][0] = 'X';
+        own->role = ROLE_ADMIN;
+        CHECK(policy_profile_role(p, own) == ROLE_ADMIN);
+        CHECK(policy_set_admin_group(p, NULL) == 0);
+        CHECK_STREQ(policy_cert_role_name(ROLE_NODE), "node");
+        CHECK_STREQ(policy_cert_role_name(ROLE_ADMIN), "admin");
+        CHECK(policy_cert_role_name(ROLE_TOKEN) == NULL && policy_cert_role_name(ROLE_ANONYMOUS) == NULL);
+        CHECK(policy_cert_role_parse("admin", &r) == 0 && r == ROLE_ADMIN);
+        CHECK(policy_cert_role_parse("node", &r) == 0 && r == ROLE_NODE);
+        CHECK(policy_cert_role_parse("Admin", &r) == -HWID_E_INVALID && r == ROLE_NODE);
+        CHECK(policy_cert_role_parse("token", &r) == -HWID_E_INVALID);
+}
+
 static void the_object(void) {
         _cleanup_(policy_freep) policy *p = NULL;
 
@@ -218,8 +249,34 @@ static void the_object(void) {
         CHECK_STREQ(policy_admin_group(p), "g");
         CHECK(policy_set_admin_group(p, NULL) == 0 && policy_admin_group(p) == NULL);
         CHECK(!policy_audit_only(p));
+        certificate_roles(p);
         policy_set_audit_only(p, true);
         CHECK(policy_audit_only(p));
+}
+
+/* One rule for when renewal opens, which the renewal check denies by
+ * (retry_at) and GET /v1/identities reports (renew_after): to the nearest
+ * second, so 0.3333 of 30 days is 863913.6 s -> 863914 s. */
+static void renewal_moment(policy *p) {
+        _cleanup_(policy_profile_freep) policy_profile *prof = new_profile("w");
+        policy_requester who = { .role = ROLE_NODE, .identity = "edge-7", .cert_profile = "edge",
+                                 .cert_not_before = NB, .cert_not_after = NA, .cert_spki_sha256 = OLD_KEY };
+        policy_attr cn = { "CN", "edge-7", 6 };
+        policy_csr csr = { .subject = &cn, .n_subject = 1, .key_alg = "EC", .curve = "P-256", .spki_sha256 = NEW_KEY };
+        int64_t opens = policy_renewal_opens_at(policy_profile_find(p, "edge"), NB, NA);
+        policy_issue iss;
+        policy_decision d;
+
+        CHECK(opens == NB + 20 * DAY);
+        prof->renew_window = 0.3333;
+        CHECK(policy_renewal_opens_at(prof, NB, NA) == NA - 863914);
+        prof->renew_window = 1.0;
+        CHECK(policy_renewal_opens_at(prof, NB, NA) == NB);
+        CHECK(policy_renewal_opens_at(prof, NA, NB) == NB); /* no lifetime: at the end */
+        policy_check_renew(p, &who, &csr, opens - 1, &iss, &d);
+        CHECK(d.verdict == VERDICT_DENY && d.error == -HWID_E_TOO_EARLY && d.retry_at == opens);
+        policy_check_renew(p, &who, &csr, opens, &iss, &d);
+        CHECK(d.verdict == VERDICT_ALLOW && d.retry_at == 0);
 }
 
 int main(void) {
@@ -233,6 +290,7 @@ int main(void) {
         anonymous_may_do_little(strict);
         public_metrics_switch(strict);
         the_object();
+        renewal_moment(strict);
         if (!check_failures)
                 printf("test-policy-authz: %zu rows and the rest passed\n", ELEMENTSOF(rows));
         return check_done("test-policy-authz");

@@ -22,6 +22,20 @@ static void fixed_o_wins(const row *r, const policy_issue *iss) {
                 EXPECT(r, iss->subject[i].len != 9 || memcmp(iss->subject[i].value, "evil-corp", 9) != 0);
 }
 
+/* The device profile's templates, each once, in the profile's order. */
+static void device_sans(const row *r, const policy_issue *iss) {
+        EXPECT(r, iss->n_sans == 3);
+        EXPECT(r, issue_has_san(iss, SAN_DNS, "cam-1"));
+        EXPECT(r, issue_has_san(iss, SAN_DNS, "cam-1.dev.example.org"));
+        EXPECT(r, issue_has_san(iss, SAN_URI, "spiffe://example.org/device/cam-1"));
+        EXPECT(r, !issue_has_san(iss, SAN_DNS, "*.dev.example.org"));
+        EXPECT(r, iss->n_subject == 1 && strcmp(iss->subject[0].type, "CN") == 0);
+}
+
+static void no_sans(const row *r, const policy_issue *iss) {
+        EXPECT(r, iss->n_sans == 0);
+}
+
 static void keeps_country(const row *r, const policy_issue *iss) {
         const policy_attr *c = issue_attr(iss, "C", 0);
 
@@ -63,6 +77,23 @@ static void cn_type_canonical(const row *r, const policy_issue *iss) {
 }
 
 static const row rows[] = {
+        /* ---- the default profile of hwid ca init: CN only, DNS templates added ---- */
+        { "a device gets its profile's DNS templates unasked", ENROLL, TOKEN("device"),
+          .csr = { SUBJ(CN("cam-1")) }, ALLOW, .also = device_sans },
+        { "a requested template name is not doubled", ENROLL, TOKEN("device"),
+          .csr = { SUBJ(CN("cam-1")), SANS(DNS("cam-1")) }, ALLOW, .also = device_sans },
+        { "a requester never chooses its O under a CN-only profile", ENROLL, TOKEN("device"),
+          .csr = { SUBJ(A("O", "system:masters"), CN("cam-1")) }, DENY(HWID_E_FORBIDDEN),
+          .reason = "subject attribute O ('system:masters') is not allowed by profile 'device'", .by = "subject.rdns" },
+        { "nor its OU", ENROLL, TOKEN("device"), .csr = { SUBJ(A("OU", "ops"), CN("cam-1")) },
+          DENY(HWID_E_FORBIDDEN), .reason = "subject attribute OU" },
+        { "a CN that cannot be a DNS name", ENROLL, TOKEN("device"), .csr = { SUBJ(CN("kitchen sensor")) },
+          DENY(HWID_E_FORBIDDEN), .reason = "cannot be put into DNS template '{cn}' of profile 'device'", .by = "san.dns" },
+        { "a CN '*' never makes a wildcard name", ENROLL, TOKEN("device"), .csr = { SUBJ(CN("*")) },
+          DENY(HWID_E_FORBIDDEN), .reason = "would be a wildcard" },
+        { "audit: a CN that cannot be a DNS name goes through without one", ENROLL, .audit = true, TOKEN("device"),
+          .csr = { SUBJ(CN("kitchen sensor")) }, FLAGGED, .reason = "DNS template", .also = no_sans },
+
         /* ---- enrollment: the happy path and the token's scope ---- */
         { "edge: a valid CSR is allowed", ENROLL, TOKEN("edge"), .csr = { SUBJ(CN("edge-7")) }, ALLOW,
           .reason = "profile 'edge' allows enrollment of CN 'edge-7'", .by = "profile", .also = edge_issue },
@@ -71,6 +102,10 @@ static const row rows[] = {
         { "token pattern edge-* refuses other-1", ENROLL, TOKEN("edge"), .pattern = "edge-*",
           .csr = { SUBJ(CN("other-1")) }, DENY(HWID_E_FORBIDDEN),
           .reason = "CN 'other-1' does not match the token's name pattern 'edge-*'", .by = "token.name_pattern" },
+        { "token pattern edge-* accepts EDGE-7: identities ignore case", ENROLL, TOKEN("edge"), .pattern = "edge-*",
+          .csr = { SUBJ(CN("EDGE-7")) }, ALLOW },
+        { "profile CN pattern edge-* accepts Edge-7 too", ENROLL, TOKEN("edge"), .csr = { SUBJ(CN("Edge-7")) },
+          ALLOW },
         { "token pattern edge-? refuses edge-10", ENROLL, TOKEN("edge"), .pattern = "edge-?",
           .csr = { SUBJ(CN("edge-10")) }, DENY(HWID_E_FORBIDDEN), .reason = "name pattern 'edge-?'" },
         { "token for edge cannot obtain server", ENROLL, TOKEN("edge"),

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "error.h"
 #include "store-fixture.h"
+#include "store-sqlite.h"
 
 #define RACERS 32
 
@@ -39,7 +40,7 @@ static void commit_happy_path(void) {
         CHECK_STREQ(c.identity, "edge-1");
         CHECK_STREQ(c.subject, "CN=x,O=acme");
         CHECK_STREQ(c.profile, "edge");
-        CHECK_STREQ(c.spki_sha256, spki);
+        CHECK_STREQ(c.spki_sha256, spki_of("01AB"));
         CHECK(c.der_len == sizeof(der) && memcmp(c.der, der, sizeof(der)) == 0);
         CHECK(c.not_before == NOW - 60 && c.not_after == NOW + 86400 && c.created_at == NOW);
         CHECK(c.status == CERT_VALID && c.revoked_at == 0 && c.request_id == NULL);
@@ -383,8 +384,8 @@ static void race_first_open(void) {
         }
         pthread_barrier_destroy(&go);
         CHECK(ok == RACERS / 2);
-        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 1);
-        CHECK(raw_int(path, "SELECT count(*) FROM meta") == 2);
+        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == store_schema_version());
+        CHECK(raw_int(path, "SELECT count(*) FROM meta") == 3);
 }
 
 /* ---- revocation and the CRL walk ---- */
@@ -499,6 +500,73 @@ static void crl_walk_many(void) {
         CHECK_CONTAINS(plan, "USING INDEX");
 }
 
+/* ---- revocation that reaches further ---- */
+
+static int commit_key(store *s, const char *serial, const char *identity, const char *key_of, int64_t not_after,
+                      int64_t now, const char *supersedes) {
+        store_cert c = make_cert(serial, identity, not_after);
+
+        memcpy(c.spki_sha256, spki_of(key_of), sizeof(spki));
+        return store_cert_commit(s, &(store_issue) { .cert = &c, .supersedes_serial = supersedes }, now);
+}
+
+/* keyCompromise blocks the key: its unexpired certificates are revoked
+ * with it, whatever identity, and it is never committed again. */
+static void key_compromise_blocks(void) {
+        _cleanup_free_ char *path = db_path("blocked.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        int64_t seq = 0;
+        int r;
+
+        CHECK(commit_key(s, "0A", "edge-1", "0A", NOW + 1000, NOW, NULL) == 0);
+        CHECK(commit_key(s, "0B", "edge-2", "0A", NOW + 1000, NOW, NULL) == 0);
+        CHECK(commit_key(s, "0C", "edge-3", "0C", NOW + 1000, NOW, NULL) == 0);
+        CHECK(commit_key(s, "0D", "edge-4", "0A", NOW + 10, NOW, NULL) == 0);
+        CHECK(store_key_blocked(s, spki_of("0A")) == 0);
+        CHECK(store_cert_revoke(s, "0A", 1, NOW + 20, NULL) == 0);
+        CHECK(cert_status(s, "0A") == CERT_REVOKED && cert_status(s, "0B") == CERT_REVOKED);
+        CHECK(cert_status(s, "0C") == CERT_VALID);
+        CHECK(cert_status(s, "0D") == CERT_VALID); /* expired: no CRL entry needed */
+        CHECK(store_revocation_seq(s, &seq) == 0 && seq == 1);
+        r = store_key_blocked(s, spki_of("0A"));
+        CHECK(r == -HWID_E_KEY_BLOCKED);
+        CHECK_CONTAINS(hwid_strerror(r), "certificate 0A");
+        CHECK(store_key_blocked(s, spki_of("0C")) == 0);
+        CHECK(commit_key(s, "0E", "edge-5", "0A", NOW + 1000, NOW + 30, NULL) == -HWID_E_KEY_BLOCKED);
+        CHECK(cert_status(s, "0E") == -1);
+        /* Another reason blocks nothing. */
+        CHECK(store_cert_revoke(s, "0C", 4, NOW + 40, NULL) == 0);
+        CHECK(store_key_blocked(s, spki_of("0C")) == 0);
+        CHECK(raw_int(path, "SELECT count(*) FROM blocked_keys") == 1);
+}
+
+/* --identity: the live certificate and superseded generations not yet
+ * expired, one transaction; an expired generation is left alone. */
+static void revoke_identity(void) {
+        _cleanup_free_ char *path = db_path("identity.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        store_audit a = { .at = NOW, .actor = "admin:root", .action = "cert.revoke", .target = "edge-9",
+                          .outcome = "allow" };
+        size_t n = 0;
+
+        CHECK(commit_key(s, "1F", "edge-9", "1A", NOW + 5, NOW, NULL) == 0);
+        CHECK(commit_key(s, "1A", "edge-9", "1A", NOW + 1000, NOW + 10, NULL) == 0);
+        CHECK(commit_key(s, "1B", "edge-9", "1A", NOW + 1000, NOW + 11, "1A") == 0);
+        CHECK(commit_key(s, "2A", "edge-8", "2A", NOW + 1000, NOW + 11, NULL) == 0);
+        CHECK(cert_status(s, "1F") == CERT_SUPERSEDED && cert_status(s, "1A") == CERT_SUPERSEDED);
+        CHECK(store_cert_revoke_identity(s, "edge-9", 5, NOW + 20, &a, &n) == 0 && n == 2);
+        CHECK(cert_status(s, "1A") == CERT_REVOKED && cert_status(s, "1B") == CERT_REVOKED);
+        CHECK(cert_status(s, "1F") == CERT_SUPERSEDED && cert_status(s, "2A") == CERT_VALID);
+        CHECK(audit_rows(s) == 1);
+        CHECK(store_cert_revoke_identity(s, "edge-9", 5, NOW + 21, &a, &n) == -HWID_E_NOT_FOUND);
+        CHECK(store_cert_revoke_identity(s, "nobody", 5, NOW + 21, NULL, &n) == -HWID_E_NOT_FOUND);
+        CHECK(store_cert_revoke_identity(s, "edge-8", 7, NOW + 21, NULL, &n) == -HWID_E_INVALID);
+        CHECK(cert_status(s, "2A") == CERT_VALID && store_key_blocked(s, spki_of("1A")) == 0);
+        /* With key-compromise, the key of the identity's certificates is blocked. */
+        CHECK(store_cert_revoke_identity(s, "edge-8", 1, NOW + 22, NULL, &n) == 0 && n == 1);
+        CHECK(store_key_blocked(s, spki_of("2A")) == -HWID_E_KEY_BLOCKED);
+}
+
 int main(void) {
         if (!fixture_begin())
                 return 1;
@@ -513,5 +581,7 @@ int main(void) {
         race_first_open();
         revocation();
         crl_walk_many();
+        key_compromise_blocks();
+        revoke_identity();
         return fixture_end("test-store-certs");
 }
