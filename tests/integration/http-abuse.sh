@@ -81,23 +81,23 @@ stop_server
 
 # --- limits.timeout is a deadline per request ------------------------------------------
 
-start_server drip ec --timeout 3
-# Headers, one byte a second (never idle for long): cut at 3 s, not at 20.
+start_server drip ec --timeout 4
+# Headers, one byte a second (never idle for long): cut at 4 s, not at 20.
 out=$(slow headers 1 20)
 assert_contains "$out" closed "headers dripped past the deadline"
-in_range "${out#closed }" 2.5 5 "headers drip disconnected at the deadline"
+in_range "${out#closed }" 3.5 6.5 "headers drip disconnected at the deadline"
 # A body, one byte a second: the same.
 out=$(slow body 1 20)
 assert_contains "$out" closed "body dripped past the deadline"
-in_range "${out#closed }" 2.5 5 "body drip disconnected at the deadline"
+in_range "${out#closed }" 3.5 6.5 "body drip disconnected at the deadline"
 # Slow but within the deadline: 8 bytes over about 2 s are served.
 assert_eq "$(slow body 0.25 8 | cut -d' ' -f1-2)" "answered 200" "a slow request within the deadline"
 # A kept-alive connection: each request has a deadline of its own.
-out=$( { printf 'GET /k1 HTTP/1.1\r\nHost: x\r\n\r\n'; sleep 2; printf 'GET /k2 HTTP/1.1\r\nHost: x\r\n\r\n'
-         sleep 2; printf 'GET /k3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'; } |
+out=$( { printf 'GET /k1 HTTP/1.1\r\nHost: x\r\n\r\n'; sleep 2.5; printf 'GET /k2 HTTP/1.1\r\nHost: x\r\n\r\n'
+         sleep 2.5; printf 'GET /k3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'; } |
         timeout 20 openssl s_client -quiet -connect "127.0.0.1:$PORT" -CAfile "$P/server-ca.pem" \
                 -ign_eof 2>/dev/null || true)
-assert_eq "$(grep -o 'HTTP/1.1 200' <<<"$out" | wc -l)" 3 "three requests over 4 s on one kept-alive connection"
+assert_eq "$(grep -o 'HTTP/1.1 200' <<<"$out" | wc -l)" 3 "three requests over 5 s on one kept-alive connection"
 stop_server
 
 # A slow reader holds the server's only connection slot: freed at the
@@ -106,7 +106,11 @@ start_server reader ec --timeout 3 --max-conn 1
 slow read 0.5 60 >"$T/reader.out" 2>&1 &
 reader=$!
 track_pid "$reader"
-sleep 1
+for ((i = 0; i < 100; i++)); do
+        grep -q reading "$T/reader.out" && break
+        sleep 0.1
+done
+grep -q reading "$T/reader.out" || fail "the slow reader got no answer: $(cat "$T/reader.out")"
 assert_eq "$(status --max-time 2 "$(URL /busy)")" 000 "the slow reader holds the only slot"
 freed=
 for ((i = 0; i < 20; i++)); do

@@ -9,7 +9,8 @@ connection ended, measured from the TCP connect:
     MODE body     sends the headers at once, then a body of COUNT bytes, one
                   byte per INTERVAL seconds (a request that does complete)
     MODE read     asks for /large and reads 16 KiB per INTERVAL seconds,
-                  COUNT times at most
+                  COUNT times at most (prints "reading" once the answer
+                  has begun)
 
   prints "closed S" (the server closed the connection after S seconds),
   "answered CODE S" (a whole response came back), or "open S" (still open
@@ -80,6 +81,8 @@ def slow_read(conn, interval, count, start):
             part = b""
         if not part:
             return "closed %.1f" % (time.monotonic() - start)
+        if total == 0:
+            print("reading", flush=True)  # the answer has begun: the test may go on
         total += len(part)
         time.sleep(interval)
     return "open %.1f" % (time.monotonic() - start)
