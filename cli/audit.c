@@ -4,19 +4,31 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "admin.h"
 #include "cli.h"
 #include "error.h"
+#include "escape.h"
 #include "remote.h"
 
+/* Fields are escaped again for the terminal (common/escape.h): records
+ * written before hwidd escaped them, or by anything else, cannot fake a
+ * row or a column either. */
 static int print_record(const store_audit *a, void *userdata) {
+        const char *in[5] = { a->actor, a->action, a->target ? a->target : "-", a->outcome, a->reason ? a->reason : "" };
+        char *f[5] = { 0 };
         char when[32];
+        int r = 0;
 
+        for (size_t i = 0; i < ELEMENTSOF(in) && r >= 0; i++)
+                r = text_escape(in[i], in[i] ? strlen(in[i]) : 0, &f[i]);
         format_time(a->at, when, sizeof(when));
-        printf("%s  %-18s  %-16s  %-24s  %-10s  %s\n", when, a->actor, a->action, a->target ? a->target : "-",
-               a->outcome, a->reason ? a->reason : "");
-        return 0;
+        if (r >= 0)
+                printf("%s  %-18s  %-16s  %-24s  %-10s  %s\n", when, f[0], f[1], f[2], f[3], f[4]);
+        for (size_t i = 0; i < ELEMENTSOF(f); i++)
+                free(f[i]);
+        return r < 0 ? r : 0;
 }
 
 static int remote_list_audit(const remote_opts *ro, long limit) {

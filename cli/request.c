@@ -131,12 +131,14 @@ static int remote_decide(const req_opts *o, const char *id, bool approve) {
 static int local_decide(const req_opts *o, const char *id, bool approve) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
+        char target[64];
         int r;
 
         if ((r = admin_open(o->config, &cfg, &s)) < 0)
                 return r;
         r = store_request_decide(s, id, approve, o->reason, (int64_t) time(NULL));
-        return admin_audit(s, approve ? "request.approve" : "request.deny", id, r, o->reason);
+        snprintf(target, sizeof(target), REQUEST_ID_FMT, id);
+        return admin_audit(s, approve ? "request.approve" : "request.deny", target, r, o->reason);
 }
 
 static int decide(const char *cmd, int argc, char **argv, bool approve) {

@@ -10,7 +10,7 @@ void buf_init(buf *b, size_t max) {
         *b = (buf) { .max = max };
 }
 
-int buf_append(buf *b, const void *p, size_t n) {
+int buf_reserve(buf *b, size_t n) {
         if (n > b->max || b->len > b->max - n)
                 return hwid_fail(HWID_E_TOO_LARGE, "more than %zu bytes", b->max);
         if (b->len + n + 1 > b->alloc) {
@@ -27,6 +27,14 @@ int buf_append(buf *b, const void *p, size_t n) {
                 b->data = d;
                 b->alloc = want;
         }
+        return 0;
+}
+
+int buf_append(buf *b, const void *p, size_t n) {
+        int r = buf_reserve(b, n);
+
+        if (r < 0)
+                return r;
         if (n)
                 memcpy(b->data + b->len, p, n);
         b->len += n;

@@ -16,6 +16,10 @@ typedef struct buf {
 } buf;
 
 void buf_init(buf *b, size_t max);
+/* Makes room for n more bytes (and the NUL) at once, so that the appends
+ * that follow never move the data: nothing is left behind in freed memory
+ * when the data is a secret. */
+int buf_reserve(buf *b, size_t n);
 /* Appends n bytes; keeps data NUL-terminated for text use. */
 int buf_append(buf *b, const void *p, size_t n);
 int buf_append_str(buf *b, const char *s);

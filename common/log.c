@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "escape.h"
 #include "log.h"
 
 static const char *prog = "hwid";
@@ -19,18 +20,17 @@ void log_set_max_level(int level) {
 }
 
 void log_msg(int level, const char *fmt, ...) {
-        char line[1024];
+        char raw[1024], line[1024];
         va_list ap;
 
         if (level > max_level)
                 return;
         va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
+        vsnprintf(raw, sizeof(raw), fmt, ap);
         va_end(ap);
-        /* Keep one event on one line whatever the message holds. */
-        for (char *p = line; *p; p++)
-                if (*p == '\n' || *p == '\r')
-                        *p = ' ';
+        /* One event on one line whatever the message holds (a CN chosen by
+         * a client): controls and bidi characters are escaped. */
+        text_escape_into(raw, line, sizeof(line));
         if (journal) {
                 fprintf(stderr, "<%d>%s\n", level, line);
         } else {

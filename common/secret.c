@@ -1,6 +1,13 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -35,28 +42,138 @@ bool secret_streq(const char *given, const char *known) {
         return diff == 0;
 }
 
-int secret_read_file(const char *path, size_t max, char **ret) {
-        _cleanup_secret_ char *buf = NULL;
-        FILE *f;
-        size_t n;
+/* --- locked memory ----------------------------------------------------------- */
 
-        f = fopen(path, "re");
-        if (!f)
+/* A locked secret is a mapping of its own: SECRET_HDR bytes holding the
+ * mapping's length, then the secret.  Never swapped (mlock, when the
+ * memlock limit allows), never in a core dump (MADV_DONTDUMP), wiped
+ * whole before it is unmapped. */
+#define SECRET_HDR 16
+
+int secret_locked_new(size_t n, char **ret) {
+        size_t page = (size_t) sysconf(_SC_PAGESIZE), len;
+        char *base;
+
+        if (n > SIZE_MAX - SECRET_HDR - page)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        len = (n + SECRET_HDR + page - 1) / page * page;
+        base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        (void) madvise(base, len, MADV_DONTDUMP);
+        /* Best effort: over RLIMIT_MEMLOCK it stays unlocked.  The system
+         * call itself: AddressSanitizer turns mlock() into a no-op. */
+        (void) syscall(SYS_mlock, base, len);
+        memcpy(base, &len, sizeof(len));
+        *ret = base + SECRET_HDR;
+        return 0;
+}
+
+void secret_locked_free(char *s) {
+        char *base;
+        size_t len;
+
+        if (!s)
+                return;
+        base = s - SECRET_HDR;
+        memcpy(&len, base, sizeof(len));
+        secret_wipe(base, len);
+        (void) syscall(SYS_munlock, base, len);
+        (void) munmap(base, len);
+}
+
+int secret_locked_dup(const char *s, char **ret) {
+        size_t n = strlen(s);
+        char *p;
+        int r;
+
+        if ((r = secret_locked_new(n + 1, &p)) < 0)
+                return r;
+        memcpy(p, s, n + 1);
+        *ret = p;
+        return 0;
+}
+
+/* --- secret files ------------------------------------------------------------- */
+
+/* Reads up to n bytes with read(2): no stdio buffer keeps a copy. */
+static int read_all(int fd, char *buf, size_t n, size_t *ret) {
+        size_t got = 0;
+
+        while (got < n) {
+                ssize_t k = read(fd, buf + got, n - got);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        break;
+                got += (size_t) k;
+        }
+        *ret = got;
+        return 0;
+}
+
+/* The first line of path, at most max bytes, into buf (max + 2 bytes). */
+static int read_secret(const char *path, size_t max, char *buf) {
+        size_t n = 0;
+        int fd, e;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
                 return hwid_fail(errno == ENOENT ? HWID_E_NOT_FOUND : HWID_E_IO,
                                  "cannot read secret file %s: %s", path, strerror(errno));
-        buf = calloc(1, max + 2);
-        if (!buf) {
-                fclose(f);
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        }
-        n = fread(buf, 1, max + 1, f);
-        fclose(f);
+        e = read_all(fd, buf, max + 1, &n);
+        close(fd);
+        if (e < 0)
+                return hwid_fail(HWID_E_IO, "cannot read secret file %s: %s", path, strerror(-e));
         buf[n] = '\0';
         buf[strcspn(buf, "\r\n")] = '\0';
         if (strlen(buf) > max)
                 return hwid_fail(HWID_E_TOO_LARGE, "secret in %s is longer than %zu bytes", path, max);
         if (!buf[0])
                 return hwid_fail(HWID_E_INVALID, "secret file %s is empty", path);
+        return 0;
+}
+
+int secret_read_file(const char *path, size_t max, char **ret) {
+        _cleanup_secret_ char *buf = NULL;
+        int r;
+
+        buf = calloc(1, max + 2);
+        if (!buf)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = read_secret(path, max, buf)) < 0) {
+                secret_wipe(buf, max + 2);
+                return r;
+        }
         *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int secret_read_file_locked(const char *path, size_t max, char **ret) {
+        char *buf = NULL;
+        int r;
+
+        if ((r = secret_locked_new(max + 2, &buf)) < 0)
+                return r;
+        if ((r = read_secret(path, max, buf)) < 0) {
+                secret_locked_free(buf);
+                return r;
+        }
+        *ret = buf;
+        return 0;
+}
+
+/* --- the process -------------------------------------------------------------- */
+
+int secret_protect_process(void) {
+        struct rlimit none = { 0, 0 };
+
+        if (setrlimit(RLIMIT_CORE, &none) < 0)
+                return hwid_fail(HWID_E_INTERNAL, "cannot turn core dumps off: %s", strerror(errno));
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return hwid_fail(HWID_E_INTERNAL, "cannot make the process non-dumpable: %s", strerror(errno));
         return 0;
 }

@@ -27,5 +27,26 @@ bool secret_equal(const void *a, const void *b, size_t n);
 bool secret_streq(const char *given, const char *known);
 
 /* Reads a secret (PIN, token) from the first line of a file, capped at
- * max bytes, stripping the trailing newline.  Returns 0 or -hwid_err. */
+ * max bytes, stripping the trailing newline.  Returns 0 or -hwid_err.
+ * Read with read(2): no stdio buffer holds a copy. */
 int secret_read_file(const char *path, size_t max, char **ret);
+
+/* Locked secrets (PINs): memory of their own, locked with mlock() when
+ * RLIMIT_MEMLOCK allows (never swapped out), left out of core dumps
+ * (MADV_DONTDUMP), and wiped whole when freed.  Free them with
+ * secret_locked_free() only.  0 or -HWID_E_NOMEM. */
+int secret_locked_new(size_t n, char **ret);       /* n zeroed bytes */
+int secret_locked_dup(const char *s, char **ret);
+void secret_locked_free(char *s);                 /* NULL is fine */
+static inline void secret_locked_freep(char **s) {
+        secret_locked_free(*s);
+        *s = NULL;
+}
+#define _cleanup_locked_secret_ _cleanup_(secret_locked_freep)
+/* secret_read_file() into a locked secret. */
+int secret_read_file_locked(const char *path, size_t max, char **ret);
+
+/* For a process that holds secrets (hwidd): no core dumps (RLIMIT_CORE 0)
+ * and not dumpable (PR_SET_DUMPABLE 0: no core, no ptrace by the same
+ * user, /proc/PID/mem closed to it). */
+int secret_protect_process(void);

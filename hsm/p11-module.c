@@ -363,18 +363,13 @@ void p11_token_release(p11_token *t) {
 /* ---- login ---- */
 
 /* pin-source is a file: URI or a bare path (RFC 7512 leaves the form to
- * the application); nothing else is accepted. */
+ * the application); nothing else is accepted.  The PIN is returned in
+ * locked memory (secret_locked_free() it). */
 static int pin_get(const key_uri *uri, const char *label, char **ret) {
         const char *path = uri->pin_source;
-        char *pin;
 
-        if (uri->pin_value) {
-                pin = strdup(uri->pin_value);
-                if (!pin)
-                        return hwid_fail(HWID_E_NOMEM, NULL);
-                *ret = pin;
-                return 0;
-        }
+        if (uri->pin_value)
+                return secret_locked_dup(uri->pin_value, ret);
         if (!path)
                 return hwid_fail(HWID_E_PIN_MISSING, "token '%s' needs a PIN: add pin-source=file:PATH "
                                                      "to the key URI", label);
@@ -384,11 +379,11 @@ static int pin_get(const key_uri *uri, const char *label, char **ret) {
                 path += 5;
         else if (strchr(path, ':') && (!strchr(path, '/') || strchr(path, ':') < strchr(path, '/')))
                 return hwid_fail(HWID_E_URI, "pin-source must be file:PATH or a path");
-        return secret_read_file(path, PIN_MAX, ret);
+        return secret_read_file_locked(path, PIN_MAX, ret);
 }
 
 static int login_on(p11_token *t, CK_SESSION_HANDLE s, const key_uri *uri) {
-        _cleanup_secret_ char *pin = NULL;
+        _cleanup_locked_secret_ char *pin = NULL;
         CK_SESSION_INFO si;
         CK_RV rv;
         int r;

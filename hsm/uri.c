@@ -17,20 +17,15 @@
 void key_uri_free(key_uri *u) {
         if (!u)
                 return;
-        if (u->p11) {
-                /* p11-kit frees its copy of pin-value without wiping it. */
-                const char *pin = p11_kit_uri_get_pin_value(u->p11);
-                if (pin)
-                        secret_wipe((char *) pin, strlen(pin));
-                p11_kit_uri_free(u->p11);
-        }
+        if (u->p11)
+                p11_kit_uri_free(u->p11); /* its pin-value is wiped and gone: see take_pin_value() */
         free(u->token);
         free(u->object);
         free(u->id);
         free(u->module_path);
         free(u->module_name);
         free(u->pin_source);
-        secret_free(u->pin_value);
+        secret_locked_free(u->pin_value);
         free(u->path);
         free(u);
 }
@@ -58,6 +53,20 @@ static int dup_opt(const char *s, char **ret) {
                 return 0;
         *ret = strdup(s);
         return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}
+
+/* pin-value= moves into locked memory (common/secret.h); p11-kit's copy
+ * is wiped and dropped at once (p11-kit frees it without wiping). */
+static int take_pin_value(key_uri *u) {
+        const char *pin = p11_kit_uri_get_pin_value(u->p11);
+        int r;
+
+        if (!pin)
+                return 0;
+        r = secret_locked_dup(pin, &u->pin_value);
+        secret_wipe((char *) pin, strlen(pin));
+        p11_kit_uri_set_pin_value(u->p11, NULL);
+        return r;
 }
 
 static int token_label(P11KitUri *p, char **ret) {
@@ -132,7 +141,7 @@ static int parse_pkcs11(const char *s, key_uri *u) {
             (r = dup_opt(p11_kit_uri_get_module_path(u->p11), &u->module_path)) < 0 ||
             (r = dup_opt(p11_kit_uri_get_module_name(u->p11), &u->module_name)) < 0 ||
             (r = dup_opt(p11_kit_uri_get_pin_source(u->p11), &u->pin_source)) < 0 ||
-            (r = dup_opt(p11_kit_uri_get_pin_value(u->p11), &u->pin_value)) < 0)
+            (r = take_pin_value(u)) < 0)
                 return r;
         id = p11_kit_uri_get_attribute(u->p11, CKA_ID);
         if (id && id->ulValueLen > 0 && id->ulValueLen != (CK_ULONG) -1) {

@@ -169,7 +169,10 @@ int admin_respond(admin_call *c, int status, json_object *o) {
         int r = 0;
 
         buf_reset(&c->resp->body);
-        if (!s || buf_append_str(&c->resp->body, s) < 0 || buf_append_str(&c->resp->body, "\n") < 0)
+        /* One allocation for the answer, wiped when it has been sent. */
+        c->resp->sensitive = true;
+        if (!s || buf_reserve(&c->resp->body, strlen(s) + 1) < 0 || buf_append_str(&c->resp->body, s) < 0 ||
+            buf_append_str(&c->resp->body, "\n") < 0)
                 r = hwid_fail(HWID_E_NOMEM, "cannot build the answer");
         /* The answer may hold token secrets: the serialization is wiped. */
         if (s)
@@ -202,8 +205,12 @@ static void serve(ca_service *ca, const admin_route *rt, const char *arg, const 
         int r;
 
         /* What the audit record names: the parameter as sent, but one
-         * line of printable text whatever the path held. */
-        snprintf(c.target, sizeof(c.target), "%s", arg ? arg : "");
+         * line of printable text whatever the path held, and of a request
+         * id (a poll capability) only its prefix. */
+        if (arg && (rt->action == ACTION_REQUEST_APPROVE || rt->action == ACTION_REQUEST_DENY))
+                snprintf(c.target, sizeof(c.target), REQUEST_ID_FMT, arg);
+        else
+                snprintf(c.target, sizeof(c.target), "%s", arg ? arg : "");
         for (char *p = c.target; *p; p++)
                 if ((unsigned char) *p < 0x20 || *p == 0x7f)
                         *p = '?';

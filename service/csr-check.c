@@ -75,21 +75,42 @@ static X509_REQ *d2i_req(const unsigned char **p, long len) {
         return (X509_REQ *) ASN1_item_d2i_ex(NULL, p, len, ASN1_ITEM_rptr(X509_REQ), parse_ctx, NULL);
 }
 
+/* Exactly one PEM block of a request and nothing after it but white
+ * space: PEM_bytes_read_bio() would skip blocks of other types and ignore
+ * anything after the one it found. */
+static X509_REQ *decode_pem(const uint8_t *data, size_t len) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(data, (int) len);
+        _cleanup_(OPENSSL_freep) char *name = NULL, *header = NULL;
+        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+        const unsigned char *p;
+        X509_REQ *req = NULL;
+        char rest[64];
+        long n = 0;
+        int got;
+
+        if (!b || !PEM_read_bio_ex(b, &name, &header, &der, &n, PEM_FLAG_ONLY_B64) ||
+            (strcmp(name, PEM_STRING_X509_REQ) != 0 && strcmp(name, PEM_STRING_X509_REQ_OLD) != 0) ||
+            header[0])
+                return NULL;
+        while ((got = BIO_read(b, rest, sizeof(rest))) > 0)
+                for (int i = 0; i < got; i++)
+                        if (!strchr(" \t\r\n", rest[i]) || rest[i] == '\0')
+                                return NULL;
+        p = der;
+        req = d2i_req(&p, n);
+        if (req && p != der + n) { /* bytes after the DER object inside the block */
+                X509_REQ_free(req);
+                return NULL;
+        }
+        return req;
+}
+
 static int decode(const uint8_t *data, size_t len, X509_REQ **ret) {
         X509_REQ *req = NULL;
 
         pthread_once(&parse_once, parse_ctx_init);
         if (len > 10 && memcmp(data, "-----BEGIN", 10) == 0) {
-                _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(data, (int) len);
-                _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
-                const unsigned char *p;
-                long n = 0;
-
-                /* What PEM_read_bio_X509_REQ() does, in our context. */
-                if (b && PEM_bytes_read_bio(&der, &n, NULL, PEM_STRING_X509_REQ, b, NULL, NULL)) {
-                        p = der;
-                        req = d2i_req(&p, n);
-                }
+                req = decode_pem(data, len);
         } else {
                 const unsigned char *p = data;
                 req = d2i_req(&p, (long) len);
@@ -100,7 +121,8 @@ static int decode(const uint8_t *data, size_t len, X509_REQ **ret) {
         }
         ERR_clear_error();
         if (!req)
-                return hwid_fail(HWID_E_CSR_INVALID, "the body is not a PKCS#10 request in PEM or DER");
+                return hwid_fail(HWID_E_CSR_INVALID, "the body is not a PKCS#10 request in PEM or DER "
+                                                     "(exactly one, with nothing after it)");
         *ret = req;
         return 0;
 }

@@ -42,6 +42,7 @@ static int random_request_id(char ret[33]) {
 static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,
                           const char *cn, int64_t now, http_response *resp) {
         store_request rq = { 0 };
+        char reason[64];
         size_t der_len;
         int r;
 
@@ -60,7 +61,8 @@ static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr,
         if ((r = store_request_create(ca->store, &rq, now)) < 0)
                 return r;
         atomic_fetch_add(&ca->n_pending, 1);
-        ca_audit(ca, a->actor, "enroll", cn, "pending", rq.id, a->token.id);
+        snprintf(reason, sizeof(reason), "request " REQUEST_ID_FMT, rq.id);
+        ca_audit(ca, a->actor, "enroll", cn, "pending", reason, a->token.id);
         respond_pending(ca, resp, &rq);
         return 0;
 }
@@ -269,10 +271,12 @@ static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, 
         policy_csr facts;
         policy_issue iss;
         policy_decision d;
+        char reason[64];
         int r;
 
         if ((r = csr_info_parse(rq->csr_der, rq->csr_der_len, &csr)) < 0)
                 return r;
+        snprintf(reason, sizeof(reason), "request " REQUEST_ID_FMT, rq->id);
         facts = *csr_info_facts(csr);
         facts.attestation = ca_attestation_fact(&rq->attestation, &att);
         a.who = (policy_requester) { .role = ROLE_TOKEN, .token_id = rq->token_id, .token_profile = rq->profile };
@@ -285,7 +289,7 @@ static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, 
                 r = hwid_fail(HWID_E_FORBIDDEN, "profile %s no longer exists", rq->profile);
         if (r >= 0) {
                 store_audit audit = { .at = now, .actor = a.actor, .action = "issue-approved",
-                                      .target = rq->identity, .outcome = "allow", .reason = rq->id,
+                                      .target = rq->identity, .outcome = "allow", .reason = reason,
                                       .token_id = rq->token_id };
                 store_issue how = { .request_id = rq->id, .replace_live = iss.profile->allow_reenroll,
                                     .audit = &audit };
@@ -295,7 +299,7 @@ static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, 
         if (r < 0)
                 return r;
         atomic_fetch_add(&ca->n_issued, 1);
-        log_info("issued %s to %s (approved request %s)", serial, rq->identity, rq->id);
+        log_info("issued %s to %s (approved %s)", serial, rq->identity, reason);
         ca_respond_pem(resp, 201, pem);
         return 0;
 }
@@ -336,7 +340,7 @@ static int do_poll(ca_service *ca, const char *id, int64_t now, http_response *r
                 respond_pending(ca, resp, &rq);
                 break;
         case REQUEST_DENIED:
-                r = hwid_fail(HWID_E_FORBIDDEN, "request %s was denied by an administrator%s%s", id,
+                r = hwid_fail(HWID_E_FORBIDDEN, "request " REQUEST_ID_FMT " was denied by an administrator%s%s", id,
                               rq.reason ? ": " : "", rq.reason ? rq.reason : "");
                 break;
         case REQUEST_ISSUED:

@@ -7,9 +7,11 @@
  * verified with OpenSSL against the configured trust anchors. */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
@@ -58,3 +60,41 @@ void http_tls_peer(http_tls *t, gnutls_session_t s, http_peer *ret);
 int http_listen_open(const char *listen_on, int *ret_fd);
 /* The local port of a bound socket, or -1. */
 int http_listen_port(int fd);
+
+/* http-guard.c: limits on slow and abusive clients (see there).  A
+ * connection's deadline is `timeout` seconds for each phase: receiving a
+ * request (from the accept or from the end of the previous response) and
+ * sending a response; none while the handler runs. */
+struct MHD_Connection;
+struct sockaddr;
+typedef struct http_guard http_guard;
+typedef struct http_conn http_conn;
+
+typedef enum http_phase {
+        HTTP_PHASE_RECEIVING,
+        HTTP_PHASE_HANDLING,
+        HTTP_PHASE_SENDING,
+} http_phase;
+
+/* rate > 0: connections per second per client address, with twice the
+ * requests' burst (burst 0: the rate rounded up). */
+int http_guard_new(unsigned timeout, double rate, unsigned burst, http_guard **ret);
+/* Only once every connection is freed (the MHD daemon is stopped). */
+void http_guard_free(http_guard *g);
+/* For MHD_OPTION_ACCEPT_POLICY_CALLBACK: false if the address is over its
+ * connection rate (the connection is then closed before any TLS). */
+bool http_guard_accept(http_guard *g, const struct sockaddr *sa, socklen_t len);
+/* A new connection (fd: its socket), receiving its first request; owner is
+ * the caller's.  NULL when out of memory. */
+http_conn *http_guard_conn_new(http_guard *g, void *owner, struct MHD_Connection *mhd, int fd);
+/* Before MHD closes the socket. */
+void http_guard_conn_free(http_conn *c);
+void *http_conn_owner(const http_conn *c);
+void http_conn_phase(http_conn *c, http_phase phase);
+/* Marks c as the connection served by the calling thread (MHD callbacks
+ * that run on it: the TLS handshake, the request line). */
+void http_conn_set_current(http_conn *c);
+/* From MHD's logger: if the message is MHD refusing a request of the
+ * calling thread's connection, answers it with our JSON error instead of
+ * MHD's HTML and returns true. */
+bool http_guard_mhd_log(http_guard *g, size_t max_header, const char *fmt, va_list ap);

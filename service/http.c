@@ -4,6 +4,7 @@
  * stop.  It never logs; start-up failures come back as -hwid_err. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -34,6 +35,7 @@ struct http_server {
         struct MHD_Daemon *daemon;
         http_tls *tls;
         ratelimit *rl;
+        http_guard *guard;
         http_handler handler;
         void *userdata;
         size_t max_body;
@@ -52,6 +54,7 @@ typedef struct req_state {
         bool started;   /* the access handler has seen the headers */
         bool responded; /* a response is queued */
         bool too_large; /* body over max_body: being discarded */
+        bool bad_target; /* the raw request target holds a NUL or a control character */
         size_t discarded;
         char *query;
         buf body;
@@ -99,6 +102,13 @@ void http_error_from(http_response *resp, int r) {
 
 /* --- responses ---------------------------------------------------------------- */
 
+/* The guard's record of the connection (the MHD socket context). */
+static http_conn *conn_guard(struct MHD_Connection *conn) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return ci ? ci->socket_context : NULL;
+}
+
 static bool header_value_ok(const char *v) {
         for (; *v; v++)
                 if ((unsigned char) *v < 0x20 || *v == 0x7f)
@@ -130,6 +140,14 @@ static bool add_headers(http_server *srv, struct MHD_Response *r, const http_res
         return ok;
 }
 
+/* Frees a body that held a secret (a token minted through the admin API):
+ * the whole allocation is wiped first. */
+static void wipe_and_free(void *p) {
+        if (p)
+                explicit_bzero(p, malloc_usable_size(p));
+        free(p);
+}
+
 /* Queues resp (and takes its body).  close: end the connection after it. */
 static enum MHD_Result queue_response(http_server *srv, struct MHD_Connection *conn, req_state *st,
                                       http_response *resp, bool close) {
@@ -143,7 +161,8 @@ static enum MHD_Result queue_response(http_server *srv, struct MHD_Connection *c
         data = buf_steal(&resp->body, &len);
         if (!data)
                 return MHD_NO;
-        r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+        r = resp->sensitive ? MHD_create_response_from_buffer_with_free_callback(len, data, wipe_and_free)
+                            : MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
         if (!r) {
                 free(data);
                 return MHD_NO;
@@ -154,8 +173,10 @@ static enum MHD_Result queue_response(http_server *srv, struct MHD_Connection *c
         }
         ret = MHD_queue_response(conn, (unsigned) resp->status, r);
         MHD_destroy_response(r);
-        if (ret == MHD_YES)
+        if (ret == MHD_YES) {
                 st->responded = true;
+                http_conn_phase(conn_guard(conn), HTTP_PHASE_SENDING);
+        }
         return ret;
 }
 
@@ -199,6 +220,37 @@ static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char
         return MHD_YES;
 }
 
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        if (key && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+                (*(unsigned *) cls)++;
+        return MHD_YES;
+}
+
+/* What MHD 0.9 lets through and HTTP does not: an HTTP/1.1 request has
+ * exactly one Host header, an HTTP/1.0 one at most (RFC 9112 3.2); and a
+ * target never holds a NUL, encoded or not (MHD decodes the path in place,
+ * so "/ca%00x" would be routed as "/ca").  NULL if none of that. */
+static const char *request_problem(struct MHD_Connection *conn, const req_state *st, const char *version) {
+        unsigned hosts = 0;
+
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_host, &hosts);
+        if (hosts > 1)
+                return "the request has more than one Host header";
+        if (hosts == 0 && version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+                return "an HTTP/1.1 request needs a Host header";
+        if (st->bad_target)
+                return "the request target holds a NUL or a control character";
+        return NULL;
+}
+
+/* The raw target (still percent-encoded): "%00" or a control character. */
+static bool target_bad(const char *uri) {
+        for (const char *p = uri; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f || (p[0] == '%' && p[1] == '0' && p[2] == '0'))
+                        return true;
+        return false;
+}
+
 static bool expects_continue(struct MHD_Connection *conn) {
         const char *e = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
 
@@ -208,8 +260,8 @@ static bool expects_continue(struct MHD_Connection *conn) {
 /* First call: the headers are in, the body is not.  Everything that can be
  * refused without reading the body is refused here. */
 static enum MHD_Result on_headers(http_server *srv, struct MHD_Connection *conn, req_state *st,
-                                  const char *url) {
-        const char *cl;
+                                  const char *url, const char *version) {
+        const char *cl, *problem;
         size_t hsize = strlen(url) + (st->query ? strlen(st->query) : 0);
         char msg[128];
         int64_t wait;
@@ -221,6 +273,8 @@ static enum MHD_Result on_headers(http_server *srv, struct MHD_Connection *conn,
                 snprintf(msg, sizeof(msg), "request headers exceed %zu bytes", srv->max_header);
                 return reply_error(srv, conn, st, 431, "headers_too_large", msg, 0, true);
         }
+        if ((problem = request_problem(conn, st, version)))
+                return reply_error(srv, conn, st, 400, "bad_request", problem, 0, true);
         if (srv->rl && (wait = ratelimit_take(srv->rl, st->peer_raw, st->peer_raw_len)) > 0) {
                 snprintf(msg, sizeof(msg), "too many requests from %s; retry after %lld s",
                          st->peer_addr, (long long) wait);
@@ -308,6 +362,7 @@ static enum MHD_Result on_complete(http_server *srv, struct MHD_Connection *conn
                 return reply_error(srv, conn, st, 413, hwid_err_slug(-HWID_E_TOO_LARGE), msg, 0, true);
         }
         fill_peer(srv, conn, &req);
+        http_conn_phase(conn_guard(conn), HTTP_PHASE_HANDLING);
         buf_init(&resp.body, HTTP_RESPONSE_MAX);
         hwid_error_clear();
         srv->handler(srv->userdata, &req, &resp);
@@ -326,7 +381,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!st)
                 return MHD_NO; /* out of memory when the request began */
         if (!st->started)
-                return on_headers(srv, conn, st, url);
+                return on_headers(srv, conn, st, url, version);
         *upload_data_size = 0;
         if (st->responded)
                 return MHD_YES;
@@ -347,6 +402,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
         if (!st)
                 return NULL;
         buf_init(&st->body, srv->max_body);
+        http_conn_set_current(conn_guard(conn)); /* also without TLS (no certificate callback) */
+        st->bad_target = uri && target_bad(uri);
         if (q) {
                 st->query = strdup(q + 1); /* bounded by the connection memory limit */
                 if (!st->query) {
@@ -370,12 +427,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(st->query);
         free(st);
         atomic_fetch_sub(&srv->inflight, 1);
+        http_conn_phase(conn_guard(conn), HTTP_PHASE_RECEIVING); /* the next request's deadline */
 }
 
+/* Each connection's socket context is its record in the guard (deadlines),
+ * which also lets the TLS certificate callback find the server. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
-        if (toe == MHD_CONNECTION_NOTIFY_STARTED)
-                *socket_context = cls; /* lets the TLS certificate callback find the server */
+        http_server *srv = cls;
+        const union MHD_ConnectionInfo *ci;
+
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+                /* Out of memory: no context, and the handshake fails. */
+                *socket_context = ci ? http_guard_conn_new(srv->guard, srv, conn, ci->connect_fd) : NULL;
+        } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+                http_guard_conn_free(*socket_context);
+                *socket_context = NULL;
+        }
+}
+
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+        http_server *srv = cls;
+
+        return http_guard_accept(srv->guard, addr, addrlen) ? MHD_YES : MHD_NO;
 }
 
 /* gnutls_certificate_retrieve_function2 has no closure: the server is
@@ -384,12 +459,12 @@ static int on_certificate(gnutls_session_t session, const gnutls_datum_t *req_ca
                           const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
                           gnutls_pcert_st **pcert, unsigned int *pcert_length, gnutls_privkey_t *privkey) {
         struct MHD_Connection *conn = gnutls_session_get_ptr(session);
-        const union MHD_ConnectionInfo *ci =
-                conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
-        http_server *srv = ci ? ci->socket_context : NULL;
+        http_conn *hc = conn ? conn_guard(conn) : NULL;
+        http_server *srv = http_conn_owner(hc);
 
         if (!srv)
                 return -1;
+        http_conn_set_current(hc); /* this thread serves that connection */
         return http_tls_retrieve(srv->tls, pcert, pcert_length, privkey);
 }
 
@@ -398,6 +473,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         http_server *srv = cls;
         char *nl;
 
+        if (srv->guard && http_guard_mhd_log(srv->guard, srv->max_header, fmt, ap))
+                return;
         pthread_mutex_lock(&srv->log_lock);
         vsnprintf(srv->mhd_log, sizeof(srv->mhd_log), fmt, ap);
         if ((nl = strchr(srv->mhd_log, '\n')))
@@ -441,7 +518,7 @@ static int start_daemon(http_server *srv, const http_options *o) {
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (srv->tls ? MHD_USE_TLS : 0);
 
         srv->daemon = MHD_start_daemon(
-                flags, 0, NULL, NULL, on_access, srv,
+                flags, 0, on_accept, srv, on_access, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket) srv->listen_fd,
                 MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
@@ -489,6 +566,8 @@ int http_server_start(const http_options *o, http_handler handler, void *userdat
                 r = http_tls_new(o->tls_key, o->tls_cert_pem, o->client_ca_pem, &srv->tls);
         if (r >= 0 && o->rate_per_ip > 0)
                 r = ratelimit_new(o->rate_per_ip, o->rate_burst, 0, &srv->rl);
+        if (r >= 0) /* connections: a bucket of their own (http-guard.c) */
+                r = http_guard_new(o->timeout, o->rate_per_ip, o->rate_burst, &srv->guard);
         if (r >= 0)
                 r = http_listen_open(o->listen, &srv->listen_fd);
         if (r >= 0)
@@ -545,6 +624,7 @@ void http_server_stop(http_server *s) {
                 if (fd != MHD_INVALID_SOCKET)
                         close(fd);
         }
+        http_guard_free(s->guard); /* every connection is gone */
         ratelimit_free(s->rl);
         http_tls_free(s->tls);
         free(s->client_ca_pem);

@@ -42,6 +42,7 @@ typedef struct http_response {
         int64_t retry_after;      /* > 0: sends Retry-After */
         char location[256];       /* non-empty: sends Location */
         bool cacheable;           /* false (default): sends Cache-Control: no-store */
+        bool sensitive;           /* the body holds a secret: wiped once sent */
 } http_response;
 
 /* Called on a worker thread once the whole body has arrived (and only if

@@ -12,6 +12,7 @@
 #include "fsutil.h"
 #include "http.h"
 #include "log.h"
+#include "secret.h"
 
 #define TLS_PEM_MAX (256 * 1024)
 
@@ -177,6 +178,11 @@ int main(int argc, char **argv) {
         int r;
 
         log_init("hwidd");
+        /* hwidd holds PINs and tokens: no core dumps, not dumpable. */
+        if ((r = secret_protect_process()) < 0) {
+                log_error("%s", hwid_strerror(r));
+                return 1;
+        }
         setenv("TSS2_LOG", "all+NONE", 0);
         if (parse_args(argc, argv, &a) < 0) {
                 fprintf(stderr, "hwidd: needs --config FILE (see hwidd --help)\n");

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "escape.h"
 #include "store-sqlite.h"
 
 #define TOKEN_COLS \
@@ -14,8 +15,6 @@
 #define REQUEST_COLS \
         "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, updated_at, " \
         "ek_cert_sha256, ek_pub_sha256, ak_name"
-/* Request ids are the device's poll capability: messages show a prefix. */
-#define REQ_ID_FMT "%.8s..."
 
 static const char *const request_status_names[] = {
         [REQUEST_PENDING] = "pending",
@@ -233,7 +232,7 @@ static int request_read(store *s, const char *id, store_request *ret) {
         if (r >= 0)
                 r = store_step(s, st, "read a request");
         if (r == 0)
-                return hwid_fail(HWID_E_NOT_FOUND, "no request " REQ_ID_FMT, id);
+                return hwid_fail(HWID_E_NOT_FOUND, "no request " REQUEST_ID_FMT, id);
         if (r < 0)
                 return r;
         return request_from_row(st, ret);
@@ -263,7 +262,7 @@ int store_request_create(store *s, const store_request *q, int64_t now) {
         if (r >= 0)
                 r = store_step(s, st, "insert a request");
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
-                return hwid_fail(HWID_E_EXISTS, "request " REQ_ID_FMT " already exists", q->id);
+                return hwid_fail(HWID_E_EXISTS, "request " REQUEST_ID_FMT " already exists", q->id);
         if (r < 0)
                 return r;
         return store_commit(s, "commit the new request");
@@ -320,7 +319,7 @@ static int request_not(store *s, const char *id, store_request_status want) {
 
         if (r < 0)
                 return r;
-        return hwid_fail(HWID_E_CONFLICT, "request " REQ_ID_FMT " is %s, not %s", id,
+        return hwid_fail(HWID_E_CONFLICT, "request " REQUEST_ID_FMT " is %s, not %s", id,
                          request_status_names[q.status], request_status_names[want]);
 }
 
@@ -359,7 +358,7 @@ int store_request_mark_issued(store *s, const char *id, const char *identity, co
         if (q.status != REQUEST_APPROVED)
                 return request_not(s, id, REQUEST_APPROVED);
         if (sqlite3_stricmp(q.identity, identity) != 0) /* identities ignore ASCII case */
-                return hwid_fail(HWID_E_FORBIDDEN, "request " REQ_ID_FMT " is for %s, not %s", id, q.identity,
+                return hwid_fail(HWID_E_FORBIDDEN, "request " REQUEST_ID_FMT " is for %s, not %s", id, q.identity,
                                  identity);
         r = store_stmt(s, ST_REQ_ISSUE,
                        "UPDATE requests SET status = 'issued', serial = ?2, updated_at = ?3 WHERE id = ?1", &st);
@@ -376,18 +375,44 @@ static bool audit_ok(const store_audit *a) {
         return a && store_str_ok(a->actor, 256) && store_str_ok(a->action, 64) && store_str_ok(a->outcome, 64);
 }
 
+/* The fields of an audit record as stored: with every control and bidi
+ * character escaped (common/escape.h), so that no field, whoever chose
+ * it (a CSR's CN, a reason quoting it), can fake a row or a column of
+ * `hwid audit list` or of anything else that reads the table. */
+typedef struct audit_text {
+        char *f[6];
+} audit_text;
+
+static void audit_text_clear(audit_text *t) {
+        for (size_t i = 0; i < ELEMENTSOF(t->f); i++)
+                free(t->f[i]);
+}
+
+static int audit_text_escape(const store_audit *a, audit_text *t) {
+        const char *in[6] = { a->actor, a->action, a->target, a->outcome, a->reason, a->token_id };
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(in); i++)
+                if ((r = text_escape(in[i], in[i] ? strlen(in[i]) : 0, &t->f[i])) < 0)
+                        return r;
+        return 0;
+}
+
 int store_audit_insert(store *s, const store_audit *a, int64_t now) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_(audit_text_clear) audit_text t = { 0 };
         int r;
 
         if (!audit_ok(a))
                 return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
+        if ((r = audit_text_escape(a, &t)) < 0)
+                return r;
         r = store_stmt(s, ST_AUDIT_INSERT,
                        "INSERT INTO audit (at, actor, action, target, outcome, reason, token_id) "
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
         if (r >= 0)
-                r = store_bind(s, st, "Itttttt", a->at ? a->at : now, a->actor, a->action, a->target, a->outcome,
-                               a->reason, a->token_id);
+                r = store_bind(s, st, "Itttttt", a->at ? a->at : now, t.f[0], t.f[1], t.f[2], t.f[3], t.f[4],
+                               t.f[5]);
         if (r >= 0)
                 r = store_step(s, st, "append to the audit log");
         return r < 0 ? r : 0;

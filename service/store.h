@@ -59,6 +59,12 @@ typedef enum store_request_status {
         REQUEST_ISSUED,
 } store_request_status;
 
+/* Request ids are the device's poll capability (whoever has one gets the
+ * certificate): messages, logs and audit records show only their first 8
+ * characters, with this format.  `hwid request list` on the CA host shows
+ * them whole, for the admin to approve. */
+#define REQUEST_ID_FMT "%.8s..."
+
 typedef struct store_request {
         char id[33];             /* 128-bit random, hex: also the device's poll capability */
         char *identity;          /* requested CN */

@@ -12,6 +12,7 @@
  *   /pending     202 with Retry-After and Location
  *   /ca          a cacheable plain-text answer
  *   /big         a response larger than the response cap
+ *   /large       an 8 MiB response (for slow readers)
  * Every echo carries "calls": how many times the handler ran, so a test can
  * tell that a refused request never reached it. */
 #include <getopt.h>
@@ -122,6 +123,14 @@ static void handler(void *userdata, const http_request *req, http_response *resp
                 resp->cacheable = true;
                 resp->content_type = "text/plain";
                 buf_append_str(&resp->body, "ca\n");
+                return;
+        } else if (strcmp(req->path, "/large") == 0) {
+                static const char chunk[4096] = { 'x' };
+
+                resp->status = 200;
+                resp->content_type = "text/plain";
+                for (int i = 0; i < 2048; i++)
+                        buf_append(&resp->body, chunk, sizeof(chunk));
                 return;
         } else if (strcmp(req->path, "/big") == 0) {
                 static const char chunk[4096] = { 'x' };

@@ -5,7 +5,8 @@
 # the store: the rows of `hwid cert list --all`, of `hwid request list
 # --all`, and the spent uses of the token involved are the same before and
 # after.
-#   400 bad_csr (garbage, empty, a P-256 key whose point is off the curve),
+#   400 bad_csr (garbage, empty, a P-256 key whose point is off the curve,
+#   a PEM request with bytes after it, two of them, one after a certificate),
 #   400 bad_csr_signature (one bit of the
 #   signature of a DER CSR flipped), 401 bad_token (missing, malformed,
 #   unknown id, wrong secret, expired, used up, revoked), 413 too_large
@@ -16,7 +17,8 @@
 #   database's write lock longer than hwidd's busy timeout — and afterwards
 #   the same request succeeds, so the 503 left nothing half-done (and while
 #   it waited, other connections were served at once); 429
-#   rate_limited with Retry-After once a client exceeds limits.rate_per_ip.
+#   rate_limited with Retry-After once a client exceeds limits.rate_per_ip, and
+#   a handshake flood refused before TLS while another address is served.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -84,6 +86,20 @@ test_bad_csrs() {
                 fail "openssl reads the off-curve key"
         refused "$DEV/offcurve" "$tok" 400 bad_csr "public key" \
                 post_csr "$DEV/offcurve" "$tok" "$DEV/offcurve.der"
+        # A PEM body is one request and nothing after it (white space
+        # aside), as a DER body is one DER object.
+        { cat "$DEV/badsig.csr"; echo "garbage after the request"; } >"$DEV/pem-trailing.csr"
+        refused "$DEV/pem-trailing" "$tok" 400 bad_csr "nothing after it" \
+                post_csr "$DEV/pem-trailing" "$tok" "$DEV/pem-trailing.csr"
+        cat "$DEV/badsig.csr" "$DEV/badsig.csr" >"$DEV/pem-twice.csr"
+        refused "$DEV/pem-twice" "$tok" 400 bad_csr "nothing after it" \
+                post_csr "$DEV/pem-twice" "$tok" "$DEV/pem-twice.csr"
+        { openssl x509 -in "$CA_DIR/ca.pem"; cat "$DEV/badsig.csr"; } >"$DEV/cert-then-req.csr"
+        refused "$DEV/cert-then-req" "$tok" 400 bad_csr "PKCS#10" \
+                post_csr "$DEV/cert-then-req" "$tok" "$DEV/cert-then-req.csr"
+        { cat "$DEV/badsig.csr"; printf '\n \n'; } >"$DEV/pem-ws.csr"
+        post_csr "$DEV/pem-ws" "$tok" "$DEV/pem-ws.csr"
+        expect_status 201 "$DEV/pem-ws"
 }
 
 test_bad_tokens() {
@@ -259,6 +275,17 @@ test_rate_limited() {
         expect_error 429 rate_limited "$DEV/rate-2" "too many requests"
         [[ $(header Retry-After "$DEV/rate-2") =~ ^[1-9][0-9]*$ ]] || fail "429 without a Retry-After"
         assert_eq "$(store_state "$tok")" "$before" "store after a 429"
+        # A flood of handshakes (each one a signature by the TLS key in the
+        # HSM) is cut before TLS: the connection burst is 4, three are spent,
+        # and 0.1/s refills nothing worth counting.
+        mkdir "$T/flood"
+        curl -s --max-time 20 --cacert "$CA_DIR/ca.pem" -H 'Connection: close' -o "$T/flood/#1" \
+                -w '%{http_code}\n' "$URL/healthz?n=[1-30]" >"$T/flood.codes" 2>/dev/null || true
+        assert_eq "$(wc -l <"$T/flood.codes")" 30 "flood attempts reported"
+        [ "$(grep -vc '^000$' "$T/flood.codes")" -le 2 ] ||
+                fail "handshakes completed in a flood at 0.1/s: $(sort "$T/flood.codes" | uniq -c | tr '\n' ' ')"
+        http "$DEV/other-addr" GET /healthz --interface 127.0.0.2
+        expect_status 200 "$DEV/other-addr"
 }
 
 ca_setup

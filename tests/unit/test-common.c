@@ -1,6 +1,11 @@
 /* Capped buffers, secrets and atomic files. */
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "check.h"
@@ -20,6 +25,23 @@ static void buf_is_capped(void) {
         buf_reset(&b);
         CHECK(buf_printf(&b, "%d-%s", 12, "ab") == 0);
         CHECK_STREQ((char *) b.data, "12-ab");
+}
+
+/* After buf_reserve(n), appends of n bytes in all never move the data
+ * (a secret would be left behind in the freed block), and the cap holds. */
+static void buf_reserve_keeps_data_in_place(void) {
+        _cleanup_buf_ buf b;
+        const uint8_t *at;
+
+        buf_init(&b, 4096);
+        CHECK(buf_append_str(&b, "x") == 0);
+        CHECK(buf_reserve(&b, 1000) == 0);
+        at = b.data;
+        for (int i = 0; i < 100; i++)
+                CHECK(buf_append_str(&b, "0123456789") == 0);
+        CHECK(b.data == at);
+        CHECK(b.len == 1001);
+        CHECK(buf_reserve(&b, 4096) == -HWID_E_TOO_LARGE);
 }
 
 static void secrets_compare(void) {
@@ -54,9 +76,95 @@ static void files_are_atomic_and_capped(void) {
         rmdir(dir);
 }
 
+/* VmLck of this process, in kB (-1 if unknown). */
+static long vm_locked_kb(void) {
+        FILE *f = fopen("/proc/self/status", "re");
+        char line[256];
+        long kb = -1;
+
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return kb;
+}
+
+/* The "Locked:" size (kB) and VmFlags of the mapping holding p. */
+static bool mapping_of(const void *p, long *ret_locked, char *flags, size_t n) {
+        FILE *f = fopen("/proc/self/smaps", "re");
+        uintptr_t a = (uintptr_t) p, lo, hi;
+        char line[512];
+        bool in = false, found = false;
+
+        while (f && fgets(line, sizeof(line), f)) {
+                if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+                        in = a >= lo && a < hi;
+                else if (in && sscanf(line, "Locked: %ld kB", ret_locked) == 1)
+                        found = true;
+                else if (in && strncmp(line, "VmFlags:", 8) == 0)
+                        snprintf(flags, n, "%s", line + 8);
+        }
+        if (f)
+                fclose(f);
+        return found;
+}
+
+static void secrets_are_locked(void) {
+        char dir[] = "/tmp/hwid-test-XXXXXX", flags[256] = "";
+        _cleanup_free_ char *path = NULL;
+        long before = vm_locked_kb(), locked = 0;
+        char *pin = NULL;
+
+        CHECK(before >= 0);
+        CHECK(secret_locked_dup("1234", &pin) == 0);
+        CHECK_STREQ(pin, "1234");
+        /* Locked (never swapped) and left out of core dumps. */
+        CHECK(vm_locked_kb() >= before + 4);
+        CHECK(mapping_of(pin, &locked, flags, sizeof(flags)) && locked >= 4);
+        CHECK_CONTAINS(flags, " lo");
+        CHECK_CONTAINS(flags, " dd");
+        secret_locked_free(pin);
+        CHECK(vm_locked_kb() == before);
+        secret_locked_free(NULL);
+
+        CHECK(mkdtemp(dir) != NULL);
+        path = path_join(dir, "pin");
+        CHECK(write_file_atomic(path, "s3cret\nignored", 14, 0600) == 0);
+        CHECK(secret_read_file_locked(path, 16, &pin) == 0);
+        CHECK_STREQ(pin, "s3cret");
+        CHECK(mapping_of(pin, &locked, flags, sizeof(flags)) && locked >= 4);
+        secret_locked_free(pin);
+        CHECK(secret_read_file_locked(path, 3, &pin) == -HWID_E_TOO_LARGE);
+        CHECK(vm_locked_kb() == before);
+        unlink(path);
+        rmdir(dir);
+}
+
+/* In a child: after secret_protect_process(), no core dumps at all. */
+static void process_is_protected(void) {
+        pid_t pid = fork();
+        int status = 0;
+
+        if (pid == 0) {
+                struct rlimit rl;
+
+                if (secret_protect_process() < 0 || prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0 ||
+                    getrlimit(RLIMIT_CORE, &rl) < 0 || rl.rlim_cur != 0 || rl.rlim_max != 0)
+                        _exit(1);
+                _exit(0);
+        }
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1); /* the parent is untouched */
+}
+
 int main(void) {
         buf_is_capped();
+        buf_reserve_keeps_data_in_place();
         secrets_compare();
         files_are_atomic_and_capped();
+        secrets_are_locked();
+        process_is_protected();
         return check_done("test-common");
 }

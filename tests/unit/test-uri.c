@@ -1,8 +1,33 @@
 /* Key URI parsing: what is accepted, what is refused, and that every
  * refusal says what is wrong. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include <p11-kit/p11-kit.h>
+
 #include "check.h"
 #include "error.h"
 #include "uri.h"
+
+/* Whether the page holding p is locked (smaps of the mapping: "Locked: > 0"). */
+static bool page_locked(const void *p) {
+        FILE *f = fopen("/proc/self/smaps", "re");
+        uintptr_t a = (uintptr_t) p, lo, hi;
+        char line[512];
+        long kb = 0;
+        bool in = false;
+
+        while (f && fgets(line, sizeof(line), f)) {
+                if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+                        in = a >= lo && a < hi;
+                else if (in && sscanf(line, "Locked: %ld kB", &kb) == 1)
+                        break;
+        }
+        if (f)
+                fclose(f);
+        return kb > 0;
+}
 
 static void accepts_pkcs11(void) {
         _cleanup_(key_uri_freep) key_uri *u = NULL;
@@ -27,6 +52,9 @@ static void accepts_pkcs11_id_module_pin_value(void) {
         CHECK(u->id_len == 3 && u->id[0] == 1 && u->id[1] == 2 && u->id[2] == 0xff);
         CHECK_STREQ(u->module_path, "/usr/lib/softhsm/libsofthsm2.so");
         CHECK_STREQ(u->pin_value, "1234");
+        /* The PIN lives in locked memory only: p11-kit's copy is gone. */
+        CHECK(page_locked(u->pin_value));
+        CHECK(p11_kit_uri_get_pin_value(u->p11) == NULL);
 }
 
 /* Attributes that share a prefix, or a value that looks like another
