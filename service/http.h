@@ -42,6 +42,7 @@ typedef struct http_response {
         int64_t retry_after;      /* > 0: sends Retry-After */
         char location[256];       /* non-empty: sends Location */
         bool cacheable;           /* false (default): sends Cache-Control: no-store */
+        const char *error;        /* the error slug of an error response (static), for metrics */
 } http_response;
 
 /* Called on a worker thread once the whole body has arrived (and only if
@@ -68,6 +69,9 @@ typedef struct http_options {
         unsigned max_connections_per_ip; /* 0: max_connections / 4, at least 16 (capped at max_connections) */
         double rate_per_ip;          /* 0: unlimited */
         unsigned rate_burst;
+        /* Told of every refusal the transport answers itself, before any
+         * handler runs (413, 429, 431), with its error slug; may be NULL. */
+        void (*on_refusal)(void *userdata, int status, const char *error);
 } http_options;
 
 typedef struct http_server http_server;
