@@ -83,6 +83,15 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
         return issuer_sign(ca->issuer, &in, ret);
 }
 
+/* The commit, timed for metrics (its group commit's wait included). */
+static int commit_timed(ca_service *ca, const store_issue *how, int64_t now) {
+        uint64_t t0 = histogram_now_ns();
+        int r = store_cert_commit(ca->store, how, now);
+
+        metrics_commit_observe(ca->metrics, COMMIT_CERTIFICATE, histogram_now_ns() - t0);
+        return r;
+}
+
 int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
              const char *identity, int64_t now, char **ret_pem, char **ret_serial) {
         _cleanup_(X509_freep) X509 *x = NULL;
@@ -105,12 +114,7 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
         how->cert = &rec;
         how->dns_names = (const char *const *) dns;
         how->n_dns_names = n_dns;
-        {
-                uint64_t t0 = histogram_now_ns();
-
-                r = store_cert_commit(ca->store, how, now);
-                metrics_commit_observe(ca->metrics, COMMIT_CERTIFICATE, histogram_now_ns() - t0);
-        }
+        r = commit_timed(ca, how, now);
         how->dns_names = NULL;
         how->n_dns_names = 0;
         if (r < 0)
