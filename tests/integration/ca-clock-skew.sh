@@ -19,17 +19,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
 # shellcheck source=policy-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/policy-lib.sh"
 
-FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-[ -e "$FAKETIME_LIB" ] || FAKETIME_LIB=$(find /usr/lib -name libfaketimeMT.so.1 2>/dev/null | head -n 1)
-[ -n "$FAKETIME_LIB" ] && [ -e "$FAKETIME_LIB" ] || fail "libfaketime (Debian package faketime) is not installed"
-
 # hwidd_start_at OFFSET — hwidd with its wall clock moved by OFFSET
-# (libfaketime: "-20m"); monotonic time, which paces connections, is real.
+# (libfaketime: "-20m", through tests/lib.sh's wrong_clock); monotonic
+# time, which paces connections, is real.
 hwidd_start_at() {
+        wrong_clock "$1"
         _HWIDD_RUNS=$((${_HWIDD_RUNS:-0} + 1))
         HWIDD_LOG=$T/hwidd.$_HWIDD_RUNS.log
-        start_bg "$HWIDD_LOG" env LD_PRELOAD="$FAKETIME_LIB" FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1 \
-                FAKETIME_NO_CACHE=1 "$HWIDD" --config "$CFG"
+        start_bg "$HWIDD_LOG" "${WRONG_CLOCK[@]}" FAKETIME_NO_CACHE=1 "$HWIDD" --config "$CFG"
         HWIDD_PID=$BG_PID
         wait_for_port "$PORT" 20 "$HWIDD_PID"
 }
