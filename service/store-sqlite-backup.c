@@ -106,6 +106,12 @@ int store_claim(const char *database, bool exclusive, int *ret_fd) {
         _cleanup_free_ char *path = NULL;
         int fd;
 
+        /* A database server (a postgresql:// URI, a conninfo string) has
+         * no file beside which to lock: nothing to claim. */
+        if (strstr(database, "://") || strchr(database, '=')) {
+                *ret_fd = -1;
+                return 0;
+        }
         if (asprintf(&path, "%s.lock", database) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);

@@ -170,7 +170,8 @@ int store_integrity_check(store *s);
 /* Who uses a database file: hwidd holds a shared claim while it runs, a
  * restore an exclusive one, so that neither replaces the database under
  * the other (a lock on "<database>.lock"; -HWID_E_CONFLICT naming who
- * holds it).  *ret_fd holds the claim until closed. */
+ * holds it).  *ret_fd holds the claim until closed; -1 for a database
+ * that is not a file (a URI or conninfo string: nothing is claimed). */
 int store_claim(const char *database, bool exclusive, int *ret_fd);
 
 /* ---- tokens ---- */
