@@ -310,22 +310,33 @@ static int backfill_rows(store *s) {
         return head.set ? link_write(s, ST_AUDIT_SET_HEAD, "head", head.id, head.at, head.hash) : 0;
 }
 
-/* Audit records written before the database had a chain (schema < 4) are
- * chained once, in id order, when it is first opened: from then on they
- * are covered like the rest (what was changed before cannot be told). */
-int store_audit_backfill(store *s) {
-        _cleanup_(store_leavep) store *g = NULL;
+static int chained(store *s, bool *ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
-        int r = store_enter(s, true, &g);
+        int r;
 
-        if (r < 0)
-                return r;
         if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'audit_chained'", -1, &st, NULL) !=
             SQLITE_OK)
                 return store_sql_fail(s, "read whether the audit log is chained");
         r = store_step(s, st, "read whether the audit log is chained");
-        if (r <= 0 || sqlite3_column_int64(st, 0) == 1)
-                return r < 0 ? r : 0;
+        if (r < 0)
+                return r;
+        *ret = r == 0 || sqlite3_column_int64(st, 0) == 1;
+        return 0;
+}
+
+/* Audit records written before the database had a chain (schema < 5) are
+ * chained once, in id order, when it is first opened: from then on they
+ * are covered like the rest (what was changed before cannot be told). */
+int store_audit_backfill(store *s) {
+        _cleanup_(store_leavep) store *g = NULL;
+        bool done = false;
+        int r = chained(s, &done);
+
+        /* The common case, a chained log, needs no write lock. */
+        if (r < 0 || done)
+                return r;
+        if ((r = store_enter(s, true, &g)) < 0 || (r = chained(s, &done)) < 0 || done)
+                return r;
         if ((r = backfill_rows(s)) < 0)
                 return r;
         if (sqlite3_exec(s->db, "UPDATE meta SET value = 1 WHERE key = 'audit_chained'", NULL, NULL, NULL) !=
