@@ -1,5 +1,8 @@
-/* hwid audit list: the audit log of the CA, newest last.
- * hwid audit verify: the audit log's hash chain, record by record. */
+/* hwid audit list: the audit log of the CA, newest last, on the CA host
+ * (--config) or from a remote hwidd's admin API as an operator (--dir,
+ * --cert/--key).
+ * hwid audit verify: the audit log's hash chain, record by record (on the
+ * CA host: it reads the database itself, which is what it checks). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +10,7 @@
 #include "admin.h"
 #include "cli.h"
 #include "error.h"
+#include "remote.h"
 
 static int print_record(const store_audit *a, void *userdata) {
         char when[32];
@@ -17,14 +21,52 @@ static int print_record(const store_audit *a, void *userdata) {
         return 0;
 }
 
+static int remote_list_audit(const remote_opts *ro, long limit) {
+        _cleanup_(remote_freep) remote *rm = NULL;
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        _cleanup_free_ char *path = NULL;
+        json_object *list;
+        store_audit a;
+        int r;
+
+        if (asprintf(&path, "/v1/admin/audit?limit=%ld", limit) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = remote_open(ro, &rm)) < 0 || (r = remote_call(rm, "GET", path, NULL, &answer)) < 0 ||
+            (r = remote_list(answer, "records", &list)) < 0)
+                return r;
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                if ((r = admin_json_to_audit(json_object_array_get_idx(list, i), &a)) < 0)
+                        return r;
+                print_record(&a, NULL);
+        }
+        return 0;
+}
+
+static int local_list_audit(const char *config, long limit) {
+        _cleanup_(config_freep) hwidd_config *cfg = NULL;
+        _cleanup_(store_freep) store *s = NULL;
+        int r = admin_open(config, &cfg, &s);
+
+        return r < 0 ? r : store_audit_foreach(s, (size_t) limit, print_record, NULL);
+}
+
+static void usage(void) {
+        printf("Usage: hwid audit list [--config FILE] [--limit N]\n"
+               "       hwid audit list --dir DIR | --cert FILE --key URI [...] [--limit N]   (remote)\n\n"
+               "Shows the last N audit records (default 50, 0 for all; remotely at most 100000):\n"
+               "who did what to which identity, the outcome (allow, deny, would-deny, error) and\n"
+               "why.  Remotely: the admin and auditor roles.\n\n"
+               CONFIG_HELP
+               "  -n, --limit N        how many records (default 50, 0 for all)\n" REMOTE_HELP);
+}
+
 int cmd_audit_list(int argc, char **argv) {
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' }, { "limit", required_argument, NULL, 'n' },
-                { "help", no_argument, NULL, 'h' }, {},
+                { "help", no_argument, NULL, 'h' }, REMOTE_OPTIONS, {},
         };
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
         const char *config = NULL;
+        remote_opts ro = { 0 };
         long limit = 50;
         char *end;
         int c, r;
@@ -34,27 +76,24 @@ int cmd_audit_list(int argc, char **argv) {
                 case 'c': config = optarg; break;
                 case 'n':
                         limit = strtol(optarg, &end, 10);
-                        if (*end || limit < 0)
+                        if (*end || end == optarg || limit < 0)
                                 return cli_usage("audit list", "--limit must be a number (0: everything)");
                         break;
-                case 'h':
-                        printf("Usage: hwid audit list [--config FILE] [--limit N]\n\n"
-                               "Shows the last N audit records (default 50, 0 for all): who did what to\n"
-                               "which identity, the outcome (allow, deny, would-deny, error) and why.\n\n"
-                               CONFIG_HELP
-                               "  -n, --limit N        how many records (default 50, 0 for all)\n");
-                        return 0;
-                default: return cli_bad_option("audit list", argv);
+                case 'h': usage(); return 0;
+                default:
+                        if (!remote_option(&ro, c, optarg))
+                                return cli_bad_option("audit list", argv);
                 }
         }
         if (optind != argc)
                 return cli_usage("audit list", "takes no arguments");
-        if ((r = admin_open(config, &cfg, &s)) < 0)
-                return cli_fail(r);
+        if ((r = remote_check_usage("audit list", &ro, config, false)) != 0)
+                return r;
+        if (remote_wanted(&ro) && limit > 100000)
+                return cli_usage("audit list", "--limit is at most 100000 remotely");
         printf("%-17s  %-18s  %-16s  %-24s  %-10s  %s\n", "WHEN", "ACTOR", "ACTION", "TARGET", "OUTCOME", "REASON");
-        if ((r = store_audit_foreach(s, (size_t) limit, print_record, NULL)) < 0)
-                return cli_fail(r);
-        return 0;
+        r = remote_wanted(&ro) ? remote_list_audit(&ro, limit) : local_list_audit(config, limit);
+        return r < 0 ? cli_fail(r) : 0;
 }
 
 static void print_verified(const store_audit_report *rep) {

@@ -12,36 +12,78 @@
 #include "error.h"
 #include "fsutil.h"
 #include "ossl-util.h"
+#include "remote.h"
 #include "secret.h"
 #include "token.h"
 #include "x509-util.h"
 
 #define MAX_COUNT 100000
+/* Tokens per request to a remote hwidd (its own limit). */
+#define REMOTE_BATCH 1000
 
 typedef struct token_opts {
-        const char *config, *profile, *pattern, *description, *out, *server, *key, *dir;
+        const char *config, *profile, *pattern, *description, *out, *device_key, *device_dir;
         int64_t ttl;
         long uses, count;
+        remote_opts remote; /* remote.server is also the join command's server */
 } token_opts;
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid token create [--config FILE] [--profile P] [--ttl 24h] [--uses 1]\n"
                    "                         [--name-pattern GLOB] [--description TEXT]\n"
-                   "                         [--count N --out FILE] [--server URL] [--key URI] [--dir DIR]\n\n"
+                   "                         [--count N --out FILE] [--server URL]\n"
+                   "                         [--device-key URI] [--device-dir DIR]\n"
+                   "       hwid token create --dir DIR | --cert FILE --key URI [...]   (remote)\n\n"
                    "Creates a bootstrap token (<id>.<secret>) that lets one device submit a CSR, and\n"
                    "prints the join command to run on the device.  The secret is shown once; only its\n"
-                   "hash is stored.  With --count, writes N tokens to FILE (mode 0600), one per line.\n\n"
-                   "  -c, --config FILE        hwidd configuration (default $HWID_CONFIG or " DEFAULT_CONFIG ")\n"
+                   "hash is stored.  With --count, writes N tokens to FILE (mode 0600), one per line.\n"
+                   "Remotely, an admin may create any token; a provisioner only for the profiles and\n"
+                   "name patterns its certificate is scoped to (--name-pattern is then required).\n\n"
+                   CONFIG_HELP
                    "  -p, --profile P          profile the token is bound to (default: 'default')\n"
                    "      --ttl DURATION       lifetime, e.g. 30m, 24h, 7d (default 24h)\n"
                    "      --uses N             how many enrollments it allows (default 1)\n"
                    "      --name-pattern GLOB  device names it may request, e.g. 'edge-*'\n"
                    "      --description TEXT   a note kept with the token (hwid token list)\n"
-                   "      --count N            create N tokens (written to --out, not printed)\n"
+                   "      --count N            create N tokens, 1..%d (written to --out, not printed)\n"
                    "  -o, --out FILE           with --count: the file for the tokens (mode 0600)\n"
-                   "      --server URL         hwidd URL for the join command (default from listen)\n"
-                   "      --key URI            device key URI for the join command\n"
-                   "      --dir DIR            device directory for the join command\n");
+                   "      --device-key URI     device key URI for the join command\n"
+                   "      --device-dir DIR     device directory for the join command\n"
+                   "(--server URL is also the join command's URL; by default from listen.)\n"
+                   REMOTE_HELP, MAX_COUNT);
+}
+
+static int parse_number(const char *opt, const char *arg, long max, long *ret) {
+        char *end;
+        long v = strtol(arg, &end, 10);
+
+        if (*end || end == arg || v < 1 || v > max)
+                return cli_usage("token create", "%s must be 1..%ld", opt, max);
+        *ret = v;
+        return 0;
+}
+
+static int parse_one(token_opts *o, int c, char **argv) {
+        switch (c) {
+        case 'c': o->config = optarg; return 0;
+        case 'p': o->profile = optarg; return 0;
+        case 't':
+                if (config_parse_duration(optarg, &o->ttl) < 0 || o->ttl <= 0)
+                        return cli_usage("token create", "--ttl '%s' is not a duration like 24h", optarg);
+                return 0;
+        case 'u': return parse_number("--uses", optarg, 1000000, &o->uses);
+        case 'N': return parse_number("--count", optarg, MAX_COUNT, &o->count);
+        case 'n': o->pattern = optarg; return 0;
+        case 'd': o->description = optarg; return 0;
+        case 'o': o->out = optarg; return 0;
+        case 'k': o->device_key = optarg; return 0;
+        case 'D': o->device_dir = optarg; return 0;
+        case 'h': usage(stdout); exit(0);
+        default:
+                if (remote_option(&o->remote, c, optarg))
+                        return 0;
+                return cli_bad_option("token create", argv);
+        }
 }
 
 static int parse(int argc, char **argv, token_opts *o) {
@@ -50,47 +92,22 @@ static int parse(int argc, char **argv, token_opts *o) {
                 { "ttl", required_argument, NULL, 't' }, { "uses", required_argument, NULL, 'u' },
                 { "name-pattern", required_argument, NULL, 'n' }, { "description", required_argument, NULL, 'd' },
                 { "count", required_argument, NULL, 'N' }, { "out", required_argument, NULL, 'o' },
-                { "server", required_argument, NULL, 's' }, { "key", required_argument, NULL, 'k' },
-                { "dir", required_argument, NULL, 'D' }, { "help", no_argument, NULL, 'h' }, {},
+                { "device-key", required_argument, NULL, 'k' }, { "device-dir", required_argument, NULL, 'D' },
+                { "help", no_argument, NULL, 'h' }, REMOTE_OPTIONS, {},
         };
-        char *end;
-        int c;
+        int c, r;
 
         *o = (token_opts) { .profile = "default", .ttl = 86400, .uses = 1, .count = 0,
-                            .key = "tpm2:file=/var/lib/hwid/device.tss2.pem", .dir = "/var/lib/hwid" };
-        while ((c = getopt_long(argc, argv, "c:p:o:h", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c': o->config = optarg; break;
-                case 'p': o->profile = optarg; break;
-                case 't':
-                        if (config_parse_duration(optarg, &o->ttl) < 0 || o->ttl <= 0)
-                                return cli_usage("token create", "--ttl '%s' is not a duration like 24h", optarg);
-                        break;
-                case 'u':
-                        o->uses = strtol(optarg, &end, 10);
-                        if (*end || o->uses < 1 || o->uses > 1000000)
-                                return cli_usage("token create", "--uses must be 1..1000000");
-                        break;
-                case 'N':
-                        o->count = strtol(optarg, &end, 10);
-                        if (*end || o->count < 1 || o->count > MAX_COUNT)
-                                return cli_usage("token create", "--count must be 1..%d", MAX_COUNT);
-                        break;
-                case 'n': o->pattern = optarg; break;
-                case 'd': o->description = optarg; break;
-                case 'o': o->out = optarg; break;
-                case 's': o->server = optarg; break;
-                case 'k': o->key = optarg; break;
-                case 'D': o->dir = optarg; break;
-                case 'h': usage(stdout); exit(0);
-                default: return cli_bad_option("token create", argv);
-                }
-        }
+                            .device_key = "tpm2:file=/var/lib/hwid/device.tss2.pem", .device_dir = "/var/lib/hwid" };
+        while ((c = getopt_long(argc, argv, "c:p:o:h", opts, NULL)) >= 0)
+                if ((r = parse_one(o, c, argv)) != 0)
+                        return r;
         if (optind != argc)
                 return cli_usage("token create", "unexpected argument '%s'", argv[optind]);
         if (!!o->count != !!o->out)
                 return cli_usage("token create", "--count and --out go together");
-        return 0;
+        /* --server alone is the join command's URL, on the CA host as before. */
+        return remote_check_usage("token create", &o->remote, o->config, true);
 }
 
 /* Creates one token in the store; *ret_token is "<id>.<secret>" (a secret). */
@@ -136,15 +153,16 @@ static int ca_pin(const char *ca_path, char pin[72]) {
         return spki_sha256_pin(X509_get0_pubkey(x), pin);
 }
 
-static void print_join(const hwidd_config *cfg, const token_opts *o, const char *token, const char *pin) {
+/* server: the URL devices reach hwidd at. */
+static void print_join(const char *server, const token_opts *o, const char *token, const char *pin) {
         const char *name = o->pattern && !strpbrk(o->pattern, "*?") ? o->pattern : "<device-name>";
 
         printf("token: %s\n(shown once: only its hash is stored; profile %s, %ld use%s, expires in %llds)\n\n",
                token, o->profile, o->uses, o->uses == 1 ? "" : "s", (long long) o->ttl);
         printf("On the device, run (the token is read from the environment, not the command line):\n"
-               "  HWID_TOKEN=%s hwid join --server %s%s --ca-hash %s \\\n"
+               "  HWID_TOKEN=%s hwid join --server %s --ca-hash %s \\\n"
                "      --key %s --cn %s --dir %s\n",
-               token, o->server ? "" : "https://", o->server ? o->server : cfg->listen, pin, o->key, name, o->dir);
+               token, server, pin, o->device_key, name, o->device_dir);
 }
 
 static int write_batch(store *s, const token_opts *o, int64_t now) {
@@ -167,27 +185,95 @@ static int write_batch(store *s, const token_opts *o, int64_t now) {
         return 0;
 }
 
-int cmd_token_create(int argc, char **argv) {
+/* ---------- remote ---------- */
+
+/* Asks for n tokens; appends each "<id>.<secret>\n" to out. */
+static int remote_batch(remote *rm, const token_opts *o, long n, buf *out) {
+        _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
+        json_object *list, *tok;
+        int r;
+
+        json_set_str(body, "profile", o->profile);
+        json_set_str(body, "name_pattern", o->pattern);
+        json_set_str(body, "description", o->description);
+        json_object_object_add(body, "ttl", json_object_new_int64(o->ttl));
+        json_object_object_add(body, "uses", json_object_new_int64(o->uses));
+        json_object_object_add(body, "count", json_object_new_int64(n));
+        if ((r = remote_call(rm, "POST", "/v1/admin/tokens", body, &answer)) < 0)
+                return r;
+        if ((r = remote_list(answer, "tokens", &list)) < 0)
+                return r;
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                json_object *item = json_object_array_get_idx(list, i);
+                if (r >= 0 && (!json_object_object_get_ex(item, "token", &tok) ||
+                               !json_object_is_type(tok, json_type_string)))
+                        r = hwid_fail(HWID_E_INVALID, "the server's answer holds a token without its secret");
+                if (r >= 0)
+                        r = buf_printf(out, "%s\n", json_object_get_string(tok));
+                json_wipe_string(tok);
+        }
+        if (r >= 0 && json_object_array_length(list) != (size_t) n)
+                r = hwid_fail(HWID_E_INVALID, "the server returned %zu tokens, not %ld", json_object_array_length(list), n);
+        return r;
+}
+
+static int remote_create(const token_opts *o) {
+        _cleanup_(remote_freep) remote *rm = NULL;
+        _cleanup_buf_ buf out;
+        long left = o->count ? o->count : 1;
+        int r;
+
+        buf_init(&out, (size_t) left * 96 + 1);
+        if ((r = remote_open(&o->remote, &rm)) < 0)
+                return r;
+        for (long n; r >= 0 && left > 0; left -= n) {
+                n = left > REMOTE_BATCH ? REMOTE_BATCH : left;
+                r = remote_batch(rm, o, n, &out);
+        }
+        if (r >= 0 && o->count)
+                r = write_file_atomic(o->out, out.data, out.len, 0600);
+        if (r >= 0 && o->count)
+                printf("wrote %ld tokens (profile %s) to %s\n", o->count, o->profile, o->out);
+        else if (r >= 0) {
+                out.data[strcspn((char *) out.data, "\n")] = '\0';
+                print_join(remote_server(rm), o, (char *) out.data, remote_ca_pin(rm));
+        }
+        buf_wipe(&out);
+        return r;
+}
+
+/* ---------- on the CA host ---------- */
+
+static int local_create(const token_opts *o) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
         _cleanup_secret_ char *tok = NULL;
+        _cleanup_free_ char *server = NULL;
         int64_t now = (int64_t) time(NULL);
-        token_opts o;
         char pin[72];
+        int r;
+
+        if ((r = admin_open(o->config, &cfg, &s)) < 0)
+                return r;
+        if (!policy_profile_find(cfg->policy, o->profile))
+                return hwid_fail(HWID_E_INVALID, "no profile '%s' in %s", o->profile, cfg->path);
+        if (o->count)
+                return write_batch(s, o, now);
+        if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_one(s, o, now, &tok)) < 0)
+                return r;
+        if (asprintf(&server, "%s%s", o->remote.server ? "" : "https://",
+                     o->remote.server ? o->remote.server : cfg->listen) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        print_join(server, o, tok, pin);
+        return 0;
+}
+
+int cmd_token_create(int argc, char **argv) {
+        token_opts o;
         int r;
 
         if ((r = parse(argc, argv, &o)) != 0)
                 return r;
-        if ((r = admin_open(o.config, &cfg, &s)) < 0)
-                return cli_fail(r);
-        if (!policy_profile_find(cfg->policy, o.profile))
-                return cli_fail(hwid_fail(HWID_E_INVALID, "no profile '%s' in %s", o.profile, cfg->path));
-        if (o.count) {
-                r = write_batch(s, &o, now);
-                return r < 0 ? cli_fail(r) : 0;
-        }
-        if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_one(s, &o, now, &tok)) < 0)
-                return cli_fail(r);
-        print_join(cfg, &o, tok, pin);
-        return 0;
+        r = remote_wanted(&o.remote) ? remote_create(&o) : local_create(&o);
+        return r < 0 ? cli_fail(r) : 0;
 }

@@ -4,9 +4,10 @@
  *
  * Audit-only mode turns a denial into an allowance flagged audit_only —
  * except where there is nothing to scope: a requester without credentials
- * (401) and the admin role.  Audit-only rolls out *scoping* rules (a node
- * acts on itself, a token on its profile and pattern, the profiles' name
- * and key rules); it never authenticates anyone nor makes anyone admin. */
+ * (401) and the operator roles.  Audit-only rolls out *scoping* rules (a
+ * node acts on itself, a token on its profile and pattern, the profiles'
+ * name and key rules); it never authenticates anyone nor gives anyone a
+ * role or a provisioner's scope. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,8 +37,27 @@ const char *policy_action_name(policy_action action) {
         case ACTION_RENEW: return "renew";
         case ACTION_READ_IDENTITY: return "read-identity";
         case ACTION_ADMIN: return "admin";
+        case ACTION_TOKEN_CREATE: return "token.create";
+        case ACTION_TOKEN_LIST: return "token.list";
+        case ACTION_TOKEN_REVOKE: return "token.revoke";
+        case ACTION_REQUEST_LIST: return "request.list";
+        case ACTION_REQUEST_APPROVE: return "request.approve";
+        case ACTION_REQUEST_DENY: return "request.deny";
+        case ACTION_CERT_LIST: return "cert.list";
+        case ACTION_CERT_SHOW: return "cert.show";
+        case ACTION_CERT_REVOKE: return "cert.revoke";
+        case ACTION_AUDIT_READ: return "audit.list";
         }
         return "unknown";
+}
+
+bool policy_action_is_admin_api(policy_action action) {
+        return action >= ACTION_ADMIN_API_FIRST && action <= ACTION_ADMIN_API_LAST;
+}
+
+/* Actions only operators may perform: a denial of them is never lifted. */
+static bool operators_only(policy_action action) {
+        return action == ACTION_ADMIN || action == ACTION_METRICS || policy_action_is_admin_api(action);
 }
 
 static policy_verdict allow(authz *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -77,37 +97,65 @@ static policy_verdict authz_admin(authz *a) {
         return allow(a, "'%s' has the admin role", a->who->identity ? a->who->identity : "admin");
 }
 
-/* A node acts on its own identity only (KubeEdge's node authorizer). */
+/* The operator roles split from admin: what the table in roles.c grants
+ * them, and nothing else that is administrative.  Their own identity and
+ * the public resources are the node authorizer's. */
+static policy_verdict authz_operator(authz *a) {
+        const char *role = policy_cert_role_name(a->who->role);
+        const char *me = a->who->identity ? a->who->identity : "?";
+        char reason[sizeof(a->d->reason)], roles[64];
+
+        if (a->who->role != ROLE_APPROVER && a->who->role != ROLE_PROVISIONER && a->who->role != ROLE_AUDITOR)
+                return VERDICT_NO_OPINION;
+        if (a->action == ACTION_READ_IDENTITY && role_may(a->who->role, a->action))
+                return allow(a, "%s '%s' may read any identity", role, me);
+        if (!operators_only(a->action))
+                return VERDICT_NO_OPINION;
+        if (role_may(a->who->role, a->action))
+                return allow(a, "%s '%s' may perform '%s'", role, me, policy_action_name(a->action));
+        snprintf(reason, sizeof(reason), "%s '%s' may not perform '%s': it needs the %s role", role, me,
+                 policy_action_name(a->action), policy_roles_allowed(a->action, roles, sizeof(roles)));
+        return deny(a, -HWID_E_FORBIDDEN, true, reason);
+}
+
+/* A certificate holder acts on its own identity only (KubeEdge's node
+ * authorizer); a node administers nothing. */
 static policy_verdict authz_node(authz *a) {
         const char *me = a->who->identity ? a->who->identity : "?";
-        char reason[sizeof(a->d->reason)], q[QUOTE_BUF];
+        const char *role = policy_cert_role_name(a->who->role);
+        char reason[sizeof(a->d->reason)], q[QUOTE_BUF], roles[64];
 
-        if (a->who->role != ROLE_NODE)
+        if (!policy_role_has_certificate(a->who->role) || a->who->role == ROLE_ADMIN)
                 return VERDICT_NO_OPINION;
         switch (a->action) {
         case ACTION_RENEW:
         case ACTION_READ_IDENTITY:
                 if (a->target && policy_identity_equal(a->target, strlen(a->target), a->who->identity))
-                        return allow(a, "node '%s' acts on its own identity", me);
-                snprintf(reason, sizeof(reason), "node '%s' may not act on identity '%s'", me,
+                        return allow(a, "%s '%s' acts on its own identity", role, me);
+                snprintf(reason, sizeof(reason), "%s '%s' may not act on identity '%s'", role, me,
                          a->target ? name_quote(q, sizeof(q), a->target, strlen(a->target)) : "(none named)");
                 return deny(a, -HWID_E_FORBIDDEN, false, reason);
         case ACTION_GET_CA:
         case ACTION_GET_CRL:
         case ACTION_HEALTH:
         case ACTION_POLL_REQUEST:
-                return allow(a, "node '%s' may read public resources", me);
+                return allow(a, "%s '%s' may read public resources", role, me);
         case ACTION_ADMIN:
-                snprintf(reason, sizeof(reason), "node '%s' does not have the admin role", me);
+                snprintf(reason, sizeof(reason), "%s '%s' does not have the admin role", role, me);
                 return deny(a, -HWID_E_FORBIDDEN, true, reason);
         default:
-                return VERDICT_NO_OPINION;
+                if (!policy_action_is_admin_api(a->action))
+                        return VERDICT_NO_OPINION;
+                snprintf(reason, sizeof(reason), "%s '%s' may not perform '%s': it needs the %s role", role, me,
+                         policy_action_name(a->action), policy_roles_allowed(a->action, roles, sizeof(roles)));
+                return deny(a, -HWID_E_FORBIDDEN, true, reason);
         }
 }
 
 /* Anyone: the public resources; a token holder: enrollment. */
 static policy_verdict authz_anonymous(authz *a) {
-        bool has_cert = a->who->role == ROLE_NODE || a->who->role == ROLE_ADMIN;
+        bool has_cert = policy_role_has_certificate(a->who->role);
+        char reason[sizeof(a->d->reason)], roles[64];
 
         if (is_public(a))
                 return allow(a, "%s is open to everyone", policy_action_name(a->action));
@@ -127,7 +175,11 @@ static policy_verdict authz_anonymous(authz *a) {
                 return deny(a, -HWID_E_UNAUTHENTICATED, true,
                             "reading an identity needs mutual TLS with that identity's certificate");
         default:
-                return VERDICT_NO_OPINION;
+                if (has_cert || !policy_action_is_admin_api(a->action))
+                        return VERDICT_NO_OPINION;
+                snprintf(reason, sizeof(reason), "'%s' needs mutual TLS with the certificate of an operator (%s role)",
+                         policy_action_name(a->action), policy_roles_allowed(a->action, roles, sizeof(roles)));
+                return deny(a, -HWID_E_UNAUTHENTICATED, true, reason);
         }
 }
 
@@ -136,6 +188,7 @@ static const struct {
         authorizer_fn fn;
 } chain[] = {
         { "admin", authz_admin },
+        { "operator", authz_operator },
         { "node", authz_node },
         { "anonymous", authz_anonymous },
 };
@@ -146,6 +199,9 @@ static const char *role_name(policy_role r) {
         case ROLE_TOKEN: return "a token holder";
         case ROLE_NODE: return "a node";
         case ROLE_ADMIN: return "an admin";
+        case ROLE_APPROVER: return "an approver";
+        case ROLE_PROVISIONER: return "a provisioner";
+        case ROLE_AUDITOR: return "an auditor";
         }
         return "an unknown requester";
 }
@@ -162,10 +218,14 @@ void policy_authorize(const policy *p, const policy_requester *who, policy_actio
                         snprintf(ret->decided_by, sizeof(ret->decided_by), "%s", chain[i].name);
         }
         if (v == VERDICT_NO_OPINION) {
-                bool admin_only = action == ACTION_ADMIN || action == ACTION_METRICS;
-                decision_set(ret, VERDICT_DENY, -HWID_E_FORBIDDEN, "default", "%s may not perform '%s'%s",
+                bool admin_only = operators_only(action);
+                char roles[64];
+
+                decision_set(ret, VERDICT_DENY, -HWID_E_FORBIDDEN, "default", "%s may not perform '%s'%s%s%s",
                              role_name(who->role), policy_action_name(action),
-                             admin_only ? ": it needs the admin role" : "");
+                             admin_only ? ": it needs the " : "",
+                             admin_only ? policy_roles_allowed(action, roles, sizeof(roles)) : "",
+                             admin_only ? " role" : "");
                 a.hard = admin_only || who->role == ROLE_ANONYMOUS;
         }
         if (ret->verdict == VERDICT_DENY && p->audit_only && !a.hard) {

@@ -27,6 +27,11 @@ void decision_vset(policy_decision *d, policy_verdict v, int error, const char *
 void decision_set(policy_decision *d, policy_verdict v, int error, const char *by, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
 
+/* ---------- the operator roles (roles.c) ---------- */
+
+/* Whether role may perform action by the grants table (admin: always). */
+bool role_may(policy_role role, policy_action action);
+
 /* ---------- checks of a CSR against a profile (profile.c) ---------- */
 
 typedef struct check {

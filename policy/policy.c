@@ -37,6 +37,8 @@ void policy_profile_free(policy_profile *prof) {
         strv_free(prof->dns_patterns);
         free(prof->ip_ranges);
         strv_free(prof->uri_templates);
+        strv_free(prof->scope_profiles);
+        strv_free(prof->scope_name_patterns);
         free(prof);
 }
 
@@ -126,7 +128,14 @@ static const struct {
 } cert_roles[] = {
         { ROLE_NODE, "node" },
         { ROLE_ADMIN, "admin" },
+        { ROLE_APPROVER, "approver" },
+        { ROLE_PROVISIONER, "provisioner" },
+        { ROLE_AUDITOR, "auditor" },
 };
+
+bool policy_role_has_certificate(policy_role role) {
+        return policy_cert_role_name(role) != NULL;
+}
 
 const char *policy_cert_role_name(policy_role role) {
         for (size_t i = 0; i < ELEMENTSOF(cert_roles); i++)
@@ -141,7 +150,8 @@ int policy_cert_role_parse(const char *name, policy_role *ret) {
                         *ret = cert_roles[i].role;
                         return 0;
                 }
-        return hwid_fail(HWID_E_INVALID, "'%s' is not a certificate role (node, admin)", name ? name : "");
+        return hwid_fail(HWID_E_INVALID, "'%s' is not a certificate role (node, admin, approver, provisioner, auditor)",
+                         name ? name : "");
 }
 
 const policy_attr *policy_csr_cn(const policy_csr *csr) {
@@ -328,9 +338,9 @@ void policy_check_renew(const policy *p, const policy_requester *who, const poli
         int r;
 
         start(&c, p, csr, issue, ret);
-        /* An admin's certificate renews like any other (the admin role
-         * comes from its O, which the profile fixes). */
-        if ((who->role != ROLE_NODE && who->role != ROLE_ADMIN) || !who->identity) {
+        /* An operator's certificate renews like any other (its role is
+         * its profile's, recorded again with the new certificate). */
+        if (!policy_role_has_certificate(who->role) || !who->identity) {
                 end(&c, check_hard(&c, -HWID_E_UNAUTHENTICATED, "role",
                                    "renewal needs mutual TLS with the current certificate"), NULL);
                 return;

@@ -14,12 +14,17 @@
 
 /* ---------- profiles ---------- */
 
-/* Who asks (see policy_requester); certificates carry NODE or ADMIN. */
+/* Who asks (see policy_requester).  Certificates carry NODE, or one of
+ * the operator roles: ADMIN and the three it is split into for remote
+ * administration (policy/roles.c holds what each may do). */
 typedef enum policy_role {
         ROLE_ANONYMOUS,
-        ROLE_TOKEN,  /* holds a valid bootstrap token */
-        ROLE_NODE,   /* mutual TLS with a certificate hwid issued */
-        ROLE_ADMIN,
+        ROLE_TOKEN,       /* holds a valid bootstrap token */
+        ROLE_NODE,        /* mutual TLS with a certificate hwid issued */
+        ROLE_ADMIN,       /* everything */
+        ROLE_APPROVER,    /* requests: list, approve, deny */
+        ROLE_PROVISIONER, /* tokens: create, within the scope recorded with its certificate */
+        ROLE_AUDITOR,     /* reads: tokens, requests, certificates, identities, the audit log */
 } policy_role;
 
 
@@ -89,9 +94,15 @@ typedef struct policy_profile {
         policy_ungranted ungranted;
         /* What certificates of this profile may do, recorded in the store
          * at issuance (never read from a presented certificate): ROLE_NODE
-         * or ROLE_ADMIN.  Unless role_given, see policy_profile_role(). */
+         * or an operator role.  Unless role_given, see policy_profile_role(). */
         policy_role role;
         bool role_given;
+        /* ROLE_PROVISIONER only: the token profiles and name patterns its
+         * certificates may create tokens for, recorded with each
+         * certificate at issuance like the role.  NULL-terminated; both
+         * non-empty for a provisioner profile, NULL otherwise. */
+        char **scope_profiles;
+        char **scope_name_patterns;
 } policy_profile;
 
 /* ---------- the parsed request ---------- */
@@ -148,12 +159,19 @@ typedef struct policy_requester {
         int64_t cert_not_before;        /* ROLE_NODE */
         int64_t cert_not_after;         /* ROLE_NODE */
         const char *cert_spki_sha256;   /* ROLE_NODE: current key */
+        /* ROLE_PROVISIONER: the scope recorded with its certificate
+         * (NULL-terminated; NULL: none recorded, so no token at all). */
+        const char *const *scope_profiles;
+        const char *const *scope_name_patterns;
 } policy_requester;
 
-/* The roles a certificate can carry, by name: "node", "admin" (the list
- * grows with new roles).  NULL / -HWID_E_INVALID for any other. */
+/* The roles a certificate can carry, by name: "node", "admin",
+ * "approver", "provisioner", "auditor" (the list grows with new roles).
+ * NULL / -HWID_E_INVALID for any other. */
 const char *policy_cert_role_name(policy_role role);
 int policy_cert_role_parse(const char *name, policy_role *ret);
+/* Whether the role is one a certificate carries (not anonymous, not a token). */
+bool policy_role_has_certificate(policy_role role);
 
 /* ---------- decisions ---------- */
 
@@ -231,11 +249,36 @@ typedef enum policy_action {
         ACTION_POLL_REQUEST,  /* GET /v1/requests/{id}: the id is the capability */
         ACTION_RENEW,         /* POST /v1/renew: target = requested identity */
         ACTION_READ_IDENTITY, /* GET /v1/identities/{name}: target = name */
-        ACTION_ADMIN,         /* anything administrative */
+        ACTION_ADMIN,         /* anything administrative not listed below */
+        /* The admin API (/v1/admin/...): which roles may do what is the
+         * table in policy/roles.c.  target: what is acted on (a token id,
+         * request id, serial, identity), or NULL. */
+        ACTION_TOKEN_CREATE,  /* see policy_check_token_create() for a provisioner's scope */
+        ACTION_TOKEN_LIST,
+        ACTION_TOKEN_REVOKE,
+        ACTION_REQUEST_LIST,
+        ACTION_REQUEST_APPROVE,
+        ACTION_REQUEST_DENY,
+        ACTION_CERT_LIST,
+        ACTION_CERT_SHOW,
+        ACTION_CERT_REVOKE,
+        ACTION_AUDIT_READ,
+        /* Extension point: EK allowlist entries (list, add, remove) join
+         * here when the EK store lands, each with its row in roles.c. */
 } policy_action;
 
-/* "get-ca", "enroll", "renew", ...: for audit records and reasons. */
+#define ACTION_ADMIN_API_FIRST ACTION_TOKEN_CREATE
+#define ACTION_ADMIN_API_LAST ACTION_AUDIT_READ
+
+/* Whether action is one of the admin API's. */
+bool policy_action_is_admin_api(policy_action action);
+
+/* "get-ca", "enroll", "renew", "token.create", ...: for audit records
+ * and reasons. */
 const char *policy_action_name(policy_action action);
+/* The roles that may perform an admin action, for a reason: "admin or
+ * auditor", "admin, approver or auditor".  Returns buf. */
+const char *policy_roles_allowed(policy_action action, char *buf, size_t size);
 
 /* Decides whether who may perform action on target (an identity, or NULL).
  * Authorizers run in order (admin, node, anonymous/token); each allows,
@@ -248,6 +291,35 @@ const char *policy_action_name(policy_action action);
  * scoping rules, it never authenticates anyone nor makes anyone admin. */
 void policy_authorize(const policy *p, const policy_requester *who, policy_action action,
                       const char *target, policy_decision *ret);
+
+/* Creating a bootstrap token for profile, limited to names matching
+ * name_pattern (NULL: any name the profile allows): policy_authorize()
+ * for ACTION_TOKEN_CREATE, then
+ *   - the profile must exist (-HWID_E_INVALID) and the pattern be a
+ *     printable UTF-8 glob of at most 255 bytes (-HWID_E_INVALID);
+ *   - a provisioner only within the scope recorded with its certificate
+ *     (-HWID_E_FORBIDDEN, decided_by "provisioner.scope"): profile is one
+ *     of scope_profiles and issues node certificates, and name_pattern is
+ *     given and within one of scope_name_patterns
+ *     (policy_pattern_within()).
+ * None of these is lifted by audit-only mode: a scope is a privilege. */
+void policy_check_token_create(const policy *p, const policy_requester *who, const char *profile,
+                               const char *name_pattern, policy_decision *ret);
+
+/* Whether every name a token's pattern admits is admitted by a scope's
+ * pattern, by the one rule simple enough to be sound: the pattern equals
+ * the scope pattern (ignoring ASCII case, as identities do), or it is a
+ * single literal name (no '*', '?' or '\\') that the scope pattern
+ * matches.  "line-3-*" is within "line-3-*"; "line-3-0042" is within it;
+ * "line-3-00*" is not (a narrower glob, but proving glob inclusion in
+ * general is not worth the risk of getting it wrong). */
+bool policy_pattern_within(const char *pattern, const char *scope_pattern);
+
+/* Checks what ties profiles to each other, once all are loaded: each
+ * provisioner profile has a scope, each profile a scope names exists and
+ * issues node certificates, and only provisioner profiles have one.
+ * -HWID_E_CONFIG naming the profile otherwise. */
+int policy_check_scopes(const policy *p);
 
 /* Token enrollment: the token's profile and name pattern, the profile's
  * subject/SAN/key rules.  Fills issue on ALLOW.

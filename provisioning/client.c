@@ -109,9 +109,8 @@ static int perform(CURL *c, const char *url, client_response *ret) {
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
         hwid_error_clear();
         rc = curl_easy_perform(c);
-        if (rc == CURLE_WRITE_ERROR && ret->body.len >= CLIENT_MAX_RESPONSE)
-                return hwid_fail(HWID_E_TOO_LARGE, "response from %s is larger than %d bytes", url,
-                                 CLIENT_MAX_RESPONSE);
+        if (rc == CURLE_WRITE_ERROR && ret->body.len >= ret->body.max)
+                return hwid_fail(HWID_E_TOO_LARGE, "response from %s is larger than %zu bytes", url, ret->body.max);
         if (rc != CURLE_OK && (r = device_failure(url)) < 0)
                 return r;
         if (rc != CURLE_OK)
@@ -176,7 +175,7 @@ int client_session_request(client_session *s, const char *method, const char *pa
         if (asprintf(&url, "%s%s", s->opts.server, path) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         *ret = (client_response) { 0 };
-        buf_init(&ret->body, CLIENT_MAX_RESPONSE);
+        buf_init(&ret->body, s->opts.max_response ? s->opts.max_response : CLIENT_MAX_RESPONSE);
         if (auth && asprintf(&authz, "Authorization: %s", auth) >= 0)
                 hdrs = curl_slist_append(hdrs, authz);
         if (content_type && asprintf(&ctype, "Content-Type: %s", content_type) >= 0)

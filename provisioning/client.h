@@ -19,11 +19,12 @@ typedef struct client_opts {
         hwid_key *key;            /* mutual TLS key (borrowed), or NULL */
         const char *cert_pem;     /* its certificate, with key */
         long timeout;             /* seconds for a whole request, default 30 */
+        size_t max_response;      /* bytes of an answer's body, 0: CLIENT_MAX_RESPONSE */
 } client_opts;
 
 typedef struct client_response {
         long status;
-        buf body;                 /* capped at CLIENT_MAX_RESPONSE */
+        buf body;                 /* capped at max_response (CLIENT_MAX_RESPONSE) */
         int64_t retry_after;      /* seconds, 0 if absent */
         int64_t date;             /* the server's clock (its Date header), 0 if absent */
         char content_type[64];

@@ -48,14 +48,20 @@ struct ca_service {
 /* Who is asking, as established by authentication. */
 typedef struct ca_auth {
         policy_requester who;
-        char actor[96];       /* for the audit log: "token:abc123", "node:edge-1" */
+        char actor[96];       /* for the audit log: "token:abc123", "node:edge-1", "approver:alice" */
         store_token token;    /* ROLE_TOKEN */
         bool token_spent;     /* the token is genuine and still in its lifetime, but used up */
-        store_cert cert;      /* ROLE_NODE / ROLE_ADMIN: the client's certificate record */
+        store_cert cert;      /* a certificate's role: the client's certificate record */
+        char **scope_profiles;      /* ROLE_PROVISIONER: its recorded scope (who points here) */
+        char **scope_name_patterns;
         bool audited;         /* the failure has been audited already */
 } ca_auth;
 
 void ca_auth_clear(ca_auth *a);
+
+/* Endpoints of the admin API (admin-api.c): answers every request under
+ * /v1/admin/ and returns true; false for any other path. */
+bool ca_admin_route(ca_service *ca, const http_request *req, http_response *resp);
 
 /* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
  * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */

@@ -7,6 +7,7 @@
 #include <openssl/pem.h>
 
 #include "ca-internal.h"
+#include "cert-scope.h"
 #include "error.h"
 #include "log.h"
 #include "ossl-util.h"
@@ -27,8 +28,8 @@ static int asn1_time_to_unix(const ASN1_TIME *t, int64_t *ret) {
 /* Fills the store record for x, whose key is the request's (its SPKI
  * fingerprint is the one already taken of the request); strings are
  * allocated into rec. */
-static int cert_record(X509 *x, const csr_info *csr, const char *identity, const char *profile, policy_role role,
-                       int64_t now, store_cert *rec) {
+static int cert_record(X509 *x, const csr_info *csr, const char *identity, const policy_profile *profile,
+                       policy_role role, int64_t now, store_cert *rec) {
         const char *role_name = policy_cert_role_name(role);
         unsigned char *der = NULL;
         int len, r;
@@ -51,12 +52,16 @@ static int cert_record(X509 *x, const csr_info *csr, const char *identity, const
         OPENSSL_free(der);
         rec->der_len = (size_t) len;
         rec->identity = strdup(identity);
-        rec->profile = strdup(profile);
+        rec->profile = strdup(profile->name);
         rec->status = CERT_VALID;
         rec->created_at = now;
         if (!role_name)
-                return hwid_fail(HWID_E_INTERNAL, "profile %s gives no certificate role", profile);
+                return hwid_fail(HWID_E_INTERNAL, "profile %s gives no certificate role", profile->name);
         snprintf(rec->role, sizeof(rec->role), "%s", role_name);
+        /* A provisioner's scope is recorded like its role: what it may do
+         * is what its profile said when the certificate was issued. */
+        if ((r = cert_scope_encode(profile, &rec->scope)) < 0)
+                return r;
         return rec->identity && rec->profile ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
 
@@ -105,7 +110,7 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
                 return r;
         /* The DNS names as the certificate carries them: the store keeps
          * each with one live certificate at most. */
-        if ((r = cert_record(x, csr, identity, iss->profile->name,
+        if ((r = cert_record(x, csr, identity, iss->profile,
                              policy_profile_role(ca->cfg->policy, iss->profile), now, &rec)) < 0 ||
             (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0 ||
             (r = x509_dns_names(x, &dns, &n_dns)) < 0)

@@ -8,6 +8,7 @@
 
 #include "audit-syslog.h"
 #include "ca-internal.h"
+#include "cert-scope.h"
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
@@ -129,6 +130,8 @@ const char *ca_service_client_ca_pem(const ca_service *ca) {
 void ca_auth_clear(ca_auth *a) {
         store_token_clear(&a->token);
         store_cert_clear(&a->cert);
+        cert_scope_strv_free(a->scope_profiles);
+        cert_scope_strv_free(a->scope_name_patterns);
         *a = (ca_auth) { 0 };
 }
 
@@ -248,6 +251,12 @@ int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *
         if (policy_cert_role_parse(ret->cert.role, &role) < 0)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "certificate %s carries role '%s', which this hwidd does not "
                                  "know", ret->cert.serial, ret->cert.role);
+        if ((r = cert_scope_decode(ret->cert.scope, &ret->scope_profiles, &ret->scope_name_patterns)) < 0) {
+                char why[256];
+
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "certificate %s: %s", ret->cert.serial, why);
+        }
         ret->who = (policy_requester) {
                 .role = role,
                 .identity = ret->cert.identity,
@@ -255,6 +264,8 @@ int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *
                 .cert_not_before = ret->cert.not_before,
                 .cert_not_after = ret->cert.not_after,
                 .cert_spki_sha256 = ret->cert.spki_sha256,
+                .scope_profiles = (const char *const *) ret->scope_profiles,
+                .scope_name_patterns = (const char *const *) ret->scope_name_patterns,
         };
         snprintf(ret->actor, sizeof(ret->actor), "%s:%s", ret->cert.role, ret->cert.identity);
         return 0;

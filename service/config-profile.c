@@ -47,6 +47,9 @@ static const cfg_name approval_names[] = {
 static const cfg_name role_names[] = {
         { "node", ROLE_NODE, NULL },
         { "admin", ROLE_ADMIN, NULL },
+        { "approver", ROLE_APPROVER, NULL },
+        { "provisioner", ROLE_PROVISIONER, NULL },
+        { "auditor", ROLE_AUDITOR, NULL },
         { NULL, 0, NULL },
 };
 
@@ -113,6 +116,15 @@ static const char *check_uri_template(const char *s) {
         return placeholders_problem(s, false);
 }
 
+/* A token name pattern: a glob as cn_pattern takes it. */
+static const char *check_name_pattern(const char *s) {
+        return strlen(s) > PATTERN_MAX || !cfg_printable(s, true) ? "must be printable and at most 255 bytes" : NULL;
+}
+
+static const char *check_profile_name(const char *s) {
+        return strlen(s) > 64 || !cfg_printable(s, false) ? "is not a profile name" : NULL;
+}
+
 static const char *check_rdn(const char *s) {
         return policy_rdn_canonical(s) ? NULL
                                        : "is not a known attribute (CN, O, OU, C, ST, L, DC, serialNumber, ...) "
@@ -123,6 +135,8 @@ static const item_rule value_rule = { check_value };
 static const item_rule dns_rule = { check_dns_pattern };
 static const item_rule uri_rule = { check_uri_template };
 static const item_rule rdn_rule = { check_rdn };
+static const item_rule name_pattern_rule = { check_name_pattern };
+static const item_rule profile_name_rule = { check_profile_name };
 
 static int get_strv(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, char ***ret) {
         const item_rule *rule = f->aux;
@@ -359,6 +373,16 @@ static const cfg_field renewal_fields[] = {
         FIELD_END,
 };
 
+/* role: provisioner.  That the profiles exist and issue nodes is checked
+ * once all are loaded (policy_check_scopes()). */
+static const cfg_field scope_fields[] = {
+        FIELD("profiles", fn_strv, PROF(scope_profiles), .min = 1, .max = 32, .aux = &profile_name_rule,
+              .required = true),
+        FIELD("name_patterns", fn_strv, PROF(scope_name_patterns), .min = 1, .max = 32, .aux = &name_pattern_rule,
+              .required = true),
+        FIELD_END,
+};
+
 static const cfg_field profile_fields[] = {
         FIELD("validity", cfg_fn_duration, PROF(validity), .min = 60, .max = 3650 * (int64_t) DAY),
         FIELD("key_types", cfg_fn_flags, PROF(key_algs), .min = 1, .aux = key_type_names),
@@ -372,6 +396,7 @@ static const cfg_field profile_fields[] = {
         FIELD("allow_reenroll", cfg_fn_bool, PROF(allow_reenroll)),
         FIELD("ungranted", fn_ungranted, 0),
         FIELD("role", fn_role, 0),
+        FIELD("scope", cfg_fn_section, 0, .aux = scope_fields),
         FIELD_END,
 };
 

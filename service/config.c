@@ -299,6 +299,13 @@ static int load(const char *text, size_t len, const char *name, const char *dir,
         if (r >= 0)
                 r = policy_set_admin_group(c->policy, x.admin_group);
         free(x.admin_group);
+        /* Scopes name other profiles, and roles hang on the admin group. */
+        if (r >= 0 && (r = policy_check_scopes(c->policy)) < 0) {
+                char why[512];
+
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+                r = hwid_fail(HWID_E_CONFIG, "%s: %s", name, why);
+        }
         if (r < 0)
                 return r;
         policy_set_audit_only(c->policy, x.audit_only);

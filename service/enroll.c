@@ -363,7 +363,8 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
         r = ca_auth_peer(ca, req, now, a);
         if (r == -HWID_E_SUPERSEDED) {
                 a->who.role = ROLE_NODE;
-                snprintf(a->actor, sizeof(a->actor), "node:%s", a->cert.identity);
+                snprintf(a->actor, sizeof(a->actor), "%s:%s", a->cert.role[0] ? a->cert.role : "node",
+                         a->cert.identity);
                 return replay_renewal(ca, req, now, a, resp);
         }
         if (r < 0)

@@ -324,7 +324,7 @@ static int chained(store *s, bool *ret) {
         return 0;
 }
 
-/* Audit records written before the database had a chain (schema < 5) are
+/* Audit records written before the database had a chain (schema < 6) are
  * chained once, in id order, when it is first opened: from then on they
  * are covered like the rest (what was changed before cannot be told). */
 int store_audit_backfill(store *s) {

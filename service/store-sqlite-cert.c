@@ -14,7 +14,7 @@
 
 #define CERT_COLS                                                                             \
         "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
-        "revoked_at, revocation_reason, request_id, created_at, role, token_id"
+        "revoked_at, revocation_reason, request_id, created_at, role, token_id, scope"
 
 static const char *const cert_status_names[] = {
         [CERT_VALID] = "valid",
@@ -48,6 +48,7 @@ static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         c.created_at = sqlite3_column_int64(st, 12);
         store_col_copy(st, 13, c.role, sizeof(c.role));
         store_col_copy(st, 14, c.token_id, sizeof(c.token_id));
+        c.scope = store_col_strdup(st, 15, &oom);
         if (oom) {
                 store_cert_clear(&c);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -148,12 +149,12 @@ static int cert_insert(store *s, const store_cert *c, const char *request_id, co
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt(s, ST_CERT_INSERT,
                            "INSERT INTO certificates (" CERT_COLS ") "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12)", &st);
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13)", &st);
 
         if (r >= 0)
-                r = store_bind(s, st, "tttttbIItItt", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
+                r = store_bind(s, st, "tttttbIItIttt", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
                                c->der, c->der_len, c->not_before, c->not_after, request_id, now,
-                               c->role[0] ? c->role : "node", token_id);
+                               c->role[0] ? c->role : "node", token_id, c->scope);
         if (r >= 0)
                 r = store_step(s, st, "insert a certificate");
         /* Never an overwrite: a serial is issued once. */

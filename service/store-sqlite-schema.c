@@ -174,7 +174,16 @@ static const char *const migrations[] = {
          * enrollment repeated (its answer lost) gets the same certificate. */
         "ALTER TABLE certificates ADD COLUMN token_id TEXT REFERENCES tokens(id);",
 
-        /* 4 -> 5: the audit log becomes a hash chain (store.h says how
+        /* 4 -> 5: a provisioner's scope (the token profiles and name
+         * patterns it may create tokens for), decided by its profile at
+         * issuance and recorded with the certificate like its role: JSON,
+         * NULL for every other role.  (The JSON functions cannot check
+         * it: hwid's connections do not trust the schema, and they are
+         * not innocuous.  hwidd refuses a scope it cannot read.) */
+        ("ALTER TABLE certificates ADD COLUMN scope TEXT"
+         "  CHECK (scope IS NULL OR (length(scope) BETWEEN 2 AND 16384 AND substr(scope, 1, 1) = '{'));"),
+
+        /* 5 -> 6: the audit log becomes a hash chain (store.h says how
          * each hash is made).  Each record keeps the hash of the one
          * before it and its own; audit_chain keeps the newest record's
          * (head) and the last pruned one's (anchor).  Records from before

@@ -43,6 +43,7 @@ void store_cert_clear(store_cert *c) {
         free(c->profile);
         free(c->der);
         free(c->request_id);
+        free(c->scope);
         *c = (store_cert) { 0 };
 }
 

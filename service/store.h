@@ -86,6 +86,10 @@ typedef struct store_cert {
         /* What the holder may do ("node", "admin", ...: policy_cert_role_name()),
          * decided by the profile at issuance.  Empty when committing: "node". */
         char role[16];
+        /* A provisioner's scope as decided by its profile at issuance:
+         * JSON {"profiles": [...], "name_patterns": [...]} (cert-scope.h);
+         * NULL for every other role. */
+        char *scope;
 } store_cert;
 
 typedef struct store_audit {

@@ -33,6 +33,30 @@ static void check_decision(const policy_decision *d, const policy_issue *iss, bo
                 abort();
 }
 
+/* A provisioner with each profile's scope never gets a token for a
+ * profile outside it or one that does not issue nodes. */
+static void exercise_scopes(const policy *p) {
+        static const char *const patterns[] = { "edge-*", "edge-7", "*", NULL };
+
+        for (size_t i = 0; i < p->n_profiles; i++) {
+                const policy_profile *prof = p->profiles[i];
+                policy_requester who = { .role = ROLE_PROVISIONER, .identity = "station",
+                                         .scope_profiles = (const char *const *) prof->scope_profiles,
+                                         .scope_name_patterns = (const char *const *) prof->scope_name_patterns };
+                policy_decision d;
+
+                for (size_t t = 0; t < p->n_profiles; t++)
+                        for (size_t k = 0; k < ELEMENTSOF(patterns); k++) {
+                                policy_check_token_create(p, &who, p->profiles[t]->name, patterns[k], &d);
+                                check_decision(&d, NULL, false);
+                                if (d.verdict == VERDICT_ALLOW &&
+                                    (!patterns[k] || policy_profile_role(p, p->profiles[t]) != ROLE_NODE ||
+                                     !prof->scope_profiles))
+                                        abort();
+                        }
+        }
+}
+
 static void exercise(const hwidd_config *c) {
         const policy *p = c->policy;
         policy_csr csr = {
@@ -61,6 +85,7 @@ static void exercise(const hwidd_config *c) {
                 policy_authorize(p, &node, ACTION_RENEW, "edge-8", &d);
                 check_decision(&d, NULL, false);
         }
+        exercise_scopes(p);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

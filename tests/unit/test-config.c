@@ -118,6 +118,9 @@ static void example_loads(void) {
         CHECK(admin && admin->renew_window > 0.333 && admin->ungranted == UNGRANTED_REFUSE && !admin->allowed_rdns);
         CHECK(admin && admin->role == ROLE_ADMIN && policy_profile_role(c->policy, admin) == ROLE_ADMIN);
         CHECK(server && !server->role_given && policy_profile_role(c->policy, server) == ROLE_NODE);
+        server = policy_profile_find(c->policy, "station");
+        CHECK(server && server->role == ROLE_PROVISIONER && strv_is(server->scope_profiles, "edge", NULL) &&
+              strv_is(server->scope_name_patterns, "edge-line3-*", NULL));
 }
 
 #define HEAD                                      \
@@ -309,6 +312,14 @@ static const broken broken_files[] = {
         { "clock_skew: 2h\n" PROFILE, 1, "clock_skew", "out of range" },
         { "clock_skew: 300\n" PROFILE, 1, "clock_skew", "not a duration" },
         { PROFILE "    role: root\n", 10, "profiles.edge.role", "root" },
+        { PROFILE "    role: provisioner\n    scope:\n      profiles: [edge]\n", 12,
+          "profiles.edge.scope.name_patterns", "is required" },
+        { PROFILE "    role: provisioner\n    scope:\n      profiles: [edge]\n      name_patterns: [a]\n"
+                  "      tokens: 5\n", 14, "profiles.edge.scope.tokens", "unknown key" },
+        { PROFILE "    scope:\n      profiles: [\"a b\"]\n      name_patterns: [a]\n", 11,
+          "profiles.edge.scope.profiles[0]", "not a profile name" },
+        { PROFILE "    scope:\n      profiles: [a]\n      name_patterns: [\"a\\x01\"]\n", 12,
+          "profiles.edge.scope.name_patterns[0]", "printable" },
         { "database: hwid.db\ndatabase: other.db\n" PROFILE, 2, "database", "given more than once" },
         { "database: \"a\\0b\"\n" PROFILE, 1, "database", "contains a NUL byte" },
         { "policy:\n  audit_only: maybe\n" PROFILE, 2, "policy.audit_only", "not true or false" },
@@ -364,6 +375,49 @@ static void broken_files_are_refused(void) {
         rmdir(dir);
 }
 
+/* role: provisioner with its scope; the rules that tie profiles together
+ * are checked once all are read (no line to name: the file and profile). */
+static void scopes(void) {
+        static const char ok[] = HEAD "profiles:\n"
+                                      "  station:\n    role: provisioner\n"
+                                      "    scope:\n      profiles: [line]\n      name_patterns: [\"line-3-*\", l4]\n"
+                                      "  line: {}\n  ops: {role: auditor}\n";
+        static const struct {
+                const char *text, *problem;
+        } bad[] = {
+                { HEAD "profiles:\n  s: {role: provisioner}\n", "profile 's' (role provisioner) needs a scope" },
+                { HEAD "profiles:\n  s: {role: provisioner, scope: {profiles: [], name_patterns: [x]}}\n",
+                  "needs a scope with profiles and name_patterns" },
+                { HEAD "profiles:\n  s: {role: provisioner, scope: {profiles: [gone], name_patterns: [x]}}\n",
+                  "scope.profiles names 'gone', which is not a profile" },
+                { HEAD "profiles:\n  s: {role: provisioner, scope: {profiles: [a], name_patterns: [x]}}\n"
+                       "  a: {role: admin}\n",
+                  "names 'a', which issues admin certificates" },
+                { HEAD "profiles:\n  s: {scope: {profiles: [s], name_patterns: [x]}}\n",
+                  "profile 's' has a scope but its role is not provisioner" },
+        };
+        _cleanup_(config_freep) hwidd_config *c = NULL;
+        const policy_profile *p;
+
+        CHECK(config_load_string(ok, sizeof(ok) - 1, "hwidd.yaml", &c) == 0);
+        p = c ? policy_profile_find(c->policy, "station") : NULL;
+        CHECK(p && p->role == ROLE_PROVISIONER && strv_is(p->scope_profiles, "line", NULL) &&
+              strv_is(p->scope_name_patterns, "line-3-*", "l4"));
+        p = c ? policy_profile_find(c->policy, "ops") : NULL;
+        CHECK(p && policy_profile_role(c->policy, p) == ROLE_AUDITOR && !p->scope_profiles);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                _cleanup_(config_freep) hwidd_config *b = NULL;
+                int r = config_load_string(bad[i].text, strlen(bad[i].text), "hwidd.yaml", &b);
+
+                if (r != -HWID_E_CONFIG || b || !strstr(hwid_strerror(r), bad[i].problem) ||
+                    strncmp(hwid_strerror(r), "hwidd.yaml: ", 12) != 0) {
+                        fprintf(stderr, "scope %zu: got %d \"%s\", want \"%s\"\n", i, r, hwid_strerror(r),
+                                bad[i].problem);
+                        check_failures++;
+                }
+        }
+}
+
 static void files(void) {
         _cleanup_(config_freep) hwidd_config *c = NULL;
 
@@ -379,6 +433,7 @@ int main(void) {
         variants();
         parsers();
         broken_files_are_refused();
+        scopes();
         files();
         if (!check_failures)
                 printf("test-config: example, defaults and %zu broken files passed\n", ELEMENTSOF(broken_files));

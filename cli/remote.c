@@ -1,0 +1,237 @@
+#include <stdio.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <openssl/pem.h>
+
+#include "cli.h"
+#include "client.h"
+#include "device.h"
+#include "error.h"
+#include "fsutil.h"
+#include "join.h"
+#include "ossl-util.h"
+#include "pinned.h"
+#include "remote.h"
+#include "x509-util.h"
+
+/* Lists and the audit log can be long; hwidd caps its answers at 64 MiB. */
+#define REMOTE_MAX_RESPONSE (64u << 20)
+#define REMOTE_TIMEOUT 120
+#define PEM_MAX (256 * 1024)
+
+struct remote {
+        char *server;
+        char *cert_pem;
+        char *anchor;         /* the pinned CA certificate, the one trust anchor */
+        char pin[72];
+        hwid_key *key;
+        client_session *session;
+};
+
+bool remote_option(remote_opts *o, int c, const char *arg) {
+        switch (c) {
+        case OPT_REMOTE_SERVER: o->server = arg; return true;
+        case OPT_REMOTE_DIR: o->dir = arg; return true;
+        case OPT_REMOTE_CERT: o->cert = arg; return true;
+        case OPT_REMOTE_KEY: o->key = arg; return true;
+        case OPT_REMOTE_CA_HASH: o->ca_hash = arg; return true;
+        case OPT_REMOTE_CA_FILE: o->ca_file = arg; return true;
+        case OPT_REMOTE_TCTI: o->tcti = arg; return true;
+        default: return false;
+        }
+}
+
+bool remote_wanted(const remote_opts *o) {
+        return o->dir || o->cert || o->key;
+}
+
+int remote_check_usage(const char *cmd, const remote_opts *o, const char *config, bool server_alone) {
+        bool remote = remote_wanted(o);
+
+        if (!remote && o->server && !server_alone)
+                return cli_usage(cmd, "--server needs the operator's identity (--dir DIR, or --cert FILE --key URI)");
+        if (remote && config)
+                return cli_usage(cmd, "--config is for the CA host; --dir or --cert/--key for a remote hwidd");
+        if (!remote && (o->ca_hash || o->ca_file || o->tcti))
+                return cli_usage(cmd, "--ca-hash, --ca-file and --tcti need the operator's identity "
+                                      "(--dir DIR, or --cert FILE --key URI)");
+        if (!remote)
+                return 0;
+        if (o->dir && (o->cert || o->key))
+                return cli_usage(cmd, "give the operator's identity as --dir DIR or as --cert FILE --key URI, not both");
+        if (!o->dir && (!o->cert || !o->key))
+                return cli_usage(cmd, "--cert FILE and --key URI go together");
+        if (o->dir && o->ca_file)
+                return cli_usage(cmd, "--dir DIR holds the pinned CA; --ca-file is for --cert/--key");
+        if (o->cert && !o->server)
+                return cli_usage(cmd, "--cert/--key need --server URL");
+        if (o->cert && !o->ca_hash && !o->ca_file)
+                return cli_usage(cmd, "--cert/--key need the CA: --ca-hash sha256:H (hwid ca hash) or --ca-file FILE");
+        if (o->ca_hash && !ca_hash_valid(o->ca_hash))
+                return cli_usage(cmd, "--ca-hash must be sha256:<64 lower-case hex digits>");
+        return 0;
+}
+
+void remote_free(remote *r) {
+        if (!r)
+                return;
+        client_session_free(r->session);
+        hwid_key_free(r->key);
+        free(r->server);
+        free(r->cert_pem);
+        free(r->anchor);
+        free(r);
+}
+
+/* The first certificate of pem as the anchor, checked against the pin if
+ * one was given. */
+static int set_anchor(remote *r, const char *pem, const char *what, const char *ca_hash) {
+        _cleanup_(X509_freep) X509 *ca = NULL;
+        int r2;
+
+        if (pem_first_cert(pem, &ca) < 0)
+                return hwid_fail(HWID_E_INVALID, "%s holds no certificate", what);
+        if ((r2 = spki_sha256_pin(X509_get0_pubkey(ca), r->pin)) < 0)
+                return r2;
+        if (ca_hash && strcmp(ca_hash, r->pin) != 0)
+                return hwid_fail(HWID_E_PIN_MISMATCH, "the CA in %s is %s, not the pinned %s: nothing was sent", what,
+                                 r->pin, ca_hash);
+        return cert_to_pem(ca, &r->anchor);
+}
+
+/* --dir: what hwid join wrote there. */
+static int load_dir(remote *r, const remote_opts *o, char **ret_key_uri) {
+        device_state s;
+        int ret;
+
+        if ((ret = device_load(o->dir, &s)) < 0)
+                return ret;
+        r->server = strdup(o->server ? o->server : s.server);
+        r->cert_pem = strdup(s.cert_pem);
+        *ret_key_uri = strdup(s.key_uri);
+        ret = r->server && r->cert_pem && *ret_key_uri ? set_anchor(r, s.ca_pem, o->dir, o->ca_hash)
+                                                       : hwid_fail(HWID_E_NOMEM, NULL);
+        device_state_clear(&s);
+        return ret;
+}
+
+/* --cert FILE --key URI: the CA from --ca-file, or fetched and pinned. */
+static int load_files(remote *r, const remote_opts *o, char **ret_key_uri) {
+        _cleanup_free_ char *ca = NULL, *bundle = NULL;
+        unsigned dropped = 0;
+        size_t len;
+        int ret;
+
+        if ((ret = read_file_capped(o->cert, PEM_MAX, &r->cert_pem, &len)) < 0)
+                return ret;
+        if (!(r->server = strdup(o->server)) || !(*ret_key_uri = strdup(o->key)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (o->ca_file) {
+                if ((ret = read_file_capped(o->ca_file, PEM_MAX, &ca, &len)) < 0)
+                        return ret;
+                return set_anchor(r, ca, o->ca_file, o->ca_hash);
+        }
+        if ((ret = pinned_fetch_ca(o->server, o->ca_hash, REMOTE_TIMEOUT, &bundle, &ca, &dropped)) < 0)
+                return ret;
+        return set_anchor(r, ca, o->server, o->ca_hash);
+}
+
+/* The key must be the certificate's: said here, not by a TLS alert. */
+static int open_key(remote *r, const char *uri, const char *tcti) {
+        _cleanup_(X509_freep) X509 *x = NULL;
+        hsm_options ho;
+        int ret;
+
+        cli_hsm_options(&ho, tcti);
+        if (pem_first_cert(r->cert_pem, &x) < 0)
+                return hwid_fail(HWID_E_INVALID, "the operator's certificate cannot be read");
+        if ((ret = hwid_key_open(uri, &ho, &r->key)) < 0)
+                return ret;
+        if (EVP_PKEY_eq(X509_get0_pubkey(x), hwid_key_public(r->key)) != 1)
+                return hwid_fail(HWID_E_INVALID, "the operator's certificate is not for the key %s", uri);
+        return 0;
+}
+
+int remote_open(const remote_opts *o, remote **ret) {
+        _cleanup_(remote_freep) remote *r = calloc(1, sizeof(*r));
+        _cleanup_free_ char *key_uri = NULL;
+        client_opts co = { .timeout = REMOTE_TIMEOUT, .max_response = REMOTE_MAX_RESPONSE };
+        int ret2;
+
+        if (!r)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        ret2 = o->dir ? load_dir(r, o, &key_uri) : load_files(r, o, &key_uri);
+        if (ret2 < 0 || (ret2 = open_key(r, key_uri, o->tcti)) < 0)
+                return ret2;
+        co.server = r->server;
+        co.ca_pem = r->anchor;
+        co.key = r->key;
+        co.cert_pem = r->cert_pem;
+        if ((ret2 = client_session_new(&co, &r->session)) < 0)
+                return ret2;
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+static int parse_answer(client_response *resp, json_object **ret) {
+        json_tokener *tok = json_tokener_new();
+        json_object *o;
+
+        if (!tok)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        o = json_tokener_parse_ex(tok, resp->body.data ? (const char *) resp->body.data : "", (int) resp->body.len);
+        json_tokener_free(tok);
+        if (!o || !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                return hwid_fail(HWID_E_INVALID, "the server's answer is not a JSON object");
+        }
+        *ret = o;
+        return 0;
+}
+
+int remote_call(remote *r, const char *method, const char *path, json_object *body, json_object **ret) {
+        const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
+        client_response resp;
+        int ret2;
+
+        ret2 = client_session_request(r->session, method, path, NULL, (const uint8_t *) text, text ? strlen(text) : 0,
+                                      text ? "application/json" : NULL, &resp);
+        if (ret2 < 0)
+                return ret2;
+        if (resp.status >= 200 && resp.status < 300)
+                ret2 = parse_answer(&resp, ret);
+        else
+                ret2 = client_error_from_response(&resp);
+        /* An answer to token create holds secrets. */
+        buf_wipe(&resp.body);
+        client_response_clear(&resp);
+        return ret2;
+}
+
+int remote_list(json_object *answer, const char *key, json_object **ret) {
+        json_object *a;
+
+        if (!json_object_object_get_ex(answer, key, &a) || !json_object_is_type(a, json_type_array))
+                return hwid_fail(HWID_E_INVALID, "the server's answer has no list \"%s\"", key);
+        *ret = a;
+        return 0;
+}
+
+const char *remote_server(const remote *r) {
+        return r->server;
+}
+
+const char *remote_ca_pin(const remote *r) {
+        return r->pin;
+}
+
+char *remote_escape(const char *s) {
+        char *e = curl_easy_escape(NULL, s, 0), *copy;
+
+        if (!e)
+                return NULL;
+        copy = strdup(e);
+        curl_free(e);
+        return copy;
+}

@@ -1,0 +1,90 @@
+/* Remote administration: the CA-host commands (token, request, cert,
+ * audit) against hwidd's admin API, over mutual TLS as an operator whose
+ * key is in a TPM or HSM.  What the operator may do is the role hwidd
+ * recorded with its certificate; nothing here decides it.
+ *
+ * The operator's identity is a joined identity directory (--dir DIR, as
+ * `hwid join` writes it: its certificate, key URI, pinned CA and server)
+ * or a certificate file and a key URI (--cert FILE --key URI, with the
+ * CA pinned by --ca-hash and/or given by --ca-file). */
+#pragma once
+
+#include <getopt.h>
+#include <stdbool.h>
+
+#include <json-c/json.h>
+
+#include "admin-json.h"
+#include "cleanup.h"
+
+typedef struct remote_opts {
+        const char *server;   /* https://host:port; with --dir, DIR's server by default */
+        const char *dir;
+        const char *cert;
+        const char *key;
+        const char *ca_hash;  /* sha256:<hex> of the CA's public key */
+        const char *ca_file;  /* the CA certificate (PEM) */
+        const char *tcti;
+} remote_opts;
+
+enum {
+        OPT_REMOTE_SERVER = 0x300,
+        OPT_REMOTE_DIR,
+        OPT_REMOTE_CERT,
+        OPT_REMOTE_KEY,
+        OPT_REMOTE_CA_HASH,
+        OPT_REMOTE_CA_FILE,
+        OPT_REMOTE_TCTI,
+};
+
+/* The long options every admin command takes, for its option table. */
+#define REMOTE_OPTIONS                                                                                  \
+        { "server", required_argument, NULL, OPT_REMOTE_SERVER },                                       \
+        { "dir", required_argument, NULL, OPT_REMOTE_DIR },                                             \
+        { "cert", required_argument, NULL, OPT_REMOTE_CERT },                                           \
+        { "key", required_argument, NULL, OPT_REMOTE_KEY },                                             \
+        { "ca-hash", required_argument, NULL, OPT_REMOTE_CA_HASH },                                     \
+        { "ca-file", required_argument, NULL, OPT_REMOTE_CA_FILE },                                     \
+        { "tcti", required_argument, NULL, OPT_REMOTE_TCTI }
+
+/* Their help, for every command's --help (one option a line). */
+#define REMOTE_HELP                                                                                      \
+        "\nRemote, against hwidd's admin API as an operator (instead of --config):\n"                   \
+        "      --dir DIR            the operator's identity, joined with hwid join (key in a\n"         \
+        "                           TPM or HSM; server and pinned CA from DIR)\n"                        \
+        "      --cert FILE          or the operator's certificate (PEM) ...\n"                          \
+        "      --key URI            ... and the URI of its key\n"                                       \
+        "      --server URL         hwidd, e.g. https://ca.example.org:8443\n"                           \
+        "      --ca-hash sha256:H   the CA pin (hwid ca hash); with --cert, this or --ca-file\n"         \
+        "      --ca-file FILE       the CA certificate to trust\n"                                       \
+        "      --tcti TCTI          the TPM holding the operator's key (tpm2: URIs)\n"
+
+/* Takes getopt's option c if it is a remote one; returns whether it did. */
+bool remote_option(remote_opts *o, int c, const char *arg);
+/* Whether the command goes to a server: an operator identity was given. */
+bool remote_wanted(const remote_opts *o);
+/* The combinations that make sense (e.g. --config is local, --cert needs
+ * --key and --server): 0, or a usage error printed for cmd (EXIT_USAGE).
+ * server_alone: --server without an identity is fine (hwid token create
+ * on the CA host, where it is the join command's URL). */
+int remote_check_usage(const char *cmd, const remote_opts *o, const char *config, bool server_alone);
+
+typedef struct remote remote;
+
+/* Loads the identity, opens its key, pins the CA: nothing is sent before
+ * the CA checks out. */
+int remote_open(const remote_opts *o, remote **ret);
+void remote_free(remote *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(remote *, remote_free)
+
+/* One call: body (NULL: none) goes as JSON; a 2xx answer's JSON object is
+ * *ret (json_object_put() it), anything else is the server's error
+ * ("server answered 403: <reason>"). */
+int remote_call(remote *r, const char *method, const char *path, json_object *body, json_object **ret);
+/* The array under key in an answer (-HWID_E_INVALID if none). */
+int remote_list(json_object *answer, const char *key, json_object **ret);
+const char *remote_server(const remote *r);
+/* "sha256:<hex>" of the CA, for join command lines. */
+const char *remote_ca_pin(const remote *r);
+/* s percent-encoded for a path segment or query value; caller frees. */
+char *remote_escape(const char *s);

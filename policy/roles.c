@@ -1,0 +1,206 @@
+/* The operator roles: what each may do through the admin API, and the
+ * scope of a provisioner.  A role is the one recorded with the
+ * certificate at issuance (its profile's `role`), and so is a
+ * provisioner's scope; nothing a client presents adds to either.
+ *
+ * admin        everything
+ * approver     requests: list, approve, deny
+ * provisioner  tokens: create, within its scope (a factory station)
+ * auditor      reads: tokens, requests, certificates, identities, audit */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+#include "policy-internal.h"
+
+#define ROLE_BIT(r) (1u << (r))
+
+/* Who besides admin may perform each action.  An action not listed is
+ * for admin alone (token and certificate revocation, /metrics, ...). */
+static const struct {
+        policy_action action;
+        unsigned roles;
+} grants[] = {
+        { ACTION_TOKEN_CREATE, ROLE_BIT(ROLE_PROVISIONER) },
+        { ACTION_TOKEN_LIST, ROLE_BIT(ROLE_AUDITOR) },
+        { ACTION_REQUEST_LIST, ROLE_BIT(ROLE_APPROVER) | ROLE_BIT(ROLE_AUDITOR) },
+        { ACTION_REQUEST_APPROVE, ROLE_BIT(ROLE_APPROVER) },
+        { ACTION_REQUEST_DENY, ROLE_BIT(ROLE_APPROVER) },
+        { ACTION_CERT_LIST, ROLE_BIT(ROLE_AUDITOR) },
+        { ACTION_CERT_SHOW, ROLE_BIT(ROLE_AUDITOR) },
+        { ACTION_AUDIT_READ, ROLE_BIT(ROLE_AUDITOR) },
+        { ACTION_READ_IDENTITY, ROLE_BIT(ROLE_AUDITOR) }, /* any identity, not only its own */
+};
+
+/* The roles listed in reasons, in this order. */
+static const policy_role operator_roles[] = { ROLE_ADMIN, ROLE_APPROVER, ROLE_PROVISIONER, ROLE_AUDITOR };
+
+bool role_may(policy_role role, policy_action action) {
+        if (role == ROLE_ADMIN)
+                return true;
+        for (size_t i = 0; i < ELEMENTSOF(grants); i++)
+                if (grants[i].action == action)
+                        return (grants[i].roles & ROLE_BIT(role)) != 0;
+        return false;
+}
+
+const char *policy_roles_allowed(policy_action action, char *buf, size_t size) {
+        const char *names[ELEMENTSOF(operator_roles)];
+        size_t n = 0, used = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(operator_roles); i++)
+                if (role_may(operator_roles[i], action))
+                        names[n++] = policy_cert_role_name(operator_roles[i]);
+        buf[0] = '\0';
+        for (size_t i = 0; i < n && used < size; i++) {
+                const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+                int w = snprintf(buf + used, size - used, "%s%s", sep, names[i]);
+                if (w < 0)
+                        break;
+                used += (size_t) w;
+        }
+        return buf;
+}
+
+/* ---------- a provisioner's scope ---------- */
+
+static bool is_literal(const char *s) {
+        return !strpbrk(s, "*?\\");
+}
+
+bool policy_pattern_within(const char *pattern, const char *scope_pattern) {
+        if (!pattern || !scope_pattern || !pattern[0])
+                return false;
+        if (strcasecmp(pattern, scope_pattern) == 0)
+                return true;
+        return is_literal(pattern) && glob_match_ex(scope_pattern, NULL, 0, pattern, strlen(pattern), GLOB_NOCASE);
+}
+
+static bool strv_has(const char *const *v, const char *s) {
+        for (size_t i = 0; v && v[i]; i++)
+                if (strcmp(v[i], s) == 0)
+                        return true;
+        return false;
+}
+
+/* "a, b, c" of a list, for a reason; cut to fit. */
+static const char *strv_join(const char *const *v, char *buf, size_t size) {
+        size_t used = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; v && v[i] && used < size; i++) {
+                int w = snprintf(buf + used, size - used, "%s'%s'", i ? ", " : "", v[i]);
+                if (w < 0)
+                        break;
+                used += (size_t) w;
+        }
+        return buf;
+}
+
+/* Returns -1, for `return scope_deny(...)` in checks that stop at the first. */
+static int scope_deny(policy_decision *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int scope_deny(policy_decision *d, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        decision_vset(d, VERDICT_DENY, -HWID_E_FORBIDDEN, "provisioner.scope", fmt, ap);
+        va_end(ap);
+        return -1;
+}
+
+/* The scope recorded with a provisioner's certificate against the token
+ * it asks for; the decision is left alone when within. */
+static int check_scope(const policy *p, const policy_requester *who, const policy_profile *prof,
+                       const char *pattern, policy_decision *d) {
+        const char *me = who->identity ? who->identity : "?";
+        char list[192], q[QUOTE_BUF];
+
+        if (!who->scope_profiles || !who->scope_profiles[0] || !who->scope_name_patterns ||
+            !who->scope_name_patterns[0])
+                return scope_deny(d, "provisioner '%s' has no scope recorded with its certificate: it may create "
+                                  "no token (renew it under a profile with a scope)", me);
+        if (!strv_has(who->scope_profiles, prof->name))
+                return scope_deny(d, "profile '%s' is outside the scope of provisioner '%s' (profiles %s)", prof->name,
+                                  me, strv_join(who->scope_profiles, list, sizeof(list)));
+        if (policy_profile_role(p, prof) != ROLE_NODE)
+                return scope_deny(d, "profile '%s' issues %s certificates; a provisioner creates tokens for node "
+                                  "profiles only", prof->name, policy_cert_role_name(policy_profile_role(p, prof)));
+        if (!pattern)
+                return scope_deny(d, "provisioner '%s' must give a name pattern within its scope (%s)", me,
+                                  strv_join(who->scope_name_patterns, list, sizeof(list)));
+        for (size_t i = 0; who->scope_name_patterns[i]; i++)
+                if (policy_pattern_within(pattern, who->scope_name_patterns[i])) {
+                        decision_set(d, VERDICT_ALLOW, 0, "provisioner.scope",
+                                     "name pattern '%s' of profile '%s' is within the scope of provisioner '%s' "
+                                     "('%s')", pattern, prof->name, me, who->scope_name_patterns[i]);
+                        return 0;
+                }
+        return scope_deny(d, "name pattern '%s' is outside the scope of provisioner '%s' (%s): it must equal one of "
+                   "those patterns or be a single name one of them matches",
+                   name_quote(q, sizeof(q), pattern, strlen(pattern)), me,
+                   strv_join(who->scope_name_patterns, list, sizeof(list)));
+}
+
+#define TOKEN_PATTERN_MAX 255
+
+void policy_check_token_create(const policy *p, const policy_requester *who, const char *profile,
+                               const char *name_pattern, policy_decision *ret) {
+        const policy_profile *prof;
+        char q[QUOTE_BUF];
+        name_fault f;
+
+        policy_authorize(p, who, ACTION_TOKEN_CREATE, profile, ret);
+        if (ret->verdict != VERDICT_ALLOW || ret->audit_only)
+                return;
+        prof = policy_profile_find(p, profile);
+        if (!prof) {
+                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.profile", "there is no profile '%s'",
+                             profile ? name_quote(q, sizeof(q), profile, strlen(profile)) : "");
+                return;
+        }
+        if (name_pattern && (f = name_check(name_pattern, strlen(name_pattern), TOKEN_PATTERN_MAX)) != NAME_OK) {
+                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.name_pattern", "name pattern '%s' %s",
+                             name_quote(q, sizeof(q), name_pattern, strlen(name_pattern)),
+                             f == NAME_TOO_LONG ? "is longer than 255 bytes" : name_fault_str(f));
+                return;
+        }
+        if (who->role == ROLE_PROVISIONER)
+                (void) check_scope(p, who, prof, name_pattern, ret);
+}
+
+/* ---------- the scopes in a configuration ---------- */
+
+static int check_profile_scope(const policy *p, const policy_profile *prof) {
+        bool provisioner = policy_profile_role(p, prof) == ROLE_PROVISIONER;
+        bool has_scope = prof->scope_profiles || prof->scope_name_patterns;
+
+        if (has_scope && !provisioner)
+                return hwid_fail(HWID_E_CONFIG, "profile '%s' has a scope but its role is not provisioner", prof->name);
+        if (!provisioner)
+                return 0;
+        if (!prof->scope_profiles || !prof->scope_profiles[0] || !prof->scope_name_patterns ||
+            !prof->scope_name_patterns[0])
+                return hwid_fail(HWID_E_CONFIG, "profile '%s' (role provisioner) needs a scope with profiles and "
+                                 "name_patterns", prof->name);
+        for (size_t i = 0; prof->scope_profiles[i]; i++) {
+                const policy_profile *t = policy_profile_find(p, prof->scope_profiles[i]);
+                if (!t)
+                        return hwid_fail(HWID_E_CONFIG, "profile '%s': scope.profiles names '%s', which is not a "
+                                         "profile", prof->name, prof->scope_profiles[i]);
+                if (policy_profile_role(p, t) != ROLE_NODE)
+                        return hwid_fail(HWID_E_CONFIG, "profile '%s': scope.profiles names '%s', which issues %s "
+                                         "certificates; a provisioner creates tokens for node profiles only",
+                                         prof->name, t->name, policy_cert_role_name(policy_profile_role(p, t)));
+        }
+        return 0;
+}
+
+int policy_check_scopes(const policy *p) {
+        int r;
+
+        for (size_t i = 0; i < p->n_profiles; i++)
+                if ((r = check_profile_scope(p, p->profiles[i])) < 0)
+                        return r;
+        return 0;
+}

@@ -1,0 +1,246 @@
+/* The admin API: /v1/admin/... over mutual TLS, for the holders of
+ * certificates hwid issued under operator profiles (role admin, approver,
+ * provisioner or auditor, as recorded with the certificate).
+ *
+ * Per request, one way: authenticate the client certificate against our
+ * records -> the authorizer chain decides the action for the recorded
+ * role (policy/roles.c) -> parse the body -> the handler -> an audit
+ * record naming the actor, whatever the outcome. */
+#include <string.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "admin-internal.h"
+#include "error.h"
+#include "log.h"
+
+#define ADMIN_PREFIX "/v1/admin/"
+#define BODY_DEPTH 4
+
+typedef struct admin_route {
+        const char *method;
+        const char *prefix;  /* the whole path, or what comes before the parameter */
+        const char *suffix;  /* NULL: no parameter; else what follows it ("" at the end) */
+        bool slashes;        /* the parameter may hold '/' (an identity; the suffix delimits it) */
+        policy_action action;
+        admin_fn fn;
+} admin_route;
+
+static const admin_route routes[] = {
+        { "GET", "/v1/admin/tokens", NULL, false, ACTION_TOKEN_LIST, admin_token_list },
+        { "POST", "/v1/admin/tokens", NULL, false, ACTION_TOKEN_CREATE, admin_token_create },
+        { "POST", "/v1/admin/tokens/", "/revoke", false, ACTION_TOKEN_REVOKE, admin_token_revoke },
+        { "GET", "/v1/admin/requests", NULL, false, ACTION_REQUEST_LIST, admin_request_list },
+        { "POST", "/v1/admin/requests/", "/approve", false, ACTION_REQUEST_APPROVE, admin_request_approve },
+        { "POST", "/v1/admin/requests/", "/deny", false, ACTION_REQUEST_DENY, admin_request_deny },
+        { "GET", "/v1/admin/certificates", NULL, false, ACTION_CERT_LIST, admin_cert_list },
+        { "GET", "/v1/admin/certificates/", "", false, ACTION_CERT_SHOW, admin_cert_show },
+        { "POST", "/v1/admin/certificates/", "/revoke", false, ACTION_CERT_REVOKE, admin_cert_revoke },
+        { "POST", "/v1/admin/identities/", "/revoke", true, ACTION_CERT_REVOKE, admin_identity_revoke },
+        { "GET", "/v1/admin/audit", NULL, false, ACTION_AUDIT_READ, admin_audit_read },
+        /* Extension point: the EK allowlist (GET/POST /v1/admin/ek, POST
+         * /v1/admin/ek/{id}/remove) goes here with its ACTION_EK_* rows. */
+};
+
+/* Whether path is the route's, and its parameter (into arg). */
+static bool path_matches(const admin_route *rt, const char *path, char *arg, size_t size) {
+        size_t plen = strlen(rt->prefix), len = strlen(path), slen, alen;
+
+        if (!rt->suffix)
+                return strcmp(path, rt->prefix) == 0;
+        slen = strlen(rt->suffix);
+        if (len <= plen + slen || strncmp(path, rt->prefix, plen) != 0 || strcmp(path + len - slen, rt->suffix) != 0)
+                return false;
+        alen = len - plen - slen;
+        if (alen >= size || (!rt->slashes && memchr(path + plen, '/', alen)))
+                return false;
+        memcpy(arg, path + plen, alen);
+        arg[alen] = '\0';
+        return true;
+}
+
+/* ---------- the body, the query, the answer ---------- */
+
+static int parse_body(admin_call *c) {
+        json_tokener *tok;
+        json_object *o;
+
+        if (c->req->body_len == 0) {
+                c->body = json_object_new_object();
+                return c->body ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        if (!(tok = json_tokener_new_ex(BODY_DEPTH)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        o = json_tokener_parse_ex(tok, (const char *) c->req->body, (int) c->req->body_len);
+        if (!o || json_tokener_get_parse_end(tok) != c->req->body_len || !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                json_tokener_free(tok);
+                return hwid_fail(HWID_E_INVALID, "the request body is not a JSON object");
+        }
+        json_tokener_free(tok);
+        c->body = o;
+        return 0;
+}
+
+int admin_body_keys(const admin_call *c, const char *const *allowed) {
+        json_object_object_foreach(c->body, key, val) {
+                bool known = false;
+
+                (void) val;
+                for (size_t i = 0; allowed[i] && !known; i++)
+                        known = strcmp(key, allowed[i]) == 0;
+                if (!known)
+                        return hwid_fail(HWID_E_INVALID, "unknown field \"%.64s\" in the request body", key);
+        }
+        return 0;
+}
+
+int admin_body_str(const admin_call *c, const char *key, size_t max, const char **ret) {
+        json_object *v;
+        const char *s;
+
+        if (!json_object_object_get_ex(c->body, key, &v) || !v)
+                return 0;
+        if (!json_object_is_type(v, json_type_string))
+                return hwid_fail(HWID_E_INVALID, "\"%s\" must be a string", key);
+        s = json_object_get_string(v);
+        if ((size_t) json_object_get_string_len(v) != strlen(s) || strlen(s) > max || !s[0])
+                return hwid_fail(HWID_E_INVALID, "\"%s\" must be 1 to %zu bytes without NUL", key, max);
+        for (const char *p = s; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        return hwid_fail(HWID_E_INVALID, "\"%s\" holds a control character", key);
+        *ret = s;
+        return 0;
+}
+
+int admin_body_int(const admin_call *c, const char *key, int64_t min, int64_t max, int64_t *ret) {
+        json_object *v;
+        int64_t n;
+
+        if (!json_object_object_get_ex(c->body, key, &v) || !v)
+                return 0;
+        if (!json_object_is_type(v, json_type_int))
+                return hwid_fail(HWID_E_INVALID, "\"%s\" must be an integer", key);
+        n = json_object_get_int64(v);
+        if (n < min || n > max)
+                return hwid_fail(HWID_E_INVALID, "\"%s\" must be %lld to %lld", key, (long long) min, (long long) max);
+        *ret = n;
+        return 0;
+}
+
+int admin_query(const admin_call *c, const char *key, size_t max, char **ret) {
+        _cleanup_free_ char *found = NULL;
+        size_t klen = strlen(key);
+
+        for (const char *p = c->req->query; p && *p; p += strcspn(p, "&"), p += *p == '&') {
+                size_t n = strcspn(p, "&");
+
+                if (n <= klen || strncmp(p, key, klen) != 0 || p[klen] != '=')
+                        continue;
+                if (n - klen - 1 > max * 3)
+                        return hwid_fail(HWID_E_INVALID, "query parameter %s is too long", key);
+                free(found);
+                if (!(found = strndup(p + klen + 1, n - klen - 1)))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                MHD_http_unescape(found);
+                if (strlen(found) > max || !found[0])
+                        return hwid_fail(HWID_E_INVALID, "query parameter %s must be 1 to %zu bytes", key, max);
+        }
+        *ret = TAKE_PTR(found);
+        return 0;
+}
+
+json_object *admin_list_object(const char *key, json_object **ret_array) {
+        json_object *o = json_object_new_object(), *a = json_object_new_array();
+
+        if (!o || !a || json_object_object_add(o, key, a) < 0) {
+                json_object_put(o);
+                json_object_put(a);
+                return NULL;
+        }
+        *ret_array = a;
+        return o;
+}
+
+int admin_respond(admin_call *c, int status, json_object *o) {
+        const char *s = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+                          : NULL;
+        int r = 0;
+
+        buf_reset(&c->resp->body);
+        if (!s || buf_append_str(&c->resp->body, s) < 0 || buf_append_str(&c->resp->body, "\n") < 0)
+                r = hwid_fail(HWID_E_NOMEM, "cannot build the answer");
+        /* The answer may hold token secrets: the serialization is wiped. */
+        if (s)
+                explicit_bzero((char *) s, strlen(s));
+        json_object_put(o);
+        if (r < 0)
+                return r;
+        c->resp->status = status;
+        c->resp->content_type = "application/json";
+        return 0;
+}
+
+/* ---------- one call ---------- */
+
+/* An allowed call's record says why it was allowed unless the handler
+ * has something more telling. */
+static int authorize(admin_call *c) {
+        policy_decision d;
+
+        policy_authorize(c->ca->cfg->policy, &c->auth.who, c->action, c->arg, &d);
+        snprintf(c->note, sizeof(c->note), "%s", d.reason);
+        return ca_decision(c->ca, &c->auth, policy_action_name(c->action), c->target[0] ? c->target : NULL, &d);
+}
+
+static void serve(ca_service *ca, const admin_route *rt, const char *arg, const http_request *req,
+                  http_response *resp) {
+        admin_call c = { .ca = ca, .req = req, .resp = resp, .action = rt->action, .arg = arg,
+                         .now = (int64_t) time(NULL) };
+        const char *name = policy_action_name(rt->action);
+        int r;
+
+        /* What the audit record names: the parameter as sent, but one
+         * line of printable text whatever the path held. */
+        snprintf(c.target, sizeof(c.target), "%s", arg ? arg : "");
+        for (char *p = c.target; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        *p = '?';
+        r = ca_auth_peer(ca, req, c.now, &c.auth);
+        if (r >= 0)
+                r = authorize(&c);
+        if (r >= 0)
+                r = parse_body(&c);
+        if (r >= 0)
+                r = rt->fn(&c);
+        if (r < 0)
+                ca_fail_request(ca, &c.auth, name, c.target[0] ? c.target : NULL, resp, r);
+        else if (!c.audited)
+                ca_audit(ca, c.auth.actor, name, c.target[0] ? c.target : NULL, "allow", c.note[0] ? c.note : NULL,
+                         NULL);
+        json_object_put(c.body);
+        ca_auth_clear(&c.auth);
+}
+
+bool ca_admin_route(ca_service *ca, const http_request *req, http_response *resp) {
+        char arg[256];
+        bool path_known = false;
+
+        if (strncmp(req->path, ADMIN_PREFIX, strlen(ADMIN_PREFIX)) != 0)
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                if (!path_matches(&routes[i], req->path, arg, sizeof(arg)))
+                        continue;
+                path_known = true;
+                if (strcmp(req->method, routes[i].method) != 0)
+                        continue;
+                serve(ca, &routes[i], routes[i].suffix ? arg : NULL, req, resp);
+                return true;
+        }
+        if (path_known)
+                http_error(resp, 405, "method_not_allowed", "this admin endpoint does not take that method");
+        else
+                http_error(resp, 404, "not_found", "no such admin endpoint");
+        return true;
+}
