@@ -182,6 +182,23 @@ static const char *const migrations[] = {
          * not innocuous.  hwidd refuses a scope it cannot read.) */
         ("ALTER TABLE certificates ADD COLUMN scope TEXT"
          "  CHECK (scope IS NULL OR (length(scope) BETWEEN 2 AND 16384 AND substr(scope, 1, 1) = '{'));"),
+
+        /* 5 -> 6: the audit log becomes a hash chain (store.h says how
+         * each hash is made).  Each record keeps the hash of the one
+         * before it and its own; audit_chain keeps the newest record's
+         * (head) and the last pruned one's (anchor).  Records from before
+         * are chained once when the database is first opened by this
+         * version (store_audit_backfill(), noted in meta.audit_chained).
+         * meta.ready_probe is what /readyz writes to prove the store takes
+         * writes. */
+        "ALTER TABLE audit ADD COLUMN prev_hash BLOB;"
+        "ALTER TABLE audit ADD COLUMN hash BLOB;"
+        "CREATE TABLE audit_chain ("
+        "  role TEXT PRIMARY KEY NOT NULL CHECK (role IN ('anchor', 'head')),"
+        "  id INTEGER NOT NULL,"
+        "  at INTEGER NOT NULL,"
+        "  hash BLOB NOT NULL CHECK (length(hash) = 32)) STRICT;"
+        "INSERT INTO meta (key, value) VALUES ('audit_chained', 0), ('ready_probe', 0);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
