@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "audit-syslog.h"
 #include "error.h"
 
 const char *admin_config_path(const char *opt) {
@@ -16,12 +17,14 @@ const char *admin_config_path(const char *opt) {
 
 int admin_open(const char *config_opt, hwidd_config **ret_cfg, store **ret_store) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
+        _cleanup_(store_freep) store *s = NULL;
         int r;
 
         if ((r = config_load(admin_config_path(config_opt), &cfg)) < 0)
                 return r;
-        if ((r = store_open(cfg->database, ret_store)) < 0)
+        if ((r = store_open(cfg->database, &s)) < 0 || (r = audit_syslog_attach(s, cfg, "hwid", NULL)) < 0)
                 return r;
+        *ret_store = TAKE_PTR(s);
         *ret_cfg = TAKE_PTR(cfg);
         return 0;
 }

@@ -54,8 +54,10 @@
         X(HWID_E_KEY_BLOCKED, 403, "key_blocked",                                        \
           "key blocked after a key-compromise revocation")                               \
         X(HWID_E_ATTESTATION, 403, "attestation_failed", "hardware attestation failed")     \
-        X(HWID_E_UNTRUSTED, 401, "untrusted", "signature or certificate not trusted")    \
-        X(HWID_E_WRONG_STATE, 409, "wrong_state", "not in a state that allows this")
+        X(HWID_E_UNTRUSTED, 401, "untrusted", "signature or certificate not trusted")         \
+        X(HWID_E_WRONG_STATE, 409, "wrong_state", "not in a state that allows this")         \
+        X(HWID_E_NOT_READY, 503, "not_ready", "not ready to serve")                          \
+        X(HWID_E_TAMPERED, 500, "tampered", "audit log does not verify")
 
 typedef enum hwid_err {
         HWID_OK = 0,

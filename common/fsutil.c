@@ -115,3 +115,28 @@ int mkdir_parents(const char *path, mode_t mode) {
                 return hwid_fail(HWID_E_IO, "cannot create %s: %s", p, strerror(errno));
         return 0;
 }
+
+int copy_file(const char *from, const char *to, mode_t mode) {
+        _cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int out = -1;
+        char chunk[65536];
+        ssize_t n;
+        int saved;
+
+        if (in < 0)
+                return hwid_fail(HWID_E_IO, "cannot open %s: %s", from, strerror(errno));
+        out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (out < 0)
+                return hwid_fail(errno == EEXIST ? HWID_E_EXISTS : HWID_E_IO, "cannot create %s: %s", to,
+                                 strerror(errno));
+        while ((n = read(in, chunk, sizeof(chunk))) > 0)
+                if (write_all(out, chunk, (size_t) n) < 0)
+                        goto fail;
+        if (n < 0 || fchmod(out, mode) < 0 || fsync(out) < 0)
+                goto fail;
+        return 0;
+fail:
+        saved = errno;
+        unlink(to);
+        return hwid_fail(HWID_E_IO, "cannot copy %s to %s: %s", from, to, strerror(saved));
+}

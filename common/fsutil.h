@@ -18,5 +18,9 @@ int mkdir_parents(const char *path, mode_t mode);
 /* Path join into a newly allocated string; NULL on allocation failure. */
 char *path_join(const char *dir, const char *name);
 
+/* Copies from to a new file `to` (never over an existing one), synced;
+ * on failure nothing is left at `to`. */
+int copy_file(const char *from, const char *to, mode_t mode);
+
 /* fsyncs the directory holding path (after a rename or unlink). */
 int fsync_parent_dir(const char *path);

@@ -1,4 +1,5 @@
 #include <string.h>
+#include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -321,4 +322,13 @@ int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n) {
         if (!x)
                 return hwid_fail_ossl(HWID_E_CRYPTO, "a stored certificate cannot be read");
         return x509_dns_names(x, ret, ret_n);
+}
+
+int x509_not_after(const X509 *x, int64_t *ret) {
+        struct tm tm;
+
+        if (!ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm))
+                return hwid_fail(HWID_E_CRYPTO, "certificate time cannot be read");
+        *ret = (int64_t) timegm(&tm);
+        return 0;
 }

@@ -54,3 +54,5 @@ int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n);
 /* The same of a certificate in DER. */
 int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n);
 void strv_free_n(char **v, size_t n);
+/* x's notAfter as Unix seconds. */
+int x509_not_after(const X509 *x, int64_t *ret);

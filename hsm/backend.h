@@ -52,6 +52,9 @@ typedef struct hsm_obj {
         EVP_PKEY *pub; /* public part, default provider */
         hwid_key_type type;
         int refs;
+        /* Every signature through the provider (hwid_key_sign_stats()). */
+        histogram sign_duration;
+        _Atomic uint64_t sign_errors;
 } hsm_obj;
 
 hsm_obj *hsm_obj_ref(hsm_obj *o);

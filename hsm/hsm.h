@@ -23,6 +23,7 @@
 #include <openssl/evp.h>
 
 #include "cleanup.h"
+#include "histogram.h"
 
 /* Property query that selects hwid's provider for signing and falls back
  * to the default provider for everything else (digests, verification). */
@@ -138,6 +139,23 @@ int hwid_fail_signing(const char *what);
 
 /* Flushes what hold kept loaded (nothing otherwise); the key stays usable. */
 void hwid_key_release(hwid_key *k);
+
+/* What the device's signatures with k cost, measured in the one signing
+ * path (hwid's provider) for every backend: how long each took (failed
+ * ones included) and how many failed.  For metrics; hsm/ never logs. */
+typedef struct hwid_sign_stats {
+        histogram_snapshot duration; /* bounds: histogram_bounds_sign */
+        uint64_t errors;
+} hwid_sign_stats;
+void hwid_key_sign_stats(const hwid_key *k, hwid_sign_stats *ret);
+
+/* Recoveries of lost PKCS#11 tokens in this process (p11-session.c):
+ * the module reinitialised, its tokens found again and logged in. */
+typedef struct hsm_recovery_stats {
+        unsigned long recovered;
+        unsigned long failed;
+} hsm_recovery_stats;
+void hsm_recovery_stats_get(hsm_recovery_stats *ret);
 
 void hwid_key_free(hwid_key *k);
 DEFINE_TRIVIAL_CLEANUP_FUNC(hwid_key *, hwid_key_free)

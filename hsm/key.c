@@ -206,6 +206,11 @@ int hwid_key_sign_init(hwid_key *k, EVP_MD_CTX *mctx, const char *md) {
         return 0;
 }
 
+void hwid_key_sign_stats(const hwid_key *k, hwid_sign_stats *ret) {
+        histogram_snapshot_take(&k->obj->sign_duration, &histogram_bounds_sign, &ret->duration);
+        ret->errors = atomic_load_explicit(&k->obj->sign_errors, memory_order_relaxed);
+}
+
 int hwid_fail_signing(const char *what) {
         int r = hwid_last_error();
 

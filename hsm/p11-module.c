@@ -1,11 +1,11 @@
-/* PKCS#11 plumbing: modules loaded once per process through p11-kit, the
- * token a URI names, login, and a small pool of sessions per token.
+/* PKCS#11 plumbing: modules loaded once per process through p11-kit, and
+ * the token a URI names (login and the session pool: p11-session.c).
  *
  * Everything here that is shared between keys lives in one registry under
  * one lock: the loaded module sets (p11-kit's registered modules, or one
  * module-path=) and the tokens found in them.  Both are reference counted
  * so that the last key freed finalizes the modules.  Signing never takes
- * the registry lock, only its token's pool lock. */
+ * the registry lock, only its module set's pool lock. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,15 +13,6 @@
 #include "error.h"
 #include "p11-internal.h"
 #include "secret.h"
-
-#define PIN_MAX 256
-
-struct p11_modset {
-        char *path; /* module-path=, or NULL for p11-kit's registered modules */
-        CK_FUNCTION_LIST **mods; /* NULL-terminated */
-        int refs;
-        struct p11_modset *next;
-};
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static p11_modset *modsets;
@@ -42,8 +33,7 @@ int p11_fail(CK_RV rv, const char *token, const char *what) {
                 return hwid_fail(HWID_E_KEY_NOT_FOUND, "%s: the key is no longer on token '%s'",
                                  what, token);
         case CKR_USER_NOT_LOGGED_IN:
-                return hwid_fail(HWID_E_HSM, "%s: token '%s' is no longer logged in (was it reset?); "
-                                             "open the key again", what, token);
+                return hwid_fail(HWID_E_HSM, "%s: token '%s' is no longer logged in (was it reset?)", what, token);
         case CKR_TOKEN_NOT_PRESENT:
         case CKR_DEVICE_REMOVED:
                 return hwid_fail(HWID_E_HSM, "%s: token '%s' was removed", what, token);
@@ -118,6 +108,8 @@ static int modset_get(const char *path, p11_modset **ret) {
                 free(ms);
                 return r;
         }
+        pthread_mutex_init(&ms->lock, NULL);
+        pthread_cond_init(&ms->cond, NULL);
         ms->refs = 1;
         ms->next = modsets;
         *ret = modsets = ms;
@@ -139,8 +131,27 @@ static void modset_put(p11_modset *ms) {
                 free(ms->mods);
         } else
                 p11_kit_modules_finalize_and_release(ms->mods);
+        pthread_cond_destroy(&ms->cond);
+        pthread_mutex_destroy(&ms->lock);
         free(ms->path);
         free(ms);
+}
+
+int p11_modset_reinit(p11_modset *ms) {
+        CK_RV rv = CKR_OK;
+
+        /* Every session of the set is closed by now; a module that fails
+         * to finalize (it lost its device) is initialized all the same. */
+        for (size_t i = 0; ms->mods[i]; i++) {
+                (void) p11_kit_module_finalize(ms->mods[i]);
+                CK_RV rv_i = p11_kit_module_initialize(ms->mods[i]);
+                if (rv_i != CKR_OK && rv == CKR_OK)
+                        rv = rv_i;
+        }
+        if (rv != CKR_OK)
+                return hwid_fail(HWID_E_HSM, "cannot initialize the PKCS#11 module%s again: %s",
+                                 ms->path ? " " : "s", p11_kit_strerror(rv));
+        return 0;
 }
 
 /* ---- finding the token ---- */
@@ -266,11 +277,11 @@ static char *module_desc(CK_FUNCTION_LIST *mod) {
 static void token_free(p11_token *t) {
         for (size_t i = 0; i < t->n_idle; i++)
                 t->mod->C_CloseSession(t->idle[i]);
-        pthread_cond_destroy(&t->cond);
-        pthread_mutex_destroy(&t->lock);
         free(t->idle);
         free(t->label);
         free(t->module_desc);
+        free(t->pin_source);
+        secret_locked_free(t->pin_value);
         free(t);
 }
 
@@ -301,16 +312,15 @@ static int token_new(p11_modset *ms, const slot_match *m, p11_token **ret) {
         t->module_desc = module_desc(m->mod);
         t->max_open = p11_pool_size(&m->info, sysconf(_SC_NPROCESSORS_ONLN));
         t->idle = calloc(t->max_open, sizeof(*t->idle));
-        pthread_mutex_init(&t->lock, NULL);
-        pthread_cond_init(&t->cond, NULL);
+        t->mod = m->mod;
         if (!t->label || !t->module_desc || !t->idle) {
                 token_free(t);
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
         t->modset = ms;
-        t->mod = m->mod;
         t->slot = m->slot;
         t->token_flags = m->info.flags;
+        t->info = m->info;
         t->refs = 1;
         t->next = tokens;
         *ret = tokens = t;
@@ -336,12 +346,14 @@ static int token_get_locked(const key_uri *uri, p11_token **ret) {
                         t->refs++;
                         modset_put(ms); /* the token already holds one */
                         *ret = t;
-                        return 0;
+                        return p11_token_keep_pin(t, uri);
                 }
         r = token_new(ms, &m, ret);
-        if (r < 0)
+        if (r < 0) {
                 modset_put(ms);
-        return r;
+                return r;
+        }
+        return p11_token_keep_pin(*ret, uri);
 }
 
 void p11_token_release(p11_token *t) {
@@ -360,50 +372,6 @@ void p11_token_release(p11_token *t) {
         pthread_mutex_unlock(&registry_lock);
 }
 
-/* ---- login ---- */
-
-/* pin-source is a file: URI or a bare path (RFC 7512 leaves the form to
- * the application); nothing else is accepted.  The PIN is returned in
- * locked memory (secret_locked_free() it). */
-static int pin_get(const key_uri *uri, const char *label, char **ret) {
-        const char *path = uri->pin_source;
-
-        if (uri->pin_value)
-                return secret_locked_dup(uri->pin_value, ret);
-        if (!path)
-                return hwid_fail(HWID_E_PIN_MISSING, "token '%s' needs a PIN: add pin-source=file:PATH "
-                                                     "to the key URI", label);
-        if (strncmp(path, "file://", 7) == 0)
-                path += 7;
-        else if (strncmp(path, "file:", 5) == 0)
-                path += 5;
-        else if (strchr(path, ':') && (!strchr(path, '/') || strchr(path, ':') < strchr(path, '/')))
-                return hwid_fail(HWID_E_URI, "pin-source must be file:PATH or a path");
-        return secret_read_file_locked(path, PIN_MAX, ret);
-}
-
-static int login_on(p11_token *t, CK_SESSION_HANDLE s, const key_uri *uri) {
-        _cleanup_locked_secret_ char *pin = NULL;
-        CK_SESSION_INFO si;
-        CK_RV rv;
-        int r;
-
-        /* Asking for the PIN even when another key already logged the
-         * token in keeps the outcome independent of what else is open. */
-        r = pin_get(uri, t->label, &pin);
-        if (r < 0)
-                return r;
-        rv = t->mod->C_GetSessionInfo(s, &si);
-        if (rv != CKR_OK)
-                return p11_fail(rv, t->label, "C_GetSessionInfo");
-        if (si.state == CKS_RW_USER_FUNCTIONS || si.state == CKS_RO_USER_FUNCTIONS)
-                return 0;
-        rv = t->mod->C_Login(s, CKU_USER, (CK_UTF8CHAR *) pin, strlen(pin));
-        if (rv != CKR_OK && rv != CKR_USER_ALREADY_LOGGED_IN)
-                return p11_fail(rv, t->label, "C_Login");
-        return 0;
-}
-
 static int token_login(p11_token *t, const key_uri *uri) {
         CK_SESSION_HANDLE s;
         int r;
@@ -413,7 +381,7 @@ static int token_login(p11_token *t, const key_uri *uri) {
         r = p11_session_get(t, &s);
         if (r < 0)
                 return r;
-        r = login_on(t, s, uri);
+        r = p11_login_uri(t, s, uri);
         p11_session_put(t, s, false);
         return r;
 }
@@ -434,82 +402,59 @@ int p11_token_acquire(const key_uri *uri, p11_token **ret) {
         return 0;
 }
 
-/* ---- session pool ---- */
+/* ---- what recovery needs ---- */
 
-static CK_RV session_open(p11_token *t, CK_SESSION_HANDLE *ret) {
-        return t->mod->C_OpenSession(t->slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, ret);
+void p11_registry_lock(void) {
+        pthread_mutex_lock(&registry_lock);
 }
 
-/* Gives up a borrowed session's place in the pool. */
-static void pool_forget(p11_token *t) {
-        pthread_mutex_lock(&t->lock);
-        t->n_open--;
-        /* Waiters want either an idle session or room for a new one. */
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
+void p11_registry_unlock(void) {
+        pthread_mutex_unlock(&registry_lock);
 }
 
-int p11_session_get(p11_token *t, CK_SESSION_HANDLE *ret) {
-        CK_RV rv;
-
-        pthread_mutex_lock(&t->lock);
-        while (t->n_idle == 0 && t->n_open >= t->max_open)
-                pthread_cond_wait(&t->cond, &t->lock);
-        if (t->n_idle > 0) {
-                *ret = t->idle[--t->n_idle];
-                pthread_mutex_unlock(&t->lock);
-                return 0;
-        }
-        t->n_open++; /* reserve the place, then open outside the lock */
-        pthread_mutex_unlock(&t->lock);
-        rv = session_open(t, ret);
-        if (rv != CKR_OK) {
-                pool_forget(t);
-                return p11_fail(rv, t->label, "C_OpenSession");
-        }
-        return 0;
+p11_token *p11_registry_tokens(void) {
+        return tokens;
 }
 
-/* Swaps *s for a new session.  The new one is opened before the old one
- * is closed, because closing a token's last session logs the token out.
- * If the login is gone anyway (the token was reset) the PIN is long
- * wiped, so this fails and gives up the session's place in the pool. */
-static CK_RV session_swap(p11_token *t, CK_SESSION_HANDLE *s) {
-        CK_SESSION_HANDLE old = *s;
-        CK_SESSION_INFO si;
-        CK_RV rv;
-
-        *s = CK_INVALID_HANDLE;
-        rv = session_open(t, s);
-        t->mod->C_CloseSession(old);
-        if (rv == CKR_SESSION_COUNT) /* at the token's limit: now there is room */
-                rv = session_open(t, s);
-        if (rv == CKR_OK && (t->token_flags & CKF_LOGIN_REQUIRED)) {
-                rv = t->mod->C_GetSessionInfo(*s, &si);
-                if (rv == CKR_OK && si.state != CKS_RW_USER_FUNCTIONS)
-                        rv = CKR_USER_NOT_LOGGED_IN;
-                if (rv != CKR_OK)
-                        t->mod->C_CloseSession(*s);
-        }
-        if (rv != CKR_OK) {
-                *s = CK_INVALID_HANDLE;
-                pool_forget(t);
-        }
-        return rv;
+/* The same token: label, manufacturer, model and serial number alike
+ * (a slot id may change when a token comes back). */
+static bool same_token(const CK_TOKEN_INFO *a, const CK_TOKEN_INFO *b) {
+        return memcmp(a->label, b->label, sizeof(a->label)) == 0 &&
+               memcmp(a->manufacturerID, b->manufacturerID, sizeof(a->manufacturerID)) == 0 &&
+               memcmp(a->model, b->model, sizeof(a->model)) == 0 &&
+               memcmp(a->serialNumber, b->serialNumber, sizeof(a->serialNumber)) == 0;
 }
 
-void p11_session_put(p11_token *t, CK_SESSION_HANDLE s, bool discard) {
-        /* Swapped, not just closed: it may be the token's last session. */
-        if (discard && session_swap(t, &s) != CKR_OK)
-                return;
-        pthread_mutex_lock(&t->lock);
-        t->idle[t->n_idle++] = s;
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
+int p11_token_refind(p11_token *t) {
+        CK_SLOT_ID slots[256];
+        CK_ULONG n = ELEMENTSOF(slots);
+        CK_TOKEN_INFO ti;
+        CK_RV rv = t->mod->C_GetSlotList(CK_TRUE, slots, &n);
+
+        if (rv != CKR_OK)
+                return p11_fail(rv, t->label, "listing the slots again");
+        for (CK_ULONG i = 0; i < n; i++)
+                if (t->mod->C_GetTokenInfo(slots[i], &ti) == CKR_OK && same_token(&ti, &t->info)) {
+                        t->slot = slots[i];
+                        t->token_flags = ti.flags;
+                        return 0;
+                }
+        return hwid_fail(HWID_E_HSM, "token '%s' is not present in %s", t->label, t->module_desc);
 }
 
-int p11_session_replace(p11_token *t, CK_SESSION_HANDLE *s) {
-        CK_RV rv = session_swap(t, s);
+void p11_token_add_key(p11_token *t, p11_key *k) {
+        pthread_mutex_lock(&registry_lock);
+        k->next = t->keys;
+        t->keys = k;
+        pthread_mutex_unlock(&registry_lock);
+}
 
-        return rv == CKR_OK ? 0 : p11_fail(rv, t->label, "replacing a lost session");
+void p11_token_remove_key(p11_token *t, p11_key *k) {
+        pthread_mutex_lock(&registry_lock);
+        for (p11_key **p = &t->keys; *p; p = &(*p)->next)
+                if (*p == k) {
+                        *p = k->next;
+                        break;
+                }
+        pthread_mutex_unlock(&registry_lock);
 }

@@ -3,7 +3,9 @@
  *
  * Per signature the token sees exactly C_SignInit + C_Sign on a pooled
  * session: the private-key handle is found once at open and the token is
- * logged in once (p11-module.c), so nothing else is needed. */
+ * logged in once (p11-module.c), so nothing else is needed -- until the
+ * token is lost, when p11-session.c brings it back and the signature is
+ * tried once more. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,41 +22,82 @@
 #define ID_LEN 16      /* random CKA_ID when the URI gives none */
 #define SIG_RAW_MAX 512
 
-typedef struct p11_key {
-        p11_token *tok;
-        CK_OBJECT_HANDLE priv, pub;
-        CK_KEY_TYPE kt;
-        size_t raw_len; /* C_Sign output: 2 x field bytes (EC), modulus bytes (RSA) */
-        char *desc;     /* "labelled 'x'", "with id 0a1b", for messages */
-} p11_key;
-
 static void p11_key_free(void *obj) {
         p11_key *k = obj;
 
         if (!k)
                 return;
-        if (k->tok)
+        if (k->tok) {
+                p11_token_remove_key(k->tok, k);
                 p11_token_release(k->tok);
+        }
+        EVP_PKEY_free(k->pub_key);
         free(k->desc);
+        free(k->object);
+        free(k->id);
         free(k);
+}
+
+/* What finds the key again after a recovery: the URI's object= and id=. */
+static int key_keep_uri(p11_key *k, const key_uri *uri) {
+        if (uri->object && !(k->object = strdup(uri->object)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (uri->id) {
+                k->id = malloc(uri->id_len);
+                if (!k->id)
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                memcpy(k->id, uri->id, uri->id_len);
+                k->id_len = uri->id_len;
+        }
+        return 0;
 }
 
 /* Builds the backend object; takes the caller's token reference. */
 static int key_new(p11_token **t, CK_OBJECT_HANDLE priv, CK_OBJECT_HANDLE pub, CK_KEY_TYPE kt,
-                   const EVP_PKEY *pkey, const key_uri *uri, p11_key **ret) {
+                   EVP_PKEY *pkey, const key_uri *uri, p11_key **ret) {
         p11_key *k = calloc(1, sizeof(*k));
+        int r;
 
         if (!k || !(k->desc = p11_key_desc(uri))) {
                 free(k);
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        r = key_keep_uri(k, uri);
+        if (r < 0) {
+                p11_key_free(k);
+                return r;
         }
         k->priv = priv;
         k->pub = pub;
         k->kt = kt;
         k->raw_len = kt == CKK_EC ? 2 * (size_t) ((EVP_PKEY_get_bits(pkey) + 7) / 8)
                                   : (size_t) EVP_PKEY_get_size(pkey);
+        EVP_PKEY_up_ref(pkey);
+        k->pub_key = pkey;
         k->tok = TAKE_PTR(*t);
+        p11_token_add_key(k->tok, k);
         *ret = k;
+        return 0;
+}
+
+int p11_key_refind(p11_key *k, CK_SESSION_HANDLE s) {
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *pkey = NULL;
+        key_uri u = { .scheme = KEY_URI_PKCS11, .object = k->object, .id = k->id, .id_len = k->id_len };
+        CK_OBJECT_HANDLE priv, pub;
+        CK_KEY_TYPE kt;
+        hwid_key_type type;
+        int r;
+
+        if ((r = p11_find_private(k->tok, s, &u, k->desc, &priv)) < 0 ||
+            (r = p11_find_public(k->tok, s, priv, &u, k->desc, &pub)) < 0 ||
+            (r = p11_load_public(k->tok, s, priv, pub, &kt, &pkey, &type)) < 0)
+                return r;
+        /* Never sign with another key that took its name meanwhile. */
+        if (kt != k->kt || EVP_PKEY_eq(pkey, k->pub_key) != 1)
+                return hwid_fail(HWID_E_HSM, "the key %s on token '%s' is not the key it was before the token "
+                                 "was lost", k->desc, k->tok->label);
+        k->priv = priv;
+        k->pub = pub;
         return 0;
 }
 
@@ -380,37 +423,57 @@ static CK_RV sign_once(p11_key *k, CK_SESSION_HANDLE s, sign_req *q, uint8_t *ou
         return rv;
 }
 
-/* One C_SignInit + C_Sign on a pooled session.  A session that is gone
- * is replaced and the signature tried once more (an HSM hiccup); a
- * session left with an operation active is swapped, not reused. */
-static int sign_raw(p11_key *k, sign_req *q, uint8_t *out, CK_ULONG *out_len) {
-        p11_token *t = k->tok;
+/* One C_SignInit + C_Sign on a pooled session; the token's answer.  A
+ * session left with an operation active is swapped, not reused; one that
+ * failed because the token is lost goes back as it is (the recovery
+ * closes them all). */
+static CK_RV sign_attempt(p11_key *k, sign_req *q, uint8_t *out, CK_ULONG *len) {
         CK_SESSION_HANDLE s;
-        CK_ULONG len = *out_len;
+        CK_RV rv = p11_session_borrow(k->tok, &s);
+
+        if (rv != CKR_OK)
+                return rv;
+        rv = sign_once(k, s, q, out, len);
+        p11_session_put(k->tok, s, rv == CKR_BUFFER_TOO_SMALL || rv == CKR_OPERATION_ACTIVE);
+        return rv;
+}
+
+static int sign_failed(p11_key *k, CK_RV rv) {
         char what[300];
-        CK_RV rv;
+
+        snprintf(what, sizeof(what), "signing with the key %s", k->desc);
+        /* The key was there when opened: its token went away, not the key. */
+        if (p11_rv_recoverable(rv))
+                return hwid_fail(HWID_E_HSM, "%s: token '%s' is unavailable (%s, 0x%lx); it is reopened as soon as "
+                                 "it is back", what, k->tok->label, p11_kit_strerror(rv), (unsigned long) rv);
+        return p11_fail(rv, k->tok->label, what);
+}
+
+/* A signature, tried once more after a recovery when the token was lost
+ * (a session or the login gone, the token removed and put back, the HSM
+ * restarted); a second loss in a row fails this request. */
+static int sign_raw(p11_key *k, sign_req *q, uint8_t *out, CK_ULONG *out_len) {
+        CK_ULONG len = *out_len;
+        CK_RV rv = CKR_OK;
         int r;
 
-        r = p11_session_get(t, &s);
-        if (r < 0)
-                return r;
-        rv = sign_once(k, s, q, out, &len);
-        if (p11_rv_session_gone(rv)) {
-                r = p11_session_replace(t, &s);
+        for (int attempt = 0; attempt < 2; attempt++) {
+                unsigned gen = p11_token_gen(k->tok);
+
+                len = *out_len;
+                rv = sign_attempt(k, q, out, &len);
+                if (!p11_rv_recoverable(rv) || attempt > 0)
+                        break;
+                r = p11_recover(k->tok, gen);
                 if (r < 0)
                         return r;
-                len = *out_len;
-                rv = sign_once(k, s, q, out, &len);
         }
-        p11_session_put(t, s, p11_rv_session_gone(rv) || rv == CKR_BUFFER_TOO_SMALL ||
-                                      rv == CKR_OPERATION_ACTIVE);
-        if (rv == CKR_OK && len == *out_len)
-                return 0;
-        snprintf(what, sizeof(what), "signing with the key %s", k->desc);
         if (rv != CKR_OK)
-                return p11_fail(rv, t->label, what);
-        return hwid_fail(HWID_E_HSM, "%s: token '%s' returned %lu bytes, expected %lu", what,
-                         t->label, (unsigned long) len, (unsigned long) *out_len);
+                return sign_failed(k, rv);
+        if (len != *out_len)
+                return hwid_fail(HWID_E_HSM, "signing with the key %s: token '%s' returned %lu bytes, expected %lu",
+                                 k->desc, k->tok->label, (unsigned long) len, (unsigned long) *out_len);
+        return 0;
 }
 
 static int p11_sign(void *obj, hsm_sig_scheme scheme, int md_nid, const uint8_t *digest, size_t digest_len,

@@ -215,11 +215,18 @@ static int device_sign(sig_ctx *c, const unsigned char *dgst, size_t dlen,
         hsm_sig_scheme scheme = !c->is_rsa ? HSM_SIG_ECDSA
                               : c->pad_mode == RSA_PKCS1_PSS_PADDING ? HSM_SIG_RSA_PSS : HSM_SIG_RSA_PKCS1;
         size_t len = sigsize;
+        uint64_t t0;
+        int r;
 
         if ((size_t) EVP_MD_get_size(c->md) != dlen)
                 return 0;
-        if (o->backend->sign(o->obj, scheme, EVP_MD_get_type(c->md), dgst, dlen, sig, &len) < 0)
+        t0 = histogram_now_ns();
+        r = o->backend->sign(o->obj, scheme, EVP_MD_get_type(c->md), dgst, dlen, sig, &len);
+        histogram_observe(&o->sign_duration, &histogram_bounds_sign, histogram_now_ns() - t0);
+        if (r < 0) {
+                atomic_fetch_add_explicit(&o->sign_errors, 1, memory_order_relaxed);
                 return 0;
+        }
         *siglen = len;
         return 1;
 }

@@ -16,6 +16,8 @@ PACKAGES=(
         swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind strace
         faketime
         python3-jwcrypto python3-cryptography
+        # promtool, which checks /metrics (ops-*.sh tests)
+        prometheus
 )
 
 log() { echo "install-deps: $*" >&2; }

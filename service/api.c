@@ -35,6 +35,7 @@ static void respond_with_time(http_response *resp, int r) {
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         resp->status = hwid_err_http_status(r);
         resp->content_type = "application/json";
+        resp->error = hwid_err_slug(r);
         if (!s || buf_append_str(&resp->body, s) < 0)
                 http_error_from(resp, r);
         json_object_put(o);
@@ -77,7 +78,7 @@ void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t
  * that fails authentication still gets the public endpoints, as
  * anonymous; for anything else the answer is why it failed (401), not
  * that anonymous clients may not. */
-static int allow_read(ca_service *ca, const http_request *req, policy_action action) {
+int ca_allow_read(ca_service *ca, const http_request *req, policy_action action) {
         ca_auth a = { 0 };
         policy_decision d;
         char why[512] = "";
@@ -101,7 +102,7 @@ static int allow_read(ca_service *ca, const http_request *req, policy_action act
 }
 
 static void get_ca(ca_service *ca, const http_request *req, http_response *resp) {
-        int r = allow_read(ca, req, ACTION_GET_CA);
+        int r = ca_allow_read(ca, req, ACTION_GET_CA);
 
         if (r < 0)
                 {
@@ -112,7 +113,7 @@ static void get_ca(ca_service *ca, const http_request *req, http_response *resp)
 }
 
 static void get_crl(ca_service *ca, const http_request *req, http_response *resp) {
-        int r = allow_read(ca, req, ACTION_GET_CRL);
+        int r = ca_allow_read(ca, req, ACTION_GET_CRL);
 
         if (r >= 0)
                 r = ca_crl(ca, (int64_t) time(NULL), &resp->body);
@@ -123,45 +124,6 @@ static void get_crl(ca_service *ca, const http_request *req, http_response *resp
         }
         resp->status = 200;
         resp->content_type = "application/pkix-crl";
-}
-
-static void get_health(ca_service *ca, const http_request *req, http_response *resp) {
-        int r = allow_read(ca, req, ACTION_HEALTH);
-
-        if (r >= 0)
-                r = store_ping(ca->store);
-        if (r < 0)
-                {
-                ca_respond_error(ca, resp, r);
-                return;
-        }
-        ca_respond_json(resp, 200, "{\"status\":\"ok\"}");
-}
-
-/* Prometheus text format, one counter per line. */
-static void get_metrics(ca_service *ca, const http_request *req, http_response *resp) {
-        const struct { const char *name, *help; unsigned long value; } m[] = {
-                { "hwid_http_requests_total", "HTTP requests handled.", atomic_load(&ca->n_requests) },
-                { "hwid_certificates_issued_total", "Certificates issued by enrollment.", atomic_load(&ca->n_issued) },
-                { "hwid_certificates_renewed_total", "Certificates issued by renewal.", atomic_load(&ca->n_renewed) },
-                { "hwid_requests_pending_total", "Requests held for manual approval.", atomic_load(&ca->n_pending) },
-                { "hwid_policy_denials_total", "Requests denied by policy.", atomic_load(&ca->n_denied) },
-                { "hwid_errors_total", "Requests that failed on the server side.", atomic_load(&ca->n_errors) },
-                { "hwid_unauthenticated_refusals_total",
-                  "Requests refused without valid credentials (audited as a summary per minute).",
-                  refusals_total(ca->refusals) },
-        };
-        int r = allow_read(ca, req, ACTION_METRICS);
-
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(m); i++)
-                r = buf_printf(&resp->body, "# HELP %s %s\n# TYPE %s counter\n%s %lu\n", m[i].name, m[i].help,
-                               m[i].name, m[i].name, m[i].value);
-        if (r < 0) {
-                ca_respond_error(ca, resp, r);
-                return;
-        }
-        resp->status = 200;
-        resp->content_type = "text/plain; version=0.0.4";
 }
 
 static const char *cert_status_name(store_cert_status s) {
@@ -255,35 +217,51 @@ static void route(ca_service *ca, const http_request *req, http_response *resp) 
         else if (is(req, "GET", "/crl"))
                 get_crl(ca, req, resp);
         else if (is(req, "GET", "/healthz"))
-                get_health(ca, req, resp);
+                ca_get_healthz(ca, req, resp);
+        else if (is(req, "GET", "/readyz"))
+                ca_get_readyz(ca, req, resp);
         else if (is(req, "GET", "/metrics"))
-                get_metrics(ca, req, resp);
+                ca_get_metrics(ca, req, resp);
         else if ((arg = suffix(req, "GET", "/v1/identities/")))
                 get_identity(ca, req, arg, resp);
         else if (!ca_admin_route(ca, req, resp))
                 http_error(resp, 404, "not_found", "no such endpoint");
 }
 
-void ca_service_handle(void *userdata, const http_request *req, http_response *resp) {
-        ca_service *ca = userdata;
-
-        atomic_fetch_add(&ca->n_requests, 1);
-        /* A SIGHUP reload waits until no request uses the old policy. */
-        pthread_rwlock_rdlock(&ca->cfg_lock);
-        route(ca, req, resp);
-        pthread_rwlock_unlock(&ca->cfg_lock);
-}
-
-void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp) {
-        ca_service *ca = userdata;
-
-        atomic_fetch_add(&ca->n_requests, 1);
-        pthread_rwlock_rdlock(&ca->cfg_lock);
+static void route_public(ca_service *ca, const http_request *req, http_response *resp) {
         if (is(req, "GET", "/crl"))
                 get_crl(ca, req, resp);
         else if (is(req, "GET", "/ca"))
                 get_ca(ca, req, resp);
         else
                 http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl and GET /ca only");
+}
+
+/* Every request is timed and counted by endpoint and outcome, and an
+ * error by its slug, whichever handler answered it. */
+static void handle(ca_service *ca, const http_request *req, http_response *resp,
+                   void (*router)(ca_service *, const http_request *, http_response *)) {
+        uint64_t t0 = histogram_now_ns();
+
+        atomic_fetch_add(&ca->n_requests, 1);
+        /* A SIGHUP reload waits until no request uses the old policy. */
+        pthread_rwlock_rdlock(&ca->cfg_lock);
+        router(ca, req, resp);
         pthread_rwlock_unlock(&ca->cfg_lock);
+        metrics_request(ca->metrics, metrics_endpoint_of(req->method, req->path), resp->status,
+                        resp->status >= 400 ? resp->error : NULL, histogram_now_ns() - t0);
+}
+
+void ca_service_handle(void *userdata, const http_request *req, http_response *resp) {
+        handle(userdata, req, resp, route);
+}
+
+void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp) {
+        handle(userdata, req, resp, route_public);
+}
+
+void ca_service_on_refusal(void *userdata, int status, const char *error) {
+        ca_service *ca = userdata;
+
+        metrics_refusal(ca->metrics, error);
 }

@@ -7,6 +7,7 @@
 #include "ca.h"
 #include "csr-check.h"
 #include "issuer.h"
+#include "metrics.h"
 #include "refusals.h"
 #include "store.h"
 
@@ -31,6 +32,17 @@ struct ca_service {
         int64_t prune_at;
         /* Prometheus counters. */
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
+        /* Histograms and the rest (metrics.c). */
+        metrics *metrics;
+        int64_t crl_made_at;        /* under crl_lock */
+        /* hwidd's TLS identity (ca_service_set_tls()), for /readyz and metrics. */
+        hwid_key *tls_key;
+        int64_t tls_not_after;
+        /* /readyz: the last verdict, reused for a second (health.c). */
+        pthread_mutex_t ready_lock;
+        uint64_t ready_checked_ms;
+        int ready_status;
+        char *ready_json;
 };
 
 /* Who is asking, as established by authentication. */
@@ -79,6 +91,15 @@ void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char 
  * the given bookkeeping; returns the PEM certificate. */
 int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
              const char *identity, int64_t now, char **ret_pem, char **ret_serial);
+
+/* Read-only endpoints go through the authorizer as whoever the client is
+ * (api.c); 0 when allowed. */
+int ca_allow_read(ca_service *ca, const http_request *req, policy_action action);
+
+/* Endpoints (health.c, metrics endpoint in api-metrics.c). */
+void ca_get_healthz(ca_service *ca, const http_request *req, http_response *resp);
+void ca_get_readyz(ca_service *ca, const http_request *req, http_response *resp);
+void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp);
 
 /* Endpoints (enroll.c). */
 void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);

@@ -92,6 +92,15 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
         return issuer_sign(ca->issuer, &in, ret);
 }
 
+/* The commit, timed for metrics (its group commit's wait included). */
+static int commit_timed(ca_service *ca, const store_issue *how, int64_t now) {
+        uint64_t t0 = histogram_now_ns();
+        int r = store_cert_commit(ca->store, how, now);
+
+        metrics_commit_observe(ca->metrics, COMMIT_CERTIFICATE, histogram_now_ns() - t0);
+        return r;
+}
+
 int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
              const char *identity, int64_t now, char **ret_pem, char **ret_serial) {
         _cleanup_(X509_freep) X509 *x = NULL;
@@ -115,7 +124,7 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
         how->cert = &rec;
         how->dns_names = (const char *const *) dns;
         how->n_dns_names = n_dns;
-        r = store_cert_commit(ca->store, how, now);
+        r = commit_timed(ca, how, now);
         how->dns_names = NULL;
         how->n_dns_names = 0;
         if (r < 0)
@@ -161,6 +170,7 @@ static int build_crl(ca_service *ca, int64_t now, int64_t seq) {
         ca->crl_der = der;
         ca->crl_len = len;
         ca->crl_seq = seq;
+        ca->crl_made_at = now;
         ca->crl_refresh_at = now + (int64_t) ((double) ca->cfg->crl_validity * CRL_REFRESH_FRACTION);
         log_info("CRL regenerated (revocation sequence %lld)", (long long) seq);
         return 0;

@@ -6,6 +6,7 @@
 #include <openssl/crypto.h>
 #include <openssl/pem.h>
 
+#include "audit-syslog.h"
 #include "ca-internal.h"
 #include "cert-scope.h"
 #include "error.h"
@@ -61,11 +62,14 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         pthread_rwlock_init(&ca->cfg_lock, NULL);
         pthread_mutex_init(&ca->crl_lock, NULL);
+        pthread_mutex_init(&ca->ready_lock, NULL);
         ca->cfg = cfg;
-        if ((r = refusals_new(&ca->refusals)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
+        if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0 ||
+            (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
             (r = store_open(cfg->database, &ca->store)) < 0 ||
+            (r = audit_syslog_attach(ca->store, cfg, "hwidd", ca->metrics)) < 0 ||
             (r = record_old_dns_names(ca)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);
@@ -86,8 +90,11 @@ void ca_service_free(ca_service *ca) {
         free(ca->ca_pem);
         free(ca->client_ca_pem);
         OPENSSL_free(ca->crl_der);
+        free(ca->ready_json);
+        metrics_free(ca->metrics);
         pthread_rwlock_destroy(&ca->cfg_lock);
         pthread_mutex_destroy(&ca->crl_lock);
+        pthread_mutex_destroy(&ca->ready_lock);
         free(ca);
 }
 
@@ -99,6 +106,21 @@ hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg) {
         ca->cfg = cfg;
         pthread_rwlock_unlock(&ca->cfg_lock);
         return old;
+}
+
+int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(tls_pem, -1);
+        _cleanup_(X509_freep) X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+        int64_t not_after;
+        int r;
+
+        if (!x)
+                return hwid_fail_ossl(HWID_E_CONFIG, "the TLS certificate file holds no PEM certificate");
+        if ((r = x509_not_after(x, &not_after)) < 0)
+                return r;
+        ca->tls_key = tls_key;
+        ca->tls_not_after = not_after;
+        return 0;
 }
 
 const char *ca_service_client_ca_pem(const ca_service *ca) {
@@ -256,8 +278,10 @@ void ca_audit(ca_service *ca, const char *actor, const char *action, const char 
                 .at = (int64_t) time(NULL), .actor = actor, .action = action, .target = target,
                 .outcome = outcome, .reason = reason, .token_id = token_id,
         };
+        uint64_t t0 = histogram_now_ns();
         int r = store_audit_append(ca->store, &a);
 
+        metrics_commit_observe(ca->metrics, COMMIT_AUDIT, histogram_now_ns() - t0);
         log_msg(strcmp(outcome, "allow") == 0 ? LOG_LVL_INFO : LOG_LVL_NOTICE, "%s %s %s: %s%s%s",
                 actor, action, target ? target : "-", outcome, reason ? " — " : "", reason ? reason : "");
         if (r < 0)

@@ -180,6 +180,8 @@ static const cfg_field limit_fields[] = {
 
 static const cfg_field audit_fields[] = {
         FIELD("retention", cfg_fn_duration, CFG(audit_retention), .min = DAY, .max = 36500LL * DAY),
+        FIELD("syslog", cfg_fn_bool, CFG(audit_syslog)),
+        FIELD("syslog_socket", cfg_fn_path, CFG(audit_syslog_socket)),
         FIELD_END,
 };
 
@@ -354,6 +356,8 @@ static int load(const char *text, size_t len, const char *name, const char *dir,
         r = parse_document(&x, text, len, c);
         if (r >= 0 && !c->listen && !(c->listen = strdup("127.0.0.1:8443")))
                 r = hwid_fail(HWID_E_NOMEM, NULL);
+        if (r >= 0 && !c->audit_syslog_socket && !(c->audit_syslog_socket = strdup("/dev/log")))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
         if (r >= 0)
                 r = policy_set_admin_group(c->policy, x.admin_group);
         free(x.admin_group);
@@ -422,6 +426,7 @@ void config_free(hwidd_config *c) {
         free(c->crl_url);
         free(c->tls_key);
         free(c->tls_cert);
+        free(c->audit_syslog_socket);
         for (size_t i = 0; c->ek_root_paths && c->ek_root_paths[i]; i++)
                 free(c->ek_root_paths[i]);
         free(c->ek_root_paths);

@@ -40,6 +40,8 @@ typedef struct hwidd_config {
         int64_t clock_skew;
         /* audit */
         int64_t audit_retention; /* seconds an audit record is kept, default 365 days */
+        bool audit_syslog;       /* a copy of every audit record to syslog, default off */
+        char *audit_syslog_socket; /* the syslog datagram socket, default /dev/log */
         /* TPM attestation (attestation:, docs/ATTESTATION.md); none
          * configured when ek_roots is NULL */
         char **ek_root_paths;          /* PEM/DER files or directories, NULL-terminated */

@@ -44,6 +44,7 @@ static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr,
         store_request rq = { 0 };
         char reason[64];
         size_t der_len;
+        uint64_t t0;
         int r;
 
         if ((r = random_request_id(rq.id)) < 0)
@@ -58,7 +59,10 @@ static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr,
         rq.created_at = rq.updated_at = now;
         /* The evidence is used up now: what it proved waits with the request. */
         ca_attestation_record(iss->attestation, &rq.attestation);
-        if ((r = store_request_create(ca->store, &rq, now)) < 0)
+        t0 = histogram_now_ns();
+        r = store_request_create(ca->store, &rq, now);
+        metrics_commit_observe(ca->metrics, COMMIT_REQUEST, histogram_now_ns() - t0);
+        if (r < 0)
                 return r;
         atomic_fetch_add(&ca->n_pending, 1);
         snprintf(reason, sizeof(reason), "request " REQUEST_ID_FMT, rq.id);

@@ -38,6 +38,7 @@ struct http_server {
         http_guard *guard;
         http_handler handler;
         void *userdata;
+        void (*on_refusal)(void *userdata, int status, const char *error);
         size_t max_body;
         size_t max_header;
         size_t discard_max;
@@ -77,6 +78,7 @@ void http_error(http_response *resp, int status, const char *slug, const char *m
 
         resp->status = status;
         resp->content_type = "application/json";
+        resp->error = slug ? slug : "internal";
         if (resp->body.max == 0)
                 resp->body.max = HTTP_ERROR_MESSAGE_MAX * 8;
         snprintf(msg, sizeof(msg), "%s", message ? message : "");
@@ -188,6 +190,8 @@ static enum MHD_Result reply_error(http_server *srv, struct MHD_Connection *conn
 
         buf_init(&resp.body, HTTP_RESPONSE_MAX);
         http_error(&resp, status, slug, message);
+        if (srv->on_refusal)
+                srv->on_refusal(srv->userdata, status, slug);
         ret = queue_response(srv, conn, st, &resp, close);
         buf_reset(&resp.body);
         return ret;
@@ -556,6 +560,7 @@ int http_server_start(const http_options *o, http_handler handler, void *userdat
         srv->listen_fd = -1;
         srv->handler = handler;
         srv->userdata = userdata;
+        srv->on_refusal = o->on_refusal;
         srv->max_body = o->max_body;
         srv->max_header = o->max_header;
         srv->discard_max = o->max_body > HTTP_DISCARD_MIN ? o->max_body : HTTP_DISCARD_MIN;

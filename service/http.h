@@ -43,6 +43,7 @@ typedef struct http_response {
         char location[256];       /* non-empty: sends Location */
         bool cacheable;           /* false (default): sends Cache-Control: no-store */
         bool sensitive;           /* the body holds a secret: wiped once sent */
+        const char *error;        /* the error slug of an error response (static), for metrics */
 } http_response;
 
 /* Called on a worker thread once the whole body has arrived (and only if
@@ -69,6 +70,9 @@ typedef struct http_options {
         unsigned max_connections_per_ip; /* 0: max_connections / 4, at least 16 (capped at max_connections) */
         double rate_per_ip;          /* 0: unlimited */
         unsigned rate_burst;
+        /* Told of every refusal the transport answers itself, before any
+         * handler runs (413, 429, 431), with its error slug; may be NULL. */
+        void (*on_refusal)(void *userdata, int status, const char *error);
 } http_options;
 
 typedef struct http_server http_server;

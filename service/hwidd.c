@@ -13,6 +13,7 @@
 #include "http.h"
 #include "log.h"
 #include "secret.h"
+#include "store.h"
 
 #define TLS_PEM_MAX (256 * 1024)
 
@@ -106,6 +107,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                 .max_header = cfg->max_header, .timeout = cfg->timeout,
                 .max_connections = cfg->max_connections,
                 .rate_per_ip = cfg->rate_per_ip, .rate_burst = cfg->rate_burst,
+                .on_refusal = ca_service_on_refusal,
         };
         http_server *srv = NULL, *plain = NULL;
         int r, sig;
@@ -137,6 +139,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
 }
 
 static int run(const hwidd_args *a, sigset_t *sigs) {
+        _cleanup_close_ int claim = -1; /* declared first: released after the store is closed */
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(ca_service_freep) ca_service *ca = NULL;
         _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
@@ -157,9 +160,13 @@ static int run(const hwidd_args *a, sigset_t *sigs) {
         if (policy_audit_only(cfg->policy))
                 log_warning("AUDIT-ONLY MODE: policy denials are logged as 'would-deny' and allowed");
         ho = (hsm_options) { .tcti = cfg->tcti };
+        /* hwid ca restore refuses while this claim is held. */
+        if ((r = store_claim(cfg->database, false, &claim)) < 0)
+                return r;
         if ((r = hsm_init()) < 0 || (r = ca_service_new(cfg, &ca)) < 0 ||
             (r = hwid_key_open(cfg->tls_key, &ho, &tls_key)) < 0 ||
-            (r = read_file_capped(cfg->tls_cert, TLS_PEM_MAX, &tls_pem, &len)) < 0)
+            (r = read_file_capped(cfg->tls_cert, TLS_PEM_MAX, &tls_pem, &len)) < 0 ||
+            (r = ca_service_set_tls(ca, tls_key, tls_pem)) < 0)
                 return r;
         if (a->check) {
                 printf("configuration %s and keys are usable\n", cfg->path);

@@ -187,7 +187,24 @@ static const char *const migrations[] = {
         ("ALTER TABLE certificates ADD COLUMN scope TEXT"
          "  CHECK (scope IS NULL OR (length(scope) BETWEEN 2 AND 16384 AND substr(scope, 1, 1) = '{'));"),
 
-        /* 5 -> 6: TPM attestation (docs/ATTESTATION.md).
+        /* 5 -> 6: the audit log becomes a hash chain (store.h says how
+         * each hash is made).  Each record keeps the hash of the one
+         * before it and its own; audit_chain keeps the newest record's
+         * (head) and the last pruned one's (anchor).  Records from before
+         * are chained once when the database is first opened by this
+         * version (store_audit_backfill(), noted in meta.audit_chained).
+         * meta.ready_probe is what /readyz writes to prove the store takes
+         * writes. */
+        "ALTER TABLE audit ADD COLUMN prev_hash BLOB;"
+        "ALTER TABLE audit ADD COLUMN hash BLOB;"
+        "CREATE TABLE audit_chain ("
+        "  role TEXT PRIMARY KEY NOT NULL CHECK (role IN ('anchor', 'head')),"
+        "  id INTEGER NOT NULL,"
+        "  at INTEGER NOT NULL,"
+        "  hash BLOB NOT NULL CHECK (length(hash) = 32)) STRICT;"
+        "INSERT INTO meta (key, value) VALUES ('audit_chained', 0), ('ready_probe', 0);",
+
+        /* 6 -> 7: TPM attestation (docs/ATTESTATION.md).
          *
          * What a certificate's key proved, recorded with it (and with a
          * request waiting for approval): the EK certificate's and the EK

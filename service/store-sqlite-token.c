@@ -1,4 +1,5 @@
-/* Bootstrap tokens, requests waiting for approval, and the audit trail.
+/* Bootstrap tokens and requests waiting for approval (the audit trail:
+ * store-sqlite-audit.c).
  *
  * A token use is consumed in the same transaction as what it pays for
  * (a request here, a certificate in store-sqlite-cert.c): a failure
@@ -7,7 +8,6 @@
 #include <time.h>
 
 #include "error.h"
-#include "escape.h"
 #include "store-sqlite.h"
 
 #define TOKEN_COLS \
@@ -366,101 +366,5 @@ int store_request_mark_issued(store *s, const char *id, const char *identity, co
                 r = store_bind(s, st, "ttI", id, serial, now);
         if (r >= 0)
                 r = store_step(s, st, "mark a request issued");
-        return r < 0 ? r : 0;
-}
-
-/* ---- audit ---- */
-
-static bool audit_ok(const store_audit *a) {
-        return a && store_str_ok(a->actor, 256) && store_str_ok(a->action, 64) && store_str_ok(a->outcome, 64);
-}
-
-/* The fields of an audit record as stored: with every control and bidi
- * character escaped (common/escape.h), so that no field, whoever chose
- * it (a CSR's CN, a reason quoting it), can fake a row or a column of
- * `hwid audit list` or of anything else that reads the table. */
-typedef struct audit_text {
-        char *f[6];
-} audit_text;
-
-static void audit_text_clear(audit_text *t) {
-        for (size_t i = 0; i < ELEMENTSOF(t->f); i++)
-                free(t->f[i]);
-}
-
-static int audit_text_escape(const store_audit *a, audit_text *t) {
-        const char *in[6] = { a->actor, a->action, a->target, a->outcome, a->reason, a->token_id };
-        int r;
-
-        for (size_t i = 0; i < ELEMENTSOF(in); i++)
-                if ((r = text_escape(in[i], in[i] ? strlen(in[i]) : 0, &t->f[i])) < 0)
-                        return r;
-        return 0;
-}
-
-int store_audit_insert(store *s, const store_audit *a, int64_t now) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        _cleanup_(audit_text_clear) audit_text t = { 0 };
-        int r;
-
-        if (!audit_ok(a))
-                return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
-        if ((r = audit_text_escape(a, &t)) < 0)
-                return r;
-        r = store_stmt(s, ST_AUDIT_INSERT,
-                       "INSERT INTO audit (at, actor, action, target, outcome, reason, token_id) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
-        if (r >= 0)
-                r = store_bind(s, st, "Itttttt", a->at ? a->at : now, t.f[0], t.f[1], t.f[2], t.f[3], t.f[4],
-                               t.f[5]);
-        if (r >= 0)
-                r = store_step(s, st, "append to the audit log");
-        return r < 0 ? r : 0;
-}
-
-int store_audit_append(store *s, const store_audit *a) {
-        _cleanup_(store_leavep) store *g = NULL;
-        int r;
-
-        if (!audit_ok(a))
-                return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
-        r = store_enter(s, true, &g);
-        if (r >= 0)
-                r = store_audit_insert(s, a, (int64_t) time(NULL));
-        if (r < 0)
-                return r;
-        return store_commit(s, "commit the audit record");
-}
-
-/* fn runs with the store locked (it must not call the store: that
- * fails with -HWID_E_INTERNAL); non-zero from fn stops the walk and is
- * returned. */
-int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata) {
-        _cleanup_(store_leavep) store *g = NULL;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int64_t lim = limit == 0 || limit > (size_t) INT64_MAX ? -1 : (int64_t) limit; /* -1: no limit */
-        int r;
-
-        r = store_read_enter(&s, &g);
-        if (r >= 0)
-                r = store_stmt(s, ST_AUDIT_LAST,
-                               "SELECT at, actor, action, target, outcome, reason, token_id FROM "
-                               "(SELECT * FROM audit ORDER BY id DESC LIMIT ?1) ORDER BY id", &st);
-        if (r >= 0)
-                r = store_bind(s, st, "I", lim);
-        while (r >= 0 && (r = store_step(s, st, "read the audit log")) == 1) {
-                store_audit a = {
-                        .at = sqlite3_column_int64(st, 0),
-                        .actor = (const char *) sqlite3_column_text(st, 1),
-                        .action = (const char *) sqlite3_column_text(st, 2),
-                        .target = (const char *) sqlite3_column_text(st, 3),
-                        .outcome = (const char *) sqlite3_column_text(st, 4),
-                        .reason = (const char *) sqlite3_column_text(st, 5),
-                        .token_id = (const char *) sqlite3_column_text(st, 6),
-                };
-                r = fn(&a, userdata);
-                if (r != 0)
-                        return r;
-        }
         return r < 0 ? r : 0;
 }

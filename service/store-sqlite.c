@@ -153,6 +153,7 @@ void store_leavep(store **guard) {
          * A failed statement may already have rolled back by itself. */
         if (!sqlite3_get_autocommit(s->db))
                 (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        store_audit_sink_drop(s, 0); /* nothing of it was committed */
         pthread_mutex_unlock(&s->lock);
 }
 
@@ -164,6 +165,7 @@ int store_commit(store *s, const char *what) {
                 return r;
         if (sqlite3_step(st) != SQLITE_DONE)
                 return store_sql_fail(s, what);
+        store_audit_sink_flush(s);
         return 0;
 }
 
@@ -190,6 +192,7 @@ static int exec_cached(store *s, stmt_id id, const char *sql) {
 /* Runs one job in its own savepoint.  Fails only when the transaction as
  * a whole is lost; a job's own failure is recorded in it and undone. */
 static int run_job(store *s, store_job *j) {
+        size_t queued = s->sink_n;
         int r;
 
         hwid_error_clear();
@@ -199,6 +202,7 @@ static int run_job(store *s, store_job *j) {
         if (r >= 0)
                 return exec_cached(s, ST_RELEASE, "RELEASE job");
         job_fail(j, r);
+        store_audit_sink_drop(s, queued);
         /* I/O errors and a full disk roll the whole transaction back. */
         if (sqlite3_get_autocommit(s->db))
                 return r;
@@ -463,6 +467,8 @@ int store_open(const char *path, store **ret) {
         if (r >= 0)
                 r = store_migrate(s);
         if (r >= 0)
+                r = store_audit_backfill(s);
+        if (r >= 0)
                 r = store_checkpointer_start(s);
         if (r >= 0)
                 r = store_readers_open(s);
@@ -477,6 +483,7 @@ void store_free(store *s) {
                 return;
         store_readers_close(s);
         store_checkpointer_stop(s);
+        store_audit_sink_close(s);
         for (size_t i = 0; i < _ST_MAX; i++)
                 sqlite3_finalize(s->stmts[i]);
         /* The last connection to close checkpoints the WAL into the file. */
@@ -506,4 +513,45 @@ int store_ping(store *s) {
         if (r < 0)
                 return r;
         return r == 1 ? 0 : hwid_fail(HWID_E_STORE, "database %s has no schema version", s->path);
+}
+
+int store_probe_write(store *s, int64_t now) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_enter(s, true, &g);
+
+        if (r >= 0)
+                r = store_stmt(s, ST_PROBE_WRITE,
+                               "INSERT INTO meta (key, value) VALUES ('ready_probe', ?1) "
+                               "ON CONFLICT (key) DO UPDATE SET value = excluded.value", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "I", now);
+        if (r >= 0)
+                r = store_step(s, st, "write the readiness probe");
+        if (r < 0)
+                return r;
+        return store_commit(s, "commit the readiness probe");
+}
+
+int store_stats_get(store *s, int64_t now, store_stats *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_read_enter(&s, &g);
+
+        /* status = 'valid' literally: certificates_status_not_after serves it. */
+        if (r >= 0)
+                r = store_stmt(s, ST_STATS,
+                               "SELECT (SELECT count(*) FROM certificates WHERE status = 'valid' AND not_after > ?1),"
+                               "       (SELECT count(*) FROM requests WHERE status = 'pending')", &st);
+        if (r >= 0)
+                r = store_bind(s, st, "I", now);
+        if (r >= 0)
+                r = store_step(s, st, "count certificates and requests");
+        if (r == 0)
+                r = store_sql_fail(s, "count certificates and requests");
+        if (r < 0)
+                return r;
+        *ret = (store_stats) { .live_certificates = (uint64_t) sqlite3_column_int64(st, 0),
+                               .pending_requests = (uint64_t) sqlite3_column_int64(st, 1) };
+        return 0;
 }

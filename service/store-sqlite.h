@@ -62,6 +62,14 @@ typedef enum stmt_id {
         ST_AUDIT_INSERT,
         ST_AUDIT_LAST,
         ST_AUDIT_PRUNE,
+        ST_AUDIT_PRUNE_SCAN,
+        ST_AUDIT_HEAD,
+        ST_AUDIT_ANCHOR,
+        ST_AUDIT_SET_HEAD,
+        ST_AUDIT_SET_ANCHOR,
+        ST_AUDIT_ALL,
+        ST_STATS,
+        ST_PROBE_WRITE,
         ST_DNS_HOLDER,
         ST_DNS_RETIRE,
         ST_DNS_INSERT,
@@ -79,6 +87,8 @@ typedef enum stmt_id {
         ST_ROLLBACK_TO,
         _ST_MAX,
 } stmt_id;
+
+typedef struct store_audit_copy store_audit_copy;
 
 /* One writer's share of a group commit (store_group_commit()). */
 typedef struct store_job {
@@ -120,6 +130,13 @@ struct store {
         struct store *readers[STORE_READERS];
         size_t n_readers;
         _Atomic unsigned next_reader;
+        /* The audit sink and the records of the open write transaction
+         * waiting for its COMMIT (store-sqlite-sink.c); under `lock`. */
+        store_audit_fn sink;
+        void *sink_userdata;
+        void (*sink_free)(void *);
+        store_audit_copy *sink_queue;
+        size_t sink_n, sink_alloc;
 };
 
 /* ---- store-sqlite-readers.c ---- */
@@ -227,8 +244,22 @@ int store_token_consume(store *s, const char *id, int64_t now);
  * request's own identity only. */
 int store_request_mark_issued(store *s, const char *id, const char *identity, const char *serial,
                               int64_t now);
-/* Inside a write transaction: appends a (at now if a->at is 0). */
+/* ---- store-sqlite-audit.c ---- */
+
+/* Inside a write transaction: appends a (at now if a->at is 0), chained. */
 int store_audit_insert(store *s, const store_audit *a, int64_t now);
+/* Chains the records of a database from before the chain, once. */
+int store_audit_backfill(store *s);
+
+/* ---- store-sqlite-sink.c ---- */
+/* Queues a record just inserted for the sink (if there is one). */
+void store_audit_sink_queue(store *s, const store_audit *a);
+/* After COMMIT: hands the queue to the sink. */
+void store_audit_sink_flush(store *s);
+/* After a rollback: forgets all but the first `keep` queued records. */
+void store_audit_sink_drop(store *s, size_t keep);
+/* At store_free(): frees the queue and the sink's userdata. */
+void store_audit_sink_close(store *s);
 
 /* ---- store-sqlite-attest.c ---- */
 

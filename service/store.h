@@ -123,7 +123,50 @@ typedef struct store_audit {
         const char *outcome; /* "allow", "deny", "would-deny", "error" */
         const char *reason;  /* NULL allowed; never a secret */
         const char *token_id; /* NULL allowed */
+        /* Set when a record is read back or handed to the audit sink;
+         * ignored when appending (the store chains what it appends). */
+        int64_t id;               /* ascending in the order records were appended */
+        const uint8_t *prev_hash; /* STORE_AUDIT_HASH_LEN bytes; NULL if not chained */
+        const uint8_t *hash;
 } store_audit;
+
+/* ---- the audit hash chain ----
+ *
+ * Every audit record carries hash = SHA-256(E), where E is, byte by byte:
+ *
+ *   "hwid-audit-v1" and one 0x00 byte (14 bytes: the format's name)
+ *   prev_hash       32 bytes: the hash of the record appended before it,
+ *                   or 32 zero bytes for the first record ever
+ *   at              8 bytes: the record's time (Unix seconds) as stored,
+ *                   two's complement, big-endian
+ *   actor, action, target, outcome, reason, token_id, in this order, each
+ *                   as 4 bytes big-endian length + the UTF-8 bytes as
+ *                   stored (no terminator), or the 4 bytes FF FF FF FF
+ *                   for NULL (the empty string is length 0)
+ *
+ * The record's id (its storage order) is not hashed: the order is held by
+ * each record's prev_hash.  Every store keeps per record: id, the fields,
+ * prev_hash and hash; and two chain ends beside the records:
+ *   head    id, at and hash of the newest record appended (so that the
+ *           newest records cannot be deleted unseen);
+ *   anchor  id, at and hash of the newest record retention pruning has
+ *           deleted (the first remaining record's prev_hash equals it).
+ * Appending reads the head, hashes, inserts and moves the head in the
+ * same transaction as the rest of the write; pruning deletes only the
+ * oldest records in id order, after checking their chain, and moves the
+ * anchor in the same transaction.  A backend implements the same bytes
+ * by calling store_audit_hash(). */
+#define STORE_AUDIT_HASH_LEN 32
+
+/* hash = SHA-256 of the encoding above, for a with prev (NULL: zeros). */
+int store_audit_hash(const uint8_t *prev, const store_audit *a, uint8_t ret[STORE_AUDIT_HASH_LEN]);
+
+typedef struct store_audit_link {
+        bool set;
+        int64_t id;
+        int64_t at;
+        uint8_t hash[STORE_AUDIT_HASH_LEN];
+} store_audit_link;
 
 /* Opens (creating if needed) and migrates the schema; WAL mode, durable
  * commits (synchronous=FULL), busy timeout so concurrent writers wait. */
@@ -132,6 +175,31 @@ void store_free(store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free)
 /* Cheap liveness probe for /healthz. */
 int store_ping(store *s);
+/* Readiness (/readyz): commits a small write (the probe's time, in the
+ * store's own metadata), so that a full disk, a read-only file system or a
+ * database that refuses writers shows. */
+int store_probe_write(store *s, int64_t now);
+
+/* Gauges for metrics. */
+typedef struct store_stats {
+        uint64_t live_certificates; /* VALID and not expired at now */
+        uint64_t pending_requests;
+} store_stats;
+int store_stats_get(store *s, int64_t now, store_stats *ret);
+
+/* A consistent copy of the whole store at path, taken while others keep
+ * writing, and checked (the copy's integrity) before this returns; path
+ * must not exist.  A store that a file copy cannot capture (PostgreSQL)
+ * answers -HWID_E_CONFIG naming the tool to use instead. */
+int store_backup(store *s, const char *path);
+/* The database's own consistency check (pages, indexes, constraints). */
+int store_integrity_check(store *s);
+/* Who uses a database file: hwidd holds a shared claim while it runs, a
+ * restore an exclusive one, so that neither replaces the database under
+ * the other (a lock on "<database>.lock"; -HWID_E_CONFLICT naming who
+ * holds it).  *ret_fd holds the claim until closed; -1 for a database
+ * that is not a file (a URI or conninfo string: nothing is claimed). */
+int store_claim(const char *database, bool exclusive, int *ret_fd);
 
 /* ---- tokens ---- */
 int store_token_insert(store *s, const store_token *t);
@@ -226,14 +294,53 @@ int store_revocation_seq(store *s, int64_t *ret);
 void store_cert_clear(store_cert *c);
 
 /* ---- audit ---- */
+/* Appends a record and chains it (see the hash chain above). */
 int store_audit_append(store *s, const store_audit *a);
 /* Calls fn for the last `limit` records, oldest first (limit 0: all). */
 typedef int (*store_audit_fn)(const store_audit *a, void *userdata);
 int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
 /* Retention: deletes at most max_rows (1..10000) of the oldest records
- * written before `before`, in one short transaction; *ret_n: how many (0
- * when none is left).  The only way audit records are ever removed. */
+ * (in id order) written before `before`, stopping at the first that is
+ * not, in one short transaction, and moves the anchor to the last one
+ * deleted; *ret_n: how many (0 when none is left).  Refuses (-HWID_E_STORE)
+ * to delete records whose chain does not verify: tampering is never
+ * pruned away.  The only way audit records are ever removed. */
 int store_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);
+/* The chain as one consistent snapshot: its anchor and head (unset when
+ * there is none; both filled in before fn is first called) and every
+ * record, oldest first, with its id and hashes. */
+int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn,
+                           void *userdata);
+/* Gives every record, once it is durable (committed), to fn -- with its
+ * id and hashes -- e.g. to send it to syslog.  fn runs on the committing
+ * thread with the store locked: it must be quick and must not call the
+ * store.  The store owns userdata from now on (free_userdata at
+ * store_free()).  One sink per store; NULL fn removes it. */
+void store_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
+
+/* What hwid audit verify reports (store-audit.c, for every backend). */
+typedef enum store_audit_problem {
+        AUDIT_OK,
+        AUDIT_MODIFIED,  /* a record's content does not match its hash */
+        AUDIT_DELETED,   /* records missing before `id` (or after it, at the head) */
+        AUDIT_REORDERED, /* a record stored out of the order it was written in */
+        AUDIT_HEAD,      /* the chain's head does not match the newest record */
+} store_audit_problem;
+
+typedef struct store_audit_report {
+        store_audit_problem problem;
+        int64_t id;           /* the first record in error (0: none) */
+        char detail[512];     /* what is wrong with it, for a person */
+        size_t n_records;     /* records checked */
+        int64_t first_id, last_id;
+        bool anchored;        /* the oldest records were pruned: verified from the anchor */
+        int64_t anchor_id;
+} store_audit_report;
+
+/* Walks the whole chain: the first modified, deleted or reordered record
+ * is reported in *ret (problem != AUDIT_OK); returns 0 either way, and
+ * -hwid_err only when the store cannot be read. */
+int store_audit_verify(store *s, store_audit_report *ret);
 
 /* ---- TPM attestation (service/attest-*.c, docs/ATTESTATION.md) ---- */
 

@@ -151,13 +151,20 @@ assert_eq "$total" 4500 "refusals summarized in the audit log"
 assert_contains "$(admin audit list)" "without valid credentials refused" "hwid audit list"
 
 # --- audit retention ----------------------------------------------------------------
+# A database from before the audit chain whose oldest 5000 records are 400
+# days old: written here in SQL, before every other record (ids below
+# theirs), with the chain taken away as such a database has none. hwidd
+# chains them all when it opens the database, and retention then prunes
+# the oldest, in the order they were written, from its anchor on.
 now=$(date +%s)
 sqlite3 "$DB" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000)
-        INSERT INTO audit (at, actor, action, target, outcome) SELECT $now - 400 * 86400 + i, 'admin:old',
-        'token.create', 'old-' || i, 'allow' FROM n;
+        INSERT INTO audit (id, at, actor, action, target, outcome) SELECT i - 5000, $now - 400 * 86400 + i,
+        'admin:old', 'token.create', 'old-' || i, 'allow' FROM n;
         INSERT INTO audit (at, actor, action, target, outcome)
         VALUES ($now - 86400, 'admin:recent', 'token.create', 'recent-1', 'allow'),
-               ($now - 29 * 86400, 'admin:recent', 'token.create', 'recent-2', 'allow');"
+               ($now - 29 * 86400, 'admin:recent', 'token.create', 'recent-2', 'allow');
+        UPDATE audit SET prev_hash = NULL, hash = NULL; DELETE FROM audit_chain;
+        UPDATE meta SET value = 0 WHERE key = 'audit_chained';"
 last_id=$(sqlite3 "$DB" "SELECT max(id) FROM audit")
 recent_before=$(sqlite3 "$DB" "SELECT count(*) FROM audit WHERE at >= $now - 30 * 86400")
 with_top_level "audit:" "  retention: 30d"
@@ -181,4 +188,7 @@ assert_eq "$(sqlite3 "$DB" "SELECT count(*) FROM audit WHERE at >= $now - 30 * 8
 assert_eq "$(sqlite3 "$DB" "SELECT count(*) FROM audit WHERE actor = 'admin:recent'")" 2 "recent records"
 assert_contains "$(cat "$HWIDD_LOG")" "audit retention: removed" "hwidd's log"
 hwidd_stop
+# What is left verifies from the anchor the pruning left.
+run_ok "$HWID" audit verify --config "$CFG" >"$T/verify.out"
+assert_contains "$(cat "$T/verify.out")" "anchor" "audit verify after pruning"
 echo "ok"

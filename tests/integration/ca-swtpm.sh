@@ -8,6 +8,7 @@
 #   - hwidd serves over TLS signed in the TPM; several enrollments made with
 #     curl get certificates openssl verifies against ca.pem (signed in the
 #     TPM), the CRL verifies, and a renewal over mutual TLS works;
+#   - /readyz has both TPM keys sign (200, every check passed);
 #   - after hwidd stops, the TPM holds no transient objects or sessions
 #     (invariant 5).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh disable=SC2119
@@ -74,6 +75,9 @@ add_profiles <<'EOF'
       window: 1.0
 EOF
 hwidd_start
+http "$T/ready" GET /readyz
+expect_status 200 "$T/ready"
+assert_contains "$(cat "$T/ready.body")" '"ca_key":{"ok":true},"tls_key":{"ok":true}' "/readyz with TPM keys"
 test_enroll_several
 test_crl_and_renew
 hwidd_stop

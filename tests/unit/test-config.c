@@ -156,6 +156,8 @@ static void defaults(void) {
         CHECK(c->rate_per_ip == 0 && c->retry_after == 5);
         CHECK(!policy_audit_only(c->policy) && policy_admin_group(c->policy) == NULL);
         CHECK(c->http_listen == NULL && c->clock_skew == 300);
+        CHECK(!c->audit_syslog);
+        CHECK_STREQ(c->audit_syslog_socket, "/dev/log");
         p = policy_profile_find(c->policy, "edge");
         CHECK(p && p->role == ROLE_NODE && !p->role_given && policy_profile_role(c->policy, p) == ROLE_NODE);
         CHECK(p && p->validity == 3600 && p->approval == APPROVAL_AUTO && p->key_usage == KU_DIGITAL_SIGNATURE);
@@ -168,7 +170,8 @@ static void variants(void) {
                                    "    san: {ip: [\"2001:db8::/32\", 192.0.2.1], dns: ['\\*.x.org']}\n"
                                    "    subject: {allowed_rdns: [cn, 2.5.4.10, 1.2.3.4], cn_pattern: \"dev *\"}\n"
                                    "policy: {audit_only: yes, public_metrics: on}\n"
-                                   "limits: {max_body: 1MiB, timeout: 2m, rate_per_ip: 0.5, retry_after: 1d}\n";
+                                   "limits: {max_body: 1MiB, timeout: 2m, rate_per_ip: 0.5, retry_after: 1d}\n"
+                                   "audit: {syslog: true, syslog_socket: run/log.sock}\n";
         _cleanup_(config_freep) hwidd_config *c = NULL;
         const policy_profile *p;
         int r = config_load_string(text, sizeof(text) - 1, "hwidd.yaml", &c);
@@ -182,6 +185,8 @@ static void variants(void) {
         CHECK_STREQ(c->database, "hwid.db");
         CHECK(policy_audit_only(c->policy) && policy_public_metrics(c->policy));
         CHECK(c->max_body == 1024 * 1024 && c->timeout == 120 && c->rate_per_ip == 0.5 && c->retry_after == 86400);
+        CHECK(c->audit_syslog);
+        CHECK_STREQ(c->audit_syslog_socket, "run/log.sock");
         p = policy_profile_find(c->policy, "edge");
         CHECK(p && p->renew_window == 0.25 && p->n_ip_ranges == 2 && p->ip_ranges[1].prefix == 32);
         CHECK(p && strv_is(p->dns_patterns, "\\*.x.org", NULL));
@@ -384,6 +389,8 @@ static const broken broken_files[] = {
         { "database: hwid.db\ndatabase: other.db\n" PROFILE, 2, "database", "given more than once" },
         { "database: \"a\\0b\"\n" PROFILE, 1, "database", "contains a NUL byte" },
         { "policy:\n  audit_only: maybe\n" PROFILE, 2, "policy.audit_only", "not true or false" },
+        { "audit:\n  syslog: sometimes\n" PROFILE, 2, "audit.syslog", "not true or false" },
+        { "audit:\n  syslog_socket: \"a\\x01b\"\n" PROFILE, 2, "audit.syslog_socket", "control character" },
         { "policy:\n  admin_group: \"" "0123456789012345678901234567890123456789012345678901234567890123456789"
           "\"\n" PROFILE, 2, "policy.admin_group", "at most 64 bytes" },
         { "policy:\n  auditonly: true\n" PROFILE, 2, "policy.auditonly", "unknown key" },

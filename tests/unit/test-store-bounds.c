@@ -130,35 +130,61 @@ static void wal_bounded(void) {
 
 /* ---- audit retention ---- */
 
+/* Pruning deletes the oldest records in the order they were appended (a
+ * chain can only lose its beginning), stopping at the first that is not
+ * older than the cut, and leaves a chain that verifies from its anchor. */
 static void audit_prune(void) {
         _cleanup_free_ char *path = db_path("prune.db");
         _cleanup_(store_freep) store *s = open_fresh(path);
+        store_audit_report rep;
         size_t n = 99;
 
-        /* 7 old records (in an order that is not their age) and 3 recent. */
+        /* 7 old records (in an order that is not their age), then a recent
+         * one, an old one appended after it, and one at the cut. */
         const int64_t ats[] = { NOW - 500, NOW - 900, NOW - 700, NOW - 100, NOW - 800, NOW - 600, NOW - 400,
-                                NOW + 10, NOW + 20, NOW };
+                                NOW + 10, NOW - 50, NOW };
         for (size_t i = 0; i < ELEMENTSOF(ats); i++)
                 CHECK(append(s, ats[i], (int) i) == 0);
         CHECK(store_audit_prune(s, NOW, 0, &n) == -HWID_E_INVALID && n == 99);
         CHECK(store_audit_prune(s, NOW, 10001, &n) == -HWID_E_INVALID);
-        /* Oldest first, at most a batch. */
+        /* Oldest first in append order, at most a batch. */
         CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 3);
-        CHECK(raw_int(path, "SELECT count(*) FROM audit WHERE at IN (1699999100, 1699999200, 1699999300)") == 0);
+        CHECK(raw_int(path, "SELECT min(id) FROM audit") == 4);
+        CHECK(raw_int(path, "SELECT id FROM audit_chain WHERE role = 'anchor'") == 3);
         CHECK(raw_int(path, "SELECT count(*) FROM audit") == 7);
         CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 3);
         CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 1);
         CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 0);
-        /* What is not older than the cut stays, and appending goes on. */
+        /* The recent record stops the pruning: the old one after it waits
+         * for it (kept longer, never shorter, than the retention). */
         CHECK(raw_int(path, "SELECT count(*) FROM audit") == 3);
-        CHECK(raw_int(path, "SELECT min(at) FROM audit") == NOW);
+        CHECK(raw_int(path, "SELECT min(id) FROM audit") == 8);
+        CHECK(raw_int(path, "SELECT count(*) FROM audit WHERE at = 1699999950") == 1);
         CHECK(append(s, NOW + 30, 99) == 0);
         CHECK(audit_rows(s) == 4);
-        /* The batch is found through the time index. */
+        CHECK(store_audit_verify(s, &rep) == 0 && rep.problem == AUDIT_OK);
+        CHECK(rep.anchored && rep.anchor_id == 7 && rep.n_records == 4 && rep.first_id == 8 && rep.last_id == 11);
+        /* The batch is read in id order from the table itself: no sort. */
         {
-                _cleanup_free_ char *plan = raw_plan(path, "SELECT id FROM audit WHERE at < 5 ORDER BY at, id LIMIT 3");
-                CHECK_CONTAINS(plan, "audit_at");
+                _cleanup_free_ char *plan = raw_plan(path, "SELECT id, at FROM audit ORDER BY id LIMIT 3");
+                CHECK(!strstr(plan, "TEMP B-TREE"));
         }
+}
+
+/* A record changed in the database is never pruned away: pruning stops
+ * at it, and the evidence stays for hwid audit verify. */
+static void audit_prune_refuses_tampered(void) {
+        _cleanup_free_ char *path = db_path("prune-tampered.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        store_audit_report rep;
+        size_t n = 99;
+
+        for (int i = 0; i < 5; i++)
+                CHECK(append(s, NOW - 100 + i, i) == 0);
+        CHECK(raw_int(path, "UPDATE audit SET reason = 'nothing to see' WHERE id = 2 RETURNING 0") == 0);
+        CHECK(store_audit_prune(s, NOW, 10, &n) == -HWID_E_STORE && n == 99);
+        CHECK(raw_int(path, "SELECT count(*) FROM audit") == 5);
+        CHECK(store_audit_verify(s, &rep) == 0 && rep.problem == AUDIT_MODIFIED && rep.id == 2);
 }
 
 int main(void) {
@@ -167,5 +193,6 @@ int main(void) {
         checkpoint_moves_frames();
         wal_bounded();
         audit_prune();
+        audit_prune_refuses_tampered();
         return fixture_end("test-store-bounds");
 }

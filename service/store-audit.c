@@ -1,0 +1,226 @@
+/* The audit hash chain, the same for every store backend: the record
+ * encoding and hash (specified in store.h, and in docs/OPERATIONS.md for
+ * whoever checks the chain with other tools), and its verification. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "error.h"
+#include "ossl-util.h"
+#include "store.h"
+
+#define AUDIT_HASH_DOMAIN "hwid-audit-v1" /* hashed with its terminating NUL */
+#define RECENT_MAX 1024                   /* earlier hashes kept to explain a broken link */
+
+static const uint8_t zero_hash[STORE_AUDIT_HASH_LEN];
+
+static int put_field(EVP_MD_CTX *md, const char *s) {
+        uint8_t len[4] = { 0xff, 0xff, 0xff, 0xff };
+        size_t n = s ? strlen(s) : 0;
+
+        if (s && n >= 0xffffffffu)
+                return 0;
+        if (s) {
+                len[0] = (uint8_t) (n >> 24);
+                len[1] = (uint8_t) (n >> 16);
+                len[2] = (uint8_t) (n >> 8);
+                len[3] = (uint8_t) n;
+        }
+        return EVP_DigestUpdate(md, len, sizeof(len)) && (!s || EVP_DigestUpdate(md, s, n));
+}
+
+int store_audit_hash(const uint8_t *prev, const store_audit *a, uint8_t ret[STORE_AUDIT_HASH_LEN]) {
+        _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *md = EVP_MD_CTX_new();
+        uint64_t at = (uint64_t) a->at;
+        uint8_t at_be[8];
+        unsigned len = 0;
+
+        for (int i = 0; i < 8; i++)
+                at_be[i] = (uint8_t) (at >> (56 - 8 * i));
+        if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL) ||
+            !EVP_DigestUpdate(md, AUDIT_HASH_DOMAIN, sizeof(AUDIT_HASH_DOMAIN)) ||
+            !EVP_DigestUpdate(md, prev ? prev : zero_hash, STORE_AUDIT_HASH_LEN) ||
+            !EVP_DigestUpdate(md, at_be, sizeof(at_be)) || !put_field(md, a->actor) ||
+            !put_field(md, a->action) || !put_field(md, a->target) || !put_field(md, a->outcome) ||
+            !put_field(md, a->reason) || !put_field(md, a->token_id) || !EVP_DigestFinal_ex(md, ret, &len) ||
+            len != STORE_AUDIT_HASH_LEN)
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot hash an audit record");
+        return 0;
+}
+
+/* ---- verification ---- */
+
+typedef struct recent {
+        int64_t id;
+        uint8_t hash[STORE_AUDIT_HASH_LEN];
+} recent;
+
+typedef struct walk {
+        store_audit_report *rep;
+        const store_audit_link *anchor; /* filled before the first record */
+        bool started;
+        uint8_t expect[STORE_AUDIT_HASH_LEN]; /* the prev_hash the next record must carry */
+        int64_t prev_id;                      /* the record (or anchor) that hash belongs to; 0: none */
+        bool have_prev;
+        /* A record whose prev_hash is no earlier record's: read on to see
+         * whether a later one has that hash (reordered) or none (deleted). */
+        bool pending;
+        int64_t pending_id;
+        int64_t pending_after; /* the record before it in storage */
+        uint8_t pending_prev[STORE_AUDIT_HASH_LEN];
+        recent ring[RECENT_MAX];
+        size_t n_ring;
+        int r; /* a failure of the hash itself */
+} walk;
+
+static bool done(const walk *w) {
+        return w->rep->problem != AUDIT_OK;
+}
+
+static void report(walk *w, store_audit_problem p, int64_t id, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void report(walk *w, store_audit_problem p, int64_t id, const char *fmt, ...) {
+        va_list ap;
+
+        w->rep->problem = p;
+        w->rep->id = id;
+        va_start(ap, fmt);
+        vsnprintf(w->rep->detail, sizeof(w->rep->detail), fmt, ap);
+        va_end(ap);
+}
+
+static const recent *ring_find(const walk *w, const uint8_t *hash) {
+        for (size_t i = 0; i < w->n_ring && i < RECENT_MAX; i++)
+                if (memcmp(w->ring[i].hash, hash, STORE_AUDIT_HASH_LEN) == 0)
+                        return &w->ring[i];
+        return NULL;
+}
+
+static void ring_add(walk *w, int64_t id, const uint8_t *hash) {
+        recent *e = &w->ring[w->n_ring++ % RECENT_MAX];
+
+        e->id = id;
+        memcpy(e->hash, hash, STORE_AUDIT_HASH_LEN);
+}
+
+static void describe_gap(walk *w) {
+        if (w->pending_after)
+                report(w, AUDIT_DELETED, w->pending_id,
+                       "record %" PRId64 " follows a record that is no longer in the log: record(s) between "
+                       "%" PRId64 " and %" PRId64 " were deleted", w->pending_id, w->pending_after, w->pending_id);
+        else
+                report(w, AUDIT_DELETED, w->pending_id,
+                       "record %" PRId64 " follows a record that is no longer in the log: the oldest record(s) "
+                       "before it were deleted (not by retention pruning)", w->pending_id);
+}
+
+/* Record a's prev_hash is not the hash of the record stored before it. */
+static void broken_link(walk *w, const store_audit *a) {
+        const recent *earlier = ring_find(w, a->prev_hash);
+
+        if (earlier) {
+                report(w, AUDIT_REORDERED, a->id,
+                       "record %" PRId64 " was written right after record %" PRId64 ", but record(s) stored "
+                       "between them were moved or inserted there", a->id, earlier->id);
+                return;
+        }
+        w->pending = true;
+        w->pending_id = a->id;
+        w->pending_after = w->have_prev ? w->prev_id : 0;
+        memcpy(w->pending_prev, a->prev_hash, STORE_AUDIT_HASH_LEN);
+}
+
+static int check_record(const store_audit *a, void *userdata) {
+        walk *w = userdata;
+        uint8_t h[STORE_AUDIT_HASH_LEN];
+
+        if (done(w))
+                return 0;
+        if (!w->started && w->anchor->set) {
+                /* The oldest records were pruned: the chain goes on from the anchor. */
+                memcpy(w->expect, w->anchor->hash, STORE_AUDIT_HASH_LEN);
+                w->prev_id = w->anchor->id;
+                ring_add(w, w->anchor->id, w->anchor->hash);
+        }
+        w->started = true;
+        w->rep->n_records++;
+        if (!w->rep->first_id)
+                w->rep->first_id = a->id;
+        w->rep->last_id = a->id;
+        if (w->pending && memcmp(a->hash ? a->hash : zero_hash, w->pending_prev, STORE_AUDIT_HASH_LEN) == 0) {
+                report(w, AUDIT_REORDERED, w->pending_id,
+                       "record %" PRId64 " is stored before record %" PRId64 ", but was written after it",
+                       w->pending_id, a->id);
+                return 0;
+        }
+        if (!a->hash || !a->prev_hash) {
+                report(w, AUDIT_MODIFIED, a->id, "record %" PRId64 " has lost its hash", a->id);
+                return 0;
+        }
+        if ((w->r = store_audit_hash(a->prev_hash, a, h)) < 0)
+                return w->r;
+        if (CRYPTO_memcmp(h, a->hash, sizeof(h)) != 0) {
+                report(w, AUDIT_MODIFIED, a->id,
+                       "record %" PRId64 " was modified: its content does not match its hash", a->id);
+                return 0;
+        }
+        if (!w->pending && memcmp(a->prev_hash, w->expect, STORE_AUDIT_HASH_LEN) != 0)
+                broken_link(w, a);
+        ring_add(w, a->id, a->hash);
+        memcpy(w->expect, a->hash, STORE_AUDIT_HASH_LEN);
+        w->prev_id = a->id;
+        w->have_prev = true;
+        return 0;
+}
+
+/* The newest record must be the head: records deleted at the end leave a
+ * head that no record matches. */
+static void check_head(walk *w, const store_audit_link *anchor, const store_audit_link *head) {
+        if (!head->set && (w->have_prev || anchor->set)) {
+                report(w, AUDIT_HEAD, w->prev_id, "the audit chain's head is missing (deleted from the database)");
+                return;
+        }
+        if (!head->set || (head->id == w->prev_id && memcmp(head->hash, w->expect, STORE_AUDIT_HASH_LEN) == 0))
+                return;
+        if (head->id > w->prev_id)
+                report(w, AUDIT_DELETED, w->prev_id,
+                       "the newest record(s) were deleted: the log ends at record %" PRId64 ", the chain's head "
+                       "is record %" PRId64, w->prev_id, head->id);
+        else
+                report(w, AUDIT_HEAD, head->id,
+                       "the chain's head (record %" PRId64 ") does not match the newest record %" PRId64,
+                       head->id, w->prev_id);
+}
+
+int store_audit_verify(store *s, store_audit_report *ret) {
+        store_audit_report rep = { .problem = AUDIT_OK };
+        store_audit_link anchor = { 0 }, head = { 0 };
+        _cleanup_free_ walk *w = calloc(1, sizeof(*w));
+        int r;
+
+        if (!w)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        w->rep = &rep;
+        w->anchor = &anchor;
+        r = store_audit_chain_read(s, &anchor, &head, check_record, w);
+        if (r < 0)
+                return r;
+        if (w->r < 0)
+                return w->r;
+        if (w->pending && !done(w))
+                describe_gap(w);
+        if (!w->started && anchor.set) { /* everything pruned: the head is the anchor */
+                memcpy(w->expect, anchor.hash, STORE_AUDIT_HASH_LEN);
+                w->prev_id = anchor.id;
+                w->have_prev = true;
+        }
+        if (!done(w))
+                check_head(w, &anchor, &head);
+        rep.anchored = anchor.set;
+        rep.anchor_id = anchor.set ? anchor.id : 0;
+        *ret = rep;
+        return 0;
+}
