@@ -472,6 +472,7 @@ tpm_name() {
         00000169) echo NV_ReadPublic ;; 00000173) echo ReadPublic ;; 00000176) echo StartAuthSession ;;
         00000177) echo VerifySignature ;; 0000017A) echo GetCapability ;; 0000017B) echo GetRandom ;;
         0000017E) echo PCR_Read ;; 00000191) echo CreateLoaded ;; 00000148) echo Certify ;;
+        00000147) echo ActivateCredential ;; 00000151) echo PolicySecret ;;
         *) echo "0x$1" ;;
         esac
 }
@@ -490,6 +491,41 @@ tpm_commands() {
 fmt_cmds() { awk '$1 != "RETRY" { printf "%s%s %s", (n++ ? ", " : ""), $1, $2 } $1 == "RETRY" { r = $2 }
                   END { if (r) printf " (and %d refused with TPM_RC_RETRY, resent)", r }' "$1"; }
 sum_cmds() { awk '$1 != "RETRY" { s += $2 } END { print s + 0 }' "$1"; }
+
+# attest_config ROOTS_DIR — TPM attestation on the running hwidd (SIGHUP):
+# the EK CA of the swtpms in ROOTS_DIR, and a profile that requires it.
+attest_config() {
+        local reloads
+        mkdir -p "$W/ek-roots"
+        cp "$1/swtpm-localca-rootca-cert.pem" "$1/issuercert.pem" "$W/ek-roots/"
+        { printf 'attestation:\n  ek_roots: [%s]\n' "$W/ek-roots"; cat "$CFG"; } >"$CFG.new"
+        mv "$CFG.new" "$CFG"
+        printf '  attested:\n    validity: 30d\n    key_types: [ec-p256]\n    subject:\n      allowed_rdns: [CN]\n    attestation: required\n' >>"$CFG"
+        reloads=$(grep -c "policy reloaded" "$W/hwidd.log" || true)
+        kill -HUP "$HWIDD_PID"
+        for _ in $(seq 100); do
+                [ "$(grep -c "policy reloaded" "$W/hwidd.log" || true)" -gt "$reloads" ] && return 0
+                grep -q "reload refused" "$W/hwidd.log" && die "hwidd refused the attestation config: $(tail -1 "$W/hwidd.log")"
+                sleep 0.1
+        done
+        die "hwidd did not reload its configuration"
+}
+
+# attested_join TCTI — the commands of one hwid join --attest (a fresh key
+# in a key file, persistent RSA EK, --ek auto) into $W/tpm-join-att.txt.
+attested_join() {
+        local atok l0
+        attest_config "$W/tpm-log/localca"
+        atok=$("$HWID" token create --config "$CFG" --profile attested | awk '/^token:/ { print $2 }')
+        l0=$(wc -l <"$TPMLOG")
+        HWID_TOKEN=$atok "$HWID" join --attest --server "$URL" --ca-hash "$CA_PIN" --tcti "$1" \
+                --key "tpm2:file=$W/dev-att/device.tss2.pem" --cn dev-att --dir "$W/dev-att" >"$W/join-att.log" 2>&1 ||
+                die "hwid join --attest: $(tail -2 "$W/join-att.log")"
+        tpm_commands "$TPMLOG" "$l0" >"$W/tpm-join-att.txt"
+        res T_JOIN_ATT "$(fmt_cmds "$W/tpm-join-att.txt")"
+        res T_JOIN_ATT_N "$(sum_cmds "$W/tpm-join-att.txt")"
+        res T_JOIN_ATT_CP "$(awk '$1 == "CreatePrimary" { print $2 }' "$W/tpm-join-att.txt")"
+}
 
 devices() {
         local tctis tcti i t0 t1 l0 times=() d p n
@@ -528,6 +564,7 @@ devices() {
         res T_RENEW_N "$(sum_cmds "$W/tpm-renew.txt")"
         res T_RENEW_ROT "$(fmt_cmds "$W/tpm-renew-rot.txt")"
         res T_RENEW_ROT_N "$(sum_cmds "$W/tpm-renew-rot.txt")"
+        attested_join "$tcti"
         "$SRCDIR/swtpm/swtpm-stop" "$W/tpm-log" >/dev/null 2>&1 || true
 
         # End-to-end join time on a TPM without logging.
@@ -680,6 +717,7 @@ on it at once, over 127.0.0.1.
 | p99 < 20 ms at half the peak load ($H_HALF_RATE/s, 16 clients) | p99 $HH_p99 ms (p50 $HH_p50 ms, achieved $HH_rate/s) | $(ok "$HH_p99 < 20") |
 | one signing call, no login, no object search per issuance (HSM) | C_Sign $(echo "${P11_C_Sign:-0}"), C_Login ${P11_C_Login:-0}, C_FindObjectsInit ${P11_C_FindObjectsInit:-0} per issuance | $(ok "${P11_C_Sign:-0} == 1 && ${P11_C_Login:-0} == 0 && ${P11_C_FindObjectsInit:-0} == 0") |
 | ≤ 10 TPM commands per join, ≤ 1 CreatePrimary, exactly 1 Sign per CSR | $T_JOIN_N commands, ${T_JOIN_CP:-0} CreatePrimary, ${T_JOIN_SIGN:-0} Sign | $(ok "$T_JOIN_N <= 10 && ${T_JOIN_CP:-0} <= 1 && ${T_JOIN_SIGN:-0} == 1") |
+| ≤ 16 TPM commands per attested join (\`hwid join --attest\`), ≤ 2 CreatePrimary | $T_JOIN_ATT_N commands, ${T_JOIN_ATT_CP:-0} CreatePrimary | $(ok "$T_JOIN_ATT_N <= 16 && ${T_JOIN_ATT_CP:-0} <= 2") |
 | CRL of $S_REVOKED entries in < 2 s | $(calc "$S_CRL_REGEN_MS - $S_CRL_CACHED_MS") ms (GET after a revocation $S_CRL_REGEN_MS ms, cached GET $S_CRL_CACHED_MS ms) | $(ok "$S_CRL_REGEN_MS - $S_CRL_CACHED_MS < 2000") |
 | hwidd idle RSS < 16 MiB | $(calc "$R_IDLE / 1024") MiB as generated; $(calc "$R_IDLE_MP / 1024") MiB with \`module-path=\` (section 6) | $(ok "$R_IDLE < 16384") / $(ok "$R_IDLE_MP < 16384") |
 
@@ -790,6 +828,7 @@ TPM commands, from swtpm's command log:
 | \`hwid join\` (new key file) | $T_JOIN_N: $T_JOIN |
 | \`hwid renew\` (same key) | $T_RENEW_N: $T_RENEW |
 | \`hwid renew\` (profile with \`rotate_key\`) | $T_RENEW_ROT_N: $T_RENEW_ROT |
+| \`hwid join --attest\` (new key file, persistent RSA EK, \`--ek auto\`; docs/ATTESTATION.md) | $T_JOIN_ATT_N: $T_JOIN_ATT |
 EOF
                 if [ -f "$SRCDIR/bench/NOTES.md" ]; then
                         echo

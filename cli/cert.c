@@ -191,6 +191,11 @@ int cmd_cert_show(int argc, char **argv) {
                admin_cert_status_name(c.status), nb, na, c.spki_sha256, c.role[0] ? c.role : "node");
         if (c.scope)
                 printf("scope: %s\n", c.scope);
+        if (store_attested(&c.attestation))
+                printf("attested: TPM ek-sha256:%s\nek-cert-sha256: %s\nak-name: %s\n", c.attestation.ek_pub_sha256,
+                       c.attestation.ek_cert_sha256, c.attestation.ak_name);
+        else
+                printf("attested: no\n");
         p = c.der;
         x = p ? d2i_X509(NULL, &p, (long) c.der_len) : NULL;
         if (x)

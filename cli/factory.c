@@ -9,10 +9,12 @@
 #include "cli.h"
 #include "error.h"
 #include "factory.h"
+#include "tpm-attest.h"
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid factory --server URL --ca-hash sha256:HEX --tokens FILE --devices FILE\n"
-                   "                    [--parallel N] [--out-dir BASE] [--type TYPE] [--verbose]\n\n"
+                   "                    [--parallel N] [--out-dir BASE] [--type TYPE] [--verbose]\n"
+                   "                    [--attest [--ek ALG]]\n\n"
                    "Enrolls every device named in the devices file, N at a time, each with its own TPM:\n"
                    "the key is made inside that TPM, the CSR signed there, and one bootstrap token from\n"
                    "the tokens file (in order) is spent per device that needs one.  Devices already\n"
@@ -30,6 +32,12 @@ static void usage(FILE *f) {
                    "      --out-dir BASE       base of the default DIRs (default .)\n"
                    "      --type TYPE          key type for keys created (default ec-p256)\n"
                    "  -v, --verbose            also print each step of each device\n"
+                   "      --attest             each TPM proves to the CA that its device key lives in it\n"
+                   "                           (hwid join --attest); --tokens is then optional: a device\n"
+                   "                           without a token enrolls if its TPM is on the CA's EK\n"
+                   "                           allowlist (hwid ek import)\n"
+                   "      --ek ALG             the EK to attest with: auto (default), ecc-p256, rsa-2048,\n"
+                   "                           ecc-p384\n"
                    "  -h, --help               show this help\n\n"
                    "Exit codes: 0 every device enrolled (or already), 1 otherwise, 2 usage.\n",
                 FACTORY_MAX_PARALLEL);
@@ -84,6 +92,7 @@ static int parse(int argc, char **argv, factory_opts *o) {
                 { "tokens", required_argument, NULL, 't' }, { "devices", required_argument, NULL, 'D' },
                 { "parallel", required_argument, NULL, 'j' }, { "out-dir", required_argument, NULL, 'o' },
                 { "type", required_argument, NULL, 'T' }, { "verbose", no_argument, NULL, 'v' },
+                { "attest", no_argument, NULL, 'A' }, { "ek", required_argument, NULL, 'E' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
         char *end;
@@ -108,12 +117,17 @@ static int parse(int argc, char **argv, factory_opts *o) {
                                 return cli_fail(r);
                         break;
                 case 'v': o->progress = on_progress; break;
+                case 'A': o->attest = true; break;
+                case 'E':
+                        if (tpm_ek_alg_from_string(optarg, (tpm_ek_alg *) &o->ek) < 0)
+                                return cli_usage("factory", "--ek must be auto, ecc-p256, rsa-2048 or ecc-p384");
+                        break;
                 case 'h': usage(stdout); exit(0);
                 default: return cli_bad_option("factory", argv);
                 }
         }
-        if (!o->server || !o->ca_hash || !o->tokens_file || !o->devices_file || optind != argc)
-                return cli_usage("factory", "needs --server, --ca-hash, --tokens and --devices");
+        if (!o->server || !o->ca_hash || (!o->tokens_file && !o->attest) || !o->devices_file || optind != argc)
+                return cli_usage("factory", "needs --server, --ca-hash, --tokens and --devices (--tokens is optional with --attest)");
         if (strncmp(o->server, "https://", 8) != 0)
                 return cli_usage("factory", "--server must be an https:// URL");
         if (!ca_hash_valid(o->ca_hash))

@@ -9,18 +9,20 @@
 #include "error.h"
 #include "join.h"
 #include "secret.h"
+#include "tpm-attest.h"
 
 #define EXIT_PENDING 3
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid join --server URL --ca-hash sha256:HEX --key URI --cn NAME --dir DIR\n"
                    "                 [--token-file FILE] [--san LIST] [--type TYPE] [--tcti TCTI]\n"
-                   "                 [--no-wait] [--wait-timeout DURATION]\n\n"
+                   "                 [--no-wait] [--wait-timeout DURATION] [--attest [--ek ALG]]\n\n"
                    "Enrolls this device: checks the CA against the pin before sending anything, makes\n"
                    "(or reuses) the key inside the TPM/HSM, sends a CSR signed there with the bootstrap\n"
                    "token, and writes DIR/cert.pem, DIR/ca.pem and DIR/key.uri atomically.\n\n"
                    "The token comes from $HWID_TOKEN, --token-file FILE ('-' for standard input) or\n"
-                   "--token TOKEN (visible to other users in ps: avoid).\n\n"
+                   "--token TOKEN (visible to other users in ps: avoid); with --attest and a TPM on\n"
+                   "the CA's EK allowlist, none is needed.\n\n"
                    "  -s, --server URL       hwidd, e.g. https://ca.example:8443\n"
                    "      --ca-hash PIN      sha256:<hex> of the CA's public key (hwid ca hash)\n"
                    "  -k, --key URI          device key, e.g. tpm2:file=/var/lib/hwid/device.tss2.pem\n"
@@ -34,6 +36,12 @@ static void usage(FILE *f) {
                    "      --tcti TCTI        TPM to use (default $HWID_TCTI, else the tpm2-tss default)\n"
                    "      --no-wait          if approval is pending, exit 3 instead of waiting;\n"
                    "                         run the same command again later to finish\n"
+                   "      --attest           prove to the CA that the key lives in this TPM (TPM\n"
+                   "                         attestation: EK certificate, AK, Certify); the key must be\n"
+                   "                         a tpm2: key.  Without a token, the TPM must be on the CA's\n"
+                   "                         EK allowlist (hwid ek add)\n"
+                   "      --ek ALG           the EK to attest with: auto (default), ecc-p256,\n"
+                   "                         rsa-2048, ecc-p384\n"
                    "      --wait-timeout D   how long to wait for approval (default 30m)\n"
                    "      --clock-skew D     how far this device's clock may be off before DIR's\n"
                    "                         certificate counts as expired (default 5m)\n"
@@ -64,6 +72,7 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                 { "dir", required_argument, NULL, 'd' }, { "san", required_argument, NULL, 'S' },
                 { "type", required_argument, NULL, 'T' }, { "tcti", required_argument, NULL, 'C' },
                 { "no-wait", no_argument, NULL, 'W' }, { "wait-timeout", required_argument, NULL, 'w' },
+                { "attest", no_argument, NULL, 'A' }, { "ek", required_argument, NULL, 'E' },
                 { "clock-skew", required_argument, NULL, 'K' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
@@ -97,6 +106,11 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                         if ((r = cli_duration("join", "--clock-skew", optarg, 0, &o->clock_skew)) != 0)
                                 return r;
                         break;
+                case 'A': o->attest = true; break;
+                case 'E':
+                        if (tpm_ek_alg_from_string(optarg, (tpm_ek_alg *) &o->ek) < 0)
+                                return cli_usage("join", "--ek must be auto, ecc-p256, rsa-2048 or ecc-p384");
+                        break;
                 case 'h': usage(stdout); exit(0);
                 default: return cli_bad_option("join", argv);
                 }
@@ -107,6 +121,8 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                 return cli_usage("join", "--server must be an https:// URL");
         if (!ca_hash_valid(o->ca_hash))
                 return cli_usage("join", "--ca-hash must be sha256:<64 lower-case hex digits>");
+        if (o->attest && strncmp(o->key_uri, "tpm2:", 5) != 0)
+                return cli_usage("join", "--attest needs a TPM key (tpm2:file=... or tpm2:handle=...)");
         return 0;
 }
 

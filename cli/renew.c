@@ -8,14 +8,21 @@
 #include "cli.h"
 #include "error.h"
 #include "renew.h"
+#include "tpm-attest.h"
 
 static void usage(FILE *f) {
-        fprintf(f, "Usage: hwid renew --dir DIR [--rotate] [--tcti TCTI] [--clock-skew D]\n\n"
+        fprintf(f, "Usage: hwid renew --dir DIR [--rotate] [--attest] [--ek ALG] [--tcti TCTI]\n"
+                   "                  [--clock-skew D]\n\n"
                    "Renews the certificate in DIR over mutual TLS, authenticated by the current key\n"
                    "inside the TPM/HSM.  When the profile asks for it (or with --rotate) a new key is\n"
-                   "made in the device; the old one is removed only once the new certificate is on disk.\n\n"
+                   "made in the device; the old one is removed only once the new certificate is on disk.\n"
+                   "When the profile requires TPM attestation of the key (a new key, or a certificate\n"
+                   "issued without), the TPM proves it first; --attest always does.\n\n"
                    "  -d, --dir DIR          the identity (written by hwid join)\n"
                    "      --rotate           make a new key even if the profile does not ask for one\n"
+                   "      --attest           prove that the key lives in this TPM (TPM attestation)\n"
+                   "      --ek ALG           the EK to attest with: auto (default), ecc-p256, rsa-2048,\n"
+                   "                         ecc-p384\n"
                    "      --tcti TCTI        TPM to use (default $HWID_TCTI, else the tpm2-tss default)\n"
                    "      --clock-skew D     how far the clocks of this device and the CA may differ\n"
                    "                         before a certificate's dates are called wrong (default 5m)\n"
@@ -32,6 +39,7 @@ int cmd_renew(int argc, char **argv) {
         static const struct option opts[] = {
                 { "dir", required_argument, NULL, 'd' }, { "rotate", no_argument, NULL, 'R' },
                 { "tcti", required_argument, NULL, 'T' }, { "clock-skew", required_argument, NULL, 'K' },
+                { "attest", no_argument, NULL, 'A' }, { "ek", required_argument, NULL, 'E' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
         renew_opts o = { .progress = progress, .http_timeout = 30, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT };
@@ -47,6 +55,11 @@ int cmd_renew(int argc, char **argv) {
                 case 'K':
                         if ((r = cli_duration("renew", "--clock-skew", optarg, 0, &o.clock_skew)) != 0)
                                 return r;
+                        break;
+                case 'A': o.attest = true; break;
+                case 'E':
+                        if (tpm_ek_alg_from_string(optarg, (tpm_ek_alg *) &o.ek) < 0)
+                                return cli_usage("renew", "--ek must be auto, ecc-p256, rsa-2048 or ecc-p384");
                         break;
                 case 'h': usage(stdout); return 0;
                 default: return cli_bad_option("renew", argv);

@@ -30,10 +30,15 @@ static const struct hwid_err_entry *entry(int r) {
 }
 
 int hwid_failv(hwid_err code, const char *fmt, va_list ap) {
+        char text[sizeof(detail)];
+
+        /* Into a copy first: a detail often wraps the one before it
+         * (an argument is hwid_strerror(r), which points into detail). */
         if (fmt)
-                vsnprintf(detail, sizeof(detail), fmt, ap);
+                vsnprintf(text, sizeof(text), fmt, ap);
         else
-                snprintf(detail, sizeof(detail), "%s", entry(code)->message);
+                snprintf(text, sizeof(text), "%s", entry(code)->message);
+        memcpy(detail, text, sizeof(detail));
         detail_code = code;
         return -(int) code;
 }

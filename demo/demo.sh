@@ -1,9 +1,11 @@
 #!/bin/bash
 # The hwid demo: a CA whose key lives in SoftHSM2, hwidd serving it, and
-# three devices whose keys live in their own software TPMs (swtpm):
+# five devices whose keys live in their own software TPMs (swtpm):
 #   - two enroll with bootstrap tokens, one waits for manual approval;
 #   - one renews (with a new key made in its TPM);
-#   - one is revoked: it appears in the CRL and can no longer renew.
+#   - one is revoked: it appears in the CRL and can no longer renew;
+#   - with TPM attestation, a software key is refused, a device proves its
+#     key lives in its TPM, and a TPM on the EK allowlist needs no token.
 # Everything runs on 127.0.0.1 and is stopped at the end.
 set -euo pipefail
 
@@ -66,8 +68,8 @@ start_hwidd() {
 }
 
 start_devices() {
-        step "3. Three devices, each with its own software TPM (with an EK certificate)"
-        "$SRCDIR/swtpm/swtpm-start" --count 3 --dir "$W/tpm" >/dev/null
+        step "3. Five devices, each with its own software TPM (with an EK certificate)"
+        "$SRCDIR/swtpm/swtpm-start" --count 5 --dir "$W/tpm" >/dev/null
         mapfile -t TCTIS <"$W/tpm/tcti.list"
         printf '  %s\n' "${TCTIS[@]}"
 }
@@ -127,8 +129,37 @@ revoke_one() {
         echo "(exit $rc: bootstrap again)"
 }
 
+attested() {
+        local cfg=$W/ca/hwidd.yaml tok
+        step "8. TPM attestation: before it issues, the CA proves the key lives in a genuine TPM"
+        # The TPM manufacturer's EK CA (here swtpm's local CA) and a profile
+        # that requires attestation; SIGHUP applies both.
+        mkdir -p "$W/ek-roots"
+        cp "$W/tpm/localca/swtpm-localca-rootca-cert.pem" "$W/tpm/localca/issuercert.pem" "$W/ek-roots/"
+        { printf 'attestation:\n  ek_roots: [%s]\n' "$W/ek-roots"; cat "$cfg"; } >"$cfg.new" && mv "$cfg.new" "$cfg"
+        printf '  attested:\n    validity: 30d\n    subject:\n      allowed_rdns: [CN]\n    attestation: required\n' >>"$cfg"
+        kill -HUP "$HWIDD_PID"
+        sleep 0.5
+        tok=$(token --profile attested --uses 2)
+        echo "A CSR made with openssl on a laptop (a software key) is refused, token or not:"
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$W/laptop.key" \
+                -subj /CN=laptop -out "$W/laptop.csr" 2>/dev/null
+        curl -s --cacert "$W/ca/ca.pem" -H "Authorization: Bearer $tok" -H "Content-Type: application/pkcs10" \
+                --data-binary "@$W/laptop.csr" "$SERVER/csr"
+        echo
+        echo "edge-4 proves it: EK certificate, credential activation, TPM2_Certify of its key:"
+        join edge-4 "${TCTIS[3]}" "$tok" --attest
+        run openssl x509 -in "$W/edge-4/cert.pem" -noout -ext subjectAltName
+        run "$HWID" cert show --config "$cfg" "$(openssl x509 -in "$W/edge-4/cert.pem" -noout -serial | cut -d= -f2)" |
+                grep -E '^(identity|profile|attested)'
+        echo "A factory line lists edge-5's TPM by its EK certificate: it enrolls without a token."
+        tpm2_nvread -T "${TCTIS[4]}" -C 0x01c00002 -o "$W/ek-5.der" 0x01c00002 2>/dev/null
+        run "$HWID" ek add --config "$cfg" --ek-cert "$W/ek-5.der" --cn edge-5 --profile attested
+        join edge-5 "${TCTIS[4]}" "" --attest
+}
+
 wrap_up() {
-        step "8. What the CA recorded, and what the TPMs hold"
+        step "9. What the CA recorded, and what the TPMs hold"
         run "$HWID" cert list --config "$W/ca/hwidd.yaml" --all
         for t in "${TCTIS[@]}"; do
                 printf 'transient objects in %s: %s\n' "$t" "$(tpm2_getcap -T "$t" handles-transient | wc -l)"
@@ -144,5 +175,6 @@ enroll_two
 enroll_manual
 renew_one
 revoke_one
+attested
 wrap_up
 step "Done."

@@ -58,6 +58,12 @@ typedef struct hsm_options {
          * not called.  May be NULL. */
         int (*before_keeping)(void *userdata, EVP_PKEY *pub);
         void *userdata;
+        /* For a short burst of operations (a join: the CSR's signature, then
+         * the attestation's Certify): a TPM key file's key, once loaded,
+         * stays loaded until hwid_key_release() or hwid_key_free(), instead
+         * of being loaded for each operation and flushed after it.  The
+         * caller releases it promptly: swtpm has no resource manager. */
+        bool hold;
 } hsm_options;
 
 /* What the device itself reports about how it holds the key. */
@@ -130,6 +136,9 @@ int hwid_key_sign_init(hwid_key *k, EVP_MD_CTX *mctx, const char *md);
  * own error if it reported one (call hwid_error_clear() before signing),
  * else OpenSSL's. */
 int hwid_fail_signing(const char *what);
+
+/* Flushes what hold kept loaded (nothing otherwise); the key stays usable. */
+void hwid_key_release(hwid_key *k);
 
 /* What the device's signatures with k cost, measured in the one signing
  * path (hwid's provider) for every backend: how long each took (failed

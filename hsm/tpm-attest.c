@@ -22,6 +22,7 @@
 #include <tss2/tss2_esys.h>
 #include <tss2/tss2_mu.h>
 #include <tss2/tss2_rc.h>
+#include <tss2/tss2_sys.h>
 
 #include "tpm-attest.h"
 #include "backend.h"
@@ -47,6 +48,8 @@ struct tpm_attest {
         uint8_t ak_wire[TPM_PUBLIC_MAX];
         size_t ak_wire_len;
         TPMS_CONTEXT *ak_saved;
+        ESYS_TR ak_held;     /* hsm_options.hold: the AK still loaded, in conn->gen ak_gen */
+        unsigned ak_gen;
 };
 
 static const TPM2B_SENSITIVE_CREATE empty_sensitive;
@@ -83,52 +86,84 @@ static int nv_buffer_max(tpm_conn *c, uint16_t *ret) {
         return 0;
 }
 
-/* Reads size bytes of NV index nv into buf, in chunks the TPM accepts. */
-static int nv_read(tpm_conn *c, ESYS_TR auth, ESYS_TR nv, uint32_t idx, uint16_t size, uint8_t *buf) {
+/* The NV index is read through the connection's SAPI context, by its TPM
+ * handle: ESYS would need a handle object for it, and making one reads
+ * the index's public area, which the read needs anyway -- one command
+ * less.  Neither command needs an HMAC session. */
+static int sys_of(tpm_conn *c, TSS2_SYS_CONTEXT **ret) {
+        TSS2_RC rc = Esys_GetSysContext(c->esys, ret);
+
+        return rc == TSS2_RC_SUCCESS ? 0 : tpm_fail(c, rc, "cannot reach the TPM's command layer");
+}
+
+/* The index's public area; *ret_present false if there is no such index. */
+static int nv_public(tpm_conn *c, uint32_t idx, TPMS_NV_PUBLIC *ret, bool *ret_present) {
+        TPM2B_NV_PUBLIC pub = { 0 };
+        TPM2B_NAME name = { 0 };
+        TSS2_SYS_CONTEXT *sys;
+        TSS2_RC rc;
+        int r = sys_of(c, &sys);
+
+        if (r < 0)
+                return r;
+        rc = Tss2_Sys_NV_ReadPublic(sys, idx, NULL, &pub, &name, NULL);
+        if (tpm_rc_is_fmt1(rc, TPM2_RC_HANDLE)) {
+                *ret_present = false;
+                return 0;
+        }
+        if (rc != TSS2_RC_SUCCESS)
+                return tpm_fail(c, rc, "cannot read the attributes of NV index 0x%08x", idx);
+        *ret = pub.nvPublic;
+        *ret_present = true;
+        return 0;
+}
+
+static TSS2_RC nv_read_chunk(TSS2_SYS_CONTEXT *sys, uint32_t auth, uint32_t idx, uint16_t n, uint16_t off,
+                             TPM2B_MAX_NV_BUFFER *ret) {
+        TSS2L_SYS_AUTH_COMMAND cmd = { .count = 1, .auths = { { .sessionHandle = TPM2_RH_PW } } };
+        TSS2L_SYS_AUTH_RESPONSE rsp = { 0 };
+
+        *ret = (TPM2B_MAX_NV_BUFFER) { 0 };
+        return Tss2_Sys_NV_Read(sys, auth, idx, &cmd, n, off, ret, &rsp);
+}
+
+/* Reads size bytes of NV index idx into buf, in chunks the TPM accepts,
+ * with the authorization of auth (the index itself, or the owner). */
+static int nv_read(tpm_conn *c, uint32_t auth, uint32_t idx, uint16_t size, uint8_t *buf) {
         uint16_t chunk = NV_CHUNK, off = 0;
+        TSS2_SYS_CONTEXT *sys;
         bool asked = false;
-        int r;
+        int r = sys_of(c, &sys);
 
-        while (off < size) {
-                _cleanup_(esys_freep) TPM2B_MAX_NV_BUFFER *data = NULL;
+        while (r >= 0 && off < size) {
+                TPM2B_MAX_NV_BUFFER data;
                 uint16_t n = MIN(chunk, size - off);
-                TSS2_RC rc;
+                TSS2_RC rc = nv_read_chunk(sys, auth, idx, n, off, &data);
 
-                rc = Esys_NV_Read(c->esys, auth, nv, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                  n, off, &data);
                 /* Asked once: a refusal at the TPM's own size is reported. */
                 if (!asked && (tpm_rc_is_fmt1(rc, TPM2_RC_VALUE) || tpm_rc_is_fmt1(rc, TPM2_RC_SIZE))) {
                         asked = true;
                         r = nv_buffer_max(c, &chunk);
-                        if (r < 0)
-                                return r;
                         continue;
                 }
                 if (rc != TSS2_RC_SUCCESS)
                         return tpm_fail(c, rc, "cannot read the EK certificate at NV index 0x%08x", idx);
-                if (data->size != n)
+                if (data.size != n)
                         return hwid_fail(HWID_E_TPM, "the TPM returned %u bytes of NV index 0x%08x, not %u",
-                                         data->size, idx, n);
-                memcpy(buf + off, data->buffer, n);
+                                         data.size, idx, n);
+                memcpy(buf + off, data.buffer, n);
                 off += n;
         }
-        return 0;
+        return r;
 }
 
 /* The whole NV index, read with the authorization its attributes allow. */
-static int nv_read_index(tpm_conn *c, ESYS_TR nv, uint32_t idx, uint8_t **ret, size_t *ret_len) {
-        _cleanup_(esys_freep) TPM2B_NV_PUBLIC *pub = NULL;
+static int nv_read_index(tpm_conn *c, uint32_t idx, const TPMS_NV_PUBLIC *pub, uint8_t **ret, size_t *ret_len) {
         _cleanup_free_ uint8_t *buf = NULL;
-        TPMA_NV attrs;
-        uint16_t size;
-        TSS2_RC rc;
+        uint16_t size = pub->dataSize;
+        TPMA_NV attrs = pub->attributes;
         int r;
 
-        rc = Esys_NV_ReadPublic(c->esys, nv, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &pub, NULL);
-        if (rc != TSS2_RC_SUCCESS)
-                return tpm_fail(c, rc, "cannot read the attributes of NV index 0x%08x", idx);
-        size = pub->nvPublic.dataSize;
-        attrs = pub->nvPublic.attributes;
         if (size == 0 || size > TPM_EK_CERT_MAX)
                 return hwid_fail(HWID_E_ATTESTATION, "NV index 0x%08x holds %u bytes, not an EK certificate "
                                  "(at most %d)", idx, size, TPM_EK_CERT_MAX);
@@ -138,7 +173,7 @@ static int nv_read_index(tpm_conn *c, ESYS_TR nv, uint32_t idx, uint8_t **ret, s
         buf = malloc(size);
         if (!buf)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        r = nv_read(c, attrs & TPMA_NV_AUTHREAD ? nv : ESYS_TR_RH_OWNER, nv, idx, size, buf);
+        r = nv_read(c, attrs & TPMA_NV_AUTHREAD ? idx : TPM2_RH_OWNER, idx, size, buf);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(buf);
@@ -178,21 +213,22 @@ static int ek_cert_read(tpm_attest *a, tpm_ek_alg want) {
         static const tpm_ek_alg order[] = { TPM_EK_ECC_P256, TPM_EK_RSA_2048, TPM_EK_ECC_P384 };
 
         for (size_t i = 0; i < ELEMENTSOF(order); i++) {
-                _cleanup_(tpm_tr_close) tpm_tr nv = TPM_TR(a->conn);
                 _cleanup_free_ uint8_t *data = NULL;
                 uint32_t idx = tpm_ek_cert_index(order[i]);
+                TPMS_NV_PUBLIC pub;
+                bool present;
                 size_t len;
                 int r;
 
                 if (want != TPM_EK_AUTO && want != order[i])
                         continue;
-                r = tr_lookup(a->conn, idx, &nv.tr);
+                r = nv_public(a->conn, idx, &pub, &present);
                 if (r < 0)
                         return r;
-                if (nv.tr == ESYS_TR_NONE)
+                if (!present)
                         continue;
                 a->alg = order[i];
-                r = nv_read_index(a->conn, nv.tr, idx, &data, &len);
+                r = nv_read_index(a->conn, idx, &pub, &data, &len);
                 return r < 0 ? r : ek_from_cert(a, data, len);
         }
         if (want == TPM_EK_AUTO)
@@ -230,8 +266,9 @@ static void ak_template(TPM2B_PUBLIC *ret) {
         memcpy(ret->publicArea.unique.ecc.x.buffer, label, sizeof(label) - 1);
 }
 
-/* CreatePrimary, ContextSave, FlushContext. */
-static int ak_create(tpm_attest *a) {
+/* CreatePrimary, ContextSave, FlushContext; held: CreatePrimary alone
+ * (flushed by the answer, or by tpm_attest_free()). */
+static int ak_create(tpm_attest *a, bool hold) {
         _cleanup_(tpm_tr_flush) tpm_tr ak = TPM_TR(a->conn);
         _cleanup_(esys_freep) TPM2B_PUBLIC *pub = NULL;
         TPM2B_PUBLIC tmpl;
@@ -247,6 +284,11 @@ static int ak_create(tpm_attest *a) {
         r = tpm_public_marshal(&pub->publicArea, a->ak_wire, &a->ak_wire_len);
         if (r < 0)
                 return r;
+        if (hold) {
+                a->ak_held = tpm_tr_take(&ak);
+                a->ak_gen = a->conn->gen;
+                return 0;
+        }
         rc = Esys_ContextSave(a->conn->esys, ak.tr, &a->ak_saved);
         if (rc != TSS2_RC_SUCCESS)
                 return tpm_fail(a->conn, rc, "cannot save the attestation key's context");
@@ -266,6 +308,7 @@ int tpm_attest_begin(const hsm_options *opts, tpm_ek_alg alg, tpm_attest **ret) 
 
         if (!a)
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        a->ak_held = ESYS_TR_NONE;
         if ((unsigned) alg >= _TPM_EK_ALG_MAX)
                 return hwid_fail(HWID_E_INVALID, "unknown EK type %d", (int) alg);
         r = attest_connect(a, opts);
@@ -274,7 +317,7 @@ int tpm_attest_begin(const hsm_options *opts, tpm_ek_alg alg, tpm_attest **ret) 
         if (r >= 0)
                 r = ek_cert_read(a, alg);
         if (r >= 0)
-                r = ak_create(a);
+                r = ak_create(a, opts && opts->hold);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(a);
@@ -503,9 +546,15 @@ static int respond_loaded(tpm_conn *c, ESYS_TR key, const TPMT_PUBLIC *pub, cons
         if (c != a->conn)
                 return hwid_fail(HWID_E_INVALID, "%s is in the TPM at %s, not in the TPM being attested (%s)",
                                  desc, tpm_conn_name(c), tpm_conn_name(a->conn));
-        rc = Esys_ContextLoad(c->esys, a->ak_saved, &ak.tr);
-        if (rc != TSS2_RC_SUCCESS)
+        /* The answer is the AK's last use: a held one is flushed with it. */
+        if (a->ak_held != ESYS_TR_NONE && a->ak_gen == c->gen) {
+                ak.tr = a->ak_held;
+                a->ak_held = ESYS_TR_NONE;
+        } else if (!a->ak_saved) {
+                return hwid_fail(HWID_E_TPM, "the attestation key is gone (the TPM connection was lost)");
+        } else if ((rc = Esys_ContextLoad(c->esys, a->ak_saved, &ak.tr)) != TSS2_RC_SUCCESS) {
                 return tpm_fail(c, rc, "cannot restore the attestation key (was the TPM restarted?)");
+        }
         r = activate(x, ak.tr);
         if (r >= 0)
                 r = certify(x, key, desc, ak.tr);
@@ -543,6 +592,12 @@ void tpm_attest_free(tpm_attest *a) {
         if (!a)
                 return;
         Esys_Free(a->ak_saved);
+        if (a->conn && a->ak_held != ESYS_TR_NONE) {
+                pthread_mutex_lock(&a->conn->lock);
+                if (a->ak_gen == a->conn->gen && !a->conn->broken)
+                        (void) Esys_FlushContext(a->conn->esys, a->ak_held);
+                pthread_mutex_unlock(&a->conn->lock);
+        }
         if (a->conn)
                 tpm_conn_unref(a->conn);
         free(a->ek_cert);

@@ -59,6 +59,13 @@ typedef struct tpm_tr {
 #define TPM_TR(c) { .conn = (c), .tr = ESYS_TR_NONE }
 void tpm_tr_flush(tpm_tr *t);
 void tpm_tr_close(tpm_tr *t);
+/* Takes the handle out of a guard (which then has nothing to flush). */
+static inline ESYS_TR tpm_tr_take(tpm_tr *t) {
+        ESYS_TR tr = t->tr;
+
+        t->tr = ESYS_TR_NONE;
+        return tr;
+}
 
 static inline void esys_freep(void *p) {
         Esys_Free(*(void **) p);

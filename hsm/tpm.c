@@ -11,7 +11,10 @@
  *   - no auth sessions: every auth value is empty, ESYS_TR_PASSWORD does.
  * A key file's key, once loaded, is kept as a saved context (a blob in our
  * memory, nothing in the TPM), so that each later signature costs three
- * commands (ContextLoad, Sign, FlushContext) and no CreatePrimary. */
+ * commands (ContextLoad, Sign, FlushContext) and no CreatePrimary.  With
+ * hsm_options.hold it stays loaded instead, from its first load (or its
+ * creation) until hwid_key_release(): one command per operation, for a
+ * burst such as a join's CSR signature and attestation Certify. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,13 +43,25 @@ typedef struct tpm_key {
         TPM2B_NAME name;     /* the persistent key's TPM name */
         TPMS_CONTEXT *saved; /* a key file's loaded object, saved */
         bool removed;
+        bool hold;           /* keep a key file's key loaded (hsm_options.hold) */
+        ESYS_TR held;        /* ...here, valid in conn->gen held_gen */
+        unsigned held_gen;
 } tpm_key;
+
+/* Flushes the held key, with conn->lock held; a handle from before a
+ * reconnect died with its connection. */
+static void held_flush(tpm_key *k) {
+        if (k->held != ESYS_TR_NONE && k->held_gen == k->conn->gen && !k->conn->broken)
+                (void) Esys_FlushContext(k->conn->esys, k->held);
+        k->held = ESYS_TR_NONE;
+}
 
 static void tpm_key_free(tpm_key *k) {
         if (!k)
                 return;
         if (k->conn) {
                 pthread_mutex_lock(&k->conn->lock);
+                held_flush(k);
                 Esys_Free(k->saved);
                 /* A record from before a reconnect died with its context. */
                 if (k->persistent != ESYS_TR_NONE && k->persistent_gen == k->conn->gen && !k->conn->broken)
@@ -67,6 +82,7 @@ static int tpm_key_new(const key_uri *uri, tpm_key **ret) {
         if (!k)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         k->persistent = ESYS_TR_NONE;
+        k->held = ESYS_TR_NONE;
         if (uri->path) {
                 k->path = strdup(uri->path);
                 if (!k->path)
@@ -87,6 +103,7 @@ static int tpm_key_new(const key_uri *uri, tpm_key **ret) {
 static int tpm_key_connect(tpm_key *k, const hsm_options *opts) {
         const char *tcti = opts && opts->tcti ? opts->tcti : getenv("HWID_TCTI");
 
+        k->hold = opts && opts->hold;
         return tpm_conn_get(tcti && *tcti ? tcti : NULL, &k->conn);
 }
 
@@ -171,8 +188,8 @@ static int file_key_load(tpm_key *k, tpm_tr *ret) {
                 return r;
         tpm_tr_flush(&primary);
         /* Only a shortcut for next time: if it fails, the next operation
-         * goes through the primary again. */
-        if (Esys_ContextSave(k->conn->esys, key.tr, &saved) == TSS2_RC_SUCCESS)
+         * goes through the primary again.  A held key needs none. */
+        if (!k->hold && Esys_ContextSave(k->conn->esys, key.tr, &saved) == TSS2_RC_SUCCESS)
                 k->saved = saved;
         ret->tr = key.tr;
         key.tr = ESYS_TR_NONE;
@@ -248,10 +265,19 @@ static int key_acquire(tpm_key *k, tpm_tr *loaded, ESYS_TR *ret) {
                 return hwid_fail(HWID_E_KEY_NOT_FOUND, "%s was removed", k->desc);
         if (!k->path)
                 return persistent_get(k, ret);
+        if (k->held != ESYS_TR_NONE && k->held_gen == k->conn->gen) {
+                *ret = k->held;
+                return 0;
+        }
+        k->held = ESYS_TR_NONE;
         r = file_key_load(k, loaded);
         if (r < 0)
                 return r;
         *ret = loaded->tr;
+        if (k->hold) { /* ours now, not the caller's guard's */
+                k->held = tpm_tr_take(loaded);
+                k->held_gen = k->conn->gen;
+        }
         return 0;
 }
 
@@ -306,6 +332,11 @@ static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
         if (r < 0)
                 return r;
         tpm_tr_flush(&primary);
+        if (k->hold) { /* kept loaded for the operations to come */
+                k->held = tpm_tr_take(&key);
+                k->held_gen = k->conn->gen;
+                return 0;
+        }
         /* Only a shortcut: without it the first signature loads the key
          * through the primary, as after hwid_key_open(). */
         if (Esys_ContextSave(k->conn->esys, key.tr, &saved) == TSS2_RC_SUCCESS)
@@ -581,6 +612,7 @@ static int remove_file(tpm_key *k) {
                 return hwid_fail(errno == ENOENT ? HWID_E_KEY_NOT_FOUND : HWID_E_IO,
                                  "cannot remove %s: %s", k->path, strerror(errno));
         pthread_mutex_lock(&k->conn->lock);
+        held_flush(k);
         Esys_Free(TAKE_PTR(k->saved));
         k->removed = true;
         pthread_mutex_unlock(&k->conn->lock);
@@ -616,6 +648,16 @@ static int tpm2_remove(void *obj) {
         return k->path ? remove_file(k) : remove_persistent(k);
 }
 
+static void tpm2_release(void *obj) {
+        tpm_key *k = obj;
+
+        if (!k->conn)
+                return;
+        pthread_mutex_lock(&k->conn->lock);
+        held_flush(k);
+        pthread_mutex_unlock(&k->conn->lock);
+}
+
 static void tpm2_free(void *obj) {
         tpm_key_free(obj);
 }
@@ -627,5 +669,6 @@ const hsm_backend hsm_backend_tpm2 = {
         .sign = tpm2_sign,
         .custody = tpm2_custody,
         .remove = tpm2_remove,
+        .release = tpm2_release,
         .free = tpm2_free,
 };

@@ -47,6 +47,7 @@ const char *policy_action_name(policy_action action) {
         case ACTION_CERT_SHOW: return "cert.show";
         case ACTION_CERT_REVOKE: return "cert.revoke";
         case ACTION_AUDIT_READ: return "audit.list";
+        case ACTION_ATTEST: return "attest";
         }
         return "unknown";
 }
@@ -140,6 +141,8 @@ static policy_verdict authz_node(authz *a) {
         case ACTION_HEALTH:
         case ACTION_POLL_REQUEST:
                 return allow(a, "%s '%s' may read public resources", role, me);
+        case ACTION_ATTEST: /* for a renewal with a key attested in its TPM */
+                return allow(a, "%s '%s' may attest its TPM", role, me);
         case ACTION_ADMIN:
                 snprintf(reason, sizeof(reason), "%s '%s' does not have the admin role", role, me);
                 return deny(a, -HWID_E_FORBIDDEN, true, reason);
@@ -152,7 +155,8 @@ static policy_verdict authz_node(authz *a) {
         }
 }
 
-/* Anyone: the public resources; a token holder: enrollment. */
+/* Anyone: the public resources; a token holder, or a TPM on the EK
+ * allowlist: enrollment, and the attestation challenge before it. */
 static policy_verdict authz_anonymous(authz *a) {
         bool has_cert = policy_role_has_certificate(a->who->role);
         char reason[sizeof(a->d->reason)], roles[64];
@@ -161,10 +165,16 @@ static policy_verdict authz_anonymous(authz *a) {
                 return allow(a, "%s is open to everyone", policy_action_name(a->action));
         switch (a->action) {
         case ACTION_ENROLL:
+        case ACTION_ATTEST:
                 if (a->who->role == ROLE_TOKEN)
-                        return allow(a, "token '%s' may enroll", a->who->token_id ? a->who->token_id : "?");
+                        return allow(a, "token '%s' may %s", a->who->token_id ? a->who->token_id : "?",
+                                     a->action == ACTION_ENROLL ? "enroll" : "attest a TPM");
+                if (a->who->role == ROLE_EK)
+                        return allow(a, "the TPM listed on the EK allowlist as '%s' may %s",
+                                     a->who->identity ? a->who->identity : "?",
+                                     a->action == ACTION_ENROLL ? "enroll" : "attest itself");
                 return deny(a, -HWID_E_UNAUTHENTICATED, a->who->role == ROLE_ANONYMOUS,
-                            "enrollment needs a bootstrap token");
+                            "enrollment needs a bootstrap token (or a TPM on the CA's EK allowlist)");
         case ACTION_RENEW:
                 if (has_cert)
                         return VERDICT_NO_OPINION;
@@ -202,6 +212,7 @@ static const char *role_name(policy_role r) {
         case ROLE_APPROVER: return "an approver";
         case ROLE_PROVISIONER: return "a provisioner";
         case ROLE_AUDITOR: return "an auditor";
+        case ROLE_EK: return "a TPM on the EK allowlist";
         }
         return "an unknown requester";
 }

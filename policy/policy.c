@@ -253,27 +253,115 @@ static int pick_profile(check *c, const char *bound, const char *whose, const ch
         return 0;
 }
 
+/* ---------- attestation ---------- */
+
+/* A soft denial for want of attestation: -HWID_E_ATTESTATION (403
+ * attestation_failed) when it is the one that stands. */
+static int attestation_soft(check *c, const char *rule, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static int attestation_soft(check *c, const char *rule, const char *fmt, ...) {
+        bool first = !c->soft_denied;
+        char reason[sizeof(c->d->reason)];
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        vsnprintf(reason, sizeof(reason), fmt, ap);
+        va_end(ap);
+        r = check_soft(c, rule, "%s", reason);
+        if (first)
+                c->d->error = -HWID_E_ATTESTATION;
+        return r;
+}
+
+static const char *hex_prefix(char *buf, size_t size, const char *hex) {
+        snprintf(buf, size, "%.16s...", hex ? hex : "");
+        return buf;
+}
+
+/* Enrollment: the key's attestation, required or recorded (always for a
+ * TPM that enrolls by its EK: that is who it is). */
+static int check_attestation_enroll(check *c, const policy_requester *who) {
+        if (c->prof->attestation == ATTESTATION_REQUIRED && !c->csr->attestation)
+                return attestation_soft(c, "attestation.required",
+                                        "profile '%s' requires TPM attestation of the key, and the request carries "
+                                        "none (a software key, or a device that did not attest: hwid join --attest)",
+                                        c->prof->name);
+        if (c->prof->attestation != ATTESTATION_NONE || who->role == ROLE_EK)
+                c->issue->attestation = c->csr->attestation;
+        return 0;
+}
+
+/* Renewal: a new key needs its own proof, and from the same TPM. */
+static int check_attestation_renew(check *c, const policy_requester *who) {
+        const policy_attestation *now = c->csr->attestation, *was = who->cert_attestation;
+        bool same_key = c->csr->spki_sha256 && who->cert_spki_sha256 &&
+                        strcasecmp(c->csr->spki_sha256, who->cert_spki_sha256) == 0;
+        char a[24], b[24];
+
+        if (c->prof->attestation == ATTESTATION_NONE)
+                return 0;
+        if (now && was && strcmp(now->ek_pub_sha256, was->ek_pub_sha256) != 0)
+                return attestation_soft(c, "attestation.same_ek",
+                                        "the key of '%s' is attested in another TPM (EK %s) than its certificate's "
+                                        "(EK %s): a hardware identity does not move to another TPM",
+                                        who->identity, hex_prefix(a, sizeof(a), now->ek_pub_sha256),
+                                        hex_prefix(b, sizeof(b), was->ek_pub_sha256));
+        if (c->prof->attestation == ATTESTATION_REQUIRED && !now && (!same_key || !was))
+                return attestation_soft(c, "attestation.required",
+                                        same_key ? "profile '%s' requires TPM attestation, and the certificate of "
+                                                   "'%s' was issued without it: renew with attestation"
+                                                 : "profile '%s' requires TPM attestation of a renewal's new key, "
+                                                   "and the renewal of '%s' carries none",
+                                        c->prof->name, who->identity);
+        c->issue->attestation = now ? now : same_key ? was : NULL;
+        return 0;
+}
+
 /* ---------- enrollment ---------- */
+
+/* A TPM on the EK allowlist enrolls its own name only. */
+static int check_ek_name(check *c, const policy_requester *who) {
+        const policy_attr *cn = policy_csr_cn(c->csr);
+        char q[QUOTE_BUF];
+
+        if (!cn || policy_identity_equal(cn->value, cn->len, who->identity))
+                return 0; /* no CN: profile_check refuses it */
+        return check_soft(c, "ek.identity", "the EK allowlist lists this TPM as '%s'; it cannot enroll '%s'",
+                          who->identity, name_quote(q, sizeof(q), cn->value, cn->len));
+}
+
+/* Who may enroll, and under which profile: a token's, or an EK's. */
+static int enroll_scope(check *c, const policy_requester *who) {
+        char whose[QUOTE_BUF + 64];
+        int r;
+
+        if (who->role == ROLE_EK && who->identity) {
+                snprintf(whose, sizeof(whose), "the EK allowlist entry of '%s'", who->identity);
+                r = pick_profile(c, who->ek_profile, whose, "ek.profile");
+                return r < 0 ? r : check_ek_name(c, who);
+        }
+        if (who->role != ROLE_TOKEN)
+                return check_hard(c, -HWID_E_UNAUTHENTICATED, "role", "enrollment needs a bootstrap token");
+        snprintf(whose, sizeof(whose), "token '%s'", who->token_id ? who->token_id : "?");
+        c->name_pattern = who->token_name_pattern;
+        return pick_profile(c, who->token_profile, whose, "token.profile");
+}
 
 void policy_check_enroll(const policy *p, const policy_requester *who, const policy_csr *csr,
                          policy_issue *issue, policy_decision *ret) {
-        char whose[64];
         check c;
         int r;
 
         start(&c, p, csr, issue, ret);
-        if (who->role != ROLE_TOKEN) {
-                end(&c, check_hard(&c, -HWID_E_UNAUTHENTICATED, "role", "enrollment needs a bootstrap token"),
-                    NULL);
-                return;
-        }
-        snprintf(whose, sizeof(whose), "token '%s'", who->token_id ? who->token_id : "?");
-        c.name_pattern = who->token_name_pattern;
-        r = pick_profile(&c, who->token_profile, whose, "token.profile");
+        r = enroll_scope(&c, who);
         if (r >= 0)
                 r = profile_check(&c);
         if (r >= 0)
-                issue->manual_approval = c.prof->approval == APPROVAL_MANUAL;
+                r = check_attestation_enroll(&c, who);
+        /* An EK allowlist entry is an admin's approval of that TPM under that name. */
+        if (r >= 0)
+                issue->manual_approval = c.prof->approval == APPROVAL_MANUAL && who->role != ROLE_EK;
         end(&c, r, "enrollment");
 }
 
@@ -361,6 +449,8 @@ void policy_check_renew(const policy *p, const policy_requester *who, const poli
                 r = check_window(&c, who, now);
         if (r >= 0)
                 r = check_rotation(&c, who);
+        if (r >= 0)
+                r = check_attestation_renew(&c, who);
         /* Same identity: renewals are approved automatically. */
         end(&c, r, "renewal");
 }

@@ -25,7 +25,24 @@ typedef enum policy_role {
         ROLE_APPROVER,    /* requests: list, approve, deny */
         ROLE_PROVISIONER, /* tokens: create, within the scope recorded with its certificate */
         ROLE_AUDITOR,     /* reads: tokens, requests, certificates, identities, the audit log */
+        ROLE_EK,          /* a TPM on the EK allowlist, proven by attestation (no token) */
 } policy_role;
+
+/* TPM attestation a profile asks of the keys it certifies
+ * (docs/ATTESTATION.md). */
+typedef enum policy_attestation_mode {
+        ATTESTATION_NONE,     /* not asked for; evidence sent anyway is not recorded */
+        ATTESTATION_OPTIONAL, /* recorded, and put in the certificate, when the request carries it */
+        ATTESTATION_REQUIRED, /* an enrollment, and a renewal with a new key, must carry it */
+} policy_attestation_mode;
+
+/* What verified TPM attestation proved of a key (the service checked the
+ * evidence; policy only weighs the fact): lower-case hex. */
+typedef struct policy_attestation {
+        const char *ek_pub_sha256;  /* the TPM: SHA-256 of its EK's SubjectPublicKeyInfo */
+        const char *ek_cert_sha256; /* SHA-256 of the EK certificate it presented */
+        const char *ak_name;        /* TPM name of the AK that certified the key */
+} policy_attestation;
 
 
 typedef enum policy_approval {
@@ -97,6 +114,7 @@ typedef struct policy_profile {
          * or an operator role.  Unless role_given, see policy_profile_role(). */
         policy_role role;
         bool role_given;
+        policy_attestation_mode attestation;
         /* ROLE_PROVISIONER only: the token profiles and name patterns its
          * certificates may create tokens for, recorded with each
          * certificate at issuance like the role.  NULL-terminated; both
@@ -145,6 +163,8 @@ typedef struct policy_csr {
          * one the token or the current certificate is bound to.  A token or
          * a node never obtains a profile other than its own. */
         const char *requested_profile;
+        /* The request's verified TPM attestation, NULL: it carried none. */
+        const policy_attestation *attestation;
 } policy_csr;
 
 /* ---------- who asks ---------- */
@@ -159,6 +179,12 @@ typedef struct policy_requester {
         int64_t cert_not_before;        /* ROLE_NODE */
         int64_t cert_not_after;         /* ROLE_NODE */
         const char *cert_spki_sha256;   /* ROLE_NODE: current key */
+        /* ROLE_NODE: the attestation recorded with the current certificate,
+         * NULL if it has none. */
+        const policy_attestation *cert_attestation;
+        /* ROLE_EK: identity is the one name the EK allowlist gives the TPM,
+         * ek_profile the profile it enrolls under. */
+        const char *ek_profile;
         /* ROLE_PROVISIONER: the scope recorded with its certificate
          * (NULL-terminated; NULL: none recorded, so no token at all). */
         const char *const *scope_profiles;
@@ -210,6 +236,9 @@ typedef struct policy_issue {
         uint32_t eku;
         int64_t validity;
         bool manual_approval;
+        /* The attestation to record with the certificate and to name in it
+         * (its hardware identity); NULL: none. */
+        const policy_attestation *attestation;
 } policy_issue;
 
 /* ---------- the policy ---------- */
@@ -264,7 +293,9 @@ typedef enum policy_action {
         ACTION_CERT_REVOKE,
         ACTION_AUDIT_READ,
         /* Extension point: EK allowlist entries (list, add, remove) join
-         * here when the EK store lands, each with its row in roles.c. */
+         * here, each with its row in roles.c (hwid ek works on the CA host
+         * for now). */
+        ACTION_ATTEST,        /* POST /v1/attest: a challenge for a TPM */
 } policy_action;
 
 #define ACTION_ADMIN_API_FIRST ACTION_TOKEN_CREATE
@@ -321,8 +352,17 @@ bool policy_pattern_within(const char *pattern, const char *scope_pattern);
  * -HWID_E_CONFIG naming the profile otherwise. */
 int policy_check_scopes(const policy *p);
 
-/* Token enrollment: the token's profile and name pattern, the profile's
- * subject/SAN/key rules.  Fills issue on ALLOW.
+/* Enrollment with a token (its profile and name pattern) or by a TPM on
+ * the EK allowlist (ROLE_EK: its profile, and the CN must be its name),
+ * the profile's subject/SAN/key rules and its attestation mode.  Fills
+ * issue on ALLOW.  A profile's EK allowlist enrollment never waits for
+ * manual approval: an admin listed that TPM under that name.
+ *
+ * Attestation (rules "attestation.*"): under `required` a request without
+ * evidence is denied with -HWID_E_ATTESTATION (a scoping rule: audit-only
+ * mode lets it through, marked would-deny); under `optional` and
+ * `required` the evidence is recorded (issue->attestation), and for a
+ * TPM on the EK allowlist whatever the mode. 
  *
  * Errors of a DENY: -HWID_E_CSR_INVALID for malformed names (no or two
  * CNs, NUL or control characters, invalid UTF-8, over 64 bytes, malformed
@@ -346,7 +386,12 @@ void policy_check_enroll(const policy *p, const policy_requester *who, const pol
 /* Renewal over mutual TLS: same identity, inside the renewal window, key
  * rotation if the profile requires it, same rules as enrollment for the
  * rest.  now is Unix seconds.  Before the window opens the deny is
- * -HWID_E_TOO_EARLY with retry_at = policy_renewal_opens_at(). */
+ * -HWID_E_TOO_EARLY with retry_at = policy_renewal_opens_at().
+ *
+ * Attestation: under `required` a new key, or any key when the current
+ * certificate was not attested, needs evidence; a key attested in another
+ * TPM than the current certificate's is refused (a hardware identity does
+ * not move); the same key keeps its certificate's attestation. */
 void policy_check_renew(const policy *p, const policy_requester *who, const policy_csr *csr,
                         int64_t now, policy_issue *issue, policy_decision *ret);
 

@@ -238,7 +238,7 @@ static void enroll_one(station *st, size_t i) {
                 .server = o->server, .token = st->tokens[i], .ca_hash = o->ca_hash, .key_uri = d->key_uri,
                 .cn = d->name, .dir = d->dir, .type = o->type, .tcti = d->tcti, .no_wait = true,
                 .http_timeout = o->http_timeout, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT, .progress = o->progress,
-                .progress_data = d,
+                .progress_data = d, .attest = o->attest, .ek = o->ek,
         };
         factory_result res = { 0 };
         join_result jr = JOIN_PENDING;
@@ -276,17 +276,19 @@ static void *worker(void *p) {
         }
 }
 
-/* Hands the tokens out in file order to the devices that need one. */
-static int assign_tokens(const char *path, char **tokens, size_t n_tokens, const factory_report *rep,
+/* Hands the tokens out in file order to the devices that need one; with
+ * attestation, those left without one enroll by their EK. */
+static int assign_tokens(const factory_opts *o, char **tokens, size_t n_tokens, const factory_report *rep,
                          char **per_device) {
+        const char *path = o->tokens_file;
         size_t k = 0, need = 0;
 
         for (size_t i = 0; i < rep->n; i++)
                 need += join_needs_token(rep->devices[i].dir, DEVICE_CLOCK_SKEW_DEFAULT);
-        if (need > n_tokens)
+        if (need > n_tokens && !o->attest)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "%s holds %zu token%s for %zu device%s that need one", path,
                                  n_tokens, n_tokens == 1 ? "" : "s", need, need == 1 ? "" : "s");
-        for (size_t i = 0; i < rep->n; i++)
+        for (size_t i = 0; i < rep->n && k < n_tokens; i++)
                 if (join_needs_token(rep->devices[i].dir, DEVICE_CLOCK_SKEW_DEFAULT)) {
                         per_device[i] = TAKE_PTR(tokens[k]); /* TAKE_PTR evaluates twice: no k++ inside */
                         k++;
@@ -335,12 +337,13 @@ int factory_run(const factory_opts *o, factory_report **ret) {
         if (o->parallel < 1 || o->parallel > FACTORY_MAX_PARALLEL)
                 return hwid_fail(HWID_E_USAGE, "parallel must be 1..%d", FACTORY_MAX_PARALLEL);
         if ((r = factory_read_devices(o->devices_file, o->out_dir, &devices, &n)) < 0 ||
-            (r = report_new(devices, n, &rep)) < 0 || (r = read_tokens(o->tokens_file, &tokens, &n_tokens)) < 0)
+            (r = report_new(devices, n, &rep)) < 0 ||
+            (o->tokens_file && (r = read_tokens(o->tokens_file, &tokens, &n_tokens)) < 0))
                 return r;
         if (!(st.tokens = calloc(n, sizeof(char *))))
                 r = hwid_fail(HWID_E_NOMEM, NULL);
         if (r >= 0)
-                r = assign_tokens(o->tokens_file, tokens, n_tokens, rep, st.tokens);
+                r = assign_tokens(o, tokens, n_tokens, rep, st.tokens);
         tokens_free(tokens, n_tokens); /* the ones no device took */
         /* Global initialisation before any thread runs. */
         if (r >= 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)

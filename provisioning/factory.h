@@ -67,6 +67,11 @@ typedef struct factory_opts {
         const char *out_dir;      /* base of the default DIRs */
         unsigned parallel;        /* worker threads, 1..FACTORY_MAX_PARALLEL */
         hwid_key_type type;       /* for keys created */
+        /* TPM attestation (hwid join --attest) for every device; tokens_file
+         * may then be NULL, and devices without a token enroll as TPMs on
+         * the CA's EK allowlist.  ek: tpm_ek_alg. */
+        bool attest;
+        int ek;
         long http_timeout;
         factory_done_fn done;     /* may be NULL */
         progress_fn progress;     /* join's steps, may be NULL; userdata is the factory_device */

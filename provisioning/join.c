@@ -8,6 +8,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 
+#include "attest.h"
 #include "client.h"
 #include "csr.h"
 #include "device.h"
@@ -43,8 +44,10 @@ bool ca_hash_valid(const char *s) {
         return strspn(s + 7, "0123456789abcdef") == 64;
 }
 
+/* With attestation the key is held loaded: signed with, certified, then
+ * released (request_body()), one load for both. */
 static int open_or_create_key(const join_opts *o, hwid_key **ret) {
-        hsm_options ho = { .tcti = o->tcti };
+        hsm_options ho = { .tcti = o->tcti, .hold = o->attest };
         char hex[65];
         int r = hwid_key_open(o->key_uri, &ho, ret);
 
@@ -129,16 +132,15 @@ static int poll_request(const join_opts *o, const client_opts *co, const char *i
         }
 }
 
-static int enroll(const join_opts *o, const client_opts *co, const char *csr, char **ret_cert, char **ret_pending) {
-        _cleanup_free_ char *auth = NULL;
+/* POST /csr: the CSR as PEM, or JSON with its attestation. */
+static int enroll(const join_opts *o, client_session *cs, const char *auth, const char *body, bool json,
+                  char **ret_cert, char **ret_pending) {
         char spki[80] = "";
         client_response resp;
         int r;
 
-        if (asprintf(&auth, "Bearer %s", o->token) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        r = client_request(co, "POST", "/csr", auth, (const uint8_t *) csr, strlen(csr), "application/pkcs10", &resp);
-        secret_wipe(auth, strlen(auth));
+        r = client_session_request(cs, "POST", "/csr", auth, (const uint8_t *) body, strlen(body),
+                                   json ? "application/json" : "application/pkcs10", &resp);
         if (r < 0)
                 return r;
         /* 200: the same enrollment again (its answer was lost): the same certificate. */
@@ -187,28 +189,75 @@ static int resume(const join_opts *o, join_ctx *c) {
         return hwid_key_open(o->key_uri, &ho, &c->key);
 }
 
-/* Fresh enrollment; leaves c->cert, or c->request when pending. */
-static int start(const join_opts *o, join_ctx *c, client_opts *co) {
+/* The TPM asks the CA for a challenge (before the key is made: a refused
+ * TPM costs no key). */
+static int attest_begin(const join_opts *o, client_session *cs, const char *auth, device_attest **ret) {
+        int r;
+
+        say(o, "reading the TPM's EK certificate and asking the CA for an attestation challenge%s",
+            auth ? "" : " (no token: the TPM must be on the CA's EK allowlist)");
+        r = device_attest_begin(cs, auth, o->tcti, (tpm_ek_alg) o->ek, ret);
+        if (r >= 0)
+                say(o, "challenge received for the %s EK", device_attest_ek(*ret));
+        return r;
+}
+
+/* The body of POST /csr: the CSR, with the answer to the challenge. */
+static int request_body(const join_opts *o, join_ctx *c, device_attest *att, char **ret_body) {
         _cleanup_free_ char *csr = NULL;
+        int r = make_csr(o, c->key, &csr);
+
+        if (r < 0 || !att) {
+                if (r >= 0)
+                        *ret_body = TAKE_PTR(csr);
+                return r;
+        }
+        r = device_attest_body(att, c->key, csr, ret_body);
+        hwid_key_release(c->key); /* signed and certified: nothing left for it to do in the TPM */
+        if (r >= 0)
+                say(o, "the TPM activated the CA's credential and certified the key");
+        return r;
+}
+
+/* The pinned CA, and TLS verified against it from here on. */
+static int fetch_ca(const join_opts *o, join_ctx *c, client_opts *co) {
         unsigned dropped;
         int r;
 
-        if (!o->token)
-                return hwid_fail(HWID_E_TOKEN_INVALID, "no bootstrap token (set HWID_TOKEN or use --token-file)");
         say(o, "fetching the CA from %s and checking it against %s", o->server, o->ca_hash);
         if ((r = pinned_fetch_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor, &dropped)) < 0)
                 return r;
         if (dropped > 0)
                 say(o, "warning: %s/ca sent %u certificate%s that do%s not chain to the pinned CA: not stored",
                     o->server, dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
-        co->ca_pem = c->anchor; /* from here on, TLS is verified against the pinned CA */
-        /* The directory first: the device key usually lives in it, and it
-         * must take the identity before the token is spent on it. */
-        if ((r = device_check_writable(o->dir)) < 0 || (r = open_or_create_key(o, &c->key)) < 0 ||
-            (r = make_csr(o, c->key, &csr)) < 0)
+        co->ca_pem = c->anchor;
+        return 0;
+}
+
+/* Fresh enrollment; leaves c->cert, or c->request when pending. */
+static int start(const join_opts *o, join_ctx *c, client_opts *co) {
+        _cleanup_(client_session_freep) client_session *cs = NULL;
+        _cleanup_(device_attest_freep) device_attest *att = NULL;
+        _cleanup_free_ char *body = NULL;
+        _cleanup_secret_ char *auth = NULL;
+        int r;
+
+        if (!o->token && !o->attest)
+                return hwid_fail(HWID_E_TOKEN_INVALID, "no bootstrap token (set HWID_TOKEN or use --token-file)");
+        if ((r = fetch_ca(o, c, co)) < 0)
                 return r;
-        say(o, "enrolling %s", o->cn);
-        return enroll(o, co, csr, &c->cert, &c->request);
+        if (o->token && asprintf(&auth, "Bearer %s", o->token) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        /* The directory must take the identity before the token is spent
+         * on it; one connection for the challenge and the enrollment. */
+        if ((r = device_check_writable(o->dir)) < 0 || (r = client_session_new(co, &cs)) < 0 ||
+            (o->attest && (r = attest_begin(o, cs, auth, &att)) < 0))
+                return r;
+        /* The device key usually lives in the directory. */
+        if ((r = open_or_create_key(o, &c->key)) < 0 || (r = request_body(o, c, att, &body)) < 0)
+                return r;
+        say(o, "enrolling %s%s", o->cn, att ? " with TPM attestation" : "");
+        return enroll(o, cs, auth, body, att != NULL, &c->cert, &c->request);
 }
 
 static int finish(const join_opts *o, join_ctx *c) {
@@ -259,7 +308,7 @@ static int already_enrolled(const join_opts *o, bool *ret) {
         if (*ret)
                 say(o, "%s is already enrolled as %s (generation %d); nothing to do", o->dir, st.identity,
                     st.generation);
-        else if (!o->token) /* before anything is deleted */
+        else if (!o->token && !o->attest) /* before anything is deleted */
                 r = hwid_fail(HWID_E_TOKEN_INVALID, "%s holds %s, which is revoked or expired: a new bootstrap token "
                               "is needed (HWID_TOKEN or --token-file); nothing was changed", o->dir, st.identity);
         else

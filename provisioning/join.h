@@ -5,6 +5,8 @@
  *   3. a CSR signed inside the device;
  *   4. enroll with the token over TLS verified against the pinned CA;
  *      a pending request is polled (or left for a later run);
+ *      with attest, the TPM first proves to the CA that the key lives in
+ *      it (POST /v1/attest, then the answer beside the CSR);
  *   5. the identity written to the directory atomically. */
 #pragma once
 
@@ -35,6 +37,12 @@ typedef struct join_opts {
         hwid_key_type type;    /* when the key is created */
         const char *tcti;
         bool no_wait;          /* pending: save and return instead of polling */
+        /* TPM attestation (docs/ATTESTATION.md): prove to the CA that the key
+         * lives in this TPM, with the EK of type ek (TPM_EK_AUTO: the first
+         * certificate in NV).  token may then be NULL: a TPM on the CA's EK
+         * allowlist enrolls without one. */
+        bool attest;
+        int ek;                /* tpm_ek_alg */
         int64_t wait_timeout;  /* seconds to poll a pending request, default 1800 */
         int64_t clock_skew;    /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         long http_timeout;     /* seconds per HTTP request */

@@ -73,10 +73,10 @@ static int record_spki(void *userdata, EVP_PKEY *pub) {
 /* Makes the key at uri (never replacing anything there) and records its
  * public key hash: for a TPM key before the TPM keeps it (persisted, or
  * its file written), so that no crash leaves a key of ours unrecognised. */
-static int make_key_at(const renew_opts *o, const device_state *s, const char *uri, hwid_key *current,
+static int make_key_at(const renew_opts *o, const device_state *s, const char *uri, hwid_key *current, bool hold,
                        hwid_key **ret) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        hsm_options ho = { .tcti = o->tcti, .before_keeping = record_spki, .userdata = (void *) s };
+        hsm_options ho = { .tcti = o->tcti, .before_keeping = record_spki, .userdata = (void *) s, .hold = hold };
         char spki[65];
         int r;
 
@@ -100,10 +100,10 @@ static bool in_next_gen_dir(const device_state *s, const char *uri) {
 
 /* The key an interrupted renewal recorded at uri: made there if missing,
  * taken if it is the one that renewal made, *ret NULL if it is not. */
-static int resume_key(const renew_opts *o, const device_state *s, const char *uri, hwid_key *current,
+static int resume_key(const renew_opts *o, const device_state *s, const char *uri, hwid_key *current, bool hold,
                       hwid_key **ret) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        hsm_options ho = { .tcti = o->tcti };
+        hsm_options ho = { .tcti = o->tcti, .hold = hold };
         char want[65], got[65];
         bool recorded;
         int r = hwid_key_open(uri, &ho, &k);
@@ -112,7 +112,7 @@ static int resume_key(const renew_opts *o, const device_state *s, const char *ur
                 /* Recorded again first: that forgets a stale key.spki. */
                 if ((r = device_write_next_key(s, uri)) < 0)
                         return r;
-                return make_key_at(o, s, uri, current, ret);
+                return make_key_at(o, s, uri, current, hold, ret);
         }
         if (r < 0 || (r = key_spki(k, got)) < 0)
                 return r;
@@ -145,8 +145,8 @@ static int keep_current(const device_state *s, hwid_key **ret, char **ret_uri) {
         return 0;
 }
 
-int renew_pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate, hwid_key **ret,
-                   char **ret_uri) {
+int renew_pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate, bool hold,
+                   hwid_key **ret, char **ret_uri) {
         _cleanup_free_ char *uri = NULL;
         hwid_key *k = NULL;
         int r = device_read_next_key(s, &uri);
@@ -156,12 +156,12 @@ int renew_pick_key(const renew_opts *o, const device_state *s, hwid_key *current
         /* An interrupted renewal's key comes first, rotating or not. */
         if (r == -HWID_E_NOT_FOUND ? !rotate : strcmp(uri, s->key_uri) == 0)
                 return keep_current(s, ret, ret_uri);
-        if (uri && (r = resume_key(o, s, uri, current, &k)) < 0)
+        if (uri && (r = resume_key(o, s, uri, current, hold, &k)) < 0)
                 return r;
         if (!k) {
                 free(TAKE_PTR(uri));
                 if ((r = fresh_key_uri(o, s, &uri)) < 0 || (r = device_write_next_key(s, uri)) < 0 ||
-                    (r = make_key_at(o, s, uri, current, &k)) < 0)
+                    (r = make_key_at(o, s, uri, current, hold, &k)) < 0)
                         return r;
         }
         *ret = k;

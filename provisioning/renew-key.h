@@ -19,9 +19,10 @@
  * before the server is asked: the current one (*ret NULL: use current),
  * the one an interrupted renewal made, or — when rotating — a new one
  * made in the device at a fresh URI (a persistent key at a handle the TPM
- * lists as free). */
-int renew_pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate, hwid_key **ret,
-                   char **ret_uri);
+ * lists as free).  hold: a new key stays loaded (hsm_options.hold), for a
+ * renewal that signs the CSR and certifies the key one after the other. */
+int renew_pick_key(const renew_opts *o, const device_state *s, hwid_key *current, bool rotate, bool hold,
+                   hwid_key **ret, char **ret_uri);
 
 /* Deletes the key at ref->uri if it is the one DIR knows (ref->spki);
  * another key found there is left alone, and said so through fn. */

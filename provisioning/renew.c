@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 
+#include "attest.h"
 #include "client.h"
 #include "csr.h"
 #include "device.h"
@@ -103,6 +104,12 @@ static int identity_status(const renew_opts *o, client_session *cs, const device
         j = json_tokener_parse(resp.body.data ? (const char *) resp.body.data : "");
         ret->rotate_key = j && json_object_object_get_ex(j, "rotate_key", &v) && json_object_get_boolean(v);
         ret->renew_after = j && json_object_object_get_ex(j, "renew_after", &v) ? json_object_get_int64(v) : -1;
+        ret->attested = j && json_object_object_get_ex(j, "attested", &v) && json_object_get_boolean(v);
+        ret->attestation = 0;
+        if (j && json_object_object_get_ex(j, "attestation", &v) && json_object_is_type(v, json_type_string))
+                ret->attestation = strcmp(json_object_get_string(v), "required") == 0   ? 2
+                                   : strcmp(json_object_get_string(v), "optional") == 0 ? 1
+                                                                                         : 0;
         json_object_put(j);
         client_response_clear(&resp);
         return 0;
@@ -190,11 +197,12 @@ static int64_t window_opens_at(const client_response *resp) {
         return at;
 }
 
-static int post_renew(const renew_opts *o, client_session *cs, const device_state *s, const char *csr,
+/* POST /v1/renew: the CSR as PEM, or JSON with its attestation. */
+static int post_renew(const renew_opts *o, client_session *cs, const device_state *s, const char *body, bool json,
                       char **ret_cert) {
         client_response resp;
-        int r = client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) csr, strlen(csr),
-                                       "application/pkcs10", &resp);
+        int r = client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) body, strlen(body),
+                                       json ? "application/json" : "application/pkcs10", &resp);
 
         if (r < 0)
                 return r;
@@ -209,11 +217,12 @@ static int post_renew(const renew_opts *o, client_session *cs, const device_stat
         return r;
 }
 
+/* The CSR for k, and with att the answer to its challenge beside it. */
 static int new_certificate(const renew_opts *o, const device_state *s, client_session *cs, hwid_key *k,
-                           char **ret_cert) {
+                           device_attest *att, char **ret_cert) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
         _cleanup_(X509_REQ_freep) X509_REQ *req = NULL;
-        _cleanup_free_ char *csr = NULL;
+        _cleanup_free_ char *csr = NULL, *body = NULL;
         int r;
 
         if (!name || !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *) s->identity,
@@ -221,14 +230,38 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
                 return hwid_fail(HWID_E_INVALID, "'%s' cannot be a common name", s->identity);
         if ((r = csr_build(k, name, NULL, &req)) < 0 || (r = csr_to_pem(req, &csr)) < 0)
                 return r;
-        say(o, "asking %s to renew %s", s->server, s->identity);
-        return post_renew(o, cs, s, csr, ret_cert);
+        if (att) {
+                r = device_attest_body(att, k, csr, &body);
+                hwid_key_release(k);
+                if (r < 0)
+                        return r;
+                say(o, "the TPM activated the CA's credential and certified the key");
+        }
+        say(o, "asking %s to renew %s%s", s->server, s->identity, att ? " with TPM attestation" : "");
+        return post_renew(o, cs, s, body ? body : csr, body != NULL, ret_cert);
 }
 
-/* Asks the server whether to rotate.  A superseded certificate means an
- * earlier renewal went through but its answer was lost: if that renewal's
- * key is recorded, go on and ask again (the server replays it). */
-static int status_or_replay(const renew_opts *o, client_session *cs, const device_state *s, bool *ret_rotate) {
+/* What this renewal does: a new key?  TPM attestation? */
+typedef struct renew_plan {
+        bool rotate;
+        bool attest;
+} renew_plan;
+
+/* Attest when the profile requires it of this renewal (a new key, or a
+ * certificate issued without), when asked, or to keep an attested
+ * certificate attested across a new key where it is optional. */
+static bool wants_attestation(const renew_opts *o, const device_state *s, const renew_status *st, bool rotate) {
+        if (o->attest)
+                return true;
+        if (st->attestation == 2)
+                return rotate || !st->attested;
+        return st->attestation == 1 && st->attested && rotate && strncmp(s->key_uri, "tpm2:", 5) == 0;
+}
+
+/* Asks the server whether to rotate and attest.  A superseded certificate
+ * means an earlier renewal went through but its answer was lost: if that
+ * renewal's key is recorded, go on and ask again (the server replays it). */
+static int status_or_replay(const renew_opts *o, client_session *cs, const device_state *s, renew_plan *ret) {
         _cleanup_free_ char *uri = NULL;
         renew_status st;
         int r = identity_status(o, cs, s, &st);
@@ -238,12 +271,13 @@ static int status_or_replay(const renew_opts *o, client_session *cs, const devic
                         return hwid_fail(HWID_E_REVOKED, "the certificate of %s was replaced by one this device "
                                          "never received: bootstrap again with a new token", s->identity);
                 say(o, "an earlier renewal's answer was lost; asking for it again");
-                *ret_rotate = false;
+                *ret = (renew_plan) { .rotate = o->rotate };
                 return 0;
         }
         if (r < 0)
                 return r;
-        *ret_rotate = st.rotate_key;
+        ret->rotate = o->rotate || st.rotate_key;
+        ret->attest = wants_attestation(o, s, &st, ret->rotate);
         return 0;
 }
 
@@ -252,8 +286,9 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         _cleanup_free_ char *anchor = NULL, *answer = NULL, *cert = NULL, *uri = NULL;
         _cleanup_(hwid_key_freep) hwid_key *fresh = NULL;
         _cleanup_(client_session_freep) client_session *cs = NULL;
+        _cleanup_(device_attest_freep) device_attest *att = NULL;
         client_opts co = { .server = s->server, .key = current, .cert_pem = s->cert_pem, .timeout = o->http_timeout };
-        bool rotate = o->rotate;
+        renew_plan plan;
         unsigned dropped;
         hwid_key *k;
         int r, gen;
@@ -261,18 +296,21 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         if ((r = pinned_anchor(s->ca_pem, &anchor)) < 0)
                 return r;
         co.ca_pem = anchor;
-        /* One connection for the status and the renewal: one TLS handshake,
-         * one signature by the current key. */
-        if ((r = client_session_new(&co, &cs)) < 0)
+        /* One connection for the status, the challenge and the renewal:
+         * one TLS handshake, one signature by the current key. */
+        if ((r = client_session_new(&co, &cs)) < 0 || (r = status_or_replay(o, cs, s, &plan)) < 0)
                 return r;
-        if (!rotate && (r = status_or_replay(o, cs, s, &rotate)) < 0)
-                return r;
-        if ((r = renew_pick_key(o, s, current, rotate, &fresh, &uri)) < 0)
+        if (plan.attest) {
+                say(o, "asking %s for an attestation challenge for this TPM", s->server);
+                if ((r = device_attest_begin(cs, NULL, o->tcti, (tpm_ek_alg) o->ek, &att)) < 0)
+                        return r;
+        }
+        if ((r = renew_pick_key(o, s, current, plan.rotate, plan.attest, &fresh, &uri)) < 0)
                 return r;
         k = fresh ? fresh : current;
         /* On failure the new key stays recorded in gen-(N+1): a retry
          * reuses it, which is what lets a lost answer be replayed. */
-        if ((r = new_certificate(o, s, cs, k, &answer)) < 0 ||
+        if ((r = new_certificate(o, s, cs, k, att, &answer)) < 0 ||
             (r = pinned_issued(answer, anchor, k, s->identity, &cert, &dropped)) < 0)
                 return r;
         if (dropped > 0)

@@ -14,6 +14,12 @@ typedef struct renew_opts {
         const char *tcti;
         bool rotate;           /* make a new key even if the profile does not ask */
         int64_t clock_skew;    /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
+        /* TPM attestation of the key (docs/ATTESTATION.md): always with
+         * attest; else when the profile requires it and the key is new or
+         * the certificate was not attested, or to keep an attested
+         * certificate attested across a new key.  ek: tpm_ek_alg. */
+        bool attest;
+        int ek;
         long http_timeout;
         progress_fn progress;
         void *progress_data;
@@ -37,6 +43,8 @@ int renew_run(const renew_opts *o, renew_result *ret);
 typedef struct renew_status {
         int64_t renew_after;   /* when the server's renewal window opens */
         bool rotate_key;       /* the profile wants a new key at each renewal */
+        int attestation;       /* the profile's: 0 none, 1 optional, 2 required */
+        bool attested;         /* the current certificate's key was attested */
 } renew_status;
 
 /* Asks the server, over mutual TLS with the current key, what it says of

@@ -102,6 +102,18 @@ json_object *admin_json_request(const store_request *r) {
         return o;
 }
 
+/* What TPM attestation proved of the key (docs/ATTESTATION.md), or null. */
+static json_object *attestation_json(const store_attestation *a) {
+        json_object *o;
+
+        if (!store_attested(a) || !(o = json_object_new_object()))
+                return NULL;
+        json_set_str(o, "ek_pub_sha256", a->ek_pub_sha256);
+        json_set_str(o, "ek_cert_sha256", a->ek_cert_sha256[0] ? a->ek_cert_sha256 : NULL);
+        json_set_str(o, "ak_name", a->ak_name[0] ? a->ak_name : NULL);
+        return o;
+}
+
 json_object *admin_json_cert(const store_cert *c, bool with_pem) {
         json_object *o = json_object_new_object();
         _cleanup_free_ char *pem = NULL;
@@ -123,6 +135,7 @@ json_object *admin_json_cert(const store_cert *c, bool with_pem) {
                                                                         : NULL);
         json_set_str(o, "request_id", c->request_id);
         set_int(o, "created_at", c->created_at);
+        json_object_object_add(o, "attestation", attestation_json(&c->attestation));
         if (with_pem && cert_der_to_pem(c->der, c->der_len, &pem) >= 0)
                 json_set_str(o, "pem", pem);
         return o;
@@ -266,6 +279,26 @@ static int cert_pem_der(json_object *o, store_cert *c) {
         return c->der ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
 
+/* The "attestation" of a certificate: absent or null when not attested. */
+static int attestation_from_json(json_object *o, store_attestation *ret) {
+        json_object *a = NULL;
+        const char *v[3] = { NULL, NULL, NULL };
+        int r;
+
+        if (!json_object_object_get_ex(o, "attestation", &a) || !a)
+                return 0;
+        if ((r = get_str(a, "ek_pub_sha256", false, &v[0])) < 0 || (r = get_str(a, "ek_cert_sha256", true, &v[1])) < 0 ||
+            (r = get_str(a, "ak_name", true, &v[2])) < 0)
+                return r;
+        if (strlen(v[0]) >= sizeof(ret->ek_pub_sha256) || (v[1] && strlen(v[1]) >= sizeof(ret->ek_cert_sha256)) ||
+            (v[2] && strlen(v[2]) >= sizeof(ret->ak_name)))
+                return hwid_fail(HWID_E_INVALID, "the server's \"attestation\" is malformed");
+        snprintf(ret->ek_pub_sha256, sizeof(ret->ek_pub_sha256), "%s", v[0]);
+        snprintf(ret->ek_cert_sha256, sizeof(ret->ek_cert_sha256), "%s", v[1] ? v[1] : "");
+        snprintf(ret->ak_name, sizeof(ret->ak_name), "%s", v[2] ? v[2] : "");
+        return 0;
+}
+
 int admin_json_to_cert(json_object *o, store_cert *ret) {
         store_cert c = { 0 };
         json_object *scope = NULL;
@@ -278,7 +311,8 @@ int admin_json_to_cert(json_object *o, store_cert *ret) {
             (r = copy_str(o, "spki_sha256", c.spki_sha256, sizeof(c.spki_sha256))) < 0 ||
             (r = get_int(o, "not_before", &c.not_before)) < 0 || (r = get_int(o, "not_after", &c.not_after)) < 0 ||
             (r = get_int(o, "revoked_at", &c.revoked_at)) < 0 || (r = get_int(o, "created_at", &c.created_at)) < 0 ||
-            (r = dup_str(o, "request_id", true, &c.request_id)) < 0 || (r = cert_pem_der(o, &c)) < 0)
+            (r = dup_str(o, "request_id", true, &c.request_id)) < 0 || (r = cert_pem_der(o, &c)) < 0 ||
+            (r = attestation_from_json(o, &c.attestation)) < 0)
                 goto fail;
         if (json_object_object_get_ex(o, "scope", &scope) && scope &&
             !(c.scope = strdup(json_object_to_json_string_ext(scope, JSON_C_TO_STRING_PLAIN)))) {

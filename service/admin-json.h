@@ -9,7 +9,8 @@
  *                "reason"|null, "serial"|null, "created_at", "updated_at"}
  *   certificate {"serial", "status", "identity", "subject", "profile", "role",
  *                "scope"|null, "spki_sha256", "not_before", "not_after", "revoked_at",
- *                "revocation_reason", "request_id"|null, "created_at"[, "pem"]}
+ *                "revocation_reason", "request_id"|null, "created_at",
+ *                "attestation": {"ek_pub_sha256", "ek_cert_sha256", "ak_name"}|null[, "pem"]}
  *   audit       {"at", "actor", "action", "target"|null, "outcome", "reason"|null,
  *                "token_id"|null}
  * Times are Unix seconds. */

@@ -4,6 +4,7 @@
 
 #include <json-c/json.h>
 
+#include "attest-api.h"
 #include "ca-internal.h"
 #include "error.h"
 #include "log.h"
@@ -129,16 +130,20 @@ static const char *cert_status_name(store_cert_status s) {
         return s == CERT_VALID ? "valid" : s == CERT_REVOKED ? "revoked" : "superseded";
 }
 
-/* What a device needs to renew well: when the window opens and whether
- * its profile wants a new key. */
+/* What a device needs to renew well: when the window opens, whether its
+ * profile wants a new key, and whether it wants TPM attestation (and if
+ * this certificate was attested: then the same key needs no new proof). */
 static void add_renewal_info(ca_service *ca, const store_cert *c, json_object *o) {
+        static const char *const modes[] = { "none", "optional", "required" };
         const policy_profile *p = policy_profile_find(ca->cfg->policy, c->profile);
 
+        json_object_object_add(o, "attested", json_object_new_boolean(store_attested(&c->attestation)));
         if (!p)
                 return;
         json_object_object_add(o, "renew_after",
                                json_object_new_int64(policy_renewal_opens_at(p, c->not_before, c->not_after)));
         json_object_object_add(o, "rotate_key", json_object_new_boolean(p->rotate_key));
+        json_object_object_add(o, "attestation", json_object_new_string(modes[p->attestation]));
 }
 
 static int identity_json(ca_service *ca, const char *name, int64_t now, http_response *resp) {
@@ -207,6 +212,8 @@ static void route(ca_service *ca, const http_request *req, http_response *resp) 
                 ca_poll(ca, arg, resp);
         else if (is(req, "POST", "/v1/renew"))
                 ca_renew(ca, req, resp);
+        else if (is(req, "POST", "/v1/attest"))
+                ca_attest(ca, req, resp);
         else if (is(req, "GET", "/crl"))
                 get_crl(ca, req, resp);
         else if (is(req, "GET", "/healthz"))

@@ -1,17 +1,21 @@
 /* Pending attestation challenges: each answered once, before it expires.
  *
- * attest_fresh is an interface (attest_fresh_ops) so that the store can
- * hold them once several hwidd replicas must share them; the in-memory
- * table here serves one process.  It is small (a bounded array scanned
- * linearly, expired entries dropped as new ones come) because a challenge
- * lives for a minute or so and costs the CA a MakeCredential to make. */
+ * attest_fresh is an interface (attest_fresh_ops) with two tables behind
+ * it.  hwidd's is the store's (store_challenge_put/take): a challenge
+ * survives a restart and is answered once whichever hwidd sharing the
+ * database gets the answer.  The in-memory one serves tests and tools: a
+ * bounded array scanned linearly, expired entries dropped as new ones
+ * come, small because a challenge lives for a minute or so and costs the
+ * CA a MakeCredential to make. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attest-verify.h"
 #include "error.h"
 #include "secret.h"
+#include "store.h"
 
 struct attest_fresh {
         const attest_fresh_ops *ops;
@@ -144,4 +148,88 @@ int attest_fresh_new_memory(size_t max, attest_fresh **ret) {
         pthread_mutex_init(&t->lock, NULL);
         t->max = max;
         return attest_fresh_new(&mem_ops, t, ret);
+}
+
+/* ---- In the store ---- */
+
+typedef struct store_table {
+        store *s;
+        size_t max;
+} store_table;
+
+static void id_hex(const uint8_t id[ATTEST_ID_LEN], char out[2 * ATTEST_ID_LEN + 1]) {
+        for (size_t i = 0; i < ATTEST_ID_LEN; i++)
+                snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
+static int store_put(void *impl, const attest_pending *p, uint64_t now) {
+        store_table *t = impl;
+        uint8_t ak[TPM_PUBLIC_MAX];
+        store_challenge c = {
+                .ak_public = ak,
+                .ek_cert = (uint8_t *) p->ek_cert,
+                .ek_cert_len = p->ek_cert_len,
+                .expires_at = (int64_t) p->expires,
+        };
+        int r = tpm_public_marshal(&p->ak, ak, &c.ak_public_len);
+
+        if (r < 0)
+                return r;
+        id_hex(p->id, c.id);
+        memcpy(c.secret_sha256, p->secret_sha256, sizeof(c.secret_sha256));
+        memcpy(c.nonce, p->nonce, sizeof(c.nonce));
+        return store_challenge_put(t->s, &c, (int64_t) now, t->max);
+}
+
+static int store_take(void *impl, const uint8_t id[ATTEST_ID_LEN], uint64_t now, attest_pending *ret) {
+        store_table *t = impl;
+        _cleanup_(store_challenge_clear) store_challenge c = { 0 };
+        attest_pending p = { 0 };
+        char hex[2 * ATTEST_ID_LEN + 1];
+        int r;
+
+        id_hex(id, hex);
+        r = store_challenge_take(t->s, hex, &c);
+        if (r == -HWID_E_NOT_FOUND)
+                return hwid_fail(HWID_E_ATTESTATION, "unknown attestation challenge (already answered, "
+                                 "expired, or never made)");
+        if (r < 0)
+                return r;
+        if (c.expires_at <= (int64_t) now)
+                return hwid_fail(HWID_E_ATTESTATION, "the attestation challenge has expired");
+        if (c.ek_cert_len > sizeof(p.ek_cert))
+                return hwid_fail(HWID_E_STORE, "attestation challenge %.8s... is damaged", hex);
+        r = tpm_public_unmarshal(c.ak_public, c.ak_public_len, "the stored AK public area", &p.ak);
+        if (r < 0)
+                return hwid_fail(HWID_E_STORE, "attestation challenge %.8s... is damaged", hex);
+        memcpy(p.id, id, ATTEST_ID_LEN);
+        p.expires = (uint64_t) c.expires_at;
+        memcpy(p.secret_sha256, c.secret_sha256, sizeof(p.secret_sha256));
+        memcpy(p.nonce, c.nonce, sizeof(p.nonce));
+        memcpy(p.ek_cert, c.ek_cert, c.ek_cert_len);
+        p.ek_cert_len = c.ek_cert_len;
+        *ret = p;
+        return 0;
+}
+
+static void store_table_free(void *impl) {
+        free(impl);
+}
+
+static const attest_fresh_ops store_ops = {
+        .put = store_put,
+        .take = store_take,
+        .free = store_table_free,
+};
+
+int attest_fresh_new_store(store *s, size_t max, attest_fresh **ret) {
+        store_table *t;
+
+        if (!s || max == 0)
+                return hwid_fail(HWID_E_INVALID, "an attestation table needs a store and room for a challenge");
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *t = (store_table) { .s = s, .max = max };
+        return attest_fresh_new(&store_ops, t, ret);
 }

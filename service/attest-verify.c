@@ -12,35 +12,25 @@
 #include "secret.h"
 
 struct attest_verifier {
-        attest_roots *roots;
+        const attest_roots *roots;
         attest_fresh *fresh;
         unsigned ttl;
 };
 
-int attest_verifier_new(attest_roots *roots, attest_fresh *fresh, unsigned ttl, attest_verifier **ret) {
+int attest_verifier_new(const attest_roots *roots, attest_fresh *fresh, unsigned ttl, attest_verifier **ret) {
         attest_verifier *v;
 
-        if (ttl == 0 || !roots || !fresh) {
-                attest_roots_free(roots);
-                attest_fresh_free(fresh);
+        if (ttl == 0 || !roots || !fresh)
                 return hwid_fail(HWID_E_INVALID, "an attestation verifier needs roots, a table and a TTL");
-        }
         v = calloc(1, sizeof(*v));
-        if (!v) {
-                attest_roots_free(roots);
-                attest_fresh_free(fresh);
+        if (!v)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        }
         *v = (attest_verifier) { .roots = roots, .fresh = fresh, .ttl = ttl };
         *ret = v;
         return 0;
 }
 
 void attest_verifier_free(attest_verifier *v) {
-        if (!v)
-                return;
-        attest_roots_free(v->roots);
-        attest_fresh_free(v->fresh);
         free(v);
 }
 
@@ -76,6 +66,7 @@ int attest_challenge_new(attest_verifier *v, const attest_request *req, uint64_t
                          attest_challenge *ret) {
         _cleanup_(pending_wipe) attest_pending p = { .expires = now + v->ttl };
         attest_challenge c = { .expires = p.expires };
+        uint8_t secret[ATTEST_SECRET_LEN];
         TPM2B_NAME ak_name;
         TPMT_PUBLIC ek;
         int r;
@@ -83,11 +74,13 @@ int attest_challenge_new(attest_verifier *v, const attest_request *req, uint64_t
         r = request_check(v, req, &p, &ek, &ak_name);
         if (r < 0)
                 return r;
-        if (RAND_bytes(p.id, sizeof(p.id)) != 1 || RAND_priv_bytes(p.secret, sizeof(p.secret)) != 1 ||
+        if (RAND_bytes(p.id, sizeof(p.id)) != 1 || RAND_priv_bytes(secret, sizeof(secret)) != 1 ||
             RAND_bytes(p.nonce, sizeof(p.nonce)) != 1)
                 return hwid_fail_ossl(HWID_E_CRYPTO, "no random bytes for the challenge");
-        r = attest_make_credential(&ek, &ak_name, p.secret, sizeof(p.secret), c.credential,
+        SHA256(secret, sizeof(secret), p.secret_sha256);
+        r = attest_make_credential(&ek, &ak_name, secret, sizeof(secret), c.credential,
                                    &c.credential_len, c.seed, &c.seed_len);
+        secret_wipe(secret, sizeof(secret));
         if (r >= 0)
                 r = attest_fresh_put(v->fresh, &p, now);
         if (r < 0)
@@ -129,11 +122,29 @@ static int evidence_parse(const attest_evidence *ev, uint8_t id[ATTEST_ID_LEN], 
         return 0;
 }
 
+int attest_ek_pub_sha256(const uint8_t *der, size_t len, uint8_t ret[32]) {
+        const unsigned char *p = der;
+        _cleanup_(X509_freep) X509 *x = d2i_X509(NULL, &p, (long) len);
+        unsigned char *spki = NULL;
+        int n;
+
+        if (!x || (size_t) (p - der) != len)
+                return hwid_fail_ossl(HWID_E_INVALID, "the EK certificate is not one DER certificate");
+        n = i2d_X509_PUBKEY(X509_get_X509_PUBKEY(x), &spki);
+        if (n <= 0)
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the EK's public key");
+        SHA256(spki, (size_t) n, ret);
+        OPENSSL_free(spki);
+        return 0;
+}
+
 static int fact_make(const attest_pending *p, attest_fact *ret) {
         attest_fact f = { .ek_cert_len = p->ek_cert_len };
         int r;
 
         r = tpm_public_name(&p->ak, &f.ak_name);
+        if (r >= 0)
+                r = attest_ek_pub_sha256(p->ek_cert, p->ek_cert_len, f.ek_pub_sha256);
         if (r < 0)
                 return r;
         SHA256(p->ek_cert, p->ek_cert_len, f.ek_cert_sha256);
@@ -145,7 +156,7 @@ static int fact_make(const attest_pending *p, attest_fact *ret) {
 int attest_evidence_verify(attest_verifier *v, const attest_evidence *ev, EVP_PKEY *csr_key,
                            uint64_t now, attest_fact *ret) {
         _cleanup_(pending_wipe) attest_pending p = { 0 };
-        uint8_t id[ATTEST_ID_LEN];
+        uint8_t id[ATTEST_ID_LEN], got[32];
         TPMT_PUBLIC key;
         int r;
 
@@ -156,7 +167,8 @@ int attest_evidence_verify(attest_verifier *v, const attest_evidence *ev, EVP_PK
                 return r;
         /* Only the TPM holding the certified EK, with this AK loaded,
          * could recover the secret. */
-        if (ev->activated_len != sizeof(p.secret) || !secret_equal(ev->activated, p.secret, sizeof(p.secret)))
+        SHA256(ev->activated, ev->activated_len, got);
+        if (ev->activated_len != ATTEST_SECRET_LEN || !secret_equal(got, p.secret_sha256, sizeof(got)))
                 return hwid_fail(HWID_E_ATTESTATION, "the activated secret is wrong: the AK is not in the TPM "
                                  "whose EK certificate was sent");
         r = attest_verify_certify(&p.ak, ev->certify_info, ev->certify_info_len, ev->signature,

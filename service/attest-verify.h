@@ -95,19 +95,22 @@ int attest_key_matches(const TPMT_PUBLIC *key, EVP_PKEY *csr_key);
 #define ATTEST_SECRET_LEN 32 /* fits the digest of SHA-256 and SHA-384 EKs */
 #define ATTEST_NONCE_LEN 32
 
-/* A challenge the CA has sent and not yet seen answered. */
+/* A challenge the CA has sent and not yet seen answered.  The secret
+ * itself is not kept, only its hash: whoever reads the table (a database
+ * backup, a replica's disk) learns nothing that answers a challenge. */
 typedef struct attest_pending {
         uint8_t id[ATTEST_ID_LEN];
         uint64_t expires;                 /* seconds since the epoch */
-        uint8_t secret[ATTEST_SECRET_LEN]; /* what ActivateCredential must give back */
+        uint8_t secret_sha256[32];        /* of what ActivateCredential must give back */
         uint8_t nonce[ATTEST_NONCE_LEN];   /* what the Certify must be over */
         TPMT_PUBLIC ak;                    /* the AK the credential is bound to */
         uint8_t ek_cert[TPM_EK_CERT_MAX];  /* the verified EK certificate (DER) */
         size_t ek_cert_len;
 } attest_pending;
 
-/* Where pending challenges wait: in memory now, in the store later (so
- * that several hwidd replicas share them).  An implementation provides: */
+/* Where pending challenges wait: in the store (hwidd: they survive a
+ * restart, and several hwidd on one database share them), or in memory
+ * (tests).  An implementation provides: */
 typedef struct attest_fresh_ops {
         /* Records p (now: for purging expired ones); -HWID_E_RATE_LIMITED
          * when too many wait. */
@@ -125,6 +128,10 @@ typedef struct attest_fresh attest_fresh;
 int attest_fresh_new(const attest_fresh_ops *ops, void *impl, attest_fresh **ret);
 /* The in-memory table, holding at most max challenges. */
 int attest_fresh_new_memory(size_t max, attest_fresh **ret);
+/* The store's table (store_challenge_put/take), holding at most max
+ * unexpired challenges; s is borrowed and must outlive the table. */
+struct store;
+int attest_fresh_new_store(struct store *s, size_t max, attest_fresh **ret);
 int attest_fresh_put(attest_fresh *f, const attest_pending *p, uint64_t now);
 int attest_fresh_take(attest_fresh *f, const uint8_t id[ATTEST_ID_LEN], uint64_t now, attest_pending *ret);
 void attest_fresh_free(attest_fresh *f);
@@ -134,9 +141,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(attest_fresh *, attest_fresh_free)
 
 typedef struct attest_verifier attest_verifier;
 
-/* Takes ownership of roots and fresh (also on failure); ttl: seconds a
- * challenge may be answered in. */
-int attest_verifier_new(attest_roots *roots, attest_fresh *fresh, unsigned ttl,
+/* Borrows roots and fresh, which must outlive the verifier (cheap to make:
+ * hwidd makes one per request, with the roots of the configuration the
+ * request runs under); ttl: seconds a challenge may be answered in. */
+int attest_verifier_new(const attest_roots *roots, attest_fresh *fresh, unsigned ttl,
                         attest_verifier **ret);
 void attest_verifier_free(attest_verifier *v);
 DEFINE_TRIVIAL_CLEANUP_FUNC(attest_verifier *, attest_verifier_free)
@@ -182,6 +190,7 @@ typedef struct attest_evidence {
 /* What a verified answer proves, for policy/ and the store. */
 typedef struct attest_fact {
         uint8_t ek_cert_sha256[32];
+        uint8_t ek_pub_sha256[32];   /* of the EK certificate's SubjectPublicKeyInfo: the TPM */
         uint8_t ek_cert[TPM_EK_CERT_MAX];
         size_t ek_cert_len;
         TPM2B_NAME ak_name;
@@ -192,3 +201,7 @@ typedef struct attest_fact {
  * device key's attributes, and that csr_key is the certified key. */
 int attest_evidence_verify(attest_verifier *v, const attest_evidence *ev, EVP_PKEY *csr_key,
                            uint64_t now, attest_fact *ret);
+
+/* SHA-256 of the SubjectPublicKeyInfo of a DER certificate (the EK's
+ * identity, as the EK allowlist and the issued certificates name it). */
+int attest_ek_pub_sha256(const uint8_t *der, size_t len, uint8_t ret[32]);

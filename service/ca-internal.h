@@ -54,6 +54,8 @@ typedef struct ca_auth {
         store_cert cert;      /* a certificate's role: the client's certificate record */
         char **scope_profiles;      /* ROLE_PROVISIONER: its recorded scope (who points here) */
         char **scope_name_patterns;
+        store_ek ek;          /* ROLE_EK: its EK allowlist entry */
+        policy_attestation cert_attestation; /* ROLE_NODE: what who.cert_attestation points to */
         bool audited;         /* the failure has been audited already */
 } ca_auth;
 

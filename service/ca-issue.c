@@ -6,6 +6,7 @@
 
 #include <openssl/pem.h>
 
+#include "attest-api.h"
 #include "ca-internal.h"
 #include "cert-scope.h"
 #include "error.h"
@@ -73,6 +74,9 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
 
         if ((r = issue_names(iss, &subject, &sans)) < 0)
                 return r;
+        /* An attested key: the certificate names the TPM it lives in. */
+        if (iss->attestation && (r = attest_san_append(sans, iss->attestation->ek_pub_sha256)) < 0)
+                return r;
         in = (issue_request) {
                 .subject_key = csr_info_pubkey(csr),
                 .subject_spki = csr_info_spki(csr),
@@ -116,6 +120,7 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
             (r = x509_dns_names(x, &dns, &n_dns)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
+        ca_attestation_record(iss->attestation, &rec.attestation);
         how->cert = &rec;
         how->dns_names = (const char *const *) dns;
         how->n_dns_names = n_dns;

@@ -130,6 +130,7 @@ const char *ca_service_client_ca_pem(const ca_service *ca) {
 void ca_auth_clear(ca_auth *a) {
         store_token_clear(&a->token);
         store_cert_clear(&a->cert);
+        store_ek_clear(&a->ek);
         cert_scope_strv_free(a->scope_profiles);
         cert_scope_strv_free(a->scope_name_patterns);
         *a = (ca_auth) { 0 };

@@ -21,6 +21,11 @@ typedef struct cfg_ctx {
         bool public_metrics;
         char *admin_group;
         policy *policy;
+        /* the first profile that asks for attestation, for the check that
+         * attestation: is configured (the node lives as long as doc) */
+        yaml_node_t *attest_profile_node;
+        char attest_profile_path[256];
+        yaml_node_t *ek_roots_node;
 } cfg_ctx;
 
 typedef struct cfg_field cfg_field;

@@ -53,6 +53,13 @@ static const cfg_name role_names[] = {
         { NULL, 0, NULL },
 };
 
+static const cfg_name attestation_names[] = {
+        { "none", ATTESTATION_NONE, NULL },
+        { "optional", ATTESTATION_OPTIONAL, NULL },
+        { "required", ATTESTATION_REQUIRED, NULL },
+        { NULL, 0, NULL },
+};
+
 static const cfg_name ungranted_names[] = {
         { "refuse", UNGRANTED_REFUSE, NULL },
         { "drop", UNGRANTED_DROP, NULL },
@@ -328,6 +335,20 @@ static int fn_role(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field
         return r;
 }
 
+static int fn_attestation(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        uint32_t v;
+        int r = cfg_pick(x, n, path, attestation_names, &v);
+
+        if (r < 0)
+                return r;
+        ((policy_profile *) base)->attestation = (policy_attestation_mode) v;
+        if (v != ATTESTATION_NONE && !x->attest_profile_node) {
+                x->attest_profile_node = n;
+                snprintf(x->attest_profile_path, sizeof(x->attest_profile_path), "%s", path);
+        }
+        return 0;
+}
+
 /* A fraction in (0, 1] or a percentage: 0.33, 33%. */
 static int fn_window(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
         const char *s;
@@ -397,6 +418,7 @@ static const cfg_field profile_fields[] = {
         FIELD("ungranted", fn_ungranted, 0),
         FIELD("role", fn_role, 0),
         FIELD("scope", cfg_fn_section, 0, .aux = scope_fields),
+        FIELD("attestation", fn_attestation, 0),
         FIELD_END,
 };
 

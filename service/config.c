@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attest-verify.h"
 #include "config-internal.h"
 #include "error.h"
 #include "fsutil.h"
@@ -196,6 +197,43 @@ static int fn_policy(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_fie
         return cfg_mapping(x, n, path, policy_fields, x);
 }
 
+#define EK_ROOTS_MAX 64
+
+/* attestation.ek_roots: a list of files or directories, each resolved
+ * against the configuration's directory. */
+static int fn_ek_roots(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        hwidd_config *c = base;
+        static const cfg_field item = FIELD("", cfg_fn_path, 0);
+        yaml_node_item_t *items;
+        size_t count;
+        char **v;
+        int r;
+
+        if ((r = cfg_sequence(x, n, path, EK_ROOTS_MAX, &items, &count)) < 0)
+                return r;
+        x->ek_roots_node = n;
+        if (count == 0)
+                return cfg_fail(x, n, path, "needs at least one file or directory of TPM manufacturer CA certificates");
+        if (!(v = calloc(count + 1, sizeof(*v))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        c->ek_root_paths = v;
+        for (size_t i = 0; i < count; i++) {
+                char sub[280];
+
+                snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+                if ((r = cfg_fn_path(x, cfg_node(x, items[i]), sub, &item, &v[i])) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static const cfg_field attestation_fields[] = {
+        FIELD("ek_roots", fn_ek_roots, 0, .required = true),
+        FIELD("challenge_ttl", cfg_fn_duration, CFG(attest_ttl), .min = 10, .max = 10 * MINUTE),
+        FIELD("max_pending", cfg_fn_size, CFG(attest_max_pending), .min = 1, .max = 1000000),
+        FIELD_END,
+};
+
 static const cfg_field root_fields[] = {
         FIELD("listen", cfg_fn_listen, CFG(listen)),
         FIELD("http_listen", cfg_fn_listen, CFG(http_listen)),
@@ -207,6 +245,7 @@ static const cfg_field root_fields[] = {
         FIELD("limits", cfg_fn_section, 0, .aux = limit_fields),
         FIELD("audit", cfg_fn_section, 0, .aux = audit_fields),
         FIELD("policy", fn_policy, 0),
+        FIELD("attestation", cfg_fn_section, 0, .aux = attestation_fields),
         FIELD("profiles", cfg_fn_profiles, 0, .required = true),
         FIELD_END,
 };
@@ -222,6 +261,8 @@ static void set_defaults(hwidd_config *c) {
         c->retry_after = 5;
         c->clock_skew = 5 * MINUTE;
         c->audit_retention = 365 * DAY;
+        c->attest_ttl = MINUTE;
+        c->attest_max_pending = 1000;
 }
 
 static int syntax_error(cfg_ctx *x, const yaml_parser_t *p) {
@@ -252,6 +293,21 @@ static int only_document(cfg_ctx *x, yaml_parser_t *p) {
         return r;
 }
 
+/* The roots are read now, so that a configuration naming roots that
+ * cannot be read is refused at start and on SIGHUP, not at the first
+ * attestation. */
+static int load_ek_roots(cfg_ctx *x, hwidd_config *c) {
+        size_t n = 0;
+        int r;
+
+        while (c->ek_root_paths[n])
+                n++;
+        r = attest_roots_load((const char *const *) c->ek_root_paths, n, &c->ek_roots);
+        if (r < 0)
+                return cfg_fail(x, x->ek_roots_node, "attestation.ek_roots", "%s", hwid_strerror(r));
+        return 0;
+}
+
 static int parse_document(cfg_ctx *x, const char *text, size_t len, hwidd_config *c) {
         yaml_parser_t parser;
         yaml_document_t doc;
@@ -272,6 +328,12 @@ static int parse_document(cfg_ctx *x, const char *text, size_t len, hwidd_config
                 r = cfg_fail(x, NULL, "", "the file holds no configuration");
         else
                 r = cfg_mapping(x, root, "", root_fields, c);
+        if (r >= 0 && x->attest_profile_node && !c->ek_root_paths)
+                r = cfg_fail(x, x->attest_profile_node, x->attest_profile_path,
+                             "asks for TPM attestation, which needs the top-level attestation.ek_roots (the TPM "
+                             "manufacturers' EK CA certificates)");
+        if (r >= 0 && c->ek_root_paths)
+                r = load_ek_roots(x, c);
         if (r >= 0)
                 r = only_document(x, &parser);
         x->doc = NULL;
@@ -365,6 +427,10 @@ void config_free(hwidd_config *c) {
         free(c->tls_key);
         free(c->tls_cert);
         free(c->audit_syslog_socket);
+        for (size_t i = 0; c->ek_root_paths && c->ek_root_paths[i]; i++)
+                free(c->ek_root_paths[i]);
+        free(c->ek_root_paths);
+        attest_roots_free(c->ek_roots);
         policy_free(c->policy);
         free(c);
 }

@@ -42,6 +42,12 @@ typedef struct hwidd_config {
         int64_t audit_retention; /* seconds an audit record is kept, default 365 days */
         bool audit_syslog;       /* a copy of every audit record to syslog, default off */
         char *audit_syslog_socket; /* the syslog datagram socket, default /dev/log */
+        /* TPM attestation (attestation:, docs/ATTESTATION.md); none
+         * configured when ek_roots is NULL */
+        char **ek_root_paths;          /* PEM/DER files or directories, NULL-terminated */
+        struct attest_roots *ek_roots; /* the TPM manufacturers' CA certificates, loaded */
+        int64_t attest_ttl;            /* seconds a challenge may be answered in, default 60 */
+        size_t attest_max_pending;     /* challenges waiting at once, default 1000 */
         /* policy (profiles, audit-only mode, admin group) */
         policy *policy;
 } hwidd_config;

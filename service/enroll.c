@@ -7,6 +7,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 
+#include "attest-api.h"
 #include "ca-internal.h"
 #include "error.h"
 #include "log.h"
@@ -38,8 +39,8 @@ static int random_request_id(char ret[33]) {
 
 /* Manual approval: record the request (consuming a token use) and tell
  * the device to come back. */
-static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr, const char *cn,
-                          int64_t now, http_response *resp) {
+static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,
+                          const char *cn, int64_t now, http_response *resp) {
         store_request rq = { 0 };
         char reason[64];
         size_t der_len;
@@ -56,6 +57,8 @@ static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr,
         rq.csr_der_len = der_len;
         rq.status = REQUEST_PENDING;
         rq.created_at = rq.updated_at = now;
+        /* The evidence is used up now: what it proved waits with the request. */
+        ca_attestation_record(iss->attestation, &rq.attestation);
         t0 = histogram_now_ns();
         r = store_request_create(ca->store, &rq, now);
         metrics_commit_observe(ca->metrics, COMMIT_REQUEST, histogram_now_ns() - t0);
@@ -73,9 +76,10 @@ static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, c
         _cleanup_free_ char *pem = NULL, *serial = NULL;
         char reason[128];
         store_audit audit = { .at = now, .actor = a->actor, .action = "enroll", .target = cn,
-                              .outcome = "allow", .reason = reason, .token_id = a->token.id };
-        store_issue how = { .consume_token_id = a->token.id, .replace_live = iss->profile->allow_reenroll,
-                            .audit = &audit };
+                              .outcome = "allow", .reason = reason,
+                              .token_id = a->who.role == ROLE_TOKEN ? a->token.id : NULL };
+        store_issue how = { .consume_token_id = a->who.role == ROLE_TOKEN ? a->token.id : NULL,
+                            .replace_live = iss->profile->allow_reenroll, .audit = &audit };
         int r;
 
         snprintf(reason, sizeof(reason), "issued under profile %s", iss->profile->name);
@@ -83,7 +87,8 @@ static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, c
         if (r < 0)
                 return r;
         atomic_fetch_add(&ca->n_issued, 1);
-        log_info("issued %s to %s (token %s)", serial, cn, a->token.id);
+        log_info("issued %s to %s (%s %s)%s", serial, cn, a->who.role == ROLE_EK ? "EK allowlist entry" : "token",
+                 a->who.role == ROLE_EK ? a->ek.identity : a->token.id, iss->attestation ? ", TPM attested" : "");
         ca_respond_pem(resp, 201, pem);
         return 0;
 }
@@ -96,13 +101,22 @@ static const char *request_cn(const csr_info *csr, char *out, size_t n) {
         return out;
 }
 
-/* The same enrollment again — the same token, the same key (the CSR
- * proves it is held), the same name, within the token's lifetime — gets
- * the certificate it was issued (200), as a renewal whose answer was lost
- * does: a join cut off after the CA committed never burns its token for
- * nothing.  *ret_done is false when this is not that enrollment. */
-static int replay_enrollment(ca_service *ca, const ca_auth *a, const csr_info *csr, const char *cn, int64_t now,
-                             http_response *resp, bool *ret_done) {
+/* Whether live was enrolled by the same requester: the same token, or
+ * (a TPM on the EK allowlist, iss its verified attestation) the same TPM. */
+static bool same_enroller(const ca_auth *a, const policy_issue *iss, const store_cert *live) {
+        if (a->who.role == ROLE_EK)
+                return iss && iss->attestation && store_attested(&live->attestation) &&
+                       strcmp(live->attestation.ek_pub_sha256, iss->attestation->ek_pub_sha256) == 0;
+        return live->token_id[0] && strcmp(live->token_id, a->token.id) == 0;
+}
+
+/* The same enrollment again — the same token (or TPM), the same key (the
+ * CSR proves it is held), the same name, within the token's lifetime —
+ * gets the certificate it was issued (200), as a renewal whose answer was
+ * lost does: a join cut off after the CA committed never burns its token
+ * for nothing.  *ret_done is false when this is not that enrollment. */
+static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issue *iss, const csr_info *csr,
+                             const char *cn, int64_t now, http_response *resp, bool *ret_done) {
         _cleanup_free_ char *pem = NULL;
         store_cert live = { 0 };
         int r = store_cert_live_for(ca->store, cn, now, &live);
@@ -110,10 +124,10 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const csr_info *c
         *ret_done = false;
         if (r == -HWID_E_NOT_FOUND)
                 return 0;
-        if (r >= 0 && strcmp(live.token_id, a->token.id) == 0 &&
+        if (r >= 0 && same_enroller(a, iss, &live) &&
             strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) == 0 &&
             (r = cert_der_to_pem(live.der, live.der_len, &pem)) >= 0) {
-                ca_audit(ca, a->actor, "enroll-replay", cn, "allow", live.serial, a->token.id);
+                ca_audit(ca, a->actor, "enroll-replay", cn, "allow", live.serial, a->who.token_id);
                 ca_respond_pem(resp, 200, pem);
                 *ret_done = true;
         }
@@ -123,7 +137,7 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const csr_info *c
 
 /* A genuine token whose uses are spent may still replay its enrollment;
  * anything else gets the token's refusal (refused). */
-static int enroll_spent(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, int refused,
+static int enroll_spent(ca_service *ca, const ca_body *body, int64_t now, ca_auth *a, int refused,
                         http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         char why[512], cn[128];
@@ -131,8 +145,8 @@ static int enroll_spent(ca_service *ca, const http_request *req, int64_t now, ca
         int r;
 
         snprintf(why, sizeof(why), "%s", hwid_strerror(refused));
-        if (csr_info_parse(req->body, req->body_len, &csr) >= 0 &&
-            (r = replay_enrollment(ca, a, csr, request_cn(csr, cn, sizeof(cn)), now, resp, &done)) < 0)
+        if (csr_info_parse(body->csr, body->csr_len, &csr) >= 0 &&
+            (r = replay_enrollment(ca, a, NULL, csr, request_cn(csr, cn, sizeof(cn)), now, resp, &done)) < 0)
                 return r;
         return done ? 0 : hwid_fail((hwid_err) -refused, "%s", why);
 }
@@ -170,23 +184,58 @@ static int check_names_free(ca_service *ca, const policy_issue *iss, const char 
         return 0;
 }
 
+/* Authentication and the right to enroll.  A bootstrap token comes
+ * first, before anything else is looked at; without one, only a TPM on
+ * the EK allowlist, once its evidence is verified (by_ek). */
+static int enroll_authorize(ca_service *ca, const http_request *req, int64_t now, const ca_attested *by_ek,
+                            ca_auth *a) {
+        policy_decision d;
+        int r = by_ek ? ca_auth_ek(ca, by_ek, a) : ca_auth_token(ca, req, now, a);
+
+        if (r < 0)
+                return r;
+        policy_authorize(ca->cfg->policy, &a->who, ACTION_ENROLL, NULL, &d);
+        return ca_decision(ca, a, "enroll", NULL, &d);
+}
+
+/* The CSR, and what its attestation (if any) proved. */
+static int enroll_request(ca_service *ca, const ca_body *body, int64_t now, csr_info **ret_csr,
+                          ca_attested *ret_att) {
+        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        int r;
+
+        if ((r = csr_info_parse(body->csr, body->csr_len, &csr)) < 0 ||
+            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
+                return r;
+        if (body->has_evidence && (r = ca_attest_verify(ca, body, csr, now, ret_att)) < 0)
+                return r;
+        *ret_csr = TAKE_PTR(csr);
+        return 0;
+}
+
 static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        _cleanup_(ca_body_clear) ca_body body = { 0 };
+        ca_attested att = { 0 };
+        policy_csr facts;
         policy_issue iss;
         policy_decision d;
-        bool replayed = false;
+        bool by_ek, replayed = false;
         char cn[128];
         int r;
 
-        if ((r = ca_auth_token(ca, req, now, a)) < 0)
-                return a->token_spent ? enroll_spent(ca, req, now, a, r, resp) : r;
-        policy_authorize(ca->cfg->policy, &a->who, ACTION_ENROLL, NULL, &d);
-        if ((r = ca_decision(ca, a, "enroll", NULL, &d)) < 0)
+        if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
-        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0 ||
-            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
+        by_ek = !req->authorization && body.has_evidence;
+        if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, a)) < 0)
+                return a->token_spent ? enroll_spent(ca, &body, now, a, r, resp) : r;
+        if ((r = enroll_request(ca, &body, now, &csr, &att)) < 0)
                 return r;
-        policy_check_enroll(ca->cfg->policy, &a->who, csr_info_facts(csr), &iss, &d);
+        if (by_ek && (r = enroll_authorize(ca, req, now, &att, a)) < 0)
+                return r;
+        facts = *csr_info_facts(csr);
+        facts.attestation = ca_attested_fact(&att);
+        policy_check_enroll(ca->cfg->policy, &a->who, &facts, &iss, &d);
         request_cn(csr, cn, sizeof(cn));
         if ((r = ca_decision(ca, a, "enroll", cn, &d)) < 0)
                 return r;
@@ -195,13 +244,13 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
         /* Where a second certificate would be refused (409), the same
          * enrollment gets its own back; a profile that allows
          * re-enrollment issues anew, as for any re-enrollment. */
-        if (!iss.profile->allow_reenroll && ((r = replay_enrollment(ca, a, csr, cn, now, resp, &replayed)) < 0 ||
+        if (!iss.profile->allow_reenroll && ((r = replay_enrollment(ca, a, &iss, csr, cn, now, resp, &replayed)) < 0 ||
                                              replayed))
                 return r;
         if ((r = check_names_free(ca, &iss, cn, now)) < 0)
                 return r;
         if (iss.manual_approval)
-                return enroll_pending(ca, a, csr, cn, now, resp);
+                return enroll_pending(ca, a, csr, &iss, cn, now, resp);
         return enroll_issue(ca, a, csr, &iss, cn, now, resp);
 }
 
@@ -222,6 +271,8 @@ static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, 
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_free_ char *pem = NULL, *serial = NULL;
         ca_auth a = { 0 };
+        policy_attestation att;
+        policy_csr facts;
         policy_issue iss;
         policy_decision d;
         char reason[64];
@@ -230,11 +281,13 @@ static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, 
         if ((r = csr_info_parse(rq->csr_der, rq->csr_der_len, &csr)) < 0)
                 return r;
         snprintf(reason, sizeof(reason), "request " REQUEST_ID_FMT, rq->id);
+        facts = *csr_info_facts(csr);
+        facts.attestation = ca_attestation_fact(&rq->attestation, &att);
         a.who = (policy_requester) { .role = ROLE_TOKEN, .token_id = rq->token_id, .token_profile = rq->profile };
         if (store_token_get(ca->store, rq->token_id, &a.token) == 0)
                 a.who.token_name_pattern = a.token.name_pattern;
         snprintf(a.actor, sizeof(a.actor), "token:%s", rq->token_id);
-        policy_check_enroll(ca->cfg->policy, &a.who, csr_info_facts(csr), &iss, &d);
+        policy_check_enroll(ca->cfg->policy, &a.who, &facts, &iss, &d);
         r = ca_decision(ca, &a, "issue-approved", rq->identity, &d);
         if (r >= 0 && !iss.profile)
                 r = hwid_fail(HWID_E_FORBIDDEN, "profile %s no longer exists", rq->profile);
@@ -331,13 +384,13 @@ void ca_poll(ca_service *ca, const char *id, http_response *resp) {
  * live certificate -- proof it holds both keys -- it gets that
  * certificate again (200): nothing hwidd issued is lost to a dropped
  * connection. */
-static int replay_renewal(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+static int replay_renewal(ca_service *ca, const ca_body *body, int64_t now, ca_auth *a, http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_free_ char *pem = NULL;
         store_cert live = { 0 };
         int r;
 
-        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0)
+        if ((r = csr_info_parse(body->csr, body->csr_len, &csr)) < 0)
                 return r;
         r = store_cert_live_for(ca->store, a->cert.identity, now, &live);
         if (r < 0 || strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) != 0) {
@@ -354,37 +407,70 @@ static int replay_renewal(ca_service *ca, const http_request *req, int64_t now, 
         return r;
 }
 
-/* *ret_opens_at: on -HWID_E_TOO_EARLY, when the renewal window opens. */
-static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp,
-                    int64_t *ret_opens_at) {
-        _cleanup_(csr_info_freep) csr_info *csr = NULL;
-        _cleanup_free_ char *pem = NULL, *serial = NULL;
-        policy_issue iss;
-        policy_decision d;
-        char cn[128];
-        int r;
+/* Who renews: the node (or admin) whose certificate is presented, with
+ * the attestation recorded with that certificate. */
+static int renew_authenticate(ca_service *ca, const http_request *req, int64_t now, ca_auth *a) {
+        int r = ca_auth_peer(ca, req, now, a);
 
-        r = ca_auth_peer(ca, req, now, a);
-        if (r == -HWID_E_SUPERSEDED) {
-                a->who.role = ROLE_NODE;
-                snprintf(a->actor, sizeof(a->actor), "%s:%s", a->cert.role[0] ? a->cert.role : "node",
-                         a->cert.identity);
-                return replay_renewal(ca, req, now, a, resp);
-        }
         if (r < 0)
                 return r;
         /* Authentication is not policy: audit-only mode never lets an
          * unauthenticated renewal through. */
         if (a->who.role == ROLE_ANONYMOUS)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "renewal needs mutual TLS with the current certificate");
-        if ((r = csr_info_parse(req->body, req->body_len, &csr)) < 0 ||
+        a->who.cert_attestation = ca_attestation_fact(&a->cert.attestation, &a->cert_attestation);
+        return 0;
+}
+
+/* Signs the renewal policy allowed, superseding the current certificate. */
+static int renew_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,
+                       const char *cn, int64_t now, http_response *resp) {
+        _cleanup_free_ char *pem = NULL, *serial = NULL;
+        store_audit audit = { .at = now, .actor = a->actor, .action = "renew", .target = cn, .outcome = "allow",
+                              .reason = a->cert.serial };
+        store_issue how = { .supersedes_serial = a->cert.serial, .audit = &audit };
+        int r = ca_issue(ca, csr, iss, &how, cn, now, &pem, &serial);
+
+        if (r < 0)
+                return r;
+        atomic_fetch_add(&ca->n_renewed, 1);
+        log_info("renewed %s: %s replaces %s%s", cn, serial, a->cert.serial, iss->attestation ? " (TPM attested)" : "");
+        ca_respond_pem(resp, 201, pem);
+        return 0;
+}
+
+/* *ret_opens_at: on -HWID_E_TOO_EARLY, when the renewal window opens. */
+static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp,
+                    int64_t *ret_opens_at) {
+        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+        _cleanup_(ca_body_clear) ca_body body = { 0 };
+        ca_attested att = { 0 };
+        policy_csr facts;
+        policy_issue iss;
+        policy_decision d;
+        char cn[128];
+        int r;
+
+        if ((r = ca_body_parse(req, &body)) < 0)
+                return r;
+        r = renew_authenticate(ca, req, now, a);
+        if (r == -HWID_E_SUPERSEDED) {
+                a->who.role = ROLE_NODE;
+                snprintf(a->actor, sizeof(a->actor), "%s:%s", a->cert.role[0] ? a->cert.role : "node",
+                         a->cert.identity);
+                return replay_renewal(ca, &body, now, a, resp);
+        }
+        if (r < 0 || (r = csr_info_parse(body.csr, body.csr_len, &csr)) < 0 ||
             (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
                 return r;
         request_cn(csr, cn, sizeof(cn));
         policy_authorize(ca->cfg->policy, &a->who, ACTION_RENEW, cn, &d);
-        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0)
+        if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0 ||
+            (body.has_evidence && (r = ca_attest_verify(ca, &body, csr, now, &att)) < 0))
                 return r;
-        policy_check_renew(ca->cfg->policy, &a->who, csr_info_facts(csr), now, &iss, &d);
+        facts = *csr_info_facts(csr);
+        facts.attestation = ca_attested_fact(&att);
+        policy_check_renew(ca->cfg->policy, &a->who, &facts, now, &iss, &d);
         if ((r = ca_decision(ca, a, "renew", cn, &d)) < 0) {
                 if (r == -HWID_E_TOO_EARLY)
                         *ret_opens_at = d.retry_at;
@@ -392,17 +478,7 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
         }
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to renew %s under", cn);
-        {
-                store_audit audit = { .at = now, .actor = a->actor, .action = "renew", .target = cn,
-                                      .outcome = "allow", .reason = a->cert.serial };
-                store_issue how = { .supersedes_serial = a->cert.serial, .audit = &audit };
-                if ((r = ca_issue(ca, csr, &iss, &how, cn, now, &pem, &serial)) < 0)
-                        return r;
-        }
-        atomic_fetch_add(&ca->n_renewed, 1);
-        log_info("renewed %s: %s replaces %s", cn, serial, a->cert.serial);
-        ca_respond_pem(resp, 201, pem);
-        return 0;
+        return renew_issue(ca, a, csr, &iss, cn, now, resp);
 }
 
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp) {

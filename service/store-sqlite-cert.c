@@ -14,7 +14,8 @@
 
 #define CERT_COLS                                                                             \
         "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
-        "revoked_at, revocation_reason, request_id, created_at, role, token_id, scope"
+        "revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, ek_cert_sha256, " \
+        "ek_pub_sha256, ak_name"
 
 static const char *const cert_status_names[] = {
         [CERT_VALID] = "valid",
@@ -49,6 +50,7 @@ static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         store_col_copy(st, 13, c.role, sizeof(c.role));
         store_col_copy(st, 14, c.token_id, sizeof(c.token_id));
         c.scope = store_col_strdup(st, 15, &oom);
+        store_col_attestation(st, 16, &c.attestation);
         if (oom) {
                 store_cert_clear(&c);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -95,6 +97,8 @@ static int cert_check(const store_cert *c) {
                 return hwid_fail(HWID_E_INVALID, "certificate %s lacks its key hash or DER", c->serial);
         if (c->not_after < c->not_before)
                 return hwid_fail(HWID_E_INVALID, "certificate %s ends before it starts", c->serial);
+        if (!store_attestation_ok(&c->attestation))
+                return hwid_fail(HWID_E_INVALID, "certificate %s has a malformed attestation record", c->serial);
         return 0;
 }
 
@@ -149,12 +153,15 @@ static int cert_insert(store *s, const store_cert *c, const char *request_id, co
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt(s, ST_CERT_INSERT,
                            "INSERT INTO certificates (" CERT_COLS ") "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13)", &st);
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                           &st);
 
         if (r >= 0)
-                r = store_bind(s, st, "tttttbIItIttt", c->serial, c->identity, c->subject, c->profile, c->spki_sha256,
-                               c->der, c->der_len, c->not_before, c->not_after, request_id, now,
-                               c->role[0] ? c->role : "node", token_id, c->scope);
+                r = store_bind(s, st, "tttttbIItItttttt", c->serial, c->identity, c->subject, c->profile,
+                               c->spki_sha256, c->der, c->der_len, c->not_before, c->not_after, request_id, now,
+                               c->role[0] ? c->role : "node", token_id, c->scope,
+                               store_opt(c->attestation.ek_cert_sha256), store_opt(c->attestation.ek_pub_sha256),
+                               store_opt(c->attestation.ak_name));
         if (r >= 0)
                 r = store_step(s, st, "insert a certificate");
         /* Never an overwrite: a serial is issued once. */

@@ -16,6 +16,10 @@
 #include "error.h"
 #include "store-sqlite.h"
 
+/* A column of lower-case hex digits whose length satisfies `len`, or NULL. */
+#define HEX_CHECK(col, len) \
+        " CHECK (" col " IS NULL OR (length(" col ") " len " AND " col " NOT GLOB '*[^0-9a-f]*'))"
+
 static const char *const migrations[] = {
         /* 0 -> 1: the first schema. */
         "CREATE TABLE meta ("
@@ -199,6 +203,43 @@ static const char *const migrations[] = {
         "  at INTEGER NOT NULL,"
         "  hash BLOB NOT NULL CHECK (length(hash) = 32)) STRICT;"
         "INSERT INTO meta (key, value) VALUES ('audit_chained', 0), ('ready_probe', 0);",
+
+        /* 6 -> 7: TPM attestation (docs/ATTESTATION.md).
+         *
+         * What a certificate's key proved, recorded with it (and with a
+         * request waiting for approval): the EK certificate's and the EK
+         * public key's SHA-256 and the AK's name, lower-case hex, all NULL
+         * when the key was not attested. */
+        "ALTER TABLE certificates ADD COLUMN ek_cert_sha256 TEXT" HEX_CHECK("ek_cert_sha256", "= 64") ";"
+        "ALTER TABLE certificates ADD COLUMN ek_pub_sha256 TEXT" HEX_CHECK("ek_pub_sha256", "= 64") ";"
+        "ALTER TABLE certificates ADD COLUMN ak_name TEXT" HEX_CHECK("ak_name", "BETWEEN 4 AND 132") ";"
+        "CREATE INDEX certificates_ek ON certificates(ek_pub_sha256) WHERE ek_pub_sha256 IS NOT NULL;"
+        "ALTER TABLE requests ADD COLUMN ek_cert_sha256 TEXT" HEX_CHECK("ek_cert_sha256", "= 64") ";"
+        "ALTER TABLE requests ADD COLUMN ek_pub_sha256 TEXT" HEX_CHECK("ek_pub_sha256", "= 64") ";"
+        "ALTER TABLE requests ADD COLUMN ak_name TEXT" HEX_CHECK("ak_name", "BETWEEN 4 AND 132") ";"
+        /* Challenges sent and not yet answered: a row is deleted by the
+         * first answer (or once expired), so each is answered once, by
+         * whichever hwidd sharing the database gets it.  The secret itself
+         * is never stored: only its hash. */
+        "CREATE TABLE attest_challenges ("
+        "  id TEXT PRIMARY KEY NOT NULL CHECK (length(id) = 32 AND id NOT GLOB '*[^0-9a-f]*'),"
+        "  secret_sha256 BLOB NOT NULL CHECK (length(secret_sha256) = 32),"
+        "  nonce BLOB NOT NULL CHECK (length(nonce) = 32),"
+        "  ak_public BLOB NOT NULL CHECK (length(ak_public) BETWEEN 1 AND 1024),"
+        "  ek_cert BLOB NOT NULL CHECK (length(ek_cert) BETWEEN 1 AND 4096),"
+        "  expires_at INTEGER NOT NULL,"
+        "  created_at INTEGER NOT NULL) STRICT;"
+        "CREATE INDEX attest_challenges_expires ON attest_challenges(expires_at);"
+        /* The EK allowlist: a TPM (by its EK certificate or public key)
+         * that may enroll without a token, under one name.  A name, an EK
+         * certificate and an EK key are each listed once at most. */
+        "CREATE TABLE ek_allowlist ("
+        "  ek_cert_sha256 TEXT UNIQUE" HEX_CHECK("ek_cert_sha256", "= 64") ","
+        "  ek_pub_sha256 TEXT UNIQUE" HEX_CHECK("ek_pub_sha256", "= 64") ","
+        "  identity TEXT NOT NULL UNIQUE COLLATE NOCASE CHECK (length(identity) BETWEEN 1 AND 64),"
+        "  profile TEXT NOT NULL CHECK (length(profile) BETWEEN 1 AND 64),"
+        "  added_at INTEGER NOT NULL,"
+        "  CHECK (ek_cert_sha256 IS NOT NULL OR ek_pub_sha256 IS NOT NULL)) STRICT;",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -13,7 +13,8 @@
 #define TOKEN_COLS \
         "id, secret_hash, profile, name_pattern, description, created_at, expires_at, uses_total, uses_left, revoked"
 #define REQUEST_COLS \
-        "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, updated_at"
+        "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, updated_at, " \
+        "ek_cert_sha256, ek_pub_sha256, ak_name"
 
 static const char *const request_status_names[] = {
         [REQUEST_PENDING] = "pending",
@@ -205,6 +206,7 @@ static int request_from_row(sqlite3_stmt *st, store_request *ret) {
         q.serial = store_col_strdup(st, 8, &oom);
         q.created_at = sqlite3_column_int64(st, 9);
         q.updated_at = sqlite3_column_int64(st, 10);
+        store_col_attestation(st, 11, &q.attestation);
         if (oom) {
                 store_request_clear(&q);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -242,18 +244,21 @@ int store_request_create(store *s, const store_request *q, int64_t now) {
         int r;
 
         if (!q || !request_id_ok(q->id) || !store_str_ok(q->identity, 1024) || !store_str_ok(q->profile, 256) ||
-            strnlen(q->spki_sha256, sizeof(q->spki_sha256)) != 64 || !q->csr_der || q->csr_der_len == 0)
-                return hwid_fail(HWID_E_INVALID, "request to store lacks an id, identity, profile, key hash or CSR");
+            strnlen(q->spki_sha256, sizeof(q->spki_sha256)) != 64 || !q->csr_der || q->csr_der_len == 0 ||
+            !store_attestation_ok(&q->attestation))
+                return hwid_fail(HWID_E_INVALID, "request to store lacks an id, identity, profile, key hash or CSR, "
+                                 "or has a malformed attestation record");
         r = store_enter(s, true, &g);
         if (r >= 0)
                 r = store_token_consume(s, q->token_id, now);
         if (r >= 0)
                 r = store_stmt(s, ST_REQ_INSERT,
                                "INSERT INTO requests (" REQUEST_COLS ") "
-                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', NULL, NULL, ?7, ?7)", &st);
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', NULL, NULL, ?7, ?7, ?8, ?9, ?10)", &st);
         if (r >= 0)
-                r = store_bind(s, st, "tttttbI", q->id, q->identity, q->profile, q->token_id, q->spki_sha256,
-                               q->csr_der, q->csr_der_len, now);
+                r = store_bind(s, st, "tttttbIttt", q->id, q->identity, q->profile, q->token_id, q->spki_sha256,
+                               q->csr_der, q->csr_der_len, now, store_opt(q->attestation.ek_cert_sha256),
+                               store_opt(q->attestation.ek_pub_sha256), store_opt(q->attestation.ak_name));
         if (r >= 0)
                 r = store_step(s, st, "insert a request");
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)

@@ -74,6 +74,14 @@ typedef enum stmt_id {
         ST_DNS_RETIRE,
         ST_DNS_INSERT,
         ST_DNS_OWNER,
+        ST_CHAL_PURGE,
+        ST_CHAL_COUNT,
+        ST_CHAL_INSERT,
+        ST_CHAL_TAKE,
+        ST_EK_INSERT,
+        ST_EK_FIND,
+        ST_EK_LIST,
+        ST_EK_REMOVE,
         ST_SAVEPOINT,
         ST_RELEASE,
         ST_ROLLBACK_TO,
@@ -252,6 +260,17 @@ void store_audit_sink_flush(store *s);
 void store_audit_sink_drop(store *s, size_t keep);
 /* At store_free(): frees the queue and the sink's userdata. */
 void store_audit_sink_close(store *s);
+
+/* ---- store-sqlite-attest.c ---- */
+
+/* Reads the three attestation columns starting at column i ("" for NULL). */
+void store_col_attestation(sqlite3_stmt *st, int i, store_attestation *ret);
+/* Whether a is empty or well-formed (hex of the right lengths, EK key set). */
+bool store_attestation_ok(const store_attestation *a);
+/* What to bind for an optional text: NULL for "". */
+static inline const char *store_opt(const char *s) {
+        return s && s[0] ? s : NULL;
+}
 
 /* ---- store-sqlite-revoke.c (within a write transaction) ---- */
 int store_revocation_bump(store *s);

@@ -64,3 +64,25 @@ void store_cert_list_free(store_cert *c, size_t n) {
                 store_cert_clear(&c[i]);
         free(c);
 }
+
+void store_challenge_clear(store_challenge *c) {
+        if (!c)
+                return;
+        free(c->ak_public);
+        free(c->ek_cert);
+        *c = (store_challenge) { 0 };
+}
+
+void store_ek_clear(store_ek *e) {
+        if (!e)
+                return;
+        free(e->identity);
+        free(e->profile);
+        *e = (store_ek) { 0 };
+}
+
+void store_ek_list_free(store_ek *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                store_ek_clear(&v[i]);
+        free(v);
+}

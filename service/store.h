@@ -39,6 +39,19 @@ typedef struct store_token {
         bool revoked;
 } store_token;
 
+/* What TPM attestation proved of a certificate's key (docs/ATTESTATION.md):
+ * lower-case hex, all three empty when the key was not attested. */
+typedef struct store_attestation {
+        char ek_cert_sha256[65]; /* SHA-256 of the EK certificate (DER) */
+        char ek_pub_sha256[65];  /* SHA-256 of the EK's SubjectPublicKeyInfo (DER): the TPM itself */
+        char ak_name[133];       /* TPM name of the attestation key (nameAlg + digest) */
+} store_attestation;
+
+/* Whether a holds an attestation (its EK public key hash is set). */
+static inline bool store_attested(const store_attestation *a) {
+        return a && a->ek_pub_sha256[0] != '\0';
+}
+
 typedef enum store_request_status {
         REQUEST_PENDING,
         REQUEST_APPROVED, /* approved by an admin, not yet signed */
@@ -65,6 +78,7 @@ typedef struct store_request {
         char *serial;            /* hex serial once issued */
         int64_t created_at;
         int64_t updated_at;
+        store_attestation attestation; /* what the key's attestation proved, if it had one */
 } store_request;
 
 typedef enum store_cert_status {
@@ -96,6 +110,9 @@ typedef struct store_cert {
          * JSON {"profiles": [...], "name_patterns": [...]} (cert-scope.h);
          * NULL for every other role. */
         char *scope;
+        /* The TPM attestation the key passed, recorded with the certificate
+         * when its profile's attestation is optional or required. */
+        store_attestation attestation;
 } store_cert;
 
 typedef struct store_audit {
@@ -324,6 +341,57 @@ typedef struct store_audit_report {
  * is reported in *ret (problem != AUDIT_OK); returns 0 either way, and
  * -hwid_err only when the store cannot be read. */
 int store_audit_verify(store *s, store_audit_report *ret);
+
+/* ---- TPM attestation (service/attest-*.c, docs/ATTESTATION.md) ---- */
+
+/* A challenge the CA sent and has not seen answered yet.  Single use:
+ * taken (deleted) by the first answer, whatever that answer is worth, so
+ * that a challenge is answered once across restarts and replicas. */
+typedef struct store_challenge {
+        char id[33];               /* 32 lower-case hex digits */
+        uint8_t secret_sha256[32]; /* SHA-256 of the secret only the TPM can recover (never the secret) */
+        uint8_t nonce[32];         /* what the device's Certify must be over */
+        uint8_t *ak_public;        /* the AK's marshalled TPMT_PUBLIC, 1..1024 bytes */
+        size_t ak_public_len;
+        uint8_t *ek_cert;          /* the verified EK certificate, DER, 1..4096 bytes */
+        size_t ek_cert_len;
+        int64_t expires_at;
+} store_challenge;
+
+/* Records c.  Challenges expired at now are deleted first; if max_pending
+ * unexpired ones still wait: -HWID_E_RATE_LIMITED.  -HWID_E_EXISTS if the
+ * id is taken. */
+int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending);
+/* Deletes challenge id and returns it, in one step (of two concurrent
+ * takers one gets it, the other -HWID_E_NOT_FOUND, as for an unknown id).
+ * Expired or not: the caller checks expires_at. */
+int store_challenge_take(store *s, const char *id, store_challenge *ret);
+void store_challenge_clear(store_challenge *c);
+
+/* The EK allowlist: TPMs that may enroll without a bootstrap token, each
+ * under one name and profile (hwid ek add/import). */
+typedef struct store_ek {
+        char ek_cert_sha256[65]; /* hex; "" when listed by its public key only */
+        char ek_pub_sha256[65];  /* hex SHA-256 of its SubjectPublicKeyInfo; "" when by certificate only */
+        char *identity;          /* the only CN it may enroll (compared without ASCII case) */
+        char *profile;
+        int64_t added_at;
+} store_ek;
+
+/* Adds n entries in one transaction, all or none, with audit (may be
+ * NULL).  -HWID_E_EXISTS naming the entry if one of its hashes or its
+ * identity is listed already (or twice among them). */
+int store_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit, int64_t now);
+/* The entry of an EK, matched by certificate hash or public key hash
+ * (either may be NULL); -HWID_E_NOT_FOUND if neither is listed,
+ * -HWID_E_CONFLICT if they match two different entries. */
+int store_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);
+int store_ek_list(store *s, store_ek **ret, size_t *ret_n);
+/* Removes the entry whose identity, certificate hash or public key hash
+ * is key; -HWID_E_NOT_FOUND if none. */
+int store_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now);
+void store_ek_clear(store_ek *e);
+void store_ek_list_free(store_ek *v, size_t n);
 
 /* Frees arrays returned by the list functions. */
 void store_token_list_free(store_token *t, size_t n);

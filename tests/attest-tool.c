@@ -146,19 +146,16 @@ static int warm_key(hwid_key *key) {
         return 0;
 }
 
-static int make_verifier(const opts *o, attest_verifier **ret) {
-        attest_roots *roots = NULL;
-        attest_fresh *fresh = NULL;
+/* The verifier borrows its roots and table: the caller frees all three. */
+static int make_verifier(const opts *o, attest_roots **roots, attest_fresh **fresh, attest_verifier **ret) {
         int r;
 
-        r = attest_roots_load(o->roots, o->n_roots, &roots);
+        r = attest_roots_load(o->roots, o->n_roots, roots);
         if (r >= 0)
-                r = attest_fresh_new_memory(16, &fresh);
-        if (r < 0) {
-                attest_roots_free(roots);
-                return r;
-        }
-        return attest_verifier_new(roots, fresh, 60, ret);
+                r = attest_fresh_new_memory(16, fresh);
+        if (r >= 0)
+                r = attest_verifier_new(*roots, *fresh, 60, ret);
+        return r;
 }
 
 typedef struct swap {
@@ -277,6 +274,8 @@ static int cmd_exchange(const opts *o) {
         _cleanup_(tpm_attest_freep) tpm_attest *a = NULL;
         _cleanup_(tpm_attest_answer_freep) tpm_attest_answer *ans = NULL;
         _cleanup_(attest_verifier_freep) attest_verifier *v = NULL;
+        _cleanup_(attest_roots_freep) attest_roots *roots = NULL;
+        _cleanup_(attest_fresh_freep) attest_fresh *fresh = NULL;
         _cleanup_(swap_free) swap s = { 0 };
         attest_request req = { 0 };
         attest_challenge c;
@@ -289,7 +288,7 @@ static int cmd_exchange(const opts *o) {
         if (r >= 0 && o->warm)
                 r = warm_key(key);
         if (r >= 0)
-                r = make_verifier(o, &v);
+                r = make_verifier(o, &roots, &fresh, &v);
         if (r < 0)
                 return die("setup", r);
         if (o->count_log)

@@ -180,6 +180,25 @@ test_read_endpoints() {
         expect_error 403 forbidden "$DEV/id-other"
 }
 
+# A CA configured without TPM attestation says so, for a challenge and
+# for a CSR carrying evidence; nothing is spent.
+test_no_attestation() {
+        local tok
+        tok=$(token_new)
+        printf '{"ek_cert": "AA==", "ek_public": "AA==", "ak_public": "AA=="}' >"$DEV/att.json"
+        http "$DEV/att" POST /v1/attest -H "Authorization: Bearer $tok" -H "Content-Type: application/json" \
+                --data-binary "@$DEV/att.json"
+        expect_error 403 attestation_failed "$DEV/att" "this CA does not verify TPM attestation"
+        make_csr noatt
+        printf '{"csr": "%s", "attestation": {"id": "%s", "activated": "AA==", "certify_info": "AA==", ' \
+                "$(awk '{ printf "%s\\n", $0 }' "$DEV/noatt.csr")" "$(printf '%032d' 0)" >"$DEV/noatt.json"
+        printf '"signature": "AA==", "key_public": "AA=="}}' >>"$DEV/noatt.json"
+        http "$DEV/noatt" POST /csr -H "Authorization: Bearer $tok" -H "Content-Type: application/json" \
+                --data-binary "@$DEV/noatt.json"
+        expect_error 403 attestation_failed "$DEV/noatt" "this CA does not verify TPM attestation"
+        assert_eq "$(token_used "$tok")" 0 "token use spent"
+}
+
 ca_setup
 add_profiles <<'EOF'
   lab:
@@ -200,6 +219,7 @@ test_ca_true_refused
 test_ca_true_dropped
 test_keys_and_names
 test_read_endpoints
+test_no_attestation
 hwidd_stop
 no_private_keys_in "$CA_DIR"
 echo "ca-enroll: all checks passed"

@@ -154,26 +154,38 @@ static void attribute_checks(void) {
 }
 
 static attest_pending pending(uint8_t id, uint64_t expires) {
-        attest_pending p = { .expires = expires };
+        attest_pending p = { .expires = expires, .ek_cert_len = 3 + id };
+        EVP_PKEY_free(ec_key(AK_ATTRS, &p.ak));
 
         memset(p.id, id, sizeof(p.id));
-        memset(p.secret, id ^ 0x5a, sizeof(p.secret));
+        memset(p.secret_sha256, id ^ 0x5a, sizeof(p.secret_sha256));
+        memset(p.nonce, id ^ 0xa5, sizeof(p.nonce));
+        memset(p.ek_cert, id, p.ek_cert_len);
         return p;
 }
 
-static void fresh_table(void) {
-        _cleanup_(attest_fresh_freep) attest_fresh *f = NULL;
-        attest_pending a = pending(1, 100), b = pending(2, 200), got;
+static bool pending_eq(const attest_pending *a, const attest_pending *b) {
+        uint8_t wa[TPM_PUBLIC_MAX], wb[TPM_PUBLIC_MAX];
+        size_t la, lb;
 
-        CHECK(attest_fresh_new_memory(2, &f) == 0);
+        CHECK(tpm_public_marshal(&a->ak, wa, &la) == 0 && tpm_public_marshal(&b->ak, wb, &lb) == 0);
+        return memcmp(a->id, b->id, sizeof(a->id)) == 0 && a->expires == b->expires &&
+               memcmp(a->secret_sha256, b->secret_sha256, sizeof(a->secret_sha256)) == 0 &&
+               memcmp(a->nonce, b->nonce, sizeof(a->nonce)) == 0 && la == lb && memcmp(wa, wb, la) == 0 &&
+               a->ek_cert_len == b->ek_cert_len && memcmp(a->ek_cert, b->ek_cert, a->ek_cert_len) == 0;
+}
+
+/* The same rules whichever table holds the challenges. */
+static void fresh_rules(attest_fresh *f) {
+        attest_pending a = pending(1, 100), b = pending(2, 200), c = pending(3, 300), got;
+
         CHECK(attest_fresh_put(f, &a, 50) == 0);
         CHECK(attest_fresh_put(f, &b, 50) == 0);
         /* Full: a third waits for room. */
-        attest_pending c = pending(3, 300);
         CHECK_REFUSED(attest_fresh_put(f, &c, 50), HWID_E_RATE_LIMITED, "already waiting");
-        /* Taken once, then gone. */
+        /* Taken once, whole, then gone. */
         CHECK(attest_fresh_take(f, b.id, 60, &got) == 0);
-        CHECK(memcmp(got.secret, b.secret, sizeof(got.secret)) == 0);
+        CHECK(pending_eq(&got, &b));
         CHECK_REFUSED(attest_fresh_take(f, b.id, 60, &got), HWID_E_ATTESTATION, "unknown attestation challenge");
         /* Expired: refused, and used up all the same. */
         CHECK_REFUSED(attest_fresh_take(f, a.id, 100, &got), HWID_E_ATTESTATION, "expired");
@@ -183,6 +195,13 @@ static void fresh_table(void) {
         CHECK(attest_fresh_put(f, &c, 150) == 0); /* a (expires 100) is purged */
         CHECK(attest_fresh_put(f, &b, 150) == 0);
         CHECK_REFUSED(attest_fresh_take(f, a.id, 150, &got), HWID_E_ATTESTATION, "unknown");
+}
+
+static void fresh_table(void) {
+        _cleanup_(attest_fresh_freep) attest_fresh *f = NULL;
+
+        CHECK(attest_fresh_new_memory(2, &f) == 0);
+        fresh_rules(f);
 }
 
 /* Public areas in wire form, names, templates. */

@@ -195,6 +195,58 @@ static void variants(void) {
         CHECK(p && p->cn_pattern && strcmp(p->cn_pattern, "dev *") == 0);
 }
 
+/* A TPM manufacturer's root, as a deployment installs it. */
+static const char ek_root_pem[] =
+        "-----BEGIN CERTIFICATE-----\n"
+        "MIIBhTCCASugAwIBAgIUOMAJxT3tiVs++WMU5/QEdZBueT8wCgYIKoZIzj0EAwIw\n"
+        "FzEVMBMGA1UEAwwMdGVzdCBFSyByb290MCAXDTI2MTEyMzE4MzcwM1oYDzIxMjYx\n"
+        "MDMwMTgzNzAzWjAXMRUwEwYDVQQDDAx0ZXN0IEVLIHJvb3QwWTATBgcqhkjOPQIB\n"
+        "BggqhkjOPQMBBwNCAAQBzfK6X6OehC+mGXfquQ32ZvJEbir5KlckNNqglWnrtCwb\n"
+        "ZuyaFTL1Sw10gNG9kXoykc+D73Td0INfTDIhC9z+o1MwUTAdBgNVHQ4EFgQUAVSm\n"
+        "Q0H5ux9HhQ2y0xm3Nslc0AcwHwYDVR0jBBgwFoAUAVSmQ0H5ux9HhQ2y0xm3Nslc\n"
+        "0AcwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBFAiBNuurrmO5Ptjjf\n"
+        "9Gt7BzOTZP/19G3Ywxqshf6KlhtAYgIhAL0VGe1pMffjbEiRh4ScYmYNjB4H3MSK\n"
+        "x/qMwfPlRgt0\n"
+        "-----END CERTIFICATE-----\n";
+
+/* attestation: the roots read at load time, relative to the file; the
+ * profiles' modes; the defaults. */
+static void attestation(void) {
+        static const char text[] = "attestation:\n  ek_roots: [roots/ek.pem]\n  challenge_ttl: 2m\n" PROFILE
+                                   "    attestation: required\n  lab:\n    attestation: optional\n  old: {}\n";
+        char dir[] = "/tmp/hwid-config-XXXXXX";
+        _cleanup_free_ char *sub = NULL, *pem = NULL, *cfg = NULL;
+        _cleanup_(config_freep) hwidd_config *c = NULL;
+        int r;
+
+        CHECK(mkdtemp(dir) != NULL);
+        sub = path_join(dir, "roots");
+        pem = path_join(sub, "ek.pem");
+        cfg = path_join(dir, "hwidd.yaml");
+        CHECK(mkdir(sub, 0700) == 0);
+        CHECK(write_file_atomic(pem, ek_root_pem, strlen(ek_root_pem), 0644) == 0);
+        CHECK(write_file_atomic(cfg, text, strlen(text), 0600) == 0);
+        r = config_load(cfg, &c);
+        if (r < 0)
+                fprintf(stderr, "attestation: %s\n", hwid_strerror(r));
+        CHECK(r == 0);
+        if (r >= 0) {
+                CHECK(c->ek_roots != NULL && c->attest_ttl == 120 && c->attest_max_pending == 1000);
+                CHECK(c->ek_root_paths && strcmp(c->ek_root_paths[0], pem) == 0 && !c->ek_root_paths[1]);
+                CHECK(policy_profile_find(c->policy, "edge")->attestation == ATTESTATION_REQUIRED);
+                CHECK(policy_profile_find(c->policy, "lab")->attestation == ATTESTATION_OPTIONAL);
+                CHECK(policy_profile_find(c->policy, "old")->attestation == ATTESTATION_NONE);
+        }
+        config_free(TAKE_PTR(c));
+        /* Without the section: nothing configured. */
+        CHECK(config_load_string(PROFILE_OK, sizeof(PROFILE_OK) - 1, "x.yaml", &c) == 0);
+        CHECK(c && !c->ek_roots && !c->ek_root_paths && c->attest_ttl == 60);
+        unlink(pem);
+        unlink(cfg);
+        rmdir(sub);
+        rmdir(dir);
+}
+
 static void parsers(void) {
         int64_t d;
         size_t s;
@@ -312,6 +364,20 @@ static const broken broken_files[] = {
         { "clock_skew: 2h\n" PROFILE, 1, "clock_skew", "out of range" },
         { "clock_skew: 300\n" PROFILE, 1, "clock_skew", "not a duration" },
         { PROFILE "    role: root\n", 10, "profiles.edge.role", "root" },
+        { PROFILE "    attestation: always\n", 10, "profiles.edge.attestation",
+          "'always' is not one of: none, optional, required" },
+        { PROFILE "    attestation: required\n", 10, "profiles.edge.attestation",
+          "needs the top-level attestation.ek_roots" },
+        { "attestation: {}\n" PROFILE_OK, 1, "attestation.ek_roots", "is required" },
+        { "attestation:\n  ek_roots: []\n" PROFILE_OK, 2, "attestation.ek_roots", "needs at least one" },
+        { "attestation:\n  ek_roots: /etc/roots\n" PROFILE_OK, 2, "attestation.ek_roots", "expected a list" },
+        { "attestation:\n  ek_roots: [/nonexistent/ek-roots.pem]\n" PROFILE_OK, 2, "attestation.ek_roots",
+          "/nonexistent/ek-roots.pem" },
+        { "attestation:\n  ek_roots: [r]\n  challenge_ttl: 5s\n" PROFILE_OK, 3, "attestation.challenge_ttl",
+          "out of range" },
+        { "attestation:\n  ek_roots: [r]\n  max_pending: 0\n" PROFILE_OK, 3, "attestation.max_pending",
+          "out of range" },
+        { "attestation:\n  roots: [r]\n" PROFILE_OK, 2, "attestation.roots", "unknown key" },
         { PROFILE "    role: provisioner\n    scope:\n      profiles: [edge]\n", 12,
           "profiles.edge.scope.name_patterns", "is required" },
         { PROFILE "    role: provisioner\n    scope:\n      profiles: [edge]\n      name_patterns: [a]\n"
@@ -433,6 +499,7 @@ int main(void) {
         variants();
         parsers();
         broken_files_are_refused();
+        attestation();
         scopes();
         files();
         if (!check_failures)

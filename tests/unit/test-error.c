@@ -39,6 +39,18 @@ static void keeps_detail(void) {
         CHECK_STREQ(hwid_strerror(r), "input/output error");
 }
 
+/* A failure that wraps the one before it: its detail is an argument of
+ * the new one's format, and the buffer it comes from is the one written. */
+static void wraps_detail(void) {
+        int r = hwid_fail(HWID_E_ATTESTATION, "the EK certificate does not chain: %s", "no issuer");
+
+        r = hwid_fail(HWID_E_INVALID, "ek.der cannot attest with this CA: %s", hwid_strerror(r));
+        CHECK_STREQ(hwid_strerror(r), "ek.der cannot attest with this CA: the EK certificate does not chain: no issuer");
+        r = hwid_fail(HWID_E_INVALID, "%s (again)", hwid_strerror(r));
+        CHECK_STREQ(hwid_strerror(r), "ek.der cannot attest with this CA: the EK certificate does not chain: no issuer "
+                                      "(again)");
+}
+
 static void *other_thread(void *arg) {
         hwid_fail(HWID_E_HSM, "other thread");
         return NULL;
@@ -57,6 +69,7 @@ int main(void) {
         maps_statuses();
         maps_exit_codes();
         keeps_detail();
+        wraps_detail();
         detail_is_per_thread();
         return check_done("test-error");
 }

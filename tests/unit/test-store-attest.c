@@ -1,0 +1,264 @@
+/* TPM attestation in the store: challenges answered once (across two
+ * store objects on one file, as two hwidd on one database), expired ones
+ * purged and the table bounded; the attest_fresh table hwidd uses on top
+ * of it; the EK allowlist (one entry per name, EK certificate and EK key,
+ * added all or nothing, found by either hash); and the attestation
+ * recorded with certificates and requests, checked by the database too. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin-json.h"
+#include "attest-verify.h"
+#include "check.h"
+#include "error.h"
+#include "store-fixture.h"
+
+char dir[] = "/tmp/hwid-test-store-attest-XXXXXX";
+
+#define HEX_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define HEX_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define HEX_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+#define HEX_D "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+
+#define CHECK_REFUSED(expr, code, part)                                                        \
+        do {                                                                                  \
+                int _r = (expr);                                                              \
+                CHECK(_r == -(code));                                                         \
+                if (_r == -(code))                                                            \
+                        CHECK_CONTAINS(hwid_strerror(_r), part);                              \
+        } while (0)
+
+static uint8_t ak_bytes[] = { 1, 2, 3 }, ek_bytes[] = { 0x30, 0x01, 0x00 };
+
+static store_challenge challenge(char c, int64_t expires_at) {
+        store_challenge ch = { .ak_public = ak_bytes, .ak_public_len = sizeof(ak_bytes), .ek_cert = ek_bytes,
+                               .ek_cert_len = sizeof(ek_bytes), .expires_at = expires_at };
+
+        memset(ch.id, c, 32);
+        memset(ch.secret_sha256, c, sizeof(ch.secret_sha256));
+        memset(ch.nonce, c + 1, sizeof(ch.nonce));
+        return ch;
+}
+
+static void challenges(void) {
+        _cleanup_free_ char *path = db_path("challenges.db");
+        _cleanup_(store_freep) store *s = open_fresh(path), *s2 = open_fresh(path);
+        store_challenge a = challenge('a', NOW + 60), b = challenge('b', NOW + 10), c = challenge('c', NOW + 60);
+        store_challenge got = { 0 };
+
+        CHECK(store_challenge_put(s, &a, NOW, 2) == 0);
+        CHECK_REFUSED(store_challenge_put(s, &a, NOW, 3), HWID_E_EXISTS, "exists already");
+        CHECK(store_challenge_put(s, &b, NOW, 2) == 0);
+        CHECK_REFUSED(store_challenge_put(s, &c, NOW, 2), HWID_E_RATE_LIMITED, "already waiting");
+        /* Once b has expired, it makes room. */
+        CHECK(store_challenge_put(s, &c, NOW + 10, 2) == 0);
+        CHECK(raw_int(path, "SELECT count(*) FROM attest_challenges") == 2);
+        /* Taken through the other connection, whole, and only once. */
+        CHECK(store_challenge_take(s2, a.id, &got) == 0);
+        CHECK(memcmp(got.id, a.id, 33) == 0 && got.expires_at == a.expires_at);
+        CHECK(memcmp(got.secret_sha256, a.secret_sha256, 32) == 0 && memcmp(got.nonce, a.nonce, 32) == 0);
+        CHECK(got.ak_public_len == sizeof(ak_bytes) && memcmp(got.ak_public, ak_bytes, sizeof(ak_bytes)) == 0);
+        CHECK(got.ek_cert_len == sizeof(ek_bytes) && memcmp(got.ek_cert, ek_bytes, sizeof(ek_bytes)) == 0);
+        store_challenge_clear(&got);
+        CHECK_REFUSED(store_challenge_take(s, a.id, &got), HWID_E_NOT_FOUND, "no attestation challenge");
+        /* Malformed: refused before the database. */
+        CHECK_REFUSED(store_challenge_take(s, "ABC", &got), HWID_E_NOT_FOUND, "no such");
+        store_challenge bad = challenge('A', NOW + 60);
+        CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9), HWID_E_INVALID, "bad id");
+        bad = challenge('d', NOW + 60);
+        bad.ak_public_len = 0;
+        CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9), HWID_E_INVALID, "AK");
+        /* The database itself refuses a secret of the wrong size. */
+        CHECK(raw_exec(path, "INSERT INTO attest_challenges VALUES ('" HEX_A "', x'00', zeroblob(32), x'01', x'01', "
+                             "1, 1)") != 0);
+}
+
+/* An attest_pending with a real AK public area (a software P-256 key). */
+static attest_pending pending(uint8_t id, uint64_t expires) {
+        attest_pending p = { .expires = expires, .ek_cert_len = 3 + id };
+        EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "prime256v1");
+
+        CHECK(k && tpm_ek_public_from_key(TPM_EK_ECC_P256, k, &p.ak) == 0);
+        EVP_PKEY_free(k);
+        memset(p.id, id, sizeof(p.id));
+        memset(p.secret_sha256, id ^ 0x5a, sizeof(p.secret_sha256));
+        memset(p.nonce, id ^ 0xa5, sizeof(p.nonce));
+        memset(p.ek_cert, id, p.ek_cert_len);
+        return p;
+}
+
+static bool pending_eq(const attest_pending *a, const attest_pending *b) {
+        uint8_t wa[TPM_PUBLIC_MAX], wb[TPM_PUBLIC_MAX];
+        size_t la = 0, lb = 0;
+
+        CHECK(tpm_public_marshal(&a->ak, wa, &la) == 0 && tpm_public_marshal(&b->ak, wb, &lb) == 0);
+        return memcmp(a->id, b->id, sizeof(a->id)) == 0 && a->expires == b->expires &&
+               memcmp(a->secret_sha256, b->secret_sha256, sizeof(a->secret_sha256)) == 0 &&
+               memcmp(a->nonce, b->nonce, sizeof(a->nonce)) == 0 && la == lb && memcmp(wa, wb, la) == 0 &&
+               a->ek_cert_len == b->ek_cert_len && memcmp(a->ek_cert, b->ek_cert, a->ek_cert_len) == 0;
+}
+
+/* hwidd's table: the rules of the in-memory one, and a challenge outlives
+ * the store object that made it (a restart, or another hwidd). */
+static void fresh_store(void) {
+        _cleanup_free_ char *path = db_path("fresh.db");
+        _cleanup_(store_freep) store *s = open_fresh(path), *s2 = open_fresh(path);
+        _cleanup_(attest_fresh_freep) attest_fresh *f = NULL, *f2 = NULL;
+        attest_pending a = pending(1, 100), b = pending(2, 200), c = pending(3, 300), got;
+
+        CHECK(attest_fresh_new_store(s, 2, &f) == 0);
+        CHECK(attest_fresh_new_store(s2, 2, &f2) == 0);
+        CHECK(attest_fresh_put(f, &a, 50) == 0);
+        CHECK(attest_fresh_put(f, &b, 50) == 0);
+        CHECK_REFUSED(attest_fresh_put(f, &c, 50), HWID_E_RATE_LIMITED, "already waiting");
+        CHECK(attest_fresh_take(f2, b.id, 60, &got) == 0);
+        CHECK(pending_eq(&got, &b));
+        CHECK_REFUSED(attest_fresh_take(f, b.id, 60, &got), HWID_E_ATTESTATION, "unknown attestation challenge");
+        CHECK_REFUSED(attest_fresh_take(f, a.id, 100, &got), HWID_E_ATTESTATION, "expired");
+        CHECK_REFUSED(attest_fresh_take(f2, a.id, 60, &got), HWID_E_ATTESTATION, "unknown attestation challenge");
+        CHECK(attest_fresh_put(f, &a, 50) == 0);
+        CHECK(attest_fresh_put(f, &c, 150) == 0); /* a (expires 100) is purged */
+        CHECK(attest_fresh_put(f2, &b, 150) == 0);
+        CHECK_REFUSED(attest_fresh_take(f, a.id, 150, &got), HWID_E_ATTESTATION, "unknown");
+        CHECK_REFUSED(attest_fresh_new_store(s, 0, &f2), HWID_E_INVALID, "room");
+}
+
+static store_ek entry(const char *cert, const char *pub, const char *name, const char *profile) {
+        store_ek e = { .identity = (char *) name, .profile = (char *) profile };
+
+        snprintf(e.ek_cert_sha256, sizeof(e.ek_cert_sha256), "%s", cert);
+        snprintf(e.ek_pub_sha256, sizeof(e.ek_pub_sha256), "%s", pub);
+        return e;
+}
+
+static void allowlist(void) {
+        _cleanup_free_ char *path = db_path("ek.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        store_audit audit = { .actor = "admin:test", .action = "ek.add", .outcome = "allow" };
+        store_ek two[] = { entry(HEX_A, HEX_B, "edge-1", "edge"), entry("", HEX_C, "edge-2", "edge") };
+        store_ek dup[] = { entry("", HEX_D, "edge-3", "edge"), entry("", HEX_C, "edge-4", "edge") };
+        store_ek got = { 0 }, *all = NULL;
+        size_t n = 0;
+        int audits = audit_rows(s);
+
+        CHECK(store_ek_add(s, two, 2, &audit, NOW) == 0);
+        CHECK(audit_rows(s) == audits + 1);
+        /* All or nothing: edge-3 is not added because edge-4's key is edge-2's. */
+        CHECK_REFUSED(store_ek_add(s, dup, 2, NULL, NOW), HWID_E_EXISTS, "is already on the EK allowlist");
+        CHECK(raw_int(path, "SELECT count(*) FROM ek_allowlist") == 2);
+        /* One entry per name, whatever its case. */
+        store_ek same = entry("", HEX_D, "EDGE-1", "edge");
+        CHECK_REFUSED(store_ek_add(s, &same, 1, NULL, NOW), HWID_E_EXISTS, "EDGE-1 is already on the EK allowlist");
+        store_ek none = entry("", "", "edge-9", "edge");
+        CHECK_REFUSED(store_ek_add(s, &none, 1, NULL, NOW), HWID_E_INVALID, "EK hash");
+        store_ek upper = entry("", "ABCDEF", "edge-9", "edge");
+        CHECK_REFUSED(store_ek_add(s, &upper, 1, NULL, NOW), HWID_E_INVALID, "EK hash");
+        /* Found by either hash. */
+        CHECK(store_ek_find(s, HEX_A, NULL, &got) == 0);
+        CHECK_STREQ(got.identity, "edge-1");
+        CHECK_STREQ(got.profile, "edge");
+        store_ek_clear(&got);
+        CHECK(store_ek_find(s, HEX_D, HEX_C, &got) == 0);
+        CHECK_STREQ(got.identity, "edge-2");
+        CHECK(got.ek_cert_sha256[0] == '\0' && got.added_at == NOW);
+        store_ek_clear(&got);
+        CHECK_REFUSED(store_ek_find(s, HEX_D, NULL, &got), HWID_E_NOT_FOUND, "not on the EK allowlist");
+        /* The certificate of one entry and the key of another: which is it? */
+        CHECK_REFUSED(store_ek_find(s, HEX_A, HEX_C, &got), HWID_E_CONFLICT, "two names");
+        CHECK(store_ek_list(s, &all, &n) == 0 && n == 2);
+        CHECK(n == 2 && strcmp(all[0].identity, "edge-1") == 0 && strcmp(all[1].identity, "edge-2") == 0);
+        store_ek_list_free(all, n);
+        /* Removed by name (any case) or by either hash, with an audit record. */
+        audits = audit_rows(s);
+        CHECK(store_ek_remove(s, "EDGE-1", &audit, NOW) == 0);
+        CHECK(audit_rows(s) == audits + 1);
+        CHECK_REFUSED(store_ek_remove(s, "edge-1", NULL, NOW), HWID_E_NOT_FOUND, "not on the EK allowlist");
+        CHECK(store_ek_remove(s, HEX_C, NULL, NOW) == 0);
+        CHECK(raw_int(path, "SELECT count(*) FROM ek_allowlist") == 0);
+        /* The database refuses an entry without a hash, and upper-case hex. */
+        CHECK(raw_exec(path, "INSERT INTO ek_allowlist VALUES (NULL, NULL, 'x', 'edge', 1)") != 0);
+        CHECK(raw_exec(path, "INSERT INTO ek_allowlist VALUES (NULL, upper('" HEX_A "'), 'x', 'edge', 1)") != 0);
+}
+
+static store_attestation attestation(void) {
+        store_attestation a = { 0 };
+
+        snprintf(a.ek_cert_sha256, sizeof(a.ek_cert_sha256), "%s", HEX_A);
+        snprintf(a.ek_pub_sha256, sizeof(a.ek_pub_sha256), "%s", HEX_B);
+        snprintf(a.ak_name, sizeof(a.ak_name), "000b%s", HEX_C);
+        return a;
+}
+
+/* Certificates and requests carry what the key's attestation proved. */
+static void records(void) {
+        _cleanup_free_ char *path = db_path("records.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        store_cert c = make_cert("0A", "edge-1", NOW + 3600), got = { 0 };
+        store_issue in = { .cert = &c };
+        store_request rq = { 0 };
+
+        c.attestation = attestation();
+        CHECK(store_cert_commit(s, &in, NOW) == 0);
+        CHECK(store_cert_get(s, "0A", &got) == 0);
+        CHECK(memcmp(&got.attestation, &c.attestation, sizeof(c.attestation)) == 0);
+        /* The admin API carries it too (hwid cert show --server). */
+        {
+                json_object *j = admin_json_cert(&got, false);
+                store_cert back = { 0 };
+
+                CHECK(j && admin_json_to_cert(j, &back) == 0);
+                CHECK(memcmp(&back.attestation, &c.attestation, sizeof(c.attestation)) == 0);
+                store_cert_clear(&back);
+                json_object_put(j);
+        }
+        store_cert_clear(&got);
+        /* Not attested: all empty, NULL in the database. */
+        CHECK(commit(s, "0B", "edge-2", NOW + 3600, NOW, NULL) == 0);
+        CHECK(store_cert_get(s, "0B", &got) == 0);
+        CHECK(!store_attested(&got.attestation) && !got.attestation.ak_name[0]);
+        {
+                json_object *j = admin_json_cert(&got, false);
+                store_cert back = { 0 };
+
+                CHECK(j && admin_json_to_cert(j, &back) == 0 && !store_attested(&back.attestation));
+                store_cert_clear(&back);
+                json_object_put(j);
+        }
+        store_cert_clear(&got);
+        CHECK(raw_int(path, "SELECT count(*) FROM certificates WHERE ek_pub_sha256 IS NULL") == 1);
+        /* Malformed: an AK name without the EK, upper-case hex. */
+        store_cert d = make_cert("0C", "edge-3", NOW + 3600);
+        snprintf(d.attestation.ak_name, sizeof(d.attestation.ak_name), "000b");
+        in.cert = &d;
+        CHECK_REFUSED(store_cert_commit(s, &in, NOW), HWID_E_INVALID, "malformed attestation");
+        d.attestation = attestation();
+        d.attestation.ek_pub_sha256[0] = 'B';
+        CHECK_REFUSED(store_cert_commit(s, &in, NOW), HWID_E_INVALID, "malformed attestation");
+        CHECK(raw_exec(path, "UPDATE certificates SET ek_pub_sha256 = 'XYZ' WHERE serial = '0B'") != 0);
+        /* A request waiting for approval keeps it until issuance. */
+        CHECK(add_token(s, "tok001", 1, NOW + 3600) == 0);
+        memset(rq.id, '7', 32);
+        rq.identity = (char *) "edge-4";
+        rq.profile = (char *) "edge";
+        snprintf(rq.token_id, sizeof(rq.token_id), "tok001");
+        snprintf(rq.spki_sha256, sizeof(rq.spki_sha256), "%s", spki);
+        rq.csr_der = (uint8_t *) der;
+        rq.csr_der_len = sizeof(der);
+        rq.attestation = attestation();
+        CHECK(store_request_create(s, &rq, NOW) == 0);
+        store_request back = { 0 };
+        CHECK(store_request_get(s, rq.id, &back) == 0);
+        CHECK(memcmp(&back.attestation, &rq.attestation, sizeof(rq.attestation)) == 0);
+        store_request_clear(&back);
+}
+
+int main(void) {
+        if (!fixture_begin())
+                return 1;
+        challenges();
+        fresh_store();
+        allowlist();
+        records();
+        return fixture_end("test-store-attest");
+}
