@@ -132,7 +132,8 @@ static int load_files(remote *r, const remote_opts *o, char **ret_key_uri) {
                         return ret;
                 return set_anchor(r, ca, o->ca_file, o->ca_hash);
         }
-        if ((ret = pinned_fetch_ca(o->server, o->ca_hash, REMOTE_TIMEOUT, &bundle, &ca, &dropped)) < 0)
+        if ((ret = pinned_fetch_ca(&(client_opts) { .server = o->server, .timeout = REMOTE_TIMEOUT }, o->ca_hash,
+                                   &bundle, &ca, &dropped, NULL)) < 0)
                 return ret;
         return set_anchor(r, ca, o->server, o->ca_hash);
 }
