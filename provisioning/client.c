@@ -212,7 +212,10 @@ static int request_one(client_session *s, const char *method, const char *path, 
         return r;
 }
 
-bool client_unavailable(int r, const client_response *resp) {
+/* Whether an outcome of a request (its result r and, when r >= 0, its
+ * answer) means the server is unavailable, so that another may be tried:
+ * no answer at all, or a gateway's or the server's "not now". */
+static bool unavailable(int r, const client_response *resp) {
         if (r < 0)
                 return r == -HWID_E_NETWORK;
         return resp->status == 502 || resp->status == 503 || resp->status == 504;
@@ -243,7 +246,7 @@ int client_session_request(client_session *s, const char *method, const char *pa
 
         for (size_t tried = 1;; tried++) {
                 r = request_one(s, method, path, auth, body, body_len, content_type, ret);
-                if (!client_unavailable(r, ret) || tried >= s->n)
+                if (!unavailable(r, ret) || tried >= s->n)
                         return r;
                 note_failover(s, r, ret);
                 client_response_clear(ret);
@@ -283,21 +286,6 @@ int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char 
         if (ret_server)
                 *ret_server = client_session_server(s);
         client_response_clear(&resp);
-        return 0;
-}
-
-int client_servers_valid(const char *const *servers) {
-        size_t n = 0;
-
-        for (; servers && servers[n]; n++) {
-                if (strncmp(servers[n], "https://", 8) != 0 || strlen(servers[n]) > 512)
-                        return hwid_fail(HWID_E_INVALID, "server '%s' is not an https:// URL", servers[n]);
-                for (size_t i = 0; i < n; i++)
-                        if (strcmp(servers[i], servers[n]) == 0)
-                                return hwid_fail(HWID_E_INVALID, "server %s is listed twice", servers[n]);
-        }
-        if (n == 0 || n > CLIENT_MAX_SERVERS)
-                return hwid_fail(HWID_E_INVALID, "between 1 and %d servers, not %zu", CLIENT_MAX_SERVERS, n);
         return 0;
 }
 

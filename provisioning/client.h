@@ -74,13 +74,6 @@ void client_session_prefer(client_session *s, const char *server);
  * of o's). */
 int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **ret_server);
 
-/* Whether an outcome of a request (its result r and, when r >= 0, its
- * answer) means the server is unavailable, so that another may be tried. */
-bool client_unavailable(int r, const client_response *resp);
-
-/* Checks a list of servers: 1 to CLIENT_MAX_SERVERS https:// URLs, no
- * duplicates; -HWID_E_INVALID naming the bad one. */
-int client_servers_valid(const char *const *servers);
 
 /* The error a non-2xx response means, with the server's JSON message. */
 int client_error_from_response(const client_response *r);

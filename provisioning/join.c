@@ -172,8 +172,6 @@ static void join_ctx_clear(join_ctx *c) {
         hwid_key_free(c->key);
 }
 
-/* A request left pending by an earlier run: the same server and name,
- * and the key it was made with. */
 /* The servers of o (NULL-terminated), with one as room for a lone one. */
 static const char *const *servers_of(const join_opts *o, const char *one[2]) {
         if (o->servers)
@@ -183,17 +181,20 @@ static const char *const *servers_of(const join_opts *o, const char *one[2]) {
         return one;
 }
 
-/* server, if one of o's servers: that string of o's; else NULL. */
+/* server, if one of o's servers: that string of o's (the strings, not
+ * the list, outlive this call); else NULL. */
 static const char *known_server(const join_opts *o, const char *server) {
         const char *one[2] = { NULL, NULL };
         const char *const *list = servers_of(o, one);
 
         for (size_t i = 0; list[i]; i++)
                 if (strcmp(list[i], server) == 0)
-                        return list[i] == one[0] ? o->server : list[i];
+                        return list[i];
         return NULL;
 }
 
+/* A request left pending by an earlier run: a server of this run (any
+ * replica can be polled), the same name, and the key it was made with. */
 static int resume(const join_opts *o, join_ctx *c) {
         _cleanup_free_ char *server = NULL, *cn = NULL, *uri = NULL;
         hsm_options ho = { .tcti = o->tcti };

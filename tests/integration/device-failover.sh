@@ -12,6 +12,8 @@
 #     enrolled through A, saying why it left DEAD and B (503); device.json
 #     lists the three in that order and A as the one that answered; the
 #     certificate verifies; one use of the token spent;
+#   - hwid factory --server DEAD --server B --server A enrolls its device
+#     the same way, device.json alike;
 #   - hwid renew with A stopped (B healthy): renewed by B (B's log),
 #     device.json then names B; with B answering 503 to the renewal itself
 #     (its status answer is 200): renewed by A, device.json names A again;
@@ -128,6 +130,22 @@ test_join() {
         assert_no_transient
 }
 
+# hwid factory takes the servers too, for every device (B still 503).
+test_factory() {
+        local f=$T/factory
+        mkdir -p "$f"
+        admin token create --profile device --count 1 --out "$f/tokens" >/dev/null
+        echo "edge-f - tpm2:file=$f/edge-f/device.tss2.pem" >"$f/devices"
+        expect_exit 0 "" --multiline -- "$HWID" factory --server "$DEAD" --server "$B" --server "$URL" \
+                --ca-hash "$PIN" --tokens "$f/tokens" --devices "$f/devices" --out-dir "$f" --parallel 1 --verbose
+        assert_contains "$(cat "$T/last.out")" "1 enrolled" "the factory's summary"
+        assert_contains "$(cat "$T/last.err")" "$B is unavailable (it answered 503)" "the factory's device leaving B"
+        check_dir "$f/edge-f" edge-f
+        assert_eq "$(json_get "$f/edge-f/device.json" servers)" "$DEAD $B $URL" "the factory device's servers"
+        assert_eq "$(json_get "$f/edge-f/device.json" server)" "$URL" "the factory device's server"
+        assert_no_transient
+}
+
 test_renew() {
         local before
         hwidd_stop
@@ -206,6 +224,7 @@ PY
 b_start
 test_usage
 test_join
+test_factory
 test_renew
 test_agent
 test_refusals
