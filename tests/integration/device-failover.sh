@@ -18,6 +18,8 @@
 #     device.json then names B; with B answering 503 to the renewal itself
 #     (its status answer is 200): renewed by A, device.json names A again;
 #   - hwid agent --once with A stopped: renews through B;
+#   - a device.json from before lists (server alone) renews; a "servers"
+#     that is not a list of https:// URLs is refused (exit 1), DIR kept;
 #   - a definitive refusal is never retried elsewhere: a 401 (unknown
 #     token), 403 (a name outside the token's pattern) and 409 (a name
 #     already live) from the first server end hwid join with exit 1 naming
@@ -186,6 +188,36 @@ test_agent() {
         assert_no_transient
 }
 
+# set_json PYTHON — device.json rewritten by a Python statement on d.
+set_json() {
+        python3 - "$D/device.json" "$1" <<'PY'
+import json, sys
+p, stmt = sys.argv[1:]
+d = json.load(open(p))
+exec(stmt)
+json.dump(d, open(p, "w"))
+PY
+}
+
+# device.json as hwid wrote it before lists (server alone) still renews;
+# a damaged list is refused, DIR unchanged.
+test_device_json() {
+        local saved before
+        saved=$(cat "$D/device.json")
+        set_json "del d['servers']; d['server'] = '$URL'"
+        before=$(dir_serial "$D")
+        expect_exit 0 "" --multiline -- "$HWID" renew --dir "$D"
+        [ "$(dir_serial "$D")" != "$before" ] || fail "a device.json without servers did not renew"
+        set_json "d['servers'] = '$URL'"
+        before=$(dir_serial "$D")
+        expect_exit 1 "servers is not a list" -- "$HWID" renew --dir "$D"
+        set_json "d['servers'] = ['$URL', 'http://127.0.0.1:1']"
+        expect_exit 1 "servers[1] is not an https:// URL" -- "$HWID" renew --dir "$D"
+        assert_eq "$(dir_serial "$D")" "$before" "DIR after refusing a damaged device.json"
+        echo "$saved" >"$D/device.json"
+        check_dir "$D" edge-1
+}
+
 # join_refused DIR NAME TOKEN STATUS — join with A first and the listener
 # second, refused by A with STATUS; nothing reaches the listener.
 join_refused() {
@@ -208,13 +240,7 @@ test_refusals() {
         assert_eq "$(token_used "$tok")" 0 "token uses after a 409"
 
         # A renewal refused for good by the first server it asks.
-        python3 - "$D/device.json" "$URL" "$LISTENER" <<'PY'
-import json, sys
-p, first, second = sys.argv[1:]
-d = json.load(open(p))
-d["server"], d["servers"] = first, [first, second]
-json.dump(d, open(p, "w"))
-PY
+        set_json "d['server'], d['servers'] = '$URL', ['$URL', '$LISTENER']"
         admin cert revoke --identity edge-1 >/dev/null
         expect_exit 4 "bootstrap again" --multiline -- "$HWID" renew --dir "$D"
         no_connection "a revocation at renew"
@@ -227,6 +253,7 @@ test_join
 test_factory
 test_renew
 test_agent
+test_device_json
 test_refusals
 kill -TERM "$B_PID"
 wait "$B_PID" || fail "replica B did not exit cleanly"
