@@ -22,6 +22,7 @@ static void usage(FILE *f) {
                    "window opens), over mutual TLS with the key in the TPM/HSM.  A failed renewal is\n"
                    "retried with exponential backoff between --min-backoff and --max-backoff, capped at\n"
                    "a quarter of the remaining lifetime so that a retry still comes before expiry.\n"
+                   "Each renewal fails over between the servers of DIR/device.json as hwid renew does.\n"
                    "SIGTERM or SIGINT stop it (exit 0), never in the middle of a renewal.\n"
                    "One log line per event on stderr (journald priorities under systemd).\n\n"
                    "  -d, --dir DIR            the identity (written by hwid join)\n"

@@ -32,6 +32,19 @@ int cli_bad_option(const char *cmd, char **argv) {
         return cli_usage(cmd, "option '%s' is unknown or needs a value", arg);
 }
 
+int cli_add_server(const char *cmd, const char *url, const char *list[CLI_MAX_SERVERS + 1], size_t *n) {
+        if (strncmp(url, "https://", 8) != 0)
+                return cli_usage(cmd, "--server must be an https:// URL");
+        for (size_t i = 0; i < *n; i++)
+                if (strcmp(list[i], url) == 0)
+                        return cli_usage(cmd, "--server %s is given twice", url);
+        if (*n >= CLI_MAX_SERVERS)
+                return cli_usage(cmd, "at most %d --server options", CLI_MAX_SERVERS);
+        list[(*n)++] = url;
+        list[*n] = NULL;
+        return 0;
+}
+
 int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min, int64_t *ret) {
         _cleanup_free_ char *with_unit = NULL;
         int64_t v;

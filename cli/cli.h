@@ -22,6 +22,12 @@ int cli_bad_option(const char *cmd, char **argv);
 /* Parses a duration option ("30s", "5m", "2h"; a bare number is seconds)
  * of at least min seconds; a usage error naming cmd and opt otherwise. */
 int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min, int64_t *ret);
+/* Most --server options a command takes (failover between replicas). */
+#define CLI_MAX_SERVERS 8
+/* Adds url (a --server) to list, which holds *n and room for
+ * CLI_MAX_SERVERS and a NULL; a usage error for a URL that is not
+ * https://, a duplicate or one too many. */
+int cli_add_server(const char *cmd, const char *url, const char *list[CLI_MAX_SERVERS + 1], size_t *n);
 /* Fills hsm options from --tcti (may be NULL). */
 void cli_hsm_options(hsm_options *o, const char *tcti);
 /* Writes text to path atomically (mode 0644), or to stdout when path is NULL. */

@@ -24,7 +24,9 @@ static void usage(FILE *f) {
                    "  NAME TCTI KEY-URI [DIR]     e.g. edge-07 swtpm:host=10.0.0.7,port=2321 "
                    "tpm2:file=/srv/edge-07/device.tss2.pem\n"
                    "  TCTI '-' means $HWID_TCTI (or the tpm2-tss default); DIR defaults to BASE/NAME.\n\n"
-                   "  -s, --server URL         hwidd, e.g. https://ca.example:8443\n"
+                   "  -s, --server URL         hwidd, e.g. https://ca.example:8443; repeat it for\n"
+                   "                           replicas of one CA (each device fails over in order,\n"
+                   "                           as hwid join does)\n"
                    "      --ca-hash PIN        sha256:<hex> of the CA's public key (hwid ca hash)\n"
                    "      --tokens FILE        bootstrap tokens, one per line (hwid token create --count N --out FILE)\n"
                    "      --devices FILE       the devices\n"
@@ -86,6 +88,8 @@ static void summary(const factory_report *rep) {
         fflush(stdout);
 }
 
+static const char *servers[CLI_MAX_SERVERS + 1];
+
 static int parse(int argc, char **argv, factory_opts *o) {
         static const struct option opts[] = {
                 { "server", required_argument, NULL, 's' }, { "ca-hash", required_argument, NULL, 'H' },
@@ -95,13 +99,19 @@ static int parse(int argc, char **argv, factory_opts *o) {
                 { "attest", no_argument, NULL, 'A' }, { "ek", required_argument, NULL, 'E' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
+        size_t n_servers = 0;
         char *end;
         long n;
         int c, r;
 
         while ((c = getopt_long(argc, argv, "s:j:vh", opts, NULL)) >= 0) {
                 switch (c) {
-                case 's': o->server = optarg; break;
+                case 's':
+                        if ((r = cli_add_server("factory", optarg, servers, &n_servers)) != 0)
+                                return r;
+                        o->server = servers[0];
+                        o->servers = servers;
+                        break;
                 case 'H': o->ca_hash = optarg; break;
                 case 't': o->tokens_file = optarg; break;
                 case 'D': o->devices_file = optarg; break;
@@ -128,8 +138,6 @@ static int parse(int argc, char **argv, factory_opts *o) {
         }
         if (!o->server || !o->ca_hash || (!o->tokens_file && !o->attest) || !o->devices_file || optind != argc)
                 return cli_usage("factory", "needs --server, --ca-hash, --tokens and --devices (--tokens is optional with --attest)");
-        if (strncmp(o->server, "https://", 8) != 0)
-                return cli_usage("factory", "--server must be an https:// URL");
         if (!ca_hash_valid(o->ca_hash))
                 return cli_usage("factory", "--ca-hash must be sha256:<64 lower-case hex digits>");
         return 0;

@@ -23,7 +23,10 @@ static void usage(FILE *f) {
                    "The token comes from $HWID_TOKEN, --token-file FILE ('-' for standard input) or\n"
                    "--token TOKEN (visible to other users in ps: avoid); with --attest and a TPM on\n"
                    "the CA's EK allowlist, none is needed.\n\n"
-                   "  -s, --server URL       hwidd, e.g. https://ca.example:8443\n"
+                   "  -s, --server URL       hwidd, e.g. https://ca.example:8443; repeat it for\n"
+                   "                         replicas of one CA: they are tried in order, moving on\n"
+                   "                         when one is unreachable or answers 502/503/504 (never\n"
+                   "                         after a refusal); DIR/device.json keeps the list\n"
                    "      --ca-hash PIN      sha256:<hex> of the CA's public key (hwid ca hash)\n"
                    "  -k, --key URI          device key, e.g. tpm2:file=/var/lib/hwid/device.tss2.pem\n"
                    "      --cn NAME          the identity to request\n"
@@ -64,6 +67,8 @@ static int read_token(const char *file, char **ret) {
         return 0;
 }
 
+static const char *servers[CLI_MAX_SERVERS + 1];
+
 static int parse(int argc, char **argv, join_opts *o, const char **token_file, char **token_arg) {
         static const struct option opts[] = {
                 { "server", required_argument, NULL, 's' }, { "token", required_argument, NULL, 't' },
@@ -76,11 +81,17 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                 { "clock-skew", required_argument, NULL, 'K' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
+        size_t n_servers = 0;
         int c, r;
 
         while ((c = getopt_long(argc, argv, "s:k:d:h", opts, NULL)) >= 0) {
                 switch (c) {
-                case 's': o->server = optarg; break;
+                case 's':
+                        if ((r = cli_add_server("join", optarg, servers, &n_servers)) != 0)
+                                return r;
+                        o->server = servers[0];
+                        o->servers = servers;
+                        break;
                 case 't':
                         /* Take it, then blank it out of our argv (and so out of ps). */
                         *token_arg = strdup(optarg);
@@ -117,8 +128,6 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
         }
         if (!o->server || !o->ca_hash || !o->key_uri || !o->cn || !o->dir || optind != argc)
                 return cli_usage("join", "needs --server, --ca-hash, --key, --cn and --dir");
-        if (strncmp(o->server, "https://", 8) != 0)
-                return cli_usage("join", "--server must be an https:// URL");
         if (!ca_hash_valid(o->ca_hash))
                 return cli_usage("join", "--ca-hash must be sha256:<64 lower-case hex digits>");
         if (o->attest && strncmp(o->key_uri, "tpm2:", 5) != 0)

@@ -84,20 +84,20 @@ void remote_free(remote *r) {
         free(r);
 }
 
-/* The first certificate of pem as the anchor, checked against the pin if
- * one was given. */
+/* The pinned anchor of pem (pinned_anchor(): its first certificate),
+ * checked against the pin if one was given. */
 static int set_anchor(remote *r, const char *pem, const char *what, const char *ca_hash) {
         _cleanup_(X509_freep) X509 *ca = NULL;
         int r2;
 
-        if (pem_first_cert(pem, &ca) < 0)
+        if (pinned_anchor(pem, &r->anchor) < 0 || pem_first_cert(r->anchor, &ca) < 0)
                 return hwid_fail(HWID_E_INVALID, "%s holds no certificate", what);
         if ((r2 = spki_sha256_pin(X509_get0_pubkey(ca), r->pin)) < 0)
                 return r2;
         if (ca_hash && strcmp(ca_hash, r->pin) != 0)
                 return hwid_fail(HWID_E_PIN_MISMATCH, "the CA in %s is %s, not the pinned %s: nothing was sent", what,
                                  r->pin, ca_hash);
-        return cert_to_pem(ca, &r->anchor);
+        return 0;
 }
 
 /* --dir: what hwid join wrote there. */
@@ -132,7 +132,8 @@ static int load_files(remote *r, const remote_opts *o, char **ret_key_uri) {
                         return ret;
                 return set_anchor(r, ca, o->ca_file, o->ca_hash);
         }
-        if ((ret = pinned_fetch_ca(o->server, o->ca_hash, REMOTE_TIMEOUT, &bundle, &ca, &dropped)) < 0)
+        if ((ret = pinned_fetch_ca(&(client_opts) { .server = o->server, .timeout = REMOTE_TIMEOUT }, o->ca_hash,
+                                   &bundle, &ca, &dropped, NULL)) < 0)
                 return ret;
         return set_anchor(r, ca, o->server, o->ca_hash);
 }

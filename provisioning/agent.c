@@ -74,10 +74,18 @@ int64_t agent_backoff(const agent_opts *o, int failures, int64_t now, int64_t no
         return d < o->min_backoff ? o->min_backoff : d;
 }
 
+/* A server that was unavailable is worth knowing of (a replica is down):
+ * logged at info, not as one of renew's steps. */
+static void on_failover(void *ud, const char *message) {
+        const agent_opts *o = ud;
+
+        say(o, LOG_LVL_INFO, "%s", message);
+}
+
 /* The server's renew_after, or -1 when it cannot say now. */
 static int ask_window(const agent_opts *o, const device_state *s, int64_t *ret) {
         renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
-                          .clock_skew = o->clock_skew };
+                          .clock_skew = o->clock_skew, .note = on_failover, .note_data = (void *) o };
         renew_status st;
         int r = renew_fetch_status(&ro, &st);
 
@@ -147,7 +155,7 @@ static bool wait_until(const agent_opts *o, int64_t at) {
 static int renew_once(const agent_opts *o, agent_state *a) {
         renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
                           .clock_skew = o->clock_skew, .progress = o->progress, .progress_data = o->userdata,
-                          .window_opens_at = &a->opens_at };
+                          .note = on_failover, .note_data = (void *) o, .window_opens_at = &a->opens_at };
         renew_result res;
         char until[32];
         int r;

@@ -122,6 +122,9 @@ static int perform(CURL *c, const char *url, client_response *ret) {
 struct client_session {
         client_opts opts;
         CURL *curl;
+        const char *one[2];         /* the list when opts.servers is NULL */
+        const char *const *servers; /* opts.servers, or one */
+        size_t n, cur;              /* how many; the one requests go to */
 };
 
 int client_session_new(const client_opts *o, client_session **ret) {
@@ -133,6 +136,14 @@ int client_session_new(const client_opts *o, client_session **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
         s->opts = *o;
+        s->one[0] = o->server;
+        s->servers = o->servers ? o->servers : s->one;
+        while (s->servers[s->n])
+                s->n++;
+        if (s->n == 0) {
+                client_session_free(s);
+                return hwid_fail(HWID_E_INVALID, "no server to ask");
+        }
         if ((r = setup_tls(s->curl, &s->opts)) < 0) {
                 client_session_free(s);
                 return r;
@@ -165,14 +176,25 @@ static void set_method(CURL *c, const char *method, const uint8_t *body, size_t 
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, strcmp(method, body ? "POST" : "GET") == 0 ? NULL : method);
 }
 
-int client_session_request(client_session *s, const char *method, const char *path, const char *auth,
-                           const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
+const char *client_session_server(const client_session *s) {
+        return s->servers[s->cur];
+}
+
+void client_session_prefer(client_session *s, const char *server) {
+        for (size_t i = 0; server && i < s->n; i++)
+                if (strcmp(s->servers[i], server) == 0)
+                        s->cur = i;
+}
+
+/* One request to the current server. */
+static int request_one(client_session *s, const char *method, const char *path, const char *auth,
+                       const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
         _cleanup_(headers_freep) struct curl_slist *hdrs = NULL;
         _cleanup_secret_ char *authz = NULL;
         _cleanup_free_ char *url = NULL, *ctype = NULL;
         int r;
 
-        if (asprintf(&url, "%s%s", s->opts.server, path) < 0)
+        if (asprintf(&url, "%s%s", s->servers[s->cur], path) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         *ret = (client_response) { 0 };
         buf_init(&ret->body, s->opts.max_response ? s->opts.max_response : CLIENT_MAX_RESPONSE);
@@ -190,6 +212,48 @@ int client_session_request(client_session *s, const char *method, const char *pa
         return r;
 }
 
+/* Whether an outcome of a request (its result r and, when r >= 0, its
+ * answer) means the server is unavailable, so that another may be tried:
+ * no answer at all, or a gateway's or the server's "not now". */
+static bool unavailable(int r, const client_response *resp) {
+        if (r < 0)
+                return r == -HWID_E_NETWORK;
+        return resp->status == 502 || resp->status == 503 || resp->status == 504;
+}
+
+/* Why the current server was left, for the note. */
+static void note_failover(client_session *s, int r, const client_response *resp) {
+        char why[384], line[1024];
+
+        if (!s->opts.note)
+                return;
+        if (r < 0)
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        else
+                snprintf(why, sizeof(why), "it answered %ld", resp->status);
+        snprintf(line, sizeof(line), "%s is unavailable (%s); trying %s", s->servers[s->cur], why,
+                 s->servers[(s->cur + 1) % s->n]);
+        s->opts.note(s->opts.note_data, line);
+}
+
+/* Every server at most once, from the current one on; the first that is
+ * not unavailable stays current for the session's next requests.  A
+ * request sent again to another replica is safe: enrollment, renewal and
+ * a poll are idempotent (the same request gets the same answer). */
+int client_session_request(client_session *s, const char *method, const char *path, const char *auth,
+                           const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
+        int r;
+
+        for (size_t tried = 1;; tried++) {
+                r = request_one(s, method, path, auth, body, body_len, content_type, ret);
+                if (!unavailable(r, ret) || tried >= s->n)
+                        return r;
+                note_failover(s, r, ret);
+                client_response_clear(ret);
+                s->cur = (s->cur + 1) % s->n;
+        }
+}
+
 int client_request(const client_opts *o, const char *method, const char *path, const char *auth,
                    const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
         client_session *s = NULL;
@@ -202,12 +266,16 @@ int client_request(const client_opts *o, const char *method, const char *path, c
         return r;
 }
 
-int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem) {
-        client_opts o = { .server = server, .timeout = timeout };
+int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **ret_server) {
+        _cleanup_(client_session_freep) client_session *s = NULL;
+        client_opts u = *o;
         client_response resp;
-        int r = client_request(&o, "GET", "/ca", NULL, NULL, 0, NULL, &resp);
+        int r;
 
-        if (r < 0)
+        u.ca_pem = NULL;
+        u.key = NULL;
+        if ((r = client_session_new(&u, &s)) < 0 ||
+            (r = client_session_request(s, "GET", "/ca", NULL, NULL, 0, NULL, &resp)) < 0)
                 return r;
         if (resp.status != 200) {
                 r = client_error_from_response(&resp);
@@ -215,6 +283,8 @@ int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem)
                 return r;
         }
         *ret_pem = (char *) buf_steal(&resp.body, NULL);
+        if (ret_server)
+                *ret_server = client_session_server(s);
         client_response_clear(&resp);
         return 0;
 }

@@ -12,8 +12,23 @@
 
 #define CLIENT_MAX_RESPONSE (1024 * 1024)
 
+/* Most servers a device knows (--server repeated, device.json "servers"). */
+#define CLIENT_MAX_SERVERS 8
+
+/* Told when a request leaves an unavailable server for the next one. */
+typedef void (*client_note_fn)(void *userdata, const char *message);
+
 typedef struct client_opts {
         const char *server;       /* "https://host:port" */
+        /* Failover (replicas of one CA, docs/DEVICE.md): NULL, or the
+         * servers to try, NULL-terminated, starting with the first.  A
+         * request moves on to the next one when a server is unreachable
+         * (connection, TLS, timeout) or answers 502, 503 or 504; never on
+         * any other answer (a 4xx refusal is definitive).  server is then
+         * ignored. */
+        const char *const *servers;
+        client_note_fn note;      /* told of each failover, may be NULL */
+        void *note_data;
         const char *ca_pem;       /* trust anchor: the pinned CA certificate (root or intermediate);
                                    * NULL only for client_fetch_ca_unverified() */
         hwid_key *key;            /* mutual TLS key (borrowed), or NULL */
@@ -47,10 +62,18 @@ int client_session_request(client_session *s, const char *method, const char *pa
                            const uint8_t *body, size_t body_len, const char *content_type, client_response *ret);
 void client_session_free(client_session *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(client_session *, client_session_free)
+/* The server the session's last request went to (the one that answered,
+ * after any failover): a string of the options'. */
+const char *client_session_server(const client_session *s);
+/* Sends the session's next requests to server first (one of its list). */
+void client_session_prefer(client_session *s, const char *server);
 
-/* GET /ca without trusting the server yet: the caller must check the
- * result against the pin before believing it or sending anything else. */
-int client_fetch_ca_unverified(const char *server, long timeout, char **ret_pem);
+/* GET /ca without trusting the server yet (o->ca_pem is ignored): the
+ * caller must check the result against the pin before believing it or
+ * sending anything else.  ret_server: the server that answered (a string
+ * of o's). */
+int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **ret_server);
+
 
 /* The error a non-2xx response means, with the server's JSON message. */
 int client_error_from_response(const client_response *r);

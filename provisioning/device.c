@@ -13,6 +13,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 
+#include "client.h"
 #include "device.h"
 #include "error.h"
 #include "fsutil.h"
@@ -24,6 +25,9 @@
 void device_state_clear(device_state *s) {
         free(s->dir);
         free(s->server);
+        for (char **p = s->servers; p && *p; p++)
+                free(*p);
+        free(s->servers);
         free(s->identity);
         free(s->ca_pem);
         free(s->cert_pem);
@@ -113,10 +117,43 @@ static int cert_times(const char *pem, int64_t *nb, int64_t *na) {
         return 0;
 }
 
+/* s->servers: list (a JSON array) in its order, or s->server alone for
+ * a device.json written before there were lists. */
+static int read_servers(device_state *s, json_object *list) {
+        size_t n = list ? json_object_array_length(list) : 0;
+
+        if (n > CLIENT_MAX_SERVERS)
+                return hwid_fail(HWID_E_INVALID, "device.json lists more than %d servers", CLIENT_MAX_SERVERS);
+        if (!(s->servers = calloc(n + 2, sizeof(char *))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (n == 0)
+                return (s->servers[0] = strdup(s->server)) ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        for (size_t i = 0; i < n; i++) {
+                json_object *v = json_object_array_get_idx(list, i);
+                const char *u = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+
+                if (!u || strncmp(u, "https://", 8) != 0)
+                        return hwid_fail(HWID_E_INVALID, "device.json: servers[%zu] is not an https:// URL", i);
+                if (!(s->servers[i] = strdup(u)))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        return 0;
+}
+
+void device_server_order(const device_state *s, const char *ret[DEVICE_ORDER_MAX]) {
+        size_t k = 0;
+
+        ret[k++] = s->server;
+        for (size_t i = 0; s->servers && s->servers[i] && k < DEVICE_ORDER_MAX - 1; i++)
+                if (strcmp(s->servers[i], s->server) != 0)
+                        ret[k++] = s->servers[i];
+        ret[k] = NULL;
+}
+
 static int load_device_json(const char *dir, device_state *s) {
         _cleanup_free_ char *text = NULL;
-        json_object *o, *v;
-        int r;
+        json_object *o, *v, *list = NULL;
+        int r = 0;
 
         if ((r = read_in(dir, "device.json", &text)) < 0)
                 return r;
@@ -125,10 +162,35 @@ static int load_device_json(const char *dir, device_state *s) {
                 s->server = strdup(json_object_get_string(v));
         if (o && json_object_object_get_ex(o, "identity", &v))
                 s->identity = strdup(json_object_get_string(v));
+        if (o && json_object_object_get_ex(o, "servers", &list) && !json_object_is_type(list, json_type_array))
+                r = hwid_fail(HWID_E_INVALID, "%s/device.json: servers is not a list", dir);
+        if (r >= 0 && (!s->server || !s->identity))
+                r = hwid_fail(HWID_E_INVALID, "%s/device.json is damaged (server, identity)", dir);
+        if (r >= 0)
+                r = read_servers(s, list);
         json_object_put(o);
-        if (!s->server || !s->identity)
-                return hwid_fail(HWID_E_INVALID, "%s/device.json is damaged (server, identity)", dir);
-        return 0;
+        return r;
+}
+
+static int write_device_json(const char *dir, const char *const *servers, const char *server,
+                             const char *identity) {
+        json_object *o = json_object_new_object(), *list = json_object_new_array();
+        int r;
+
+        for (size_t i = 0; servers[i]; i++)
+                json_object_array_add(list, json_object_new_string(servers[i]));
+        json_object_object_add(o, "server", json_object_new_string(server));
+        json_object_object_add(o, "servers", list);
+        json_object_object_add(o, "identity", json_object_new_string(identity));
+        r = write_in(dir, "device.json", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY), 0644);
+        json_object_put(o);
+        return r;
+}
+
+int device_set_server(const device_state *s, const char *server) {
+        if (strcmp(server, s->server) == 0)
+                return 0;
+        return write_device_json(s->dir, (const char *const *) s->servers, server, s->identity);
 }
 
 static int current_generation(const char *dir, int *ret) {
@@ -222,19 +284,14 @@ int device_check_writable(const char *dir) {
         return r < 0 ? r : try_write(dir, DEVICE_ROOM);
 }
 
-int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
-                         const char *cert_pem, const char *key_uri) {
-        json_object *o = json_object_new_object();
-        int r;
+int device_write_initial(const char *dir, const char *const *servers, const char *server, const char *identity,
+                         const char *ca_pem, const char *cert_pem, const char *key_uri) {
+        int r = mkdir_parents(dir, 0700);
 
-        json_object_object_add(o, "server", json_object_new_string(server));
-        json_object_object_add(o, "identity", json_object_new_string(identity));
-        r = mkdir_parents(dir, 0700);
         if (r >= 0)
                 r = write_in(dir, "ca.pem", ca_pem, 0644);
         if (r >= 0)
-                r = write_in(dir, "device.json", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY), 0644);
-        json_object_put(o);
+                r = write_device_json(dir, servers, server, identity);
         if (r < 0 || (r = write_generation(dir, 1, cert_pem, key_uri)) < 0 ||
             (r = symlink_atomic(dir, "cert.pem", "current/cert.pem")) < 0 ||
             (r = symlink_atomic(dir, "key.uri", "current/key.uri")) < 0)

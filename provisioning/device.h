@@ -1,7 +1,8 @@
 /* A device's identity directory.  Layout:
  *
  *   DIR/ca.pem          the pinned CA (and its chain), 0644
- *   DIR/device.json     server URL and identity, 0644
+ *   DIR/device.json     identity, servers (URLs, in the order given) and
+ *                       server (the one that answered last), 0644
  *   DIR/current         symlink -> gen-N: the generation in use
  *   DIR/gen-N/cert.pem  the certificate of generation N, 0644
  *   DIR/gen-N/key.uri   the URI of its key (in the TPM/HSM), 0600
@@ -27,7 +28,8 @@
 
 typedef struct device_state {
         char *dir;
-        char *server;
+        char *server;       /* the server that answered last */
+        char **servers;     /* every server, in the order given (NULL-terminated) */
         char *identity;
         char *ca_pem;       /* contents of DIR/ca.pem */
         char *cert_pem;     /* current certificate */
@@ -49,9 +51,20 @@ void device_state_clear(device_state *s);
  * it sends anything, so that a read-only or full DIR never costs a token. */
 int device_check_writable(const char *dir);
 
-/* First identity (join): writes ca.pem, device.json and generation 1. */
-int device_write_initial(const char *dir, const char *server, const char *identity, const char *ca_pem,
-                         const char *cert_pem, const char *key_uri);
+/* First identity (join): writes ca.pem, device.json and generation 1.
+ * servers: every server given (NULL-terminated); server: the one of them
+ * that answered. */
+int device_write_initial(const char *dir, const char *const *servers, const char *server, const char *identity,
+                         const char *ca_pem, const char *cert_pem, const char *key_uri);
+
+/* The order to try the servers in: the one that answered last, then the
+ * others in the order given; NULL-terminated, pointing into s. */
+#define DEVICE_ORDER_MAX 10
+void device_server_order(const device_state *s, const char *ret[DEVICE_ORDER_MAX]);
+
+/* Records in device.json that server (one of s->servers) answered last,
+ * so that the next run asks it first.  Nothing if it already is. */
+int device_set_server(const device_state *s, const char *server);
 
 /* Records the key a renewal is about to ask for, in gen-(N+1)/key.uri,
  * before it asks: if the answer is lost, the retry reuses that key and

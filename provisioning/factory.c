@@ -235,7 +235,7 @@ static void enroll_one(station *st, size_t i) {
         const factory_opts *o = st->o;
         factory_device *d = &st->rep->devices[i];
         join_opts jo = {
-                .server = o->server, .token = st->tokens[i], .ca_hash = o->ca_hash, .key_uri = d->key_uri,
+                .server = o->server, .servers = o->servers, .token = st->tokens[i], .ca_hash = o->ca_hash, .key_uri = d->key_uri,
                 .cn = d->name, .dir = d->dir, .type = o->type, .tcti = d->tcti, .no_wait = true,
                 .http_timeout = o->http_timeout, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT, .progress = o->progress,
                 .progress_data = d, .attest = o->attest, .ek = o->ek,

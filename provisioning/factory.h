@@ -61,6 +61,7 @@ typedef void (*factory_done_fn)(void *userdata, const factory_report *rep, size_
 
 typedef struct factory_opts {
         const char *server;
+        const char *const *servers; /* replicas, NULL-terminated (join_opts), or NULL */
         const char *ca_hash;
         const char *tokens_file;
         const char *devices_file;

@@ -156,6 +156,7 @@ static int enroll(const join_opts *o, client_session *cs, const char *auth, cons
 }
 
 typedef struct join_ctx {
+        const char *server; /* the server that answered last (one of the options') */
         char *bundle;   /* the CA as served (with its chain): DIR/ca.pem */
         char *anchor;   /* the pinned certificate alone: the TLS trust anchor */
         char *request;  /* pending request id */
@@ -171,8 +172,29 @@ static void join_ctx_clear(join_ctx *c) {
         hwid_key_free(c->key);
 }
 
-/* A request left pending by an earlier run: the same server and name,
- * and the key it was made with. */
+/* The servers of o (NULL-terminated), with one as room for a lone one. */
+static const char *const *servers_of(const join_opts *o, const char *one[2]) {
+        if (o->servers)
+                return o->servers;
+        one[0] = o->server;
+        one[1] = NULL;
+        return one;
+}
+
+/* server, if one of o's servers: that string of o's (the strings, not
+ * the list, outlive this call); else NULL. */
+static const char *known_server(const join_opts *o, const char *server) {
+        const char *one[2] = { NULL, NULL };
+        const char *const *list = servers_of(o, one);
+
+        for (size_t i = 0; list[i]; i++)
+                if (strcmp(list[i], server) == 0)
+                        return list[i];
+        return NULL;
+}
+
+/* A request left pending by an earlier run: a server of this run (any
+ * replica can be polled), the same name, and the key it was made with. */
 static int resume(const join_opts *o, join_ctx *c) {
         _cleanup_free_ char *server = NULL, *cn = NULL, *uri = NULL;
         hsm_options ho = { .tcti = o->tcti };
@@ -180,7 +202,8 @@ static int resume(const join_opts *o, join_ctx *c) {
 
         if ((r = device_read_pending(o->dir, &server, &cn, &c->request, &c->bundle, &uri)) < 0)
                 return r;
-        if (strcmp(server, o->server) != 0 || strcmp(cn, o->cn) != 0 || strcmp(uri, o->key_uri) != 0)
+        c->server = known_server(o, server);
+        if (!c->server || strcmp(cn, o->cn) != 0 || strcmp(uri, o->key_uri) != 0)
                 return hwid_fail(HWID_E_CONFLICT, "%s holds a pending request for %s at %s with key %s; "
                                  "remove %s/pending.json to start over", o->dir, cn, server, uri, o->dir);
         say(o, "resuming pending request %.8s…", c->request);
@@ -225,11 +248,11 @@ static int fetch_ca(const join_opts *o, join_ctx *c, client_opts *co) {
         int r;
 
         say(o, "fetching the CA from %s and checking it against %s", o->server, o->ca_hash);
-        if ((r = pinned_fetch_ca(o->server, o->ca_hash, o->http_timeout, &c->bundle, &c->anchor, &dropped)) < 0)
+        if ((r = pinned_fetch_ca(co, o->ca_hash, &c->bundle, &c->anchor, &dropped, &c->server)) < 0)
                 return r;
         if (dropped > 0)
                 say(o, "warning: %s/ca sent %u certificate%s that do%s not chain to the pinned CA: not stored",
-                    o->server, dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
+                    c->server, dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
         co->ca_pem = c->anchor;
         return 0;
 }
@@ -250,14 +273,18 @@ static int start(const join_opts *o, join_ctx *c, client_opts *co) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         /* The directory must take the identity before the token is spent
          * on it; one connection for the challenge and the enrollment. */
-        if ((r = device_check_writable(o->dir)) < 0 || (r = client_session_new(co, &cs)) < 0 ||
-            (o->attest && (r = attest_begin(o, cs, auth, &att)) < 0))
+        if ((r = device_check_writable(o->dir)) < 0 || (r = client_session_new(co, &cs)) < 0)
+                return r;
+        client_session_prefer(cs, c->server);
+        if (o->attest && (r = attest_begin(o, cs, auth, &att)) < 0)
                 return r;
         /* The device key usually lives in the directory. */
         if ((r = open_or_create_key(o, &c->key)) < 0 || (r = request_body(o, c, att, &body)) < 0)
                 return r;
         say(o, "enrolling %s%s", o->cn, att ? " with TPM attestation" : "");
-        return enroll(o, cs, auth, body, att != NULL, &c->cert, &c->request);
+        r = enroll(o, cs, auth, body, att != NULL, &c->cert, &c->request);
+        c->server = client_session_server(cs);
+        return r;
 }
 
 static int finish(const join_opts *o, join_ctx *c) {
@@ -268,8 +295,11 @@ static int finish(const join_opts *o, join_ctx *c) {
         if (r >= 0 && dropped > 0)
                 say(o, "warning: the certificate came with %u certificate%s that do%s not chain to it: not stored",
                     dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
-        if (r >= 0)
-                r = device_write_initial(o->dir, o->server, o->cn, c->bundle, cert, o->key_uri);
+        if (r >= 0) {
+                const char *one[2];
+
+                r = device_write_initial(o->dir, servers_of(o, one), c->server, o->cn, c->bundle, cert, o->key_uri);
+        }
         if (r >= 0)
                 say(o, "enrolled %s: certificate in %s/cert.pem", o->cn, o->dir);
         return r;
@@ -338,7 +368,8 @@ static bool has_pending(const char *dir) {
 }
 
 int join_run(const join_opts *o, join_result *ret) {
-        client_opts co = { .server = o->server, .timeout = o->http_timeout };
+        client_opts co = { .server = o->server, .servers = o->servers, .timeout = o->http_timeout,
+                           .note = o->progress, .note_data = o->progress_data };
         join_ctx c = { 0 };
         bool done, resumed = has_pending(o->dir);
         int r;
@@ -350,7 +381,7 @@ int join_run(const join_opts *o, join_result *ret) {
         }
         r = resumed ? resume(o, &c) : start(o, &c, &co);
         if (r >= 0 && c.request && !resumed)
-                r = device_write_pending(o->dir, o->server, o->cn, c.request, c.bundle, o->key_uri);
+                r = device_write_pending(o->dir, c.server, o->cn, c.request, c.bundle, o->key_uri);
         if (r >= 0 && c.request && o->no_wait && !resumed) {
                 say(o, "not waiting: run the same hwid join again later to collect the certificate");
                 *ret = JOIN_PENDING;

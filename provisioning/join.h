@@ -28,6 +28,10 @@ void progress_say(progress_fn fn, void *userdata, const char *fmt, ...) __attrib
 
 typedef struct join_opts {
         const char *server;    /* https://host:port */
+        /* Several servers (replicas of one CA), NULL-terminated, tried in
+         * order with failover (client.h); NULL: server alone.  The same
+         * pin holds for all; DIR/device.json records them. */
+        const char *const *servers;
         const char *token;     /* <id>.<secret>: a secret */
         const char *ca_hash;   /* sha256:<hex> */
         const char *key_uri;

@@ -147,14 +147,17 @@ int pinned_bundle(const char *served_pem, const char *pin, char **ret_bundle, ch
         return 0;
 }
 
-int pinned_fetch_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor,
-                    unsigned *ret_dropped) {
+int pinned_fetch_ca(const client_opts *o, const char *pin, char **ret_bundle, char **ret_anchor,
+                    unsigned *ret_dropped, const char **ret_server) {
         _cleanup_free_ char *served = NULL;
+        const char *server = NULL;
         char why[512];
         int r;
 
-        if ((r = client_fetch_ca_unverified(server, timeout, &served)) < 0)
+        if ((r = client_fetch_ca_unverified(o, &served, &server)) < 0)
                 return r;
+        if (ret_server)
+                *ret_server = server;
         if ((r = pinned_bundle(served, pin, ret_bundle, ret_anchor, ret_dropped)) < 0) {
                 snprintf(why, sizeof(why), "%s", hwid_strerror(r));
                 return hwid_fail((hwid_err) -r, "%s/ca: %s", server, why);

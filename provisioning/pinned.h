@@ -11,6 +11,7 @@
  * DIR/ca.pem or DIR/cert.pem. */
 #pragma once
 
+#include "client.h"
 #include "hsm.h"
 
 /* Most certificates a bundle may hold (each one costs signature checks). */
@@ -28,9 +29,11 @@ int pinned_anchor(const char *bundle_pem, char **ret_anchor_pem);
 int pinned_bundle(const char *served_pem, const char *pin, char **ret_bundle, char **ret_anchor,
                   unsigned *ret_dropped);
 
-/* Fetches /ca without trusting the server yet and filters it as above. */
-int pinned_fetch_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor,
-                    unsigned *ret_dropped);
+/* Fetches /ca without trusting the server yet (from o's servers, with
+ * failover: client.h) and filters it as above.  ret_server, if not NULL:
+ * the server that answered (a string of o's). */
+int pinned_fetch_ca(const client_opts *o, const char *pin, char **ret_bundle, char **ret_anchor,
+                    unsigned *ret_dropped, const char **ret_server);
 
 /* A certificate answer (POST /csr, /v1/renew, a poll): its first
  * certificate must be signed by the pinned CA (anchor_pem), for key, with

@@ -237,7 +237,7 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
                         return r;
                 say(o, "the TPM activated the CA's credential and certified the key");
         }
-        say(o, "asking %s to renew %s%s", s->server, s->identity, att ? " with TPM attestation" : "");
+        say(o, "asking %s to renew %s%s", client_session_server(cs), s->identity, att ? " with TPM attestation" : "");
         return post_renew(o, cs, s, body ? body : csr, body != NULL, ret_cert);
 }
 
@@ -281,13 +281,25 @@ static int status_or_replay(const renew_opts *o, client_session *cs, const devic
         return 0;
 }
 
+/* The servers of s, the one that answered last first, with failover
+ * (client.h) told through the progress callback. */
+static void failover_opts(const renew_opts *o, const device_state *s, const char *order[DEVICE_ORDER_MAX],
+                          client_opts *co) {
+        device_server_order(s, order);
+        co->server = s->server;
+        co->servers = order;
+        co->note = o->note ? o->note : o->progress;
+        co->note_data = o->note ? o->note_data : o->progress_data;
+}
+
 /* Everything after the state is loaded and the current key opened. */
 static int renew_with(const renew_opts *o, const device_state *s, hwid_key *current, renew_result *ret) {
         _cleanup_free_ char *anchor = NULL, *answer = NULL, *cert = NULL, *uri = NULL;
         _cleanup_(hwid_key_freep) hwid_key *fresh = NULL;
         _cleanup_(client_session_freep) client_session *cs = NULL;
         _cleanup_(device_attest_freep) device_attest *att = NULL;
-        client_opts co = { .server = s->server, .key = current, .cert_pem = s->cert_pem, .timeout = o->http_timeout };
+        client_opts co = { .key = current, .cert_pem = s->cert_pem, .timeout = o->http_timeout };
+        const char *order[DEVICE_ORDER_MAX];
         renew_plan plan;
         unsigned dropped;
         hwid_key *k;
@@ -295,13 +307,14 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
 
         if ((r = pinned_anchor(s->ca_pem, &anchor)) < 0)
                 return r;
+        failover_opts(o, s, order, &co);
         co.ca_pem = anchor;
         /* One connection for the status, the challenge and the renewal:
          * one TLS handshake, one signature by the current key. */
         if ((r = client_session_new(&co, &cs)) < 0 || (r = status_or_replay(o, cs, s, &plan)) < 0)
                 return r;
         if (plan.attest) {
-                say(o, "asking %s for an attestation challenge for this TPM", s->server);
+                say(o, "asking %s for an attestation challenge for this TPM", client_session_server(cs));
                 if ((r = device_attest_begin(cs, NULL, o->tcti, (tpm_ek_alg) o->ek, &att)) < 0)
                         return r;
         }
@@ -318,6 +331,7 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
                     "not stored", dropped, dropped == 1 ? "" : "s", dropped == 1 ? "es" : "");
         if ((r = device_write_next(s, cert, uri, &gen)) < 0)
                 return r;
+        (void) device_set_server(s, client_session_server(cs)); /* best effort: it is asked first next time */
         *ret = (renew_result) { .generation = gen, .rotated = strcmp(uri, s->key_uri) != 0 };
         return 0;
 }
@@ -375,20 +389,21 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret) {
         _cleanup_free_ char *anchor = NULL;
         hsm_options ho = { .tcti = o->tcti };
         client_opts co = { .timeout = o->http_timeout };
+        const char *order[DEVICE_ORDER_MAX];
         device_state s;
         renew_status st;
         int r;
 
         if ((r = load_recovered(o, &s)) < 0)
                 return r;
-        co.server = s.server;
+        failover_opts(o, &s, order, &co);
         co.cert_pem = s.cert_pem;
         if ((r = pinned_anchor(s.ca_pem, &anchor)) >= 0 &&
             (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {
                 co.ca_pem = anchor;
                 co.key = key;
-                if ((r = client_session_new(&co, &cs)) >= 0)
-                        r = identity_status(o, cs, &s, &st);
+                if ((r = client_session_new(&co, &cs)) >= 0 && (r = identity_status(o, cs, &s, &st)) >= 0)
+                        (void) device_set_server(&s, client_session_server(cs));
         }
         client_session_free(TAKE_PTR(cs)); /* it points into s */
         device_state_clear(&s);

@@ -23,6 +23,10 @@ typedef struct renew_opts {
         long http_timeout;
         progress_fn progress;
         void *progress_data;
+        /* Told when a request leaves an unavailable server for the next
+         * one (several servers: client.h); NULL: progress. */
+        progress_fn note;
+        void *note_data;
         /* If not NULL: when renew_run fails with -HWID_E_TOO_EARLY, set to
          * the moment the server's renewal window opens (its
          * renewal_opens_at, Unix seconds; 0 if it did not say). */
