@@ -1,0 +1,85 @@
+/* hwid ek add | list | remove against a remote hwidd's admin API
+ * (/v1/admin/ek), as an operator: the server checks the entry as `hwid ek`
+ * does on the CA host (ek-entry.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base64.h"
+#include "ek.h"
+#include "error.h"
+#include "fsutil.h"
+#include "remote.h"
+#include "tpm-attest.h"
+
+/* {"cn", "profile", "ek_cert" (the file's bytes, base64) | "ek_pub_sha256"} */
+static int add_body(const char *cn, const char *profile, const char *cert_file, const char *hash,
+                    json_object **ret) {
+        _cleanup_free_ char *data = NULL, *b64 = NULL;
+        json_object *o;
+        size_t len;
+        int r;
+
+        if (cert_file && ((r = read_file_capped(cert_file, TPM_EK_CERT_MAX * 2, &data, &len)) < 0 ||
+                          (r = base64_encode((const uint8_t *) data, len, false, &b64)) < 0))
+                return r;
+        if (!(o = json_object_new_object()))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        json_set_str(o, "cn", cn);
+        json_set_str(o, "profile", profile);
+        if (b64)
+                json_set_str(o, "ek_cert", b64);
+        else
+                json_set_str(o, "ek_pub_sha256", hash);
+        *ret = o;
+        return 0;
+}
+
+int ek_remote_add(const remote_opts *ro, const char *cn, const char *profile, const char *cert_file,
+                  const char *hash, store_ek *ret) {
+        _cleanup_(remote_freep) remote *rm = NULL;
+        _cleanup_(json_object_putp) json_object *body = NULL, *answer = NULL;
+        int r;
+
+        if ((r = add_body(cn, profile, cert_file, hash, &body)) < 0 || (r = remote_open(ro, &rm)) < 0 ||
+            (r = remote_call(rm, "POST", "/v1/admin/ek", body, &answer)) < 0)
+                return r;
+        return admin_json_to_ek(answer, ret);
+}
+
+int ek_remote_list(const remote_opts *ro, store_ek **ret, size_t *ret_n) {
+        _cleanup_(remote_freep) remote *rm = NULL;
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        json_object *list;
+        store_ek *v;
+        size_t n = 0;
+        int r;
+
+        if ((r = remote_open(ro, &rm)) < 0 || (r = remote_call(rm, "GET", "/v1/admin/ek", NULL, &answer)) < 0 ||
+            (r = remote_list(answer, "entries", &list)) < 0)
+                return r;
+        if (!(v = calloc(json_object_array_length(list) + 1, sizeof(*v))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (; r >= 0 && n < json_object_array_length(list); n += r >= 0)
+                r = admin_json_to_ek(json_object_array_get_idx(list, n), &v[n]);
+        if (r < 0) {
+                store_ek_list_free(v, n);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+int ek_remote_remove(const remote_opts *ro, const char *key) {
+        _cleanup_(remote_freep) remote *rm = NULL;
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        _cleanup_free_ char *esc = remote_escape(key), *path = NULL;
+        int r;
+
+        if (!esc || asprintf(&path, "/v1/admin/ek/%s/remove", esc) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = remote_open(ro, &rm)) < 0)
+                return r;
+        return remote_call(rm, "POST", path, NULL, &answer);
+}
