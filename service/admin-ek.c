@@ -109,6 +109,7 @@ int admin_ek_remove(admin_call *c) {
                                  "EK public key or certificate");
         if ((r = store_ek_remove(c->ca->store, key, NULL, c->now)) < 0)
                 return r;
+        snprintf(c->note, sizeof(c->note), "taken off the EK allowlist");
         if (!(answer = json_object_new_object()))
                 return hwid_fail(HWID_E_NOMEM, NULL);
         json_set_str(answer, "removed", key);
