@@ -1,4 +1,4 @@
-/* hwid ek add | list | remove against a remote hwidd's admin API
+/* hwid ek add | import | list | remove against a remote hwidd's admin API
  * (/v1/admin/ek), as an operator: the server checks the entry as `hwid ek`
  * does on the CA host (ek-entry.h). */
 #include <stdio.h>
@@ -45,6 +45,34 @@ int ek_remote_add(const remote_opts *ro, const char *cn, const char *profile, co
             (r = remote_call(rm, "POST", "/v1/admin/ek", body, &answer)) < 0)
                 return r;
         return admin_json_to_ek(answer, ret);
+}
+
+/* The manifest goes whole, base64, in one request: hwidd's limits.max_body
+ * bounds it (a larger manifest is refused with 413 and adds nothing). */
+#define REMOTE_MANIFEST_MAX (16u << 20)
+
+int ek_remote_import(const remote_opts *ro, const char *path, const char *profile, size_t *ret_n) {
+        _cleanup_(remote_freep) remote *rm = NULL;
+        _cleanup_(json_object_putp) json_object *body = NULL, *answer = NULL;
+        _cleanup_free_ char *data = NULL, *b64 = NULL;
+        json_object *added;
+        size_t len;
+        int r;
+
+        if ((r = read_file_capped(path, REMOTE_MANIFEST_MAX, &data, &len)) < 0 ||
+            (r = base64_encode((const uint8_t *) data, len, false, &b64)) < 0)
+                return r;
+        if (!(body = json_object_new_object()))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        json_set_str(body, "manifest", b64);
+        json_set_str(body, "profile", profile);
+        if ((r = remote_open(ro, &rm)) < 0 || (r = remote_call(rm, "POST", "/v1/admin/ek/import", body, &answer)) < 0)
+                return r;
+        if (!json_object_object_get_ex(answer, "added", &added) || !json_object_is_type(added, json_type_int) ||
+            json_object_get_int64(added) < 0)
+                return hwid_fail(HWID_E_INVALID, "the server's answer has no \"added\" count");
+        *ret_n = (size_t) json_object_get_int64(added);
+        return 0;
 }
 
 int ek_remote_list(const remote_opts *ro, store_ek **ret, size_t *ret_n) {

@@ -12,9 +12,6 @@
 #include "remote.h"
 #include "store.h"
 
-/* The most entries one import adds. */
-#define EK_IMPORT_MAX 100000
-
 /* Reads a factory manifest (JSON or CSV, docs/ATTESTATION.md) into
  * entries; profile is the default for entries that name none. */
 int ek_manifest_read(const hwidd_config *cfg, const char *path, const char *profile, store_ek **ret,
@@ -27,4 +24,6 @@ int ek_manifest_read(const hwidd_config *cfg, const char *path, const char *prof
 int ek_remote_add(const remote_opts *ro, const char *cn, const char *profile, const char *cert_file,
                   const char *hash, store_ek *ret);
 int ek_remote_list(const remote_opts *ro, store_ek **ret, size_t *ret_n);
+/* A manifest file sent whole (all entries or none); *ret_n: entries added. */
+int ek_remote_import(const remote_opts *ro, const char *path, const char *profile, size_t *ret_n);
 int ek_remote_remove(const remote_opts *ro, const char *key);

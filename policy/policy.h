@@ -294,6 +294,7 @@ typedef enum policy_action {
         ACTION_AUDIT_READ,
         ACTION_EK_LIST,       /* the EK allowlist of TPM attestation */
         ACTION_EK_ADD,
+        ACTION_EK_IMPORT,     /* a factory manifest, all entries or none */
         ACTION_EK_REMOVE,
         ACTION_ATTEST,        /* POST /v1/attest: a challenge for a TPM */
 } policy_action;

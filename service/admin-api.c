@@ -41,6 +41,7 @@ static const admin_route routes[] = {
         { "GET", "/v1/admin/audit", NULL, false, ACTION_AUDIT_READ, admin_audit_read },
         { "GET", "/v1/admin/ek", NULL, false, ACTION_EK_LIST, admin_ek_list },
         { "POST", "/v1/admin/ek", NULL, false, ACTION_EK_ADD, admin_ek_add },
+        { "POST", "/v1/admin/ek/import", NULL, false, ACTION_EK_IMPORT, admin_ek_import },
         { "POST", "/v1/admin/ek/", "/remove", true, ACTION_EK_REMOVE, admin_ek_remove },
 };
 

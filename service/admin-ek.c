@@ -1,4 +1,4 @@
-/* The admin API's EK allowlist (list, add, remove): the entries `hwid ek`
+/* The admin API's EK allowlist (list, add, import, remove): what `hwid ek`
  * makes on the CA host, checked the same way (ek-entry.h).  Adding or
  * removing an entry is for admin alone; an auditor may list them. */
 #include <stdlib.h>
@@ -14,6 +14,8 @@
  * at most twice TPM_EK_CERT_MAX bytes). */
 #define EK_CERT_B64_MAX ((2 * TPM_EK_CERT_MAX + 2) / 3 * 4)
 #define EK_KEY_MAX 72 /* "sha256:" and 64 hex digits, or a name */
+/* A manifest is bounded by the request body's limit (limits.max_body). */
+#define MANIFEST_B64_MAX (64u << 20)
 
 static const char *const no_keys[] = { NULL };
 
@@ -92,6 +94,43 @@ int admin_ek_add(admin_call *c) {
                  e.ek_pub_sha256[0] ? e.ek_pub_sha256 : e.ek_cert_sha256);
         if (!(answer = admin_json_ek(&e)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        return admin_respond(c, 201, answer);
+}
+
+/* {"manifest": base64 of a manifest file, "profile"}: all entries or none. */
+int admin_ek_import(admin_call *c) {
+        static const char *const keys[] = { "manifest", "profile", NULL };
+        const char *b64 = NULL, *profile = "default";
+        _cleanup_free_ uint8_t *raw = NULL;
+        _cleanup_free_ char *text = NULL;
+        store_ek *v = NULL;
+        json_object *answer;
+        size_t len, n = 0;
+        int r;
+
+        if ((r = admin_body_keys(c, keys)) < 0 || (r = admin_body_str(c, "manifest", MANIFEST_B64_MAX, &b64)) < 0 ||
+            (r = admin_body_str(c, "profile", 64, &profile)) < 0)
+                return r;
+        if (!b64)
+                return hwid_fail(HWID_E_INVALID, "\"manifest\" (base64 of the manifest file) is missing");
+        if ((r = need_attestation(c)) < 0)
+                return r;
+        if (base64_decode(b64, strlen(b64), false, &raw, &len) < 0)
+                return hwid_fail(HWID_E_INVALID, "\"manifest\" is not base64 (of the manifest file)");
+        if (!(text = malloc(len + 1)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        memcpy(text, raw, len);
+        text[len] = '\0';
+        if ((r = ek_manifest_parse(c->ca->cfg, "the manifest", text, len, profile, &v, &n)) < 0)
+                return r;
+        r = store_ek_add(c->ca->store, v, n, NULL, c->now);
+        store_ek_list_free(v, n);
+        if (r < 0)
+                return r;
+        snprintf(c->note, sizeof(c->note), "%zu entr%s", n, n == 1 ? "y" : "ies");
+        if (!(answer = json_object_new_object()))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        json_object_object_add(answer, "added", json_object_new_int64((int64_t) n));
         return admin_respond(c, 201, answer);
 }
 

@@ -44,6 +44,7 @@ int admin_identity_revoke(admin_call *c);
 int admin_audit_read(admin_call *c);
 int admin_ek_list(admin_call *c);   /* admin-ek.c */
 int admin_ek_add(admin_call *c);
+int admin_ek_import(admin_call *c);
 int admin_ek_remove(admin_call *c);
 
 /* The body's fields, type-checked: keys outside `allowed` (NULL-terminated)

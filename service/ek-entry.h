@@ -13,6 +13,8 @@
 
 /* The longest name (CN) an entry may give its TPM. */
 #define EK_NAME_MAX 64
+/* The most entries one import adds. */
+#define EK_IMPORT_MAX 100000
 
 /* Fills e's hashes from an EK certificate (PEM or DER, what the TPM holds
  * in NV).  With TPM attestation configured, the certificate must chain to
@@ -25,3 +27,10 @@ int ek_entry_pub_hash(const char *hex, const char *what, store_ek *e);
  * name a CN hwid can issue (1-64 printable bytes), the profile one of
  * cfg's. */
 int ek_entry_names(const hwidd_config *cfg, const char *name, const char *profile, const char *what, store_ek *e);
+
+/* Parses a factory manifest (JSON or CSV, docs/ATTESTATION.md; text is
+ * modified) into entries, each checked as above; profile is the default
+ * for entries that name none; what names the manifest in errors.  At
+ * least one entry, at most EK_IMPORT_MAX. */
+int ek_manifest_parse(const hwidd_config *cfg, const char *what, char *text, size_t len, const char *profile,
+                      store_ek **ret, size_t *ret_n);

@@ -7,10 +7,13 @@
 #     certificate or its EK public key hash, as the CA host's `hwid ek list`
 #     then shows; the TPM enrolls with `hwid join --attest` and no token,
 #     its certificate naming its EK; `hwid ek remove --dir` takes it off
-#     and it can no longer enroll;
+#     and it can no longer enroll; `hwid ek import --dir` sends a factory
+#     manifest (CSV or JSON) whole and adds all of it or, with one entry
+#     that cannot attest, nothing;
 #   - `hwid ek list --dir` as an auditor equals the CA host's list;
 #   - every other role gets 403 naming its role, the action and the roles
-#     that may (ek.add and ek.remove: admin; ek.list: admin or auditor),
+#     that may (ek.add, ek.import, ek.remove: admin; ek.list: admin or
+#     auditor),
 #     the list unchanged and a `deny` audit record with the same reason;
 #     allowed actions are audited with the actor;
 #   - an admin's bad entries change nothing: an EK certificate of a foreign
@@ -103,8 +106,10 @@ refused() {
         assert_eq "$(admin ek list)" "$before" "the allowlist after $role was refused $action"
         expect_audit "$role:$name" "$action" "$target" deny "$msg"
 }
+printf 'cn,profile,ek_pub_sha256\nx-1,attested,%s\n' "$(printf 'ef%.0s' {1..32})" >"$T/x.csv"
 for role in approver provisioner auditor node; do
         refused "$role" ek.add admin - add --cn "x-$role" --profile attested --ek-cert "$T/ek-b.der"
+        refused "$role" ek.import admin - import "$T/x.csv"
         refused "$role" ek.remove admin dev-a remove dev-a
 done
 for role in approver provisioner node; do
@@ -162,7 +167,28 @@ assert_eq "$RC" 1 "exit code for removing what is not listed"
 assert_contains "$(cat "$T/last.err")" "server answered 404" "removing what is not listed"
 remote op-admin remove dev-a
 [ "$RC" = 0 ] || fail "the admin cannot remove an EK by name: $(cat "$T/last.err")"
-assert_eq "$(admin ek list | tail -n +2)" "" "the allowlist at the end"
+assert_eq "$(admin ek list | tail -n +2)" "" "the allowlist after the removals"
+
+echo "== an admin imports a factory manifest: all entries or none"
+b64() { base64 -w0 <"$1"; }
+printf '{"devices": [{"cn": "line-a", "profile": "attested", "ek_cert": "%s"},\n {"cn": "line-f", "ek_cert": "%s"}]}\n' \
+        "$(b64 "$T/ek-a.der")" "$(b64 "$T/ek-f.der")" >"$T/bad.json"
+remote op-admin import "$T/bad.json"
+assert_eq "$RC" 1 "exit code for a manifest with a foreign EK"
+assert_contains "$(cat "$T/last.err")" "server answered 400: the manifest: devices[1] cannot attest with this CA" \
+        "reason for a manifest with a foreign EK"
+assert_eq "$(admin ek list | tail -n +2)" "" "the allowlist after a refused manifest"
+printf '# line 3\ncn,profile,ek_pub_sha256\nline-a,attested,%s\nline-b,attested,%s\n' "$EK_A" "$EK_B" >"$T/line.csv"
+remote op-admin import "$T/line.csv"
+[ "$RC" = 0 ] || fail "the admin cannot import a manifest: $(cat "$T/last.err")"
+assert_eq "$(cat "$T/last.out")" "2 TPMs added to the EK allowlist from $T/line.csv" "import's report"
+list=$(admin ek list)
+assert_contains "$list" "line-a"
+assert_contains "$list" "$EK_B"
+expect_audit admin:op-admin ek.import - allow "2 entries"
+remote op-admin import "$T/line.csv"
+assert_contains "$(cat "$T/last.err")" "server answered 409: line-a is already on the EK allowlist" "the same manifest twice"
+expect_exit 0 "enrolled line-b" --multiline -- attested_join "$B" "$T/line-b" line-b
 assert_no_transient
 
 hwidd_stop

@@ -47,6 +47,7 @@ static const struct {
         { ACTION_AUDIT_READ, "admin auditor", "admin or auditor" },
         { ACTION_EK_LIST, "admin auditor", "admin or auditor" },
         { ACTION_EK_ADD, "admin", "admin" },
+        { ACTION_EK_IMPORT, "admin", "admin" },
         { ACTION_EK_REMOVE, "admin", "admin" },
         { ACTION_ADMIN, "admin", "admin" },
         { ACTION_METRICS, "admin", "admin" },
