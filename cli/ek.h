@@ -1,4 +1,5 @@
-/* hwid ek: the EK allowlist, on the CA host (cli/ek.c, cli/ek-import.c).
+/* hwid ek: the EK allowlist, on the CA host (cli/ek.c, cli/ek-import.c)
+ * or remotely through the admin API (cli/ek-remote.c).
  * An entry lets one TPM -- by its EK certificate or its EK public key --
  * enroll without a bootstrap token, under one name and profile. */
 #pragma once
@@ -7,23 +8,22 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "ek-entry.h"
+#include "remote.h"
 #include "store.h"
-
-/* The most entries one import adds. */
-#define EK_IMPORT_MAX 100000
-
-/* Fills e's hashes from an EK certificate (PEM or DER, what the TPM holds
- * in NV).  With TPM attestation configured, the certificate must chain to
- * the configured roots: an entry that could never attest is refused. */
-int ek_entry_from_cert(const hwidd_config *cfg, const uint8_t *data, size_t len, const char *what, store_ek *e);
-/* Sets an EK public key hash given as 64 hex digits (any case). */
-int ek_entry_pub_hash(const char *hex, const char *what, store_ek *e);
-/* Takes copies of name and profile into e, once both are checked: the
- * name a CN hwid can issue (1-64 printable bytes), the profile one of
- * cfg's. */
-int ek_entry_names(const hwidd_config *cfg, const char *name, const char *profile, const char *what, store_ek *e);
 
 /* Reads a factory manifest (JSON or CSV, docs/ATTESTATION.md) into
  * entries; profile is the default for entries that name none. */
 int ek_manifest_read(const hwidd_config *cfg, const char *path, const char *profile, store_ek **ret,
                      size_t *ret_n);
+
+/* The admin API's EK allowlist (operators with --dir or --cert/--key):
+ * one entry added (from an EK certificate file or a public key hash;
+ * *ret is the entry as stored), the list, one entry removed by its name
+ * or hash. */
+int ek_remote_add(const remote_opts *ro, const char *cn, const char *profile, const char *cert_file,
+                  const char *hash, store_ek *ret);
+int ek_remote_list(const remote_opts *ro, store_ek **ret, size_t *ret_n);
+/* A manifest file sent whole (all entries or none); *ret_n: entries added. */
+int ek_remote_import(const remote_opts *ro, const char *path, const char *profile, size_t *ret_n);
+int ek_remote_remove(const remote_opts *ro, const char *key);

@@ -27,10 +27,17 @@ trap cleanup EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 
+# A free loopback port: 20000-29999, or the upper half of the test port
+# range when HWID_TEST_PORT_BASE/COUNT give one (as tests/lib.sh does;
+# swtpm-start takes the lower half).
 free_port() {
-        local p
+        local p base=20000 span=10000
+        if [ -n "${HWID_TEST_PORT_BASE:-}" ]; then
+                span=$((${HWID_TEST_PORT_COUNT:-22528} - ${HWID_TEST_PORT_COUNT:-22528} / 2))
+                base=$((HWID_TEST_PORT_BASE + ${HWID_TEST_PORT_COUNT:-22528} / 2))
+        fi
         for _ in $(seq 50); do
-                p=$((20000 + RANDOM % 10000))
+                p=$((base + RANDOM % span))
                 ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
         done
         echo "no free port" >&2; return 1

@@ -47,6 +47,10 @@ const char *policy_action_name(policy_action action) {
         case ACTION_CERT_SHOW: return "cert.show";
         case ACTION_CERT_REVOKE: return "cert.revoke";
         case ACTION_AUDIT_READ: return "audit.list";
+        case ACTION_EK_LIST: return "ek.list";
+        case ACTION_EK_ADD: return "ek.add";
+        case ACTION_EK_IMPORT: return "ek.import";
+        case ACTION_EK_REMOVE: return "ek.remove";
         case ACTION_ATTEST: return "attest";
         }
         return "unknown";

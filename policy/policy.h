@@ -292,14 +292,15 @@ typedef enum policy_action {
         ACTION_CERT_SHOW,
         ACTION_CERT_REVOKE,
         ACTION_AUDIT_READ,
-        /* Extension point: EK allowlist entries (list, add, remove) join
-         * here, each with its row in roles.c (hwid ek works on the CA host
-         * for now). */
+        ACTION_EK_LIST,       /* the EK allowlist of TPM attestation */
+        ACTION_EK_ADD,
+        ACTION_EK_IMPORT,     /* a factory manifest, all entries or none */
+        ACTION_EK_REMOVE,
         ACTION_ATTEST,        /* POST /v1/attest: a challenge for a TPM */
 } policy_action;
 
 #define ACTION_ADMIN_API_FIRST ACTION_TOKEN_CREATE
-#define ACTION_ADMIN_API_LAST ACTION_AUDIT_READ
+#define ACTION_ADMIN_API_LAST ACTION_EK_REMOVE
 
 /* Whether action is one of the admin API's. */
 bool policy_action_is_admin_api(policy_action action);

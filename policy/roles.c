@@ -6,7 +6,9 @@
  * admin        everything
  * approver     requests: list, approve, deny
  * provisioner  tokens: create, within its scope (a factory station)
- * auditor      reads: tokens, requests, certificates, identities, audit */
+ * auditor      reads: tokens, requests, certificates, identities, audit,
+ *              the EK allowlist
+ * (the EK allowlist's entries are added and removed by admin alone) */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -30,6 +32,7 @@ static const struct {
         { ACTION_CERT_LIST, ROLE_BIT(ROLE_AUDITOR) },
         { ACTION_CERT_SHOW, ROLE_BIT(ROLE_AUDITOR) },
         { ACTION_AUDIT_READ, ROLE_BIT(ROLE_AUDITOR) },
+        { ACTION_EK_LIST, ROLE_BIT(ROLE_AUDITOR) },
         { ACTION_READ_IDENTITY, ROLE_BIT(ROLE_AUDITOR) }, /* any identity, not only its own */
 };
 

@@ -39,8 +39,10 @@ static const admin_route routes[] = {
         { "POST", "/v1/admin/certificates/", "/revoke", false, ACTION_CERT_REVOKE, admin_cert_revoke },
         { "POST", "/v1/admin/identities/", "/revoke", true, ACTION_CERT_REVOKE, admin_identity_revoke },
         { "GET", "/v1/admin/audit", NULL, false, ACTION_AUDIT_READ, admin_audit_read },
-        /* Extension point: the EK allowlist (GET/POST /v1/admin/ek, POST
-         * /v1/admin/ek/{id}/remove) goes here with its ACTION_EK_* rows. */
+        { "GET", "/v1/admin/ek", NULL, false, ACTION_EK_LIST, admin_ek_list },
+        { "POST", "/v1/admin/ek", NULL, false, ACTION_EK_ADD, admin_ek_add },
+        { "POST", "/v1/admin/ek/import", NULL, false, ACTION_EK_IMPORT, admin_ek_import },
+        { "POST", "/v1/admin/ek/", "/remove", true, ACTION_EK_REMOVE, admin_ek_remove },
 };
 
 /* Whether path is the route's, and its parameter (into arg). */

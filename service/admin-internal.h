@@ -1,5 +1,6 @@
 /* Inside the admin API (/v1/admin/...): admin-api.c routes, authenticates,
- * authorizes and audits; admin-tokens.c and admin-records.c do the work.
+ * authorizes and audits; admin-tokens.c, admin-records.c and admin-ek.c
+ * do the work.
  * Every handler runs after the authorizer chain allowed its action to the
  * certificate's recorded role; what it does is audited with the actor
  * ("admin:root", "provisioner:station-3"), allowed or not. */
@@ -41,6 +42,10 @@ int admin_cert_show(admin_call *c);
 int admin_cert_revoke(admin_call *c);
 int admin_identity_revoke(admin_call *c);
 int admin_audit_read(admin_call *c);
+int admin_ek_list(admin_call *c);   /* admin-ek.c */
+int admin_ek_add(admin_call *c);
+int admin_ek_import(admin_call *c);
+int admin_ek_remove(admin_call *c);
 
 /* The body's fields, type-checked: keys outside `allowed` (NULL-terminated)
  * are -HWID_E_INVALID; a missing optional field leaves *ret alone. */

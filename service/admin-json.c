@@ -339,3 +339,43 @@ int admin_json_to_audit(json_object *o, store_audit *ret) {
         *ret = a;
         return 0;
 }
+
+json_object *admin_json_ek(const store_ek *e) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_set_str(o, "identity", e->identity);
+        json_set_str(o, "profile", e->profile);
+        json_set_str(o, "ek_pub_sha256", e->ek_pub_sha256[0] ? e->ek_pub_sha256 : NULL);
+        json_set_str(o, "ek_cert_sha256", e->ek_cert_sha256[0] ? e->ek_cert_sha256 : NULL);
+        json_object_object_add(o, "added_at", json_object_new_int64(e->added_at));
+        return o;
+}
+
+/* A hash the server sent: 64 hex digits, or null (""). */
+static int ek_hash(json_object *o, const char *key, char *buf) {
+        const char *s;
+        int r = get_str(o, key, true, &s);
+
+        if (r < 0 || !s)
+                return r;
+        if (strlen(s) != 64 || strspn(s, "0123456789abcdef") != 64)
+                return hwid_fail(HWID_E_INVALID, "the server's \"%s\" is not a SHA-256 in hex", key);
+        memcpy(buf, s, 65);
+        return 0;
+}
+
+int admin_json_to_ek(json_object *o, store_ek *ret) {
+        store_ek e = { 0 };
+        int r;
+
+        if ((r = dup_str(o, "identity", false, &e.identity)) < 0 || (r = dup_str(o, "profile", false, &e.profile)) < 0 ||
+            (r = ek_hash(o, "ek_pub_sha256", e.ek_pub_sha256)) < 0 ||
+            (r = ek_hash(o, "ek_cert_sha256", e.ek_cert_sha256)) < 0 || (r = get_int(o, "added_at", &e.added_at)) < 0) {
+                store_ek_clear(&e);
+                return r;
+        }
+        *ret = e;
+        return 0;
+}

@@ -13,6 +13,8 @@
  *                "attestation": {"ek_pub_sha256", "ek_cert_sha256", "ak_name"}|null[, "pem"]}
  *   audit       {"at", "actor", "action", "target"|null, "outcome", "reason"|null,
  *                "token_id"|null}
+ *   ek          {"identity", "profile", "ek_pub_sha256"|null, "ek_cert_sha256"|null,
+ *                "added_at"}  (an EK allowlist entry)
  * Times are Unix seconds. */
 #pragma once
 
@@ -28,6 +30,7 @@ json_object *admin_json_request(const store_request *r);
 /* with_pem: add the certificate itself ("pem"). */
 json_object *admin_json_cert(const store_cert *c, bool with_pem);
 json_object *admin_json_audit(const store_audit *a);
+json_object *admin_json_ek(const store_ek *e);
 
 /* Decoders: -HWID_E_INVALID naming the field when o is not such a record.
  * Strings are copied (store_*_clear() frees them), except the audit
@@ -36,6 +39,7 @@ int admin_json_to_token(json_object *o, store_token *ret);
 int admin_json_to_request(json_object *o, store_request *ret);
 int admin_json_to_cert(json_object *o, store_cert *ret);
 int admin_json_to_audit(json_object *o, store_audit *ret);
+int admin_json_to_ek(json_object *o, store_ek *ret);
 
 /* The names of store states ("active", "pending", "valid", ...). */
 const char *admin_token_state_name(store_token_state s);

@@ -29,7 +29,10 @@
 #   - --cert/--key with --ca-hash or --ca-file work like --dir; a wrong pin
 #     sends nothing; a revoked operator certificate gets 401;
 #   - token secrets minted remotely are in no line of hwidd's log and
-#     nowhere in the CA's database.
+#     nowhere in the CA's database;
+#   - on a CA without TPM attestation, the EK allowlist lists empty and an
+#     entry is refused (409 wrong_state: it would never be used), nothing
+#     stored (admin-ek.sh covers the EK allowlist on a CA with attestation).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
@@ -378,6 +381,14 @@ test_raw_api() {
                 "the certificate listed by identity"
 }
 
+test_ek_without_attestation() {
+        run_ok as op-auditor ek list >"$T/ek.out"
+        assert_eq "$(tail -n +2 "$T/ek.out")" "" "the EK allowlist of a CA without attestation"
+        expect_exit 1 "server answered 409: this CA does not verify TPM attestation" -- \
+                as op-admin ek add --cn dev-x --ek-sha256 "$(printf 'ab%.0s' {1..32})"
+        assert_eq "$(sqlite3 "$CA_DIR/hwid.db" 'SELECT count(*) FROM ek_allowlist')" 0 "EK entries stored"
+}
+
 test_secrets() {
         local tok
         [ ${#MINTED[@]} -ge 3 ] || fail "only ${#MINTED[@]} tokens were minted remotely"
@@ -403,6 +414,7 @@ test_provisioner_scope
 test_key_compromise
 test_raw_api
 test_cert_key_options
+test_ek_without_attestation
 test_revoked_operator
 test_secrets
 hwidd_stop

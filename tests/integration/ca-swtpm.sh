@@ -9,12 +9,17 @@
 #     curl get certificates openssl verifies against ca.pem (signed in the
 #     TPM), the CRL verifies, and a renewal over mutual TLS works;
 #   - /readyz has both TPM keys sign (200, every check passed);
+#   - /metrics (promtool check metrics) times the TPM's signatures under
+#     backend "tpm2": a CA signature for each certificate, the CRL and the
+#     readiness probe, none failed, and the TLS key's handshakes;
 #   - after hwidd stops, the TPM holds no transient objects or sessions
 #     (invariant 5).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh disable=SC2119
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
+# shellcheck source=ops-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ops-lib.sh"
 
 ca_setup_tpm() {
         PORT=$(free_port)
@@ -74,12 +79,20 @@ add_profiles <<'EOF'
     renewal:
       window: 1.0
 EOF
+public_metrics
 hwidd_start
 http "$T/ready" GET /readyz
 expect_status 200 "$T/ready"
 assert_contains "$(cat "$T/ready.body")" '"ca_key":{"ok":true},"tls_key":{"ok":true}' "/readyz with TPM keys"
 test_enroll_several
 test_crl_and_renew
+# 1 readiness probe + 5 enrollments + 1 renewal + 1 CRL, each one CA signature.
+scrape "$T/m"
+[ "$(metric "$T/m" 'hwid_sign_duration_seconds_count{key="ca",backend="tpm2"}')" -ge 8 ] ||
+        fail "CA signatures in the TPM: $(grep 'key="ca"' "$T/m.body")"
+assert_eq "$(metric "$T/m" 'hwid_sign_errors_total{key="ca",backend="tpm2"}')" 0 "CA signatures the TPM failed"
+[ "$(metric "$T/m" 'hwid_sign_duration_seconds_count{key="tls",backend="tpm2"}')" -ge 8 ] ||
+        fail "TLS signatures in the TPM: $(grep 'key="tls"' "$T/m.body")"
 hwidd_stop
 assert_no_transient
 no_private_keys_in "$T/tpm" "$CA_DIR"

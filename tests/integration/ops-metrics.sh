@@ -15,6 +15,8 @@
 #     tls.pem; the CRL age appears once a CRL was made;
 #   - /readyz answers 200 naming its checks (store, ca_key, tls_key) and
 #     when they ran, signs at most once per second however often asked;
+#     while another process holds the database's write lock it answers
+#     503 naming the store (the keys still pass), and 200 once released;
 #   - /healthz stays cheap: it signs nothing.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -138,6 +140,24 @@ if [ "$age" -lt 0 ] || [ "$age" -gt 60 ]; then
 fi
 assert_eq "$(metric "$T/m0" hwid_crl_age_seconds)" 0 "no CRL age before a CRL exists"
 assert_not_contains "$(cat "$T/m0.body")" "hwid_crl_age_seconds " "CRL age before a CRL exists"
+
+# --- the store cannot commit: /readyz 503 naming it --------------------------
+# sqlite3 holds the write lock for longer than hwidd waits for it (5 s).
+sleep 1.1 # past the cached verdict
+{ echo "BEGIN IMMEDIATE;"; sleep 8; echo "COMMIT;"; } | sqlite3 "$CA_DIR/hwid.db" &
+LOCKER=$!
+track_pid "$LOCKER"
+sleep 0.5
+ready "$T/r4"
+expect_status 503 "$T/r4"
+assert_eq "$(json_top error "$T/r4")" not_ready "/readyz error with the store locked"
+assert_contains "$(cat "$T/r4.body")" '"failed":["store"]' "/readyz names the store"
+assert_eq "$(check_of "$T/r4" store)" false "/readyz store"
+assert_eq "$(check_of "$T/r4" ca_key)" true "/readyz ca_key with the store locked"
+wait "$LOCKER"
+sleep 1.1
+ready "$T/r5"
+expect_status 200 "$T/r5"
 
 hwidd_stop
 echo "ok"

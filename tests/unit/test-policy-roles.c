@@ -45,6 +45,10 @@ static const struct {
         { ACTION_CERT_SHOW, "admin auditor", "admin or auditor" },
         { ACTION_CERT_REVOKE, "admin", "admin" },
         { ACTION_AUDIT_READ, "admin auditor", "admin or auditor" },
+        { ACTION_EK_LIST, "admin auditor", "admin or auditor" },
+        { ACTION_EK_ADD, "admin", "admin" },
+        { ACTION_EK_IMPORT, "admin", "admin" },
+        { ACTION_EK_REMOVE, "admin", "admin" },
         { ACTION_ADMIN, "admin", "admin" },
         { ACTION_METRICS, "admin", "admin" },
 };
