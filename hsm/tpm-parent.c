@@ -103,8 +103,11 @@ static int srk_lookup(tpm_conn *c, bool check, tpm_tr *ret) {
         r = srk_public(c, ret->tr, &pub);
         if (r < 0)
                 return r;
+        /* Not closed: ESYS hands out one record per TPM handle, and a
+         * signing key there may be a hwid key (tpm2:handle=0x81000001)
+         * open in this process, whose record closing would take away. */
         if (!tpm_srk_usable(&pub))
-                tpm_tr_close(ret);
+                ret->tr = ESYS_TR_NONE;
         return 0;
 }
 

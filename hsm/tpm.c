@@ -366,7 +366,10 @@ static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, c
                              EVP_PKEY **ret_pub) {
         _cleanup_unlock_ tpm_conn *locked = NULL;
         _cleanup_(tpm_tr_close) tpm_tr old = TPM_TR(k->conn);
-        _cleanup_(tpm_parent_done) tpm_parent parent = TPM_PARENT(k->conn, 0);
+        /* A key that is to replace whatever is at the SRK's handle is not
+         * made under it. */
+        _cleanup_(tpm_parent_done) tpm_parent parent =
+                TPM_PARENT(k->conn, k->handle == TPM_SRK_HANDLE ? TPM_KEYFILE_PARENT : 0);
         _cleanup_(tpm_tr_flush) tpm_tr key = TPM_TR(k->conn);
         _cleanup_(EVP_PKEY_freep) EVP_PKEY *pub = NULL;
         int r;
