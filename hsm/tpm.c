@@ -1,9 +1,10 @@
 /* The TPM 2.0 key backend, on tpm2-tss ESYS.
  *
- * A key lives either in a TSS2 key file (tpm2:file=), wrapped by the owner
- * storage primary, which is re-created from a fixed template whenever the
- * key must be loaded and never persisted, or at a persistent handle
- * (tpm2:handle=).  swtpm and /dev/tpm0 have no resource manager, so:
+ * A key lives either in a TSS2 key file (tpm2:file=), wrapped by the TCG
+ * SRK at 0x81000001 if the TPM has a usable one when the key is made, else
+ * by the owner storage primary, re-created from a fixed template whenever
+ * the key must be loaded and never persisted (tpm-parent.c); or at a
+ * persistent handle (tpm2:handle=).  swtpm and /dev/tpm0 have no resource manager, so:
  *   - every key shares its process's one connection to the TPM, and holds
  *     its lock across each operation (tpm-conn.c);
  *   - every transient object is flushed before an operation returns, on
@@ -11,7 +12,7 @@
  *   - no auth sessions: every auth value is empty, ESYS_TR_PASSWORD does.
  * A key file's key, once loaded, is kept as a saved context (a blob in our
  * memory, nothing in the TPM), so that each later signature costs three
- * commands (ContextLoad, Sign, FlushContext) and no CreatePrimary.  With
+ * commands (ContextLoad, Sign, FlushContext) and no trip through its parent.  With
  * hsm_options.hold it stays loaded instead, from its first load (or its
  * creation) until hwid_key_release(): one command per operation, for a
  * burst such as a join's CSR signature and attestation Certify. */
@@ -486,8 +487,9 @@ static int tpm2_open(const key_uri *uri, const hsm_options *opts, void **ret_obj
 }
 
 /* Persistent key: Sign.  Key file: ContextLoad, Sign, FlushContext (or,
- * the first time, CreatePrimary, Load, FlushContext, ContextSave, Sign,
- * FlushContext). */
+ * the first time, the parent (ReadPublic of the SRK, or CreatePrimary),
+ * Load, [FlushContext (primary)], ContextSave, Sign, FlushContext); held:
+ * Sign. */
 static int sign_locked(tpm_key *k, const TPMT_SIG_SCHEME *scheme, const TPM2B_DIGEST *digest,
                        TPMT_SIGNATURE **ret) {
         static const TPMT_TK_HASHCHECK null_ticket = { .tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL };
