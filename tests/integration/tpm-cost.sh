@@ -21,6 +21,7 @@
 #   - hwid join --attest (new key file, persistent RSA EK): with the SRK,
 #     at most 14 commands and one CreatePrimary (the AK); without, at most
 #     16 and two;
+#   - a key file whose SRK was evicted fails to load naming 0x81000001;
 #   - no TPM command is refused, nothing is left loaded in any TPM.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -153,3 +154,9 @@ for i in 0 1; do
         HWID_TCTI=${TCTIS[$i]} check_dir "$T/att-$i" "att-$i"
 done
 assert_no_transient
+
+echo "== a key file whose SRK was evicted: a clear error, nothing left loaded"
+run_ok tpm2_evictcontrol -T "${TCTIS[2]}" -C o -c 0x81000001 >/dev/null
+expect_exit 1 "the key's parent, the storage key at 0x81000001, is not in the TPM" -- \
+        env HWID_TCTI="${TCTIS[2]}" "$HWID" key show "tpm2:file=$T/dev-2/device.tss2.pem"
+assert_no_transient "${TCTIS[2]}"
