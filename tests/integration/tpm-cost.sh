@@ -121,10 +121,10 @@ join_plain 2 0 81000001
 join_plain 3 1 40000001
 
 echo "== the key under the SRK: its attributes, the tpm2 provider, hwid renew"
-attrs=$(HWID_TCTI=${TCTIS[1]} run_ok "$HWID" key show "tpm2:file=$T/dev-1/device.tss2.pem")
-assert_contains "$attrs" "fixedTPM=yes fixedParent=yes sensitiveDataOrigin=yes"
-assert_contains "$attrs" "noDA=yes"
-assert_contains "$attrs" "parent 0x81000001"
+shown=$(HWID_TCTI=${TCTIS[1]} run_ok "$HWID" key show "tpm2:file=$T/dev-1/device.tss2.pem")
+assert_contains "$shown" "fixedTPM=yes fixedParent=yes sensitiveDataOrigin=yes"
+assert_contains "$shown" "noDA=yes"
+assert_contains "$shown" "parent 0x81000001"
 echo "signed by the device key" >"$T/data"
 run_ok env TPM2OPENSSL_TCTI="${TCTIS[1]}" openssl dgst -sha256 -provider tpm2 -provider default \
         -propquery '?provider=tpm2' -sign "$T/dev-1/device.tss2.pem" -out "$T/data.sig" "$T/data"
