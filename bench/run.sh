@@ -475,6 +475,12 @@ EOF
 
 # --- 4. PKCS#11 calls per issuance -----------------------------------------------------
 
+# with_module MODULE CFG — CFG with module-path=MODULE in its PKCS#11 key
+# URIs, instead of any module-path= they have (hwid ca init writes one).
+with_module() {
+        sed -e "/^  key: \"pkcs11:/ { s|[?\&]module-path=[^\&\"]*||; s|\"\$|\&module-path=$1\"| }" "$2"
+}
+
 # spy_count FROM TO — "C_Xxx count" for the spy log's lines FROM..TO.
 spy_count() {
         sed -n "$1,$2p" "$W/spy.log" | grep -E '^[0-9]+: C_' | awk '{ print $2 }' | sort | uniq -c | awk '{ print $2, $1 }'
@@ -485,7 +491,7 @@ p11_roundtrips() {
         log "PKCS#11 calls per issuance (pkcs11-spy in front of SoftHSM2)"
         [ -f "$SPY_MODULE" ] || die "no $SPY_MODULE (install opensc)"
         # Both keys through the spy, as module-path= in their URIs.
-        sed -e "/^  key: \"pkcs11:/ s|\"\$|\&module-path=$SPY_MODULE\"|" "$CFG" >"$cfg"
+        with_module "$SPY_MODULE" "$CFG" >"$cfg"
         grep -q "module-path=$SPY_MODULE" "$cfg" || die "could not route the keys through pkcs11-spy"
         PKCS11SPY=$SOFTHSM_MODULE PKCS11SPY_OUTPUT=$W/spy.log hwidd_start "$cfg"
         sleep 0.3
@@ -706,7 +712,7 @@ memory_held() {
 # SoftHSM2 instead of every registered module (OpenSC brings GLib/GIO).
 memory_module_path() {
         local cfg=$W/ca/hwidd-module-path.yaml
-        sed -e "/^  key: \"pkcs11:/ s|\"\$|\&module-path=$SOFTHSM_MODULE\"|" "$CFG" >"$cfg"
+        with_module "$SOFTHSM_MODULE" "$CFG" >"$cfg"
         hwidd_start "$cfg"
         res R_IDLE_MP "$(rss_kib "$HWIDD_PID")"
         res R_IDLE_MP_ANON "$(awk '/^RssAnon:/ { print $2 }' "/proc/$HWIDD_PID/status")"
