@@ -17,7 +17,10 @@
 #     sensitiveDataOrigin; and noDA), as the TPM reports its public area;
 #     the tpm2 OpenSSL provider loads it (through its parent field) and
 #     signs with it, openssl verifying against the certificate; hwid renew
-#     renews with it, with no CreatePrimary and at most 8 commands;
+#     renews with it, with no CreatePrimary and at most 5 commands (the key
+#     held from the TLS handshake to the CSR); without the SRK at most 6,
+#     one CreatePrimary; a renewal that makes a new key under the SRK at
+#     most 8, no CreatePrimary;
 #   - hwid join --attest (new key file, persistent RSA EK): with the SRK,
 #     at most 14 commands and one CreatePrimary (the AK); without, at most
 #     16 and two;
@@ -38,6 +41,10 @@ attest_ca "$T/ek-roots" <<'EOF'
     validity: 1h
     subject: {allowed_rdns: [CN]}
     renewal: {window: 1.0}
+  rotating:
+    validity: 1h
+    subject: {allowed_rdns: [CN]}
+    renewal: {window: 1.0, rotate_key: true}
   attested:
     validity: 1h
     subject: {allowed_rdns: [CN]}
@@ -131,10 +138,17 @@ run_ok env TPM2OPENSSL_TCTI="${TCTIS[1]}" openssl dgst -sha256 -provider tpm2 -p
 cert_pubkey "$T/dev-1/cert.pem" >"$T/dev-1.pub"
 run_ok openssl dgst -sha256 -verify "$T/dev-1.pub" -signature "$T/data.sig" "$T/data" >/dev/null
 assert_no_transient "${TCTIS[1]}"
-counted 1 8 0 "hwid renew" "$HWID" renew --dir "$T/dev-1" --tcti "${TCTIS[1]}"
+counted 1 5 0 "hwid renew" "$HWID" renew --dir "$T/dev-1" --tcti "${TCTIS[1]}"
 assert_contains "$(cat "$T/last.out")" "renewed: generation 2"
 HWID_TCTI=${TCTIS[1]} check_dir "$T/dev-1" dev-1
-assert_no_transient "${TCTIS[1]}"
+counted 0 6 1 "hwid renew" "$HWID" renew --dir "$T/dev-0" --tcti "${TCTIS[0]}"
+HWID_TCTI=${TCTIS[0]} check_dir "$T/dev-0" dev-0
+tok=$(token_new --profile rotating)
+expect_exit 0 "" --multiline -- join_dev "$T/rot-1" rot-1 "$tok" --tcti "${TCTIS[1]}"
+counted 1 8 0 "hwid renew (rotate_key)" "$HWID" renew --dir "$T/rot-1" --tcti "${TCTIS[1]}"
+[ "$(cat "$T/rot-1/key.uri")" != "tpm2:file=$T/rot-1/device.tss2.pem" ] || fail "the key was not rotated"
+HWID_TCTI=${TCTIS[1]} check_dir "$T/rot-1" rot-1
+assert_no_transient "${TCTIS[0]}" "${TCTIS[1]}"
 
 echo "== hwid join --attest: the SRK saves its CreatePrimary"
 # A fresh swtpm's first ActivateCredential is refused with TPM_RC_RETRY, and
