@@ -98,10 +98,12 @@ void tpm_parent_done(tpm_parent *p);
 bool tpm_srk_usable(const TPMT_PUBLIC *pub);
 /* CreatePrimary of the owner storage primary (tpm_primary_template()). */
 int tpm_primary_create(tpm_conn *c, tpm_tr *ret);
-/* A new key under parent, loaded (ret_key: flush it): TPM2_CreateLoaded,
- * or Create and Load on a TPM without it. */
-int tpm_create_loaded(tpm_conn *c, ESYS_TR parent, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
-                      TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key);
+/* A new key, loaded (ret_key: flush it), under the parent p gets
+ * (tpm_parent_get(); p->handle says which): TPM2_CreateLoaded, or Create
+ * and Load on a TPM without it.  An SRK that refuses the empty password
+ * (it has an auth value) is passed over for the owner storage primary. */
+int tpm_parent_create_key(tpm_conn *c, tpm_parent *p, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
+                          TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key);
 
 /* ---- tpm.c ---- */
 

@@ -156,34 +156,37 @@ void tpm_parent_done(tpm_parent *p) {
         p->tr = ESYS_TR_NONE;
 }
 
-static int create_then_load(tpm_conn *c, ESYS_TR parent, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
-                            TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key) {
+/* TSS2_RCs, not hwid errors: tpm_parent_create_key() decides what a
+ * refusal means. */
+static TSS2_RC create_then_load(tpm_conn *c, ESYS_TR parent, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
+                                TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key) {
         _cleanup_(esys_freep) TPM2B_PRIVATE *priv = NULL;
         _cleanup_(esys_freep) TPM2B_PUBLIC *pub = NULL;
         TSS2_RC rc;
 
         rc = Esys_Create(c->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &empty_sensitive,
                          tmpl, &empty_outside_info, &empty_creation_pcr, &priv, &pub, NULL, NULL, NULL);
+        if (rc == TSS2_RC_SUCCESS)
+                rc = Esys_Load(c->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, priv, pub,
+                               &ret_key->tr);
         if (rc != TSS2_RC_SUCCESS)
-                return tpm_fail(c, rc, "the TPM cannot create the key");
-        rc = Esys_Load(c->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, priv, pub, &ret_key->tr);
-        if (rc != TSS2_RC_SUCCESS)
-                return tpm_fail(c, rc, "the TPM cannot load the key it created");
+                return rc;
         *ret_pub = *pub;
         *ret_priv = *priv;
-        return 0;
+        return TSS2_RC_SUCCESS;
 }
 
-int tpm_create_loaded(tpm_conn *c, ESYS_TR parent, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
-                      TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key) {
+static TSS2_RC create_loaded(tpm_conn *c, ESYS_TR parent, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
+                             TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key) {
         _cleanup_(esys_freep) TPM2B_PRIVATE *priv = NULL;
         _cleanup_(esys_freep) TPM2B_PUBLIC *pub = NULL;
         TPM2B_TEMPLATE t = { 0 };
         size_t off = 0;
         TSS2_RC rc;
 
-        if (Tss2_MU_TPMT_PUBLIC_Marshal(&tmpl->publicArea, t.buffer, sizeof(t.buffer), &off) != TSS2_RC_SUCCESS)
-                return hwid_fail(HWID_E_INTERNAL, "cannot marshal the key template");
+        rc = Tss2_MU_TPMT_PUBLIC_Marshal(&tmpl->publicArea, t.buffer, sizeof(t.buffer), &off);
+        if (rc != TSS2_RC_SUCCESS)
+                return rc;
         t.size = (UINT16) off;
         rc = Esys_CreateLoaded(c->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &empty_sensitive,
                                &t, &ret_key->tr, &priv, &pub);
@@ -192,8 +195,33 @@ int tpm_create_loaded(tpm_conn *c, ESYS_TR parent, const TPM2B_PUBLIC *tmpl, TPM
         if (rc == TPM2_RC_COMMAND_CODE)
                 return create_then_load(c, parent, tmpl, ret_pub, ret_priv, ret_key);
         if (rc != TSS2_RC_SUCCESS)
-                return tpm_fail(c, rc, "the TPM cannot create the key");
+                return rc;
         *ret_pub = *pub;
         *ret_priv = *priv;
+        return TSS2_RC_SUCCESS;
+}
+
+int tpm_parent_create_key(tpm_conn *c, tpm_parent *p, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
+                          TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key) {
+        TSS2_RC rc;
+        int r;
+
+        r = tpm_parent_get(c, p);
+        if (r < 0)
+                return r;
+        rc = create_loaded(c, p->tr, tmpl, ret_pub, ret_priv, ret_key);
+        /* An SRK with an auth value, unlike the TCG template's: it is noDA,
+         * so the try cost no lockout count; the primary then. */
+        if (p->handle == TPM_SRK_HANDLE &&
+            (tpm_rc_is_fmt1(rc, TPM2_RC_BAD_AUTH) || tpm_rc_is_fmt1(rc, TPM2_RC_AUTH_FAIL))) {
+                tpm_parent_done(p);
+                p->handle = TPM_KEYFILE_PARENT;
+                r = tpm_parent_get(c, p);
+                if (r < 0)
+                        return r;
+                rc = create_loaded(c, p->tr, tmpl, ret_pub, ret_priv, ret_key);
+        }
+        if (rc != TSS2_RC_SUCCESS)
+                return tpm_fail(c, rc, "the TPM cannot create the key");
         return 0;
 }

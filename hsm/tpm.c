@@ -294,9 +294,7 @@ static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
 
         r = tpm_conn_lock(k->conn, &locked);
         if (r >= 0)
-                r = tpm_parent_get(k->conn, &parent);
-        if (r >= 0)
-                r = tpm_create_loaded(k->conn, parent.tr, tmpl, &k->pub, &k->priv, &key);
+                r = tpm_parent_create_key(k->conn, &parent, tmpl, &k->pub, &k->priv, &key);
         if (r < 0)
                 return r;
         k->parent = parent.handle;
@@ -383,9 +381,7 @@ static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, c
         if (old.tr != ESYS_TR_NONE && !force)
                 return hwid_fail(HWID_E_KEY_EXISTS, "a key already exists at %s "
                                                     "(use --force to replace it)", k->desc);
-        r = tpm_parent_get(k->conn, &parent);
-        if (r >= 0)
-                r = tpm_create_loaded(k->conn, parent.tr, tmpl, &k->pub, &k->priv, &key);
+        r = tpm_parent_create_key(k->conn, &parent, tmpl, &k->pub, &k->priv, &key);
         if (r >= 0) /* before anything persists, so a failure leaves nothing */
                 r = tpm_pub_to_pkey(&k->pub.publicArea, k->desc, &pub);
         if (r >= 0)

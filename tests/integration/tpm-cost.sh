@@ -12,7 +12,8 @@
 #     0x81000001), no CreatePrimary and a key file whose parent is
 #     0x81000001;
 #   - an SRK that is not noDA (tpm2-tools' default attributes) is not used
-#     as a parent: a CreatePrimary, parent 0x40000001;
+#     as a parent: a CreatePrimary, parent 0x40000001; nor is one with an
+#     auth value, which refuses the empty password (one command more);
 #   - the key under the SRK keeps Invariant 1 (fixedTPM, fixedParent,
 #     sensitiveDataOrigin; and noDA), as the TPM reports its public area;
 #     the tpm2 OpenSSL provider loads it (through its parent field) and
@@ -33,8 +34,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/attest-lib.sh"
 
 require_tools tpm2_createprimary tpm2_evictcontrol tpm2_flushcontext
 
-# TPM 0: no SRK; 1: ECC SRK; 2: RSA SRK; 3: an SRK without noDA.
-swtpm_init --log 4
+# TPM 0: no SRK; 1: ECC SRK; 2: RSA SRK; 3: an SRK without noDA; 4: an
+# SRK with an auth value.
+swtpm_init --log 5
 manufacturer_roots "$T/ek-roots"
 attest_ca "$T/ek-roots" <<'EOF'
   plain:
@@ -53,11 +55,12 @@ EOF
 
 TCG_SRK_ATTRS='fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|decrypt'
 
-# srk TPM ALG [ATTRS] — a storage key made by tpm2-tools from the TCG
-# template (ALG ecc256:aes128cfb or rsa2048:aes128cfb), persisted at 0x81000001.
+# srk TPM ALG [ATTRS [ARGS...]] — a storage key made by tpm2-tools from the
+# TCG template (ALG ecc256:aes128cfb or rsa2048:aes128cfb), persisted at
+# 0x81000001.
 srk() {
         local tcti=${TCTIS[$1]} attrs=()
-        [ -n "${3:-}" ] && attrs=(-a "$3")
+        [ -n "${3:-}" ] && attrs=(-a "$3" "${@:4}")
         run_ok tpm2_createprimary -T "$tcti" -C o -g sha256 -G "$2" "${attrs[@]}" -c "$T/srk$1.ctx" >/dev/null
         run_ok tpm2_evictcontrol -T "$tcti" -C o -c "$T/srk$1.ctx" 0x81000001 >/dev/null
         run_ok tpm2_flushcontext -T "$tcti" -t
@@ -65,6 +68,7 @@ srk() {
 srk 1 ecc256:aes128cfb "$TCG_SRK_ATTRS"
 srk 2 rsa2048:aes128cfb "$TCG_SRK_ATTRS"
 srk 3 ecc256:aes128cfb # tpm2-tools' defaults: no noDA
+srk 4 ecc256:aes128cfb "$TCG_SRK_ATTRS" -p srk-secret
 
 # tpm_name CODE — a TPM command's name (TPM 2.0 part 2, TPM_CC).
 tpm_name() {
@@ -111,10 +115,12 @@ parent_of() {
         openssl asn1parse -in "$1" | awk '/INTEGER/ { sub(/.*:/, ""); print; exit }'
 }
 
+# join_plain TPM MAX CREATEPRIMARY PARENT — a join on TPM costs at most MAX
+# commands, exactly CREATEPRIMARY CreatePrimary; the key file names PARENT.
 join_plain() {
-        local tpm=$1 cp=$2 parent=$3 d=$T/dev-$1 tok
+        local tpm=$1 max=$2 cp=$3 parent=$4 d=$T/dev-$1 tok
         tok=$(token_new --profile plain)
-        counted "$tpm" 6 "$cp" "hwid join" join_dev "$d" "dev-$tpm" "$tok" --tcti "${TCTIS[$tpm]}"
+        counted "$tpm" "$max" "$cp" "hwid join" join_dev "$d" "dev-$tpm" "$tok" --tcti "${TCTIS[$tpm]}"
         assert_eq "$(grep -c '^Sign$' <<<"$CMDS")" 1 "TPM $tpm: Sign per join"
         assert_eq "$(parent_of "$d/device.tss2.pem")" "$parent" "TPM $tpm: the key file's parent"
         HWID_TCTI=${TCTIS[$tpm]} check_dir "$d" "dev-$tpm"
@@ -122,10 +128,11 @@ join_plain() {
 }
 
 echo "== hwid join: at most 6 TPM commands; no CreatePrimary under the TCG SRK"
-join_plain 0 1 40000001
-join_plain 1 0 81000001
-join_plain 2 0 81000001
-join_plain 3 1 40000001
+join_plain 0 6 1 40000001
+join_plain 1 6 0 81000001
+join_plain 2 6 0 81000001
+join_plain 3 6 1 40000001
+join_plain 4 7 1 40000001
 
 echo "== the key under the SRK: its attributes, the tpm2 provider, hwid renew"
 shown=$(HWID_TCTI=${TCTIS[1]} run_ok "$HWID" key show "tpm2:file=$T/dev-1/device.tss2.pem")
