@@ -71,6 +71,40 @@ static inline void esys_freep(void *p) {
         Esys_Free(*(void **) p);
 }
 
+/* ---- tpm-parent.c ---- */
+
+/* The TCG storage root key's persistent handle (TCG TPM v2.0 Provisioning
+ * Guidance), a key file's parent when the TPM has a usable one there. */
+#define TPM_SRK_HANDLE 0x81000001u
+
+/* A key file's parent, loaded for as long as the key needs it.  handle:
+ * in, 0 to make a new key (the SRK if the TPM has a usable one, else the
+ * owner storage primary), or the parent a key file names; out, the
+ * parent used.  tpm_parent_done() closes the SRK's record or flushes the
+ * primary: declare guards after the lock. */
+typedef struct tpm_parent {
+        uint32_t handle;
+        ESYS_TR tr;
+        tpm_tr srk, primary;
+} tpm_parent;
+#define TPM_PARENT(c, h) { .handle = (h), .tr = ESYS_TR_NONE, .srk = TPM_TR(c), .primary = TPM_TR(c) }
+/* One ReadPublic with a usable SRK; with none (or, when making a key, an
+ * SRK that is not a noDA storage key with an empty-password user role) a
+ * ReadPublic refused and a CreatePrimary.  -HWID_E_KEY_NOT_FOUND if a key
+ * file's SRK is gone. */
+int tpm_parent_get(tpm_conn *c, tpm_parent *p);
+void tpm_parent_done(tpm_parent *p);
+/* Whether a persistent object's public area is an SRK hwid makes keys under. */
+bool tpm_srk_usable(const TPMT_PUBLIC *pub);
+/* CreatePrimary of the owner storage primary (tpm_primary_template()). */
+int tpm_primary_create(tpm_conn *c, tpm_tr *ret);
+/* A new key, loaded (ret_key: flush it), under the parent p gets
+ * (tpm_parent_get(); p->handle says which): TPM2_CreateLoaded, or Create
+ * and Load on a TPM without it.  An SRK that refuses the empty password
+ * (it has an auth value) is passed over for the owner storage primary. */
+int tpm_parent_create_key(tpm_conn *c, tpm_parent *p, const TPM2B_PUBLIC *tmpl, TPM2B_PUBLIC *ret_pub,
+                          TPM2B_PRIVATE *ret_priv, tpm_tr *ret_key);
+
 /* ---- tpm.c ---- */
 
 /* Called with c locked and a hwid TPM key at `key` (its public area `pub`,
@@ -85,8 +119,9 @@ int tpm_key_with_loaded(void *obj, tpm_key_fn fn, void *userdata);
 /* A TSS2 key file is a few hundred bytes; anything bigger is not one. */
 #define TPM_KEYFILE_MAX (16 * 1024)
 
-/* The parent every hwid key file names: the owner hierarchy's storage
- * primary, re-created from the provider's template on each load. */
+/* The parent a hwid key file names when the TPM has no usable SRK: the
+ * owner hierarchy's storage primary, re-created from the provider's
+ * template on each load.  Else it names the SRK, TPM_SRK_HANDLE. */
 #define TPM_KEYFILE_PARENT TPM2_RH_OWNER
 
 /* The ECC storage primary the tpm2 OpenSSL provider creates for parent
@@ -110,12 +145,14 @@ int tpm_sig_scheme(TPMI_ALG_PUBLIC key_type, hsm_sig_scheme scheme, int md_nid,
  * raw octet string for RSA. */
 int tpm_sig_encode(const TPMT_SIGNATURE *s, uint8_t *sig, size_t *siglen);
 
-/* Encodes a TSSPRIVKEY (parent TPM_KEYFILE_PARENT, emptyAuth TRUE) as PEM. */
-int tpm_keyfile_encode(const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv,
+/* Encodes a TSSPRIVKEY (parent TPM_KEYFILE_PARENT or TPM_SRK_HANDLE,
+ * emptyAuth TRUE) as PEM. */
+int tpm_keyfile_encode(const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv, uint32_t parent,
                        char **ret_pem, size_t *ret_len);
 
 /* Decodes a PEM TSSPRIVKEY read from path (named in errors); fails with
  * -HWID_E_INVALID unless it is a loadable key under TPM_KEYFILE_PARENT
+ * (ret_parent: that, also for the old spelling 0) or TPM_SRK_HANDLE,
  * with an empty auth value. */
 int tpm_keyfile_decode(const char *path, const char *data, size_t len,
-                       TPM2B_PUBLIC *ret_pub, TPM2B_PRIVATE *ret_priv);
+                       TPM2B_PUBLIC *ret_pub, TPM2B_PRIVATE *ret_priv, uint32_t *ret_parent);

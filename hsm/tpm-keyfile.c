@@ -231,7 +231,8 @@ IMPLEMENT_STATIC_ASN1_ALLOC_FUNCTIONS(TSSPRIVKEY)
 IMPLEMENT_STATIC_ASN1_ENCODE_FUNCTIONS(TSSPRIVKEY)
 DEFINE_TRIVIAL_CLEANUP_FUNC(TSSPRIVKEY *, TSSPRIVKEY_free)
 
-static int tssprivkey_fill(TSSPRIVKEY *tpk, const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv) {
+static int tssprivkey_fill(TSSPRIVKEY *tpk, const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv,
+                           uint32_t parent) {
         uint8_t pubbuf[sizeof(*pub)], privbuf[sizeof(*priv)];
         size_t publen = 0, privlen = 0;
         ASN1_OBJECT *oid;
@@ -246,14 +247,14 @@ static int tssprivkey_fill(TSSPRIVKEY *tpk, const TPM2B_PUBLIC *pub, const TPM2B
         tpk->type = oid;
         /* DER spells TRUE 0xff; OpenSSL writes the int as it is. */
         tpk->emptyAuth = 0xff;
-        if (!ASN1_INTEGER_set_uint64(tpk->parent, TPM_KEYFILE_PARENT) ||
+        if (!ASN1_INTEGER_set_uint64(tpk->parent, parent) ||
             !ASN1_OCTET_STRING_set(tpk->pubkey, pubbuf, (int) publen) ||
             !ASN1_OCTET_STRING_set(tpk->privkey, privbuf, (int) privlen))
                 return hwid_fail_ossl(HWID_E_NOMEM, "cannot encode the TPM key file");
         return 0;
 }
 
-int tpm_keyfile_encode(const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv,
+int tpm_keyfile_encode(const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv, uint32_t parent,
                        char **ret_pem, size_t *ret_len) {
         _cleanup_(TSSPRIVKEY_freep) TSSPRIVKEY *tpk = TSSPRIVKEY_new();
         _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
@@ -264,7 +265,9 @@ int tpm_keyfile_encode(const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv,
 
         if (!tpk || !bio)
                 return hwid_fail_ossl(HWID_E_NOMEM, "cannot encode the TPM key file");
-        r = tssprivkey_fill(tpk, pub, priv);
+        if (parent != TPM_KEYFILE_PARENT && parent != TPM_SRK_HANDLE)
+                return hwid_fail(HWID_E_INTERNAL, "a key file with parent 0x%08x", parent);
+        r = tssprivkey_fill(tpk, pub, priv, parent);
         if (r < 0)
                 return r;
         derlen = i2d_TSSPRIVKEY(tpk, &der);
@@ -307,7 +310,7 @@ static int keyfile_parse(const char *path, const char *data, size_t len, TSSPRIV
         return 0;
 }
 
-static int keyfile_check(const char *path, const TSSPRIVKEY *tpk) {
+static int keyfile_check(const char *path, const TSSPRIVKEY *tpk, uint32_t *ret_parent) {
         char oid[64] = "";
         uint64_t parent;
 
@@ -318,14 +321,15 @@ static int keyfile_check(const char *path, const TSSPRIVKEY *tpk) {
                 return hwid_fail(HWID_E_INVALID, "%s has a malformed parent handle", path);
         }
         /* Parent 0 is the spec's old spelling of the owner hierarchy. */
-        if (parent != 0 && parent != TPM_KEYFILE_PARENT)
+        if (parent != 0 && parent != TPM_KEYFILE_PARENT && parent != TPM_SRK_HANDLE)
                 return hwid_fail(HWID_E_INVALID, "%s has parent 0x%08llx; hwid loads keys under "
-                                                 "the owner storage primary 0x%08x only",
-                                 path, (unsigned long long) parent, TPM_KEYFILE_PARENT);
+                                                 "the owner storage primary 0x%08x or the SRK 0x%08x only",
+                                 path, (unsigned long long) parent, TPM_KEYFILE_PARENT, TPM_SRK_HANDLE);
         /* An absent emptyAuth means the key has an auth value. */
         if (tpk->emptyAuth <= 0)
                 return hwid_fail(HWID_E_INVALID, "%s is protected by an auth value, "
                                                  "which hwid does not support", path);
+        *ret_parent = parent == TPM_SRK_HANDLE ? TPM_SRK_HANDLE : TPM_KEYFILE_PARENT;
         return 0;
 }
 
@@ -339,16 +343,17 @@ static int keyfile_check(const char *path, const TSSPRIVKEY *tpk) {
         })
 
 int tpm_keyfile_decode(const char *path, const char *data, size_t len,
-                       TPM2B_PUBLIC *ret_pub, TPM2B_PRIVATE *ret_priv) {
+                       TPM2B_PUBLIC *ret_pub, TPM2B_PRIVATE *ret_priv, uint32_t *ret_parent) {
         _cleanup_(TSSPRIVKEY_freep) TSSPRIVKEY *tpk = NULL;
         TPM2B_PUBLIC pub = { 0 };
         TPM2B_PRIVATE priv = { 0 };
+        uint32_t parent;
         int r;
 
         r = keyfile_parse(path, data, len, &tpk);
         if (r < 0)
                 return r;
-        r = keyfile_check(path, tpk);
+        r = keyfile_check(path, tpk, &parent);
         if (r < 0)
                 return r;
         if (!UNMARSHAL_EXACT(TPM2B_PUBLIC, tpk->pubkey, &pub) ||
@@ -356,5 +361,6 @@ int tpm_keyfile_decode(const char *path, const char *data, size_t len,
                 return hwid_fail(HWID_E_INVALID, "%s holds a malformed TPM key blob", path);
         *ret_pub = pub;
         *ret_priv = priv;
+        *ret_parent = parent;
         return 0;
 }

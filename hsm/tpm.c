@@ -1,9 +1,10 @@
 /* The TPM 2.0 key backend, on tpm2-tss ESYS.
  *
- * A key lives either in a TSS2 key file (tpm2:file=), wrapped by the owner
- * storage primary, which is re-created from a fixed template whenever the
- * key must be loaded and never persisted, or at a persistent handle
- * (tpm2:handle=).  swtpm and /dev/tpm0 have no resource manager, so:
+ * A key lives either in a TSS2 key file (tpm2:file=), wrapped by the TCG
+ * SRK at 0x81000001 if the TPM has a usable one when the key is made, else
+ * by the owner storage primary, re-created from a fixed template whenever
+ * the key must be loaded and never persisted (tpm-parent.c); or at a
+ * persistent handle (tpm2:handle=).  swtpm and /dev/tpm0 have no resource manager, so:
  *   - every key shares its process's one connection to the TPM, and holds
  *     its lock across each operation (tpm-conn.c);
  *   - every transient object is flushed before an operation returns, on
@@ -11,7 +12,7 @@
  *   - no auth sessions: every auth value is empty, ESYS_TR_PASSWORD does.
  * A key file's key, once loaded, is kept as a saved context (a blob in our
  * memory, nothing in the TPM), so that each later signature costs three
- * commands (ContextLoad, Sign, FlushContext) and no CreatePrimary.  With
+ * commands (ContextLoad, Sign, FlushContext) and no trip through its parent.  With
  * hsm_options.hold it stays loaded instead, from its first load (or its
  * creation) until hwid_key_release(): one command per operation, for a
  * burst such as a join's CSR signature and attestation Certify. */
@@ -37,6 +38,7 @@ typedef struct tpm_key {
         char *desc;         /* "key file PATH" or "TPM handle 0x…", for messages */
         TPM2B_PUBLIC pub;
         TPM2B_PRIVATE priv; /* key files only */
+        uint32_t parent;    /* key files: TPM_KEYFILE_PARENT or TPM_SRK_HANDLE */
         /* The rest under conn->lock. */
         ESYS_TR persistent;  /* ESYS's record of the handle, valid in conn->gen */
         unsigned persistent_gen;
@@ -107,41 +109,6 @@ static int tpm_key_connect(tpm_key *k, const hsm_options *opts) {
         return tpm_conn_get(tcti && *tcti ? tcti : NULL, &k->conn);
 }
 
-static const TPM2B_SENSITIVE_CREATE empty_sensitive;
-static const TPM2B_DATA empty_outside_info;
-static const TPML_PCR_SELECTION empty_creation_pcr;
-
-static int create_primary(tpm_conn *c, tpm_tr *ret) {
-        TPM2B_PUBLIC tmpl;
-        ESYS_TR tr = ESYS_TR_NONE;
-        TSS2_RC rc;
-
-        tpm_primary_template(&tmpl);
-        rc = Esys_CreatePrimary(c->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                &empty_sensitive, &tmpl, &empty_outside_info, &empty_creation_pcr,
-                                &tr, NULL, NULL, NULL, NULL);
-        if (rc != TSS2_RC_SUCCESS)
-                return tpm_fail(c, rc, "cannot create the owner storage primary key");
-        ret->tr = tr;
-        return 0;
-}
-
-static int create_key(tpm_conn *c, ESYS_TR parent, const TPM2B_PUBLIC *tmpl,
-                      TPM2B_PUBLIC *ret_pub, TPM2B_PRIVATE *ret_priv) {
-        _cleanup_(esys_freep) TPM2B_PRIVATE *priv = NULL;
-        _cleanup_(esys_freep) TPM2B_PUBLIC *pub = NULL;
-        TSS2_RC rc;
-
-        rc = Esys_Create(c->esys, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                         &empty_sensitive, tmpl, &empty_outside_info, &empty_creation_pcr,
-                         &priv, &pub, NULL, NULL, NULL);
-        if (rc != TSS2_RC_SUCCESS)
-                return tpm_fail(c, rc, "the TPM cannot create the key");
-        *ret_pub = *pub;
-        *ret_priv = *priv;
-        return 0;
-}
-
 static int load_key(tpm_key *k, ESYS_TR parent, tpm_tr *ret) {
         ESYS_TR tr = ESYS_TR_NONE;
         TSS2_RC rc;
@@ -160,10 +127,11 @@ static int load_key(tpm_key *k, ESYS_TR parent, tpm_tr *ret) {
 }
 
 /* Loads a key file's key for one command; the caller flushes it.  The
- * first load goes through the primary; later ones restore the saved
- * context and never re-create the primary. */
+ * first load goes through the parent (ReadPublic of the SRK, or a
+ * CreatePrimary); later ones restore the saved context. */
 static int file_key_load(tpm_key *k, tpm_tr *ret) {
-        _cleanup_(tpm_tr_flush) tpm_tr primary = TPM_TR(k->conn), key = TPM_TR(k->conn);
+        _cleanup_(tpm_parent_done) tpm_parent parent = TPM_PARENT(k->conn, k->parent);
+        _cleanup_(tpm_tr_flush) tpm_tr key = TPM_TR(k->conn);
         TPMS_CONTEXT *saved = NULL;
         ESYS_TR tr = ESYS_TR_NONE;
         TSS2_RC rc;
@@ -180,13 +148,13 @@ static int file_key_load(tpm_key *k, tpm_tr *ret) {
                 /* A TPM reset or owner clear voids saved contexts: load afresh. */
                 Esys_Free(TAKE_PTR(k->saved));
         }
-        r = create_primary(k->conn, &primary);
+        r = tpm_parent_get(k->conn, &parent);
         if (r < 0)
                 return r;
-        r = load_key(k, primary.tr, &key);
+        r = load_key(k, parent.tr, &key);
         if (r < 0)
                 return r;
-        tpm_tr_flush(&primary);
+        tpm_parent_done(&parent);
         /* Only a shortcut for next time: if it fails, the next operation
          * goes through the primary again.  A held key needs none. */
         if (!k->hold && Esys_ContextSave(k->conn->esys, key.tr, &saved) == TSS2_RC_SUCCESS)
@@ -311,27 +279,26 @@ static int check_signing_key(const tpm_key *k) {
         return 0;
 }
 
-/* tpm2:file=: CreatePrimary, Create, Load, FlushContext (primary),
- * ContextSave, FlushContext (key); the TPM keeps nothing.  The new key is
- * loaded while its parent still is, and kept as a saved context, so that
- * its first signature (the CSR, usually) costs ContextLoad, Sign,
- * FlushContext instead of a second CreatePrimary and Load. */
+/* tpm2:file=, under the SRK: ReadPublic (the SRK), CreateLoaded; else
+ * ReadPublic (refused), CreatePrimary, CreateLoaded, FlushContext
+ * (primary).  Then held (hsm_options.hold), or ContextSave and
+ * FlushContext: the TPM keeps nothing.  The new key is loaded while its
+ * parent still is, so that its first signature (the CSR, usually) needs
+ * no second trip through the parent. */
 static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
         _cleanup_unlock_ tpm_conn *locked = NULL;
-        _cleanup_(tpm_tr_flush) tpm_tr primary = TPM_TR(k->conn), key = TPM_TR(k->conn);
+        _cleanup_(tpm_parent_done) tpm_parent parent = TPM_PARENT(k->conn, 0);
+        _cleanup_(tpm_tr_flush) tpm_tr key = TPM_TR(k->conn);
         TPMS_CONTEXT *saved = NULL;
         int r;
 
         r = tpm_conn_lock(k->conn, &locked);
         if (r >= 0)
-                r = create_primary(k->conn, &primary);
-        if (r >= 0)
-                r = create_key(k->conn, primary.tr, tmpl, &k->pub, &k->priv);
-        if (r >= 0)
-                r = load_key(k, primary.tr, &key);
+                r = tpm_parent_create_key(k->conn, &parent, tmpl, &k->pub, &k->priv, &key);
         if (r < 0)
                 return r;
-        tpm_tr_flush(&primary);
+        k->parent = parent.handle;
+        tpm_parent_done(&parent);
         if (k->hold) { /* kept loaded for the operations to come */
                 k->held = tpm_tr_take(&key);
                 k->held_gen = k->conn->gen;
@@ -360,7 +327,7 @@ static int create_file(tpm_key *k, const TPM2B_PUBLIC *tmpl, const hsm_options *
         r = tpm_pub_to_pkey(&k->pub.publicArea, k->desc, &pub);
         if (r < 0)
                 return r;
-        r = tpm_keyfile_encode(&k->pub, &k->priv, &pem, &len);
+        r = tpm_keyfile_encode(&k->pub, &k->priv, k->parent, &pem, &len);
         if (r >= 0)
                 r = before_keeping(opts, pub);
         if (r < 0)
@@ -391,13 +358,18 @@ static int persist(tpm_key *k, ESYS_TR key, ESYS_TR old) {
         return persistent_bind(k, tr);
 }
 
-/* tpm2:handle=: CreatePrimary, Create, Load, FlushContext(primary),
- * [EvictControl(old)], EvictControl, FlushContext(key). */
+/* tpm2:handle=: ReadPublic (the handle), the parent as for a key file,
+ * CreateLoaded, [FlushContext(primary)], [EvictControl(old)],
+ * EvictControl, FlushContext(key). */
 static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, const hsm_options *opts,
                              EVP_PKEY **ret_pub) {
         _cleanup_unlock_ tpm_conn *locked = NULL;
         _cleanup_(tpm_tr_close) tpm_tr old = TPM_TR(k->conn);
-        _cleanup_(tpm_tr_flush) tpm_tr primary = TPM_TR(k->conn), key = TPM_TR(k->conn);
+        /* A key that is to replace whatever is at the SRK's handle is not
+         * made under it. */
+        _cleanup_(tpm_parent_done) tpm_parent parent =
+                TPM_PARENT(k->conn, k->handle == TPM_SRK_HANDLE ? TPM_KEYFILE_PARENT : 0);
+        _cleanup_(tpm_tr_flush) tpm_tr key = TPM_TR(k->conn);
         _cleanup_(EVP_PKEY_freep) EVP_PKEY *pub = NULL;
         int r;
 
@@ -409,18 +381,14 @@ static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, c
         if (old.tr != ESYS_TR_NONE && !force)
                 return hwid_fail(HWID_E_KEY_EXISTS, "a key already exists at %s "
                                                     "(use --force to replace it)", k->desc);
-        r = create_primary(k->conn, &primary);
-        if (r >= 0)
-                r = create_key(k->conn, primary.tr, tmpl, &k->pub, &k->priv);
+        r = tpm_parent_create_key(k->conn, &parent, tmpl, &k->pub, &k->priv, &key);
         if (r >= 0) /* before anything persists, so a failure leaves nothing */
                 r = tpm_pub_to_pkey(&k->pub.publicArea, k->desc, &pub);
         if (r >= 0)
                 r = before_keeping(opts, pub);
-        if (r >= 0)
-                r = load_key(k, primary.tr, &key);
         if (r < 0)
                 return r;
-        tpm_tr_flush(&primary);
+        tpm_parent_done(&parent);
         r = persist(k, key.tr, old.tr);
         if (r < 0)
                 return r;
@@ -466,7 +434,7 @@ static int open_file(tpm_key *k) {
                 return hwid_fail(HWID_E_INVALID, "%s is too large to be a TSS2 key file", k->path);
         if (r < 0)
                 return r;
-        return tpm_keyfile_decode(k->path, data, len, &k->pub, &k->priv);
+        return tpm_keyfile_decode(k->path, data, len, &k->pub, &k->priv, &k->parent);
 }
 
 /* TR_FromTPMPublic and ReadPublic: two ReadPublic commands. */
@@ -515,8 +483,9 @@ static int tpm2_open(const key_uri *uri, const hsm_options *opts, void **ret_obj
 }
 
 /* Persistent key: Sign.  Key file: ContextLoad, Sign, FlushContext (or,
- * the first time, CreatePrimary, Load, FlushContext, ContextSave, Sign,
- * FlushContext). */
+ * the first time, the parent (ReadPublic of the SRK, or CreatePrimary),
+ * Load, [FlushContext (primary)], ContextSave, Sign, FlushContext); held:
+ * Sign. */
 static int sign_locked(tpm_key *k, const TPMT_SIG_SCHEME *scheme, const TPM2B_DIGEST *digest,
                        TPMT_SIGNATURE **ret) {
         static const TPMT_TK_HASHCHECK null_ticket = { .tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL };
@@ -598,7 +567,7 @@ static int tpm2_custody(void *obj, hwid_custody *ret) {
         c.no_da = a & TPMA_OBJECT_NODA;
         if (k->path)
                 snprintf(c.location, sizeof(c.location), "TPM at %s, key file %s, parent 0x%08x",
-                         tpm_conn_name(k->conn), k->path, TPM_KEYFILE_PARENT);
+                         tpm_conn_name(k->conn), k->path, k->parent);
         else
                 snprintf(c.location, sizeof(c.location), "TPM at %s, persistent handle 0x%08x",
                          tpm_conn_name(k->conn), k->handle);

@@ -44,10 +44,11 @@ bool ca_hash_valid(const char *s) {
         return strspn(s + 7, "0123456789abcdef") == 64;
 }
 
-/* With attestation the key is held loaded: signed with, certified, then
- * released (request_body()), one load for both. */
+/* The key is held loaded from its creation (or first use) until the CSR
+ * is signed and, with attestation, certified; then released
+ * (request_body()): no ContextSave and ContextLoad in between. */
 static int open_or_create_key(const join_opts *o, hwid_key **ret) {
-        hsm_options ho = { .tcti = o->tcti, .hold = o->attest };
+        hsm_options ho = { .tcti = o->tcti, .hold = true };
         char hex[65];
         int r = hwid_key_open(o->key_uri, &ho, ret);
 
@@ -231,6 +232,7 @@ static int request_body(const join_opts *o, join_ctx *c, device_attest *att, cha
         int r = make_csr(o, c->key, &csr);
 
         if (r < 0 || !att) {
+                hwid_key_release(c->key); /* signed: nothing left for it to do in the TPM */
                 if (r >= 0)
                         *ret_body = TAKE_PTR(csr);
                 return r;

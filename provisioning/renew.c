@@ -228,15 +228,16 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
         if (!name || !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *) s->identity,
                                                  -1, -1, 0))
                 return hwid_fail(HWID_E_INVALID, "'%s' cannot be a common name", s->identity);
-        if ((r = csr_build(k, name, NULL, &req)) < 0 || (r = csr_to_pem(req, &csr)) < 0)
-                return r;
-        if (att) {
+        r = csr_build(k, name, NULL, &req);
+        if (r >= 0)
+                r = csr_to_pem(req, &csr);
+        if (r >= 0 && att)
                 r = device_attest_body(att, k, csr, &body);
-                hwid_key_release(k);
-                if (r < 0)
-                        return r;
+        hwid_key_release(k); /* signed (and certified): nothing left for it to do in the TPM */
+        if (r < 0)
+                return r;
+        if (att)
                 say(o, "the TPM activated the CA's credential and certified the key");
-        }
         say(o, "asking %s to renew %s%s", client_session_server(cs), s->identity, att ? " with TPM attestation" : "");
         return post_renew(o, cs, s, body ? body : csr, body != NULL, ret_cert);
 }
@@ -313,12 +314,16 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
          * one TLS handshake, one signature by the current key. */
         if ((r = client_session_new(&co, &cs)) < 0 || (r = status_or_replay(o, cs, s, &plan)) < 0)
                 return r;
+        /* Held since the handshake; a key being replaced has signed its
+         * last, and the new key (and the AK) need the TPM's room. */
+        if (plan.rotate)
+                hwid_key_release(current);
         if (plan.attest) {
                 say(o, "asking %s for an attestation challenge for this TPM", client_session_server(cs));
                 if ((r = device_attest_begin(cs, NULL, o->tcti, (tpm_ek_alg) o->ek, &att)) < 0)
                         return r;
         }
-        if ((r = renew_pick_key(o, s, current, plan.rotate, plan.attest, &fresh, &uri)) < 0)
+        if ((r = renew_pick_key(o, s, current, plan.rotate, true, &fresh, &uri)) < 0)
                 return r;
         k = fresh ? fresh : current;
         /* On failure the new key stays recorded in gen-(N+1): a retry
@@ -349,9 +354,13 @@ static void warn_clock(const renew_opts *o, const device_state *s) {
             "clocks", nb, (long long) (s->not_before - now));
 }
 
+/* The current key is held loaded from the TLS handshake to the CSR it
+ * signs (or, rotating, to the end of the handshake): one load for both
+ * signatures, no context saved and restored in between.  Every exit
+ * releases it (hwid_key_free()). */
 int renew_run(const renew_opts *o, renew_result *ret) {
         _cleanup_(hwid_key_freep) hwid_key *current = NULL;
-        hsm_options ho = { .tcti = o->tcti };
+        hsm_options ho = { .tcti = o->tcti, .hold = true };
         device_state s, fresh;
         renew_result res;
         int r;

@@ -429,7 +429,7 @@ static int make_dup_key(tpm_conn *c, const char *path) {
                          &no_data, &no_pcr, &priv, &pub, NULL, NULL, NULL);
         if (rc != TSS2_RC_SUCCESS)
                 return tpm_fail(c, rc, "Create");
-        r = tpm_keyfile_encode(pub, priv, &pem, &len);
+        r = tpm_keyfile_encode(pub, priv, TPM_KEYFILE_PARENT, &pem, &len);
         return r < 0 ? r : write_file_atomic(path, pem, len, 0600);
 }
 
