@@ -51,6 +51,7 @@ typedef struct ca_auth {
         char actor[96];       /* for the audit log: "token:abc123", "node:edge-1", "approver:alice" */
         store_token token;    /* ROLE_TOKEN */
         bool token_spent;     /* the token is genuine and still in its lifetime, but used up */
+        bool token_genuine;   /* the secret matched (whatever the token's state) */
         store_cert cert;      /* a certificate's role: the client's certificate record */
         char **scope_profiles;      /* ROLE_PROVISIONER: its recorded scope (who points here) */
         char **scope_name_patterns;
@@ -100,6 +101,10 @@ int ca_allow_read(ca_service *ca, const http_request *req, policy_action action)
 void ca_get_healthz(ca_service *ca, const http_request *req, http_response *resp);
 void ca_get_readyz(ca_service *ca, const http_request *req, http_response *resp);
 void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp);
+
+/* EST, RFC 7030 (est.c): answers every request under /.well-known/est/
+ * and returns true; false for any other path. */
+bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp);
 
 /* Endpoints (enroll.c). */
 void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);

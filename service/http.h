@@ -43,6 +43,8 @@ typedef struct http_response {
         char location[256];       /* non-empty: sends Location */
         bool cacheable;           /* false (default): sends Cache-Control: no-store */
         bool sensitive;           /* the body holds a secret: wiped once sent */
+        const char *www_authenticate;  /* static; non-NULL: sends WWW-Authenticate */
+        const char *transfer_encoding; /* static; non-NULL: sends Content-Transfer-Encoding (EST) */
         const char *error;        /* the error slug of an error response (static), for metrics */
 } http_response;
 
