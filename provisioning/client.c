@@ -244,12 +244,16 @@ int client_error_from_response(const client_response *r) {
                 m = json_object_get_string(msg);
         if (o && json_object_object_get_ex(o, "error", &slug))
                 sl = json_object_get_string(slug);
+        /* EST answers errors as text (docs/EST.md). */
+        if (!o && strncmp(r->content_type, "text/plain", 10) == 0 && r->body.len > 0)
+                m = (const char *) r->body.data;
         for (int c = 1; sl && c < _HWID_E_MAX; c++)
                 if (strcmp(hwid_err_slug(-c), sl) == 0 && hwid_err_http_status(-c) == r->status) {
                         code = c;
                         break;
                 }
-        ret = hwid_fail((hwid_err) code, "server answered %ld: %s", r->status, m ? m : "(no message)");
+        ret = hwid_fail((hwid_err) code, "server answered %ld: %.*s", r->status, m ? (int) strcspn(m, "\n") : 14,
+                        m ? m : "(no message)");
         json_object_put(o);
         return ret;
 }

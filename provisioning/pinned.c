@@ -5,6 +5,7 @@
 
 #include "client.h"
 #include "error.h"
+#include "est-client.h"
 #include "ossl-util.h"
 #include "pinned.h"
 #include "x509-util.h"
@@ -147,19 +148,30 @@ int pinned_bundle(const char *served_pem, const char *pin, char **ret_bundle, ch
         return 0;
 }
 
-int pinned_fetch_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor,
-                    unsigned *ret_dropped) {
+static int fetch_ca(const char *server, const char *pin, long timeout, bool est, char **ret_bundle,
+                    char **ret_anchor, unsigned *ret_dropped) {
         _cleanup_free_ char *served = NULL;
         char why[512];
         int r;
 
-        if ((r = client_fetch_ca_unverified(server, timeout, &served)) < 0)
+        r = est ? est_fetch_ca_unverified(server, timeout, &served) : client_fetch_ca_unverified(server, timeout, &served);
+        if (r < 0)
                 return r;
         if ((r = pinned_bundle(served, pin, ret_bundle, ret_anchor, ret_dropped)) < 0) {
                 snprintf(why, sizeof(why), "%s", hwid_strerror(r));
-                return hwid_fail((hwid_err) -r, "%s/ca: %s", server, why);
+                return hwid_fail((hwid_err) -r, "%s%s: %s", server, est ? EST_PATH "/cacerts" : "/ca", why);
         }
         return 0;
+}
+
+int pinned_fetch_ca(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor,
+                    unsigned *ret_dropped) {
+        return fetch_ca(server, pin, timeout, false, ret_bundle, ret_anchor, ret_dropped);
+}
+
+int pinned_fetch_ca_est(const char *server, const char *pin, long timeout, char **ret_bundle, char **ret_anchor,
+                        unsigned *ret_dropped) {
+        return fetch_ca(server, pin, timeout, true, ret_bundle, ret_anchor, ret_dropped);
 }
 
 /* The leaf of an answer is ours: signed by the pinned CA, for key, named cn. */
