@@ -115,6 +115,9 @@ typedef struct policy_profile {
         policy_role role;
         bool role_given;
         policy_attestation_mode attestation;
+        /* EST (docs/EST.md): the CSR's challengePassword must carry the
+         * TLS channel binding of the connection (RFC 7030 §3.5). */
+        bool est_pop_linking;
         /* ROLE_PROVISIONER only: the token profiles and name patterns its
          * certificates may create tokens for, recorded with each
          * certificate at issuance like the role.  NULL-terminated; both

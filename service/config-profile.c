@@ -394,6 +394,11 @@ static const cfg_field renewal_fields[] = {
         FIELD_END,
 };
 
+static const cfg_field est_fields[] = {
+        FIELD("pop_linking", cfg_fn_bool, PROF(est_pop_linking)),
+        FIELD_END,
+};
+
 /* role: provisioner.  That the profiles exist and issue nodes is checked
  * once all are loaded (policy_check_scopes()). */
 static const cfg_field scope_fields[] = {
@@ -419,6 +424,7 @@ static const cfg_field profile_fields[] = {
         FIELD("role", fn_role, 0),
         FIELD("scope", cfg_fn_section, 0, .aux = scope_fields),
         FIELD("attestation", fn_attestation, 0),
+        FIELD("est", cfg_fn_section, 0, .aux = est_fields),
         FIELD_END,
 };
 

@@ -13,8 +13,13 @@
 
 #include <json-c/json.h>
 
+#include <openssl/crypto.h>
+#include <openssl/x509.h>
+
+#include "base64.h"
 #include "ca-internal.h"
 #include "error.h"
+#include "ossl-util.h"
 #include "est-wire.h"
 #include "est.h"
 #include "secret.h"
@@ -147,6 +152,51 @@ static int basic_to_bearer(const char *authorization, char **ret) {
         return 0;
 }
 
+/* ---------- proof-of-possession linking (§3.5) ---------- */
+
+/* The challengePassword of a DER CSR, as text; NULL if it has none. */
+static const ASN1_STRING *challenge_password(const X509_REQ *x) {
+        int i = X509_REQ_get_attr_by_NID(x, NID_pkcs9_challengePassword, -1);
+        ASN1_TYPE *t = i >= 0 ? X509_ATTRIBUTE_get0_type(X509_REQ_get_attr(x, i), 0) : NULL;
+
+        if (!t || (t->type != V_ASN1_PRINTABLESTRING && t->type != V_ASN1_UTF8STRING &&
+                   t->type != V_ASN1_IA5STRING && t->type != V_ASN1_T61STRING && t->type != V_ASN1_BMPSTRING &&
+                   t->type != V_ASN1_UNIVERSALSTRING))
+                return NULL;
+        return t->value.asn1_string;
+}
+
+/* With the profile's est.pop_linking, the CSR's challengePassword must be
+ * the base64 of this connection's channel binding: the CSR was made for
+ * this TLS session, not relayed from another one. */
+static int check_pop(const http_request *req, const policy_profile *p) {
+        const unsigned char *d = req->body;
+        _cleanup_(X509_REQ_freep) X509_REQ *x = NULL;
+        _cleanup_free_ char *want = NULL;
+        const ASN1_STRING *got;
+        int r;
+
+        if (!p || !p->est_pop_linking)
+                return 0;
+        if (req->tls_binding_len == 0)
+                return hwid_fail(HWID_E_FORBIDDEN, "profile %s requires proof-of-possession linking (RFC 7030 §3.5) "
+                                 "and this connection has no TLS channel binding", p->name);
+        if (!(x = d2i_X509_REQ(NULL, &d, (long) req->body_len)))
+                return hwid_fail_ossl(HWID_E_CSR_INVALID, "the body is not a PKCS#10 request");
+        if ((r = base64_encode(req->tls_binding, req->tls_binding_len, false, &want)) < 0)
+                return r;
+        if (!(got = challenge_password(x)))
+                return hwid_fail(HWID_E_FORBIDDEN, "profile %s requires proof-of-possession linking: the CSR's "
+                                 "challengePassword must be the base64 of this connection's %s channel binding",
+                                 p->name, req->tls_binding_type);
+        if ((size_t) ASN1_STRING_length(got) != strlen(want) ||
+            CRYPTO_memcmp(ASN1_STRING_get0_data(got), want, strlen(want)) != 0)
+                return hwid_fail(HWID_E_FORBIDDEN, "the CSR's challengePassword is not this TLS connection's %s "
+                                 "channel binding (RFC 7030 §3.5): make the CSR on the connection that sends it",
+                                 req->tls_binding_type);
+        return 0;
+}
+
 /* ---------- simpleenroll ---------- */
 
 /* RFC 7030 §4.2.3: a client told 202 sends the same request again.  With
@@ -179,6 +229,8 @@ static int answer_earlier_request(ca_service *ca, const http_request *inner, con
  * token's profile, and an earlier request may be the answer. */
 static int enroll_front(ca_service *ca, const http_request *inner, const char *label, ca_auth *a,
                         http_response *resp, bool *ret_done) {
+        int r;
+
         *ret_done = false;
         if (!inner->authorization)
                 return 0;
@@ -188,7 +240,11 @@ static int enroll_front(ca_service *ca, const http_request *inner, const char *l
         if (label && strcmp(a->token.profile, label) != 0)
                 return hwid_fail(HWID_E_FORBIDDEN, "bootstrap token %s is for profile %s, not for EST label %s",
                                  a->token.id, a->token.profile, label);
-        return answer_earlier_request(ca, inner, a, resp, ret_done);
+        /* An earlier request was linked when it was made; asking again
+         * may come over another connection. */
+        if ((r = answer_earlier_request(ca, inner, a, resp, ret_done)) < 0 || *ret_done)
+                return r;
+        return check_pop(inner, policy_profile_find(ca->cfg->policy, a->token.profile));
 }
 
 static void simpleenroll(ca_service *ca, const http_request *req, const char *label, http_response *resp) {
@@ -219,38 +275,37 @@ static void simpleenroll(ca_service *ca, const http_request *req, const char *la
 
 /* ---------- simplereenroll ---------- */
 
-/* A label must be the profile of the certificate presented. */
-static int reenroll_label(ca_service *ca, const http_request *req, const char *label) {
-        ca_auth a = { 0 };
-        int r = 0;
-
-        if (label && ca_auth_peer(ca, req, (int64_t) time(NULL), &a) >= 0 && a.cert.profile &&
-            strcmp(a.cert.profile, label) != 0)
-                r = hwid_fail(HWID_E_FORBIDDEN, "certificate %s is of profile %s, not of EST label %s", a.cert.serial,
-                              a.cert.profile, label);
-        ca_auth_clear(&a);
-        return r;
+/* A label must be the profile of the certificate presented, and that
+ * profile's proof-of-possession linking holds.  *a: who presented it. */
+static int reenroll_front(ca_service *ca, const http_request *inner, const char *label, ca_auth *a) {
+        if (ca_auth_peer(ca, inner, (int64_t) time(NULL), a) < 0 || !a->cert.profile)
+                return 0; /* the native handler says why */
+        if (label && strcmp(a->cert.profile, label) != 0)
+                return hwid_fail(HWID_E_FORBIDDEN, "certificate %s is of profile %s, not of EST label %s",
+                                 a->cert.serial, a->cert.profile, label);
+        return check_pop(inner, policy_profile_find(ca->cfg->policy, a->cert.profile));
 }
 
 static void simplereenroll(ca_service *ca, const http_request *req, const char *label, http_response *resp) {
         _cleanup_free_ uint8_t *der = NULL;
         http_request inner = *req;
+        ca_auth a = { 0 };
         size_t len;
         int r;
 
-        if ((r = decode_csr(req, &der, &len)) < 0 || (r = reenroll_label(ca, req, label)) < 0) {
-                ca_auth a = { .who = { .role = ROLE_ANONYMOUS } };
-
-                snprintf(a.actor, sizeof(a.actor), "anonymous");
-                ca_fail_request(ca, &a, "renew", NULL, resp, r);
-                est_answer(ca, resp);
-                return;
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        if ((r = decode_csr(req, &der, &len)) >= 0) {
+                inner.body = der;
+                inner.body_len = len;
+                inner.content_type = "application/pkcs10";
+                inner.authorization = NULL; /* renewal is by the certificate alone */
+                r = reenroll_front(ca, &inner, label, &a);
         }
-        inner.body = der;
-        inner.body_len = len;
-        inner.content_type = "application/pkcs10";
-        inner.authorization = NULL; /* renewal is by the certificate alone */
-        ca_renew(ca, &inner, resp);
+        if (r < 0)
+                ca_fail_request(ca, &a, "renew", NULL, resp, r);
+        else
+                ca_renew(ca, &inner, resp);
+        ca_auth_clear(&a);
         est_answer(ca, resp);
 }
 

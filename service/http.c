@@ -340,6 +340,8 @@ static void fill_peer(http_server *srv, struct MHD_Connection *conn, http_reques
         http_peer peer;
 
         http_tls_peer(srv->tls, ci ? (gnutls_session_t) ci->tls_session : NULL, &peer);
+        http_tls_binding(ci ? (gnutls_session_t) ci->tls_session : NULL, req->tls_binding, &req->tls_binding_len,
+                         &req->tls_binding_type);
         req->peer_cert = peer.cert;
         req->peer_cert_len = peer.cert_len;
         req->peer_verified = peer.verified;
