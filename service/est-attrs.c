@@ -90,6 +90,9 @@ int est_csrattrs_der(const policy_profile *p, uint8_t **ret, size_t *ret_len) {
 
         if (!seq)
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        /* Proof-of-possession linking wants the channel binding there (§3.5). */
+        if (p->est_pop_linking && (r = push_oid(seq, NID_pkcs9_challengePassword)) < 0)
+                return r;
         if ((r = push_key_algs(seq, p)) < 0 || (grants_sans(p) && (r = push_attr(seq, NID_ext_req, san, 1)) < 0))
                 return r;
         if ((len = i2d_ASN1_SEQUENCE_ANY(seq, &der)) <= 0)

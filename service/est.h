@@ -7,7 +7,8 @@
 
 #include "policy.h"
 
-/* The CSR Attributes (RFC 7030 §4.5.2) of profile p, DER: the key
+/* The CSR Attributes (RFC 7030 §4.5.2) of profile p, DER:
+ * challengePassword when it wants proof-of-possession linking, the key
  * algorithms (and curves) it accepts, the signature algorithm to use, and
  * the extension a request may carry (subjectAltName) when it grants any
  * SAN.  Caller frees *ret. */

@@ -9,7 +9,8 @@
 #     the connection get 200 and a certificate openssl verifies;
 #   - a CSR without challengePassword, or with the binding of another
 #     connection, is 403 saying why; nothing issued, no token use spent;
-#   - a profile without the option ignores challengePassword.
+#   - a profile without the option ignores challengePassword;
+#   - csrattrs of a linked profile names challengePassword (§4.5.2).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -108,6 +109,16 @@ test_reenroll_linked() {
         assert_eq "${f[1]}" superseded "the old certificate after a linked simplereenroll"
 }
 
+test_csrattrs() {
+        http "$DEV/attrs" GET "$EST/linked/csrattrs"
+        expect_status 200 "$DEV/attrs"
+        assert_contains "$(openssl base64 -d -in "$DEV/attrs.body" | openssl asn1parse -inform DER)" challengePassword \
+                "csrattrs of a linked profile"
+        http "$DEV/attrs-d" GET "$EST/default/csrattrs"
+        assert_not_contains "$(openssl base64 -d -in "$DEV/attrs-d.body" | openssl asn1parse -inform DER)" \
+                challengePassword "csrattrs of a profile without linking"
+}
+
 test_unlinked_profile() {
         local tok
         tok=$(token_new)
@@ -130,5 +141,6 @@ hwidd_start
 test_enroll_linked
 test_reenroll_linked
 test_unlinked_profile
+test_csrattrs
 hwidd_stop
 echo "est-pop: all checks passed"
