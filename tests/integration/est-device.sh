@@ -16,7 +16,7 @@
 #   - hwid join --est --no-wait on a manual profile exits 3, and after
 #     `hwid request approve` the same command collects the certificate;
 #   - no transient object is left in the TPM.
-# shellcheck source-path=SCRIPTDIR source=../lib.sh
+# shellcheck source-path=SCRIPTDIR source=../lib.sh disable=SC2119
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"

@@ -60,7 +60,6 @@ linked_post() {
         sed '/^$/q' "$out.resp" >"$out.hdr"
         sed '1,/^$/d' "$out.resp" | grep -v -E '^(closed|DONE|read:errno=[0-9]+)$' >"$out.body" || true
         CODE=$(head -n 1 "$out.hdr" | cut -d' ' -f2)
-        CP=$cp
 }
 
 # est_cert OUT PEM — the certs-only answer in OUT.body as PEM.
