@@ -122,7 +122,7 @@ static int decode_csr(const http_request *req, uint8_t **ret, size_t *ret_len) {
                 return hwid_fail(r == -HWID_E_TOO_LARGE ? HWID_E_TOO_LARGE : HWID_E_CSR_INVALID, "%s",
                                  hwid_strerror(r));
         /* DER only: the native API's PEM, base64-encoded once more, is not EST. */
-        if ((*ret)[0] != 0x30) {
+        if (*ret_len == 0 || (*ret)[0] != 0x30) {
                 free(*ret);
                 *ret = NULL;
                 return hwid_fail(HWID_E_CSR_INVALID, "the base64 body does not hold a DER PKCS#10 request");
