@@ -244,6 +244,9 @@ static int enroll_front(ca_service *ca, const http_request *inner, const char *l
          * may come over another connection. */
         if ((r = answer_earlier_request(ca, inner, a, resp, ret_done)) < 0 || *ret_done)
                 return r;
+        /* A spent or expired token is refused for that first (401). */
+        if (a->who.role != ROLE_TOKEN)
+                return 0;
         return check_pop(inner, policy_profile_find(ca->cfg->policy, a->token.profile));
 }
 
