@@ -108,6 +108,10 @@ bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp);
 
 /* Endpoints (enroll.c). */
 void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
+/* EST simpleenroll without a token: by the client certificate, under
+ * the profile label (NULL: the one that accepts that certificate's),
+ * as est.enroll_by_certificate allows (policy_check_enroll()). */
+void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp);
 void ca_poll(ca_service *ca, const char *id, http_response *resp);
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp);
 

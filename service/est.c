@@ -250,12 +250,30 @@ static int enroll_front(ca_service *ca, const http_request *inner, const char *l
         return check_pop(inner, policy_profile_find(ca->cfg->policy, a->token.profile));
 }
 
+/* Without credentials in the header, a client certificate the profile
+ * accepts (est.enroll_by_certificate): that profile's proof-of-possession
+ * linking holds.  Who the client is, and whether it may, is the native
+ * enrollment's to say (ca_enroll_by_certificate()). */
+static int cert_enroll_front(ca_service *ca, const http_request *inner, const char *label, ca_auth *a) {
+        const policy_profile *p;
+
+        if (ca_auth_peer(ca, inner, (int64_t) time(NULL), a) < 0 || !a->cert.profile)
+                return 0;
+        p = label ? policy_profile_find(ca->cfg->policy, label)
+                  : policy_cert_enroll_target(ca->cfg->policy, a->cert.profile, NULL);
+        if (!policy_cert_enroll_accepts(p, a->cert.profile))
+                return 0; /* policy refuses it, with the reason */
+        return check_pop(inner, p);
+}
+
+/* Credentials in the Authorization header (Basic) win: a client
+ * certificate sent with them is not looked at for enrollment. */
 static void simpleenroll(ca_service *ca, const http_request *req, const char *label, http_response *resp) {
         _cleanup_free_ uint8_t *der = NULL;
         _cleanup_secret_ char *bearer = NULL;
         http_request inner = *req;
+        bool by_cert = !req->authorization && req->peer_cert, done = false;
         ca_auth a = { 0 };
-        bool done = false;
         size_t len;
         int r;
 
@@ -266,10 +284,12 @@ static void simpleenroll(ca_service *ca, const http_request *req, const char *la
                 inner.content_type = "application/pkcs10";
                 if (bearer)
                         inner.authorization = bearer;
-                r = enroll_front(ca, &inner, label, &a, resp, &done);
+                r = by_cert ? cert_enroll_front(ca, &inner, label, &a) : enroll_front(ca, &inner, label, &a, resp, &done);
         }
         if (r < 0)
                 ca_fail_request(ca, &a, "enroll", NULL, resp, r);
+        else if (by_cert)
+                ca_enroll_by_certificate(ca, &inner, label, resp);
         else if (!done)
                 ca_enroll(ca, &inner, resp);
         ca_auth_clear(&a);
