@@ -284,7 +284,13 @@ static void simpleenroll(ca_service *ca, const http_request *req, const char *la
                 inner.content_type = "application/pkcs10";
                 if (bearer)
                         inner.authorization = bearer;
-                r = by_cert ? cert_enroll_front(ca, &inner, label, &a) : enroll_front(ca, &inner, label, &a, resp, &done);
+                if (!inner.authorization && !by_cert)
+                        r = hwid_fail(HWID_E_UNAUTHENTICATED, "EST simpleenroll needs HTTP Basic credentials (user = "
+                                      "the bootstrap token's id, password = its secret) or a client certificate "
+                                      "this CA issued that a profile accepts");
+                else
+                        r = by_cert ? cert_enroll_front(ca, &inner, label, &a)
+                                    : enroll_front(ca, &inner, label, &a, resp, &done);
         }
         if (r < 0)
                 ca_fail_request(ca, &a, "enroll", NULL, resp, r);

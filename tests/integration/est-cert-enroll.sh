@@ -150,7 +150,7 @@ test_refusals() {
         before=$(store_state "$tok")
 
         cert_post "$DEV/r-none" /simpleenroll "" dev-2-op
-        expect_est_error 401 "$DEV/r-none" "bootstrap token"
+        expect_est_error 401 "$DEV/r-none" "HTTP Basic credentials (user = the bootstrap token's id"
         cert_post "$DEV/r-notlisted" /alt/simpleenroll dev-2 dev-2-op
         expect_est_error 403 "$DEV/r-notlisted" \
                 "profile 'alt' does not accept enrollment by certificates of profile 'default'"
