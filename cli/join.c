@@ -16,7 +16,7 @@
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid join --server URL --ca-hash sha256:HEX --key URI --cn NAME --dir DIR\n"
                    "                 [--token-file FILE] [--san LIST] [--type TYPE] [--tcti TCTI]\n"
-                   "                 [--no-wait] [--wait-timeout DURATION] [--attest [--ek ALG]]\n\n"
+                   "                 [--no-wait] [--wait-timeout DURATION] [--attest [--ek ALG]] [--est]\n\n"
                    "Enrolls this device: checks the CA against the pin before sending anything, makes\n"
                    "(or reuses) the key inside the TPM/HSM, sends a CSR signed there with the bootstrap\n"
                    "token, and writes DIR/cert.pem, DIR/ca.pem and DIR/key.uri atomically.\n\n"
@@ -45,6 +45,9 @@ static void usage(FILE *f) {
                    "                         EK allowlist (hwid ek add)\n"
                    "      --ek ALG           the EK to attest with: auto (default), ecc-p256,\n"
                    "                         rsa-2048, ecc-p384\n"
+                   "      --est              speak EST (RFC 7030, /.well-known/est/) instead of hwid's\n"
+                   "                         API: the token goes as HTTP Basic credentials; a pending\n"
+                   "                         request is asked again until approved (not with --attest)\n"
                    "      --wait-timeout D   how long to wait for approval (default 30m)\n"
                    "      --clock-skew D     how far this device's clock may be off before DIR's\n"
                    "                         certificate counts as expired (default 5m)\n"
@@ -78,7 +81,7 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                 { "type", required_argument, NULL, 'T' }, { "tcti", required_argument, NULL, 'C' },
                 { "no-wait", no_argument, NULL, 'W' }, { "wait-timeout", required_argument, NULL, 'w' },
                 { "attest", no_argument, NULL, 'A' }, { "ek", required_argument, NULL, 'E' },
-                { "clock-skew", required_argument, NULL, 'K' },
+                { "clock-skew", required_argument, NULL, 'K' }, { "est", no_argument, NULL, 'e' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
         size_t n_servers = 0;
@@ -118,6 +121,7 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                                 return r;
                         break;
                 case 'A': o->attest = true; break;
+                case 'e': o->est = true; break;
                 case 'E':
                         if (tpm_ek_alg_from_string(optarg, (tpm_ek_alg *) &o->ek) < 0)
                                 return cli_usage("join", "--ek must be auto, ecc-p256, rsa-2048 or ecc-p384");
@@ -130,6 +134,8 @@ static int parse(int argc, char **argv, join_opts *o, const char **token_file, c
                 return cli_usage("join", "needs --server, --ca-hash, --key, --cn and --dir");
         if (!ca_hash_valid(o->ca_hash))
                 return cli_usage("join", "--ca-hash must be sha256:<64 lower-case hex digits>");
+        if (o->attest && o->est)
+                return cli_usage("join", "--est does not carry TPM attestation: use --attest or --est");
         if (o->attest && strncmp(o->key_uri, "tpm2:", 5) != 0)
                 return cli_usage("join", "--attest needs a TPM key (tpm2:file=... or tpm2:handle=...)");
         return 0;

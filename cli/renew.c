@@ -12,7 +12,7 @@
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid renew --dir DIR [--rotate] [--attest] [--ek ALG] [--tcti TCTI]\n"
-                   "                  [--clock-skew D]\n\n"
+                   "                  [--clock-skew D] [--est]\n\n"
                    "Renews the certificate in DIR over mutual TLS, authenticated by the current key\n"
                    "inside the TPM/HSM.  When the profile asks for it (or with --rotate) a new key is\n"
                    "made in the device; the old one is removed only once the new certificate is on disk.\n"
@@ -26,6 +26,10 @@ static void usage(FILE *f) {
                    "      --attest           prove that the key lives in this TPM (TPM attestation)\n"
                    "      --ek ALG           the EK to attest with: auto (default), ecc-p256, rsa-2048,\n"
                    "                         ecc-p384\n"
+                   "      --est              speak EST (RFC 7030: simplereenroll over mutual TLS) instead\n"
+                   "                         of hwid's API; EST cannot say whether the profile wants a new\n"
+                   "                         key: give --rotate for a profile with rotate_key (not with\n"
+                   "                         --attest)\n"
                    "      --tcti TCTI        TPM to use (default $HWID_TCTI, else the tpm2-tss default)\n"
                    "      --clock-skew D     how far the clocks of this device and the CA may differ\n"
                    "                         before a certificate's dates are called wrong (default 5m)\n"
@@ -43,7 +47,7 @@ int cmd_renew(int argc, char **argv) {
                 { "dir", required_argument, NULL, 'd' }, { "rotate", no_argument, NULL, 'R' },
                 { "tcti", required_argument, NULL, 'T' }, { "clock-skew", required_argument, NULL, 'K' },
                 { "attest", no_argument, NULL, 'A' }, { "ek", required_argument, NULL, 'E' },
-                { "help", no_argument, NULL, 'h' }, {},
+                { "est", no_argument, NULL, 'e' }, { "help", no_argument, NULL, 'h' }, {},
         };
         renew_opts o = { .progress = progress, .http_timeout = 30, .clock_skew = DEVICE_CLOCK_SKEW_DEFAULT };
         renew_result res;
@@ -60,6 +64,7 @@ int cmd_renew(int argc, char **argv) {
                                 return r;
                         break;
                 case 'A': o.attest = true; break;
+                case 'e': o.est = true; break;
                 case 'E':
                         if (tpm_ek_alg_from_string(optarg, (tpm_ek_alg *) &o.ek) < 0)
                                 return cli_usage("renew", "--ek must be auto, ecc-p256, rsa-2048 or ecc-p384");
@@ -70,6 +75,8 @@ int cmd_renew(int argc, char **argv) {
         }
         if (!o.dir || optind != argc)
                 return cli_usage("renew", "needs --dir DIR");
+        if (o.est && o.attest)
+                return cli_usage("renew", "--est does not carry TPM attestation: use --attest or --est");
         r = renew_run(&o, &res);
         if (r < 0 && renew_needs_bootstrap(r)) {
                 char line[640];

@@ -177,6 +177,11 @@ static policy_verdict authz_anonymous(authz *a) {
                         return allow(a, "the TPM listed on the EK allowlist as '%s' may %s",
                                      a->who->identity ? a->who->identity : "?",
                                      a->action == ACTION_ENROLL ? "enroll" : "attest itself");
+                /* By certificate (EST): whether a profile accepts it is
+                 * policy_check_enroll()'s (est.enroll_by_certificate). */
+                if (a->action == ACTION_ENROLL && has_cert)
+                        return allow(a, "%s '%s' may ask to enroll by its certificate",
+                                     policy_cert_role_name(a->who->role), a->who->identity ? a->who->identity : "?");
                 return deny(a, -HWID_E_UNAUTHENTICATED, a->who->role == ROLE_ANONYMOUS,
                             "enrollment needs a bootstrap token (or a TPM on the CA's EK allowlist)");
         case ACTION_RENEW:

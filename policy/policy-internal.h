@@ -59,6 +59,10 @@ int check_hard(check *c, int error, const char *rule, const char *fmt, ...) __at
  * Returns 0 (possibly with a soft denial recorded) or -1 (denied). */
 int profile_check(check *c);
 
+/* Enrollment by a client certificate (enroll-cert.c): picks c->prof and
+ * checks the name template; 0 to go on, -1 denied. */
+int enroll_by_certificate(check *c, const policy_requester *who);
+
 /* ---------- names (names.c) ---------- */
 
 enum {

@@ -39,6 +39,8 @@ void policy_profile_free(policy_profile *prof) {
         strv_free(prof->uri_templates);
         strv_free(prof->scope_profiles);
         strv_free(prof->scope_name_patterns);
+        strv_free(prof->est_enroll_from);
+        free(prof->est_enroll_name);
         free(prof);
 }
 
@@ -341,6 +343,8 @@ static int enroll_scope(check *c, const policy_requester *who) {
                 r = pick_profile(c, who->ek_profile, whose, "ek.profile");
                 return r < 0 ? r : check_ek_name(c, who);
         }
+        if (policy_role_has_certificate(who->role))
+                return enroll_by_certificate(c, who);
         if (who->role != ROLE_TOKEN)
                 return check_hard(c, -HWID_E_UNAUTHENTICATED, "role", "enrollment needs a bootstrap token");
         snprintf(whose, sizeof(whose), "token '%s'", who->token_id ? who->token_id : "?");

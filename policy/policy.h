@@ -115,6 +115,16 @@ typedef struct policy_profile {
         policy_role role;
         bool role_given;
         policy_attestation_mode attestation;
+        /* EST (docs/EST.md): the CSR's challengePassword must carry the
+         * TLS channel binding of the connection (RFC 7030 §3.5). */
+        bool est_pop_linking;
+        /* EST simpleenroll by a client certificate instead of a token
+         * (est.enroll_by_certificate): a live certificate hwid issued under
+         * one of these profiles (NULL-terminated; NULL: not accepted) may
+         * enroll the CN est_enroll_name, "{cn}" being that certificate's
+         * recorded identity. */
+        char **est_enroll_from;
+        char *est_enroll_name;
         /* ROLE_PROVISIONER only: the token profiles and name patterns its
          * certificates may create tokens for, recorded with each
          * certificate at issuance like the role.  NULL-terminated; both
@@ -383,6 +393,25 @@ int policy_check_scopes(const policy *p);
  * granted (the request goes through without CA:TRUE or keyCertSign). */
 void policy_check_enroll(const policy *p, const policy_requester *who, const policy_csr *csr,
                          policy_issue *issue, policy_decision *ret);
+
+/* Enrollment by certificate (EST simpleenroll over mutual TLS without a
+ * token) goes through policy_check_enroll() with who the certificate's
+ * holder (a role with a certificate: its recorded identity and profile,
+ * never the presented subject) and csr->requested_profile the EST label
+ * (NULL: policy_cert_enroll_target()).  Rules "est.enroll_by_certificate*",
+ * all -HWID_E_FORBIDDEN and hard (audit-only mode lifts none: it is a
+ * privilege, like a scope): the profile must list the certificate's
+ * profile in est_enroll_from; the CN must be est_enroll_name with {cn}
+ * replaced by the holder's identity (ignoring ASCII case); the profile
+ * must not wait for manual approval (requests wait under a token).  Then
+ * the profile's own rules, attestation included, as for a token.
+ *
+ * The profile a certificate of cert_profile enrolls under when no label
+ * names one: the one profile that lists cert_profile; NULL if none or
+ * several (*ret_n: how many). */
+const policy_profile *policy_cert_enroll_target(const policy *p, const char *cert_profile, size_t *ret_n);
+/* Whether prof accepts enrollment by certificates of cert_profile. */
+bool policy_cert_enroll_accepts(const policy_profile *prof, const char *cert_profile);
 
 /* Renewal over mutual TLS: same identity, inside the renewal window, key
  * rotation if the profile requires it, same rules as enrollment for the

@@ -266,27 +266,37 @@ int client_request(const client_opts *o, const char *method, const char *path, c
         return r;
 }
 
-int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **ret_server) {
+int client_get_unverified(const client_opts *o, const char *path, client_response *ret,
+                          const char **ret_server) {
         _cleanup_(client_session_freep) client_session *s = NULL;
         client_opts u = *o;
-        client_response resp;
         int r;
 
         u.ca_pem = NULL;
         u.key = NULL;
         if ((r = client_session_new(&u, &s)) < 0 ||
-            (r = client_session_request(s, "GET", "/ca", NULL, NULL, 0, NULL, &resp)) < 0)
+            (r = client_session_request(s, "GET", path, NULL, NULL, 0, NULL, ret)) < 0)
                 return r;
-        if (resp.status != 200) {
-                r = client_error_from_response(&resp);
-                client_response_clear(&resp);
-                return r;
-        }
-        *ret_pem = (char *) buf_steal(&resp.body, NULL);
         if (ret_server)
                 *ret_server = client_session_server(s);
-        client_response_clear(&resp);
         return 0;
+}
+
+int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **ret_server) {
+        client_response resp;
+        const char *server = NULL;
+        int r = client_get_unverified(o, "/ca", &resp, &server);
+
+        if (r < 0)
+                return r;
+        if (resp.status != 200)
+                r = client_error_from_response(&resp);
+        else
+                *ret_pem = (char *) buf_steal(&resp.body, NULL);
+        client_response_clear(&resp);
+        if (r >= 0 && ret_server)
+                *ret_server = server;
+        return r;
 }
 
 static int error_for_status(long status) {
@@ -314,12 +324,16 @@ int client_error_from_response(const client_response *r) {
                 m = json_object_get_string(msg);
         if (o && json_object_object_get_ex(o, "error", &slug))
                 sl = json_object_get_string(slug);
+        /* EST answers errors as text (docs/EST.md). */
+        if (!o && strncmp(r->content_type, "text/plain", 10) == 0 && r->body.len > 0)
+                m = (const char *) r->body.data;
         for (int c = 1; sl && c < _HWID_E_MAX; c++)
                 if (strcmp(hwid_err_slug(-c), sl) == 0 && hwid_err_http_status(-c) == r->status) {
                         code = c;
                         break;
                 }
-        ret = hwid_fail((hwid_err) code, "server answered %ld: %s", r->status, m ? m : "(no message)");
+        ret = hwid_fail((hwid_err) code, "server answered %ld: %.*s", r->status, m ? (int) strcspn(m, "\n") : 14,
+                        m ? m : "(no message)");
         json_object_put(o);
         return ret;
 }

@@ -68,12 +68,14 @@ const char *client_session_server(const client_session *s);
 /* Sends the session's next requests to server first (one of its list). */
 void client_session_prefer(client_session *s, const char *server);
 
-/* GET /ca without trusting the server yet (o->ca_pem is ignored): the
- * caller must check the result against the pin before believing it or
- * sending anything else.  ret_server: the server that answered (a string
- * of o's). */
+/* GET path without trusting the server yet (o->ca_pem and o->key are
+ * ignored), with failover: the caller must check what it got against the
+ * pin before believing it or sending anything else.  ret_server: the
+ * server that answered (a string of o's). */
+int client_get_unverified(const client_opts *o, const char *path, client_response *ret,
+                          const char **ret_server);
+/* GET /ca that way: the served PEM. */
 int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **ret_server);
-
 
 /* The error a non-2xx response means, with the server's JSON message. */
 int client_error_from_response(const client_response *r);

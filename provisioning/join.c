@@ -13,6 +13,7 @@
 #include "csr.h"
 #include "device.h"
 #include "error.h"
+#include "est-client.h"
 #include "fsutil.h"
 #include "join.h"
 #include "pinned.h"
@@ -156,6 +157,37 @@ static int enroll(const join_opts *o, client_session *cs, const char *auth, cons
         return r;
 }
 
+/* EST simpleenroll: 202 is asked again with the same request after
+ * Retry-After (RFC 7030 §4.2.3) until issued, refused or out of time. */
+static int enroll_est(const join_opts *o, client_session *cs, const char *auth, const char *csr, char **ret_cert) {
+        int64_t deadline = (int64_t) time(NULL) + (o->wait_timeout > 0 ? o->wait_timeout : 1800);
+
+        for (;;) {
+                client_response resp;
+                int64_t wait;
+                int r = est_post_csr(cs, "simpleenroll", auth, csr, &resp, ret_cert);
+
+                if (r < 0)
+                        return r;
+                if (resp.status == 200) {
+                        client_response_clear(&resp);
+                        return 0;
+                }
+                if (resp.status != 202) {
+                        r = client_error_from_response(&resp);
+                        client_response_clear(&resp);
+                        return r;
+                }
+                wait = resp.retry_after > BACKOFF_MIN ? resp.retry_after : BACKOFF_MIN;
+                client_response_clear(&resp);
+                if (o->no_wait || (int64_t) time(NULL) + wait > deadline)
+                        return hwid_fail(HWID_E_PENDING, "the request for %s is pending approval; run the same hwid "
+                                         "join --est again later to collect the certificate", o->cn);
+                say(o, "waiting for approval (asking again in %llds)", (long long) wait);
+                sleep((unsigned) wait);
+        }
+}
+
 typedef struct join_ctx {
         const char *server; /* the server that answered last (one of the options') */
         char *bundle;   /* the CA as served (with its chain): DIR/ca.pem */
@@ -250,7 +282,9 @@ static int fetch_ca(const join_opts *o, join_ctx *c, client_opts *co) {
         int r;
 
         say(o, "fetching the CA from %s and checking it against %s", o->server, o->ca_hash);
-        if ((r = pinned_fetch_ca(co, o->ca_hash, &c->bundle, &c->anchor, &dropped, &c->server)) < 0)
+        r = o->est ? pinned_fetch_ca_est(co, o->ca_hash, &c->bundle, &c->anchor, &dropped, &c->server)
+                   : pinned_fetch_ca(co, o->ca_hash, &c->bundle, &c->anchor, &dropped, &c->server);
+        if (r < 0)
                 return r;
         if (dropped > 0)
                 say(o, "warning: %s/ca sent %u certificate%s that do%s not chain to the pinned CA: not stored",
@@ -271,7 +305,11 @@ static int start(const join_opts *o, join_ctx *c, client_opts *co) {
                 return hwid_fail(HWID_E_TOKEN_INVALID, "no bootstrap token (set HWID_TOKEN or use --token-file)");
         if ((r = fetch_ca(o, c, co)) < 0)
                 return r;
-        if (o->token && asprintf(&auth, "Bearer %s", o->token) < 0)
+        if (o->est && o->attest)
+                return hwid_fail(HWID_E_USAGE, "--est does not carry TPM attestation: use one or the other");
+        if (o->est && (r = est_token_auth(o->token, &auth)) < 0)
+                return r;
+        if (!o->est && o->token && asprintf(&auth, "Bearer %s", o->token) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         /* The directory must take the identity before the token is spent
          * on it; one connection for the challenge and the enrollment. */
@@ -283,8 +321,11 @@ static int start(const join_opts *o, join_ctx *c, client_opts *co) {
         /* The device key usually lives in the directory. */
         if ((r = open_or_create_key(o, &c->key)) < 0 || (r = request_body(o, c, att, &body)) < 0)
                 return r;
-        say(o, "enrolling %s%s", o->cn, att ? " with TPM attestation" : "");
-        r = enroll(o, cs, auth, body, att != NULL, &c->cert, &c->request);
+        say(o, "enrolling %s%s%s", o->cn, att ? " with TPM attestation" : "", o->est ? " over EST" : "");
+        if (o->est)
+                r = enroll_est(o, cs, auth, body, &c->cert);
+        else
+                r = enroll(o, cs, auth, body, att != NULL, &c->cert, &c->request);
         c->server = client_session_server(cs);
         return r;
 }

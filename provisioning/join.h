@@ -47,6 +47,11 @@ typedef struct join_opts {
          * allowlist enrolls without one. */
         bool attest;
         int ek;                /* tpm_ek_alg */
+        /* EST (RFC 7030, docs/EST.md) instead of the native API: cacerts for
+         * the pin, simpleenroll with the token as HTTP Basic credentials; a
+         * request pending approval is asked again (no pending.json).  Not
+         * with attest. */
+        bool est;
         int64_t wait_timeout;  /* seconds to poll a pending request, default 1800 */
         int64_t clock_skew;    /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         long http_timeout;     /* seconds per HTTP request */

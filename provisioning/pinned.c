@@ -5,6 +5,7 @@
 
 #include "client.h"
 #include "error.h"
+#include "est-client.h"
 #include "ossl-util.h"
 #include "pinned.h"
 #include "x509-util.h"
@@ -147,22 +148,33 @@ int pinned_bundle(const char *served_pem, const char *pin, char **ret_bundle, ch
         return 0;
 }
 
-int pinned_fetch_ca(const client_opts *o, const char *pin, char **ret_bundle, char **ret_anchor,
+static int fetch_ca(const client_opts *o, const char *pin, bool est, char **ret_bundle, char **ret_anchor,
                     unsigned *ret_dropped, const char **ret_server) {
         _cleanup_free_ char *served = NULL;
         const char *server = NULL;
         char why[512];
         int r;
 
-        if ((r = client_fetch_ca_unverified(o, &served, &server)) < 0)
+        r = est ? est_fetch_ca_unverified(o, &served, &server) : client_fetch_ca_unverified(o, &served, &server);
+        if (r < 0)
                 return r;
-        if (ret_server)
-                *ret_server = server;
         if ((r = pinned_bundle(served, pin, ret_bundle, ret_anchor, ret_dropped)) < 0) {
                 snprintf(why, sizeof(why), "%s", hwid_strerror(r));
-                return hwid_fail((hwid_err) -r, "%s/ca: %s", server, why);
+                return hwid_fail((hwid_err) -r, "%s%s: %s", server, est ? EST_PATH "/cacerts" : "/ca", why);
         }
+        if (ret_server)
+                *ret_server = server;
         return 0;
+}
+
+int pinned_fetch_ca(const client_opts *o, const char *pin, char **ret_bundle, char **ret_anchor,
+                    unsigned *ret_dropped, const char **ret_server) {
+        return fetch_ca(o, pin, false, ret_bundle, ret_anchor, ret_dropped, ret_server);
+}
+
+int pinned_fetch_ca_est(const client_opts *o, const char *pin, char **ret_bundle, char **ret_anchor,
+                        unsigned *ret_dropped, const char **ret_server) {
+        return fetch_ca(o, pin, true, ret_bundle, ret_anchor, ret_dropped, ret_server);
 }
 
 /* The leaf of an answer is ours: signed by the pinned CA, for key, named cn. */

@@ -35,6 +35,10 @@ int pinned_bundle(const char *served_pem, const char *pin, char **ret_bundle, ch
 int pinned_fetch_ca(const client_opts *o, const char *pin, char **ret_bundle, char **ret_anchor,
                     unsigned *ret_dropped, const char **ret_server);
 
+/* The same from EST's GET /.well-known/est/cacerts (hwid join --est). */
+int pinned_fetch_ca_est(const client_opts *o, const char *pin, char **ret_bundle, char **ret_anchor,
+                        unsigned *ret_dropped, const char **ret_server);
+
 /* A certificate answer (POST /csr, /v1/renew, a poll): its first
  * certificate must be signed by the pinned CA (anchor_pem), for key, with
  * CN cn — a certificate in its place is refused.  ret_pem: it, and those of

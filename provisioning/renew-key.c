@@ -153,9 +153,13 @@ int renew_pick_key(const renew_opts *o, const device_state *s, hwid_key *current
 
         if (r < 0 && r != -HWID_E_NOT_FOUND)
                 return r;
-        /* An interrupted renewal's key comes first, rotating or not. */
-        if (r == -HWID_E_NOT_FOUND ? !rotate : strcmp(uri, s->key_uri) == 0)
+        /* An interrupted renewal's key comes first, rotating or not; one
+         * that kept the current key is no new key to resume when rotating
+         * (a renewal refused for want of one: hwid renew --est --rotate). */
+        if (r == -HWID_E_NOT_FOUND ? !rotate : strcmp(uri, s->key_uri) == 0 && !rotate)
                 return keep_current(s, ret, ret_uri);
+        if (uri && strcmp(uri, s->key_uri) == 0)
+                free(TAKE_PTR(uri));
         if (uri && (r = resume_key(o, s, uri, current, hold, &k)) < 0)
                 return r;
         if (!k) {

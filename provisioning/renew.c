@@ -10,6 +10,7 @@
 #include "attest.h"
 #include "client.h"
 #include "csr.h"
+#include "est-client.h"
 #include "device.h"
 #include "error.h"
 #include "x509-util.h"
@@ -201,15 +202,17 @@ static int64_t window_opens_at(const client_response *resp) {
 static int post_renew(const renew_opts *o, client_session *cs, const device_state *s, const char *body, bool json,
                       char **ret_cert) {
         client_response resp;
-        int r = client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) body, strlen(body),
-                                       json ? "application/json" : "application/pkcs10", &resp);
+        int r = o->est ? est_post_csr(cs, "simplereenroll", NULL, body, &resp, ret_cert)
+                       : client_session_request(cs, "POST", "/v1/renew", NULL, (const uint8_t *) body, strlen(body),
+                                                json ? "application/json" : "application/pkcs10", &resp);
 
         if (r < 0)
                 return r;
-        /* 200: the server hands back a renewal whose answer we lost. */
-        if (resp.status == 201 || resp.status == 200)
+        /* 200: the server hands back a renewal whose answer we lost (EST:
+         * *ret_cert is already the certs-only answer's). */
+        if (!o->est && (resp.status == 201 || resp.status == 200))
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
-        else
+        else if (!o->est || resp.status != 200)
                 r = refusal(s, &resp);
         if (r == -HWID_E_TOO_EARLY && o->window_opens_at)
                 *o->window_opens_at = window_opens_at(&resp);
@@ -265,8 +268,15 @@ static bool wants_attestation(const renew_opts *o, const device_state *s, const 
 static int status_or_replay(const renew_opts *o, client_session *cs, const device_state *s, renew_plan *ret) {
         _cleanup_free_ char *uri = NULL;
         renew_status st;
-        int r = identity_status(o, cs, s, &st);
+        int r;
 
+        if (o->est) {
+                if (o->attest)
+                        return hwid_fail(HWID_E_USAGE, "--est does not carry TPM attestation");
+                *ret = (renew_plan) { .rotate = o->rotate };
+                return 0;
+        }
+        r = identity_status(o, cs, s, &st);
         if (r == -HWID_E_SUPERSEDED) {
                 if (device_read_next_key(s, &uri) < 0)
                         return hwid_fail(HWID_E_REVOKED, "the certificate of %s was replaced by one this device "

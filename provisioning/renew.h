@@ -20,6 +20,10 @@ typedef struct renew_opts {
          * certificate attested across a new key.  ek: tpm_ek_alg. */
         bool attest;
         int ek;
+        /* EST (RFC 7030) instead of the native API: simplereenroll, with no
+         * status request before (rotate alone decides the key; no
+         * attestation). */
+        bool est;
         long http_timeout;
         progress_fn progress;
         void *progress_data;

@@ -51,6 +51,7 @@ typedef struct ca_auth {
         char actor[96];       /* for the audit log: "token:abc123", "node:edge-1", "approver:alice" */
         store_token token;    /* ROLE_TOKEN */
         bool token_spent;     /* the token is genuine and still in its lifetime, but used up */
+        bool token_genuine;   /* the secret matched (whatever the token's state) */
         store_cert cert;      /* a certificate's role: the client's certificate record */
         char **scope_profiles;      /* ROLE_PROVISIONER: its recorded scope (who points here) */
         char **scope_name_patterns;
@@ -101,8 +102,16 @@ void ca_get_healthz(ca_service *ca, const http_request *req, http_response *resp
 void ca_get_readyz(ca_service *ca, const http_request *req, http_response *resp);
 void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp);
 
+/* EST, RFC 7030 (est.c): answers every request under /.well-known/est/
+ * and returns true; false for any other path. */
+bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp);
+
 /* Endpoints (enroll.c). */
 void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
+/* EST simpleenroll without a token: by the client certificate, under
+ * the profile label (NULL: the one that accepts that certificate's),
+ * as est.enroll_by_certificate allows (policy_check_enroll()). */
+void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp);
 void ca_poll(ca_service *ca, const char *id, http_response *resp);
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp);
 

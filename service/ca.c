@@ -159,6 +159,7 @@ int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth 
                 return hwid_fail(HWID_E_TOKEN_INVALID, "unknown bootstrap token");
         if (r < 0)
                 return r;
+        ret->token_genuine = true;
         ret->token_spent = store_token_state_at(&ret->token, now) == TOKEN_USED_UP;
         if ((r = token_problem(store_token_state_at(&ret->token, now), id)) < 0)
                 return r;

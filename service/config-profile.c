@@ -394,6 +394,42 @@ static const cfg_field renewal_fields[] = {
         FIELD_END,
 };
 
+/* est.enroll_by_certificate.name: a CN with {cn}, the holder's identity. */
+static int fn_enroll_name(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        policy_profile *prof = base;
+        const char *s, *why;
+        int r;
+
+        if ((r = cfg_scalar(x, n, path, false, &s)) < 0)
+                return r;
+        if (strlen(s) > 64 || !cfg_printable(s, true))
+                return cfg_fail(x, n, path, "must be printable and at most 64 bytes");
+        if ((why = placeholders_problem(s, false)))
+                return cfg_fail(x, n, path, "'%s' %s", s, why);
+        if (!strstr(s, "{cn}"))
+                return cfg_fail(x, n, path, "'%s' has no {cn}: every client certificate would ask for the same name",
+                                s);
+        free(prof->est_enroll_name);
+        if (!(prof->est_enroll_name = strdup(s)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return 0;
+}
+
+/* That the profiles exist is checked once all are loaded
+ * (check_enroll_refs()). */
+static const cfg_field enroll_by_cert_fields[] = {
+        FIELD("from_profiles", fn_strv, PROF(est_enroll_from), .min = 1, .max = 32, .aux = &profile_name_rule,
+              .required = true),
+        FIELD("name", fn_enroll_name, 0, .required = true),
+        FIELD_END,
+};
+
+static const cfg_field est_fields[] = {
+        FIELD("pop_linking", cfg_fn_bool, PROF(est_pop_linking)),
+        FIELD("enroll_by_certificate", cfg_fn_section, 0, .aux = enroll_by_cert_fields),
+        FIELD_END,
+};
+
 /* role: provisioner.  That the profiles exist and issue nodes is checked
  * once all are loaded (policy_check_scopes()). */
 static const cfg_field scope_fields[] = {
@@ -419,6 +455,7 @@ static const cfg_field profile_fields[] = {
         FIELD("role", fn_role, 0),
         FIELD("scope", cfg_fn_section, 0, .aux = scope_fields),
         FIELD("attestation", fn_attestation, 0),
+        FIELD("est", cfg_fn_section, 0, .aux = est_fields),
         FIELD_END,
 };
 
@@ -480,6 +517,48 @@ static int load_profile(cfg_ctx *x, yaml_node_t *n, const char *path, const char
         return policy_add_profile(x->policy, TAKE_PTR(prof));
 }
 
+/* The value of key in mapping n, or NULL. */
+static yaml_node_t *mapping_get(cfg_ctx *x, yaml_node_t *n, const char *key) {
+        for (yaml_node_pair_t *p = n && n->type == YAML_MAPPING_NODE ? n->data.mapping.pairs.start : NULL;
+             p && p < n->data.mapping.pairs.top; p++) {
+                yaml_node_t *k = cfg_node(x, p->key);
+
+                if (k && k->type == YAML_SCALAR_NODE && strcmp((const char *) k->data.scalar.value, key) == 0)
+                        return cfg_node(x, p->value);
+        }
+        return NULL;
+}
+
+/* est.enroll_by_certificate of the profile at n (loaded as prof): each
+ * profile it accepts exists, and the profile issues without waiting for
+ * an approval (requests wait under a token). */
+static int check_enroll_refs(cfg_ctx *x, yaml_node_t *n, const char *path, const policy_profile *prof) {
+        yaml_node_t *e = mapping_get(x, mapping_get(x, n, "est"), "enroll_by_certificate");
+        yaml_node_t *from = mapping_get(x, e, "from_profiles");
+        char sub[320];
+
+        if (!prof->est_enroll_from)
+                return 0;
+        snprintf(sub, sizeof(sub), "%s.est.enroll_by_certificate", path);
+        if (prof->approval == APPROVAL_MANUAL)
+                return cfg_fail(x, e, sub, "cannot be used with approval: manual (a request waiting for approval "
+                                "is a token's)");
+        if (!prof->est_enroll_from[0]) {
+                snprintf(sub, sizeof(sub), "%s.est.enroll_by_certificate.from_profiles", path);
+                return cfg_fail(x, from, sub, "needs at least 1 profile");
+        }
+        for (size_t i = 0; prof->est_enroll_from[i]; i++) {
+                yaml_node_t *item = from && from->type == YAML_SEQUENCE_NODE
+                                            ? cfg_node(x, from->data.sequence.items.start[i]) : e;
+
+                snprintf(sub, sizeof(sub), "%s.est.enroll_by_certificate.from_profiles[%zu]", path, i);
+                if (!policy_profile_find(x->policy, prof->est_enroll_from[i]))
+                        return cfg_fail(x, item, sub, "'%s' is not a profile of this configuration",
+                                        prof->est_enroll_from[i]);
+        }
+        return 0;
+}
+
 int cfg_fn_profiles(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
         int r;
 
@@ -502,6 +581,15 @@ int cfg_fn_profiles(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_fiel
                 if (policy_profile_find(x->policy, name))
                         return cfg_fail(x, k, sub, "is defined more than once");
                 if ((r = load_profile(x, cfg_node(x, p->value), sub, name)) < 0)
+                        return r;
+        }
+        /* Profiles name each other: checked once all are loaded. */
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+                const char *name = (const char *) cfg_node(x, p->key)->data.scalar.value;
+                char sub[256];
+
+                cfg_path(sub, sizeof(sub), path, name);
+                if ((r = check_enroll_refs(x, cfg_node(x, p->value), sub, policy_profile_find(x->policy, name))) < 0)
                         return r;
         }
         return 0;

@@ -71,10 +71,22 @@ static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr,
         return 0;
 }
 
+/* Who enrolled, for the log: "token abc", "EK allowlist entry x", "certificate 1f.. of x". */
+static const char *enroller(const ca_auth *a, char *buf, size_t size) {
+        if (a->who.role == ROLE_EK)
+                snprintf(buf, size, "EK allowlist entry %s", a->ek.identity);
+        else if (a->who.role == ROLE_TOKEN)
+                snprintf(buf, size, "token %s", a->token.id);
+        else
+                snprintf(buf, size, "certificate %s of %s, profile %s", a->cert.serial, a->cert.identity,
+                         a->cert.profile);
+        return buf;
+}
+
 static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,
                         const char *cn, int64_t now, http_response *resp) {
         _cleanup_free_ char *pem = NULL, *serial = NULL;
-        char reason[128];
+        char reason[320], by[200];
         store_audit audit = { .at = now, .actor = a->actor, .action = "enroll", .target = cn,
                               .outcome = "allow", .reason = reason,
                               .token_id = a->who.role == ROLE_TOKEN ? a->token.id : NULL };
@@ -82,13 +94,16 @@ static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, c
                             .replace_live = iss->profile->allow_reenroll, .audit = &audit };
         int r;
 
-        snprintf(reason, sizeof(reason), "issued under profile %s", iss->profile->name);
+        enroller(a, by, sizeof(by));
+        if (policy_role_has_certificate(a->who.role))
+                snprintf(reason, sizeof(reason), "issued under profile %s by %s", iss->profile->name, by);
+        else
+                snprintf(reason, sizeof(reason), "issued under profile %s", iss->profile->name);
         r = ca_issue(ca, csr, iss, &how, cn, now, &pem, &serial);
         if (r < 0)
                 return r;
         atomic_fetch_add(&ca->n_issued, 1);
-        log_info("issued %s to %s (%s %s)%s", serial, cn, a->who.role == ROLE_EK ? "EK allowlist entry" : "token",
-                 a->who.role == ROLE_EK ? a->ek.identity : a->token.id, iss->attestation ? ", TPM attested" : "");
+        log_info("issued %s to %s (%s)%s", serial, cn, by, iss->attestation ? ", TPM attested" : "");
         ca_respond_pem(resp, 201, pem);
         return 0;
 }
@@ -102,8 +117,11 @@ static const char *request_cn(const csr_info *csr, char *out, size_t n) {
 }
 
 /* Whether live was enrolled by the same requester: the same token, or
- * (a TPM on the EK allowlist, iss its verified attestation) the same TPM. */
+ * (a TPM on the EK allowlist, iss its verified attestation) the same TPM,
+ * or (by certificate) the holder policy gave that very name. */
 static bool same_enroller(const ca_auth *a, const policy_issue *iss, const store_cert *live) {
+        if (policy_role_has_certificate(a->who.role))
+                return iss != NULL; /* est.enroll_by_certificate.name ties the name to the holder */
         if (a->who.role == ROLE_EK)
                 return iss && iss->attestation && store_attested(&live->attestation) &&
                        strcmp(live->attestation.ek_pub_sha256, iss->attestation->ek_pub_sha256) == 0;
@@ -184,13 +202,35 @@ static int check_names_free(ca_service *ca, const policy_issue *iss, const char 
         return 0;
 }
 
+/* EST simpleenroll by the client certificate: a live one this CA issued
+ * and recorded, as for renewal (ca_auth_peer()).  One that was renewed
+ * away is no credential here: there is no enrollment to replay for it. */
+static int auth_by_certificate(ca_service *ca, const http_request *req, int64_t now, ca_auth *a) {
+        int r = ca_auth_peer(ca, req, now, a);
+        char why[256];
+
+        if (r == -HWID_E_SUPERSEDED) {
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "%s: enroll with the current one", why);
+        }
+        if (r < 0)
+                return r;
+        if (a->who.role == ROLE_ANONYMOUS)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "enrollment needs a bootstrap token (HTTP Basic) or a client "
+                                 "certificate this CA issued");
+        return 0;
+}
+
 /* Authentication and the right to enroll.  A bootstrap token comes
  * first, before anything else is looked at; without one, only a TPM on
- * the EK allowlist, once its evidence is verified (by_ek). */
+ * the EK allowlist, once its evidence is verified (by_ek), or (EST) the
+ * client certificate (by_cert). */
 static int enroll_authorize(ca_service *ca, const http_request *req, int64_t now, const ca_attested *by_ek,
-                            ca_auth *a) {
+                            bool by_cert, ca_auth *a) {
         policy_decision d;
-        int r = by_ek ? ca_auth_ek(ca, by_ek, a) : ca_auth_token(ca, req, now, a);
+        int r = by_ek     ? ca_auth_ek(ca, by_ek, a)
+                : by_cert ? auth_by_certificate(ca, req, now, a)
+                          : ca_auth_token(ca, req, now, a);
 
         if (r < 0)
                 return r;
@@ -213,7 +253,10 @@ static int enroll_request(ca_service *ca, const ca_body *body, int64_t now, csr_
         return 0;
 }
 
-static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+/* label: by client certificate (EST), the profile asked for (NULL: the
+ * one that accepts the certificate's); by_cert false: by token or EK. */
+static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, const char *label, int64_t now,
+                     ca_auth *a, http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_(ca_body_clear) ca_body body = { 0 };
         ca_attested att = { 0 };
@@ -226,15 +269,17 @@ static int do_enroll(ca_service *ca, const http_request *req, int64_t now, ca_au
 
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
-        by_ek = !req->authorization && body.has_evidence;
-        if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, a)) < 0)
+        by_ek = !by_cert && !req->authorization && body.has_evidence;
+        if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, by_cert, a)) < 0)
                 return a->token_spent ? enroll_spent(ca, &body, now, a, r, resp) : r;
         if ((r = enroll_request(ca, &body, now, &csr, &att)) < 0)
                 return r;
-        if (by_ek && (r = enroll_authorize(ca, req, now, &att, a)) < 0)
+        if (by_ek && (r = enroll_authorize(ca, req, now, &att, false, a)) < 0)
                 return r;
         facts = *csr_info_facts(csr);
         facts.attestation = ca_attested_fact(&att);
+        if (by_cert)
+                facts.requested_profile = label;
         policy_check_enroll(ca->cfg->policy, &a->who, &facts, &iss, &d);
         request_cn(csr, cn, sizeof(cn));
         if ((r = ca_decision(ca, a, "enroll", cn, &d)) < 0)
@@ -260,7 +305,19 @@ void ca_enroll(ca_service *ca, const http_request *req, http_response *resp) {
         int r;
 
         snprintf(a.actor, sizeof(a.actor), "anonymous");
-        r = do_enroll(ca, req, now, &a, resp);
+        r = do_enroll(ca, req, false, NULL, now, &a, resp);
+        if (r < 0)
+                ca_fail_request(ca, &a, "enroll", NULL, resp, r);
+        ca_auth_clear(&a);
+}
+
+void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp) {
+        ca_auth a = { 0 };
+        int64_t now = (int64_t) time(NULL);
+        int r;
+
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        r = do_enroll(ca, req, true, label, now, &a, resp);
         if (r < 0)
                 ca_fail_request(ca, &a, "enroll", NULL, resp, r);
         ca_auth_clear(&a);

@@ -18,6 +18,7 @@
 
 #include "cleanup.h"
 #include "hsm.h"
+#include "http.h"
 
 typedef struct http_tls http_tls;
 
@@ -49,6 +50,11 @@ typedef struct http_peer {
 /* What the TLS peer of session s proved.  Never fails: anything that does
  * not verify is reported as not verified. */
 void http_tls_peer(http_tls *t, gnutls_session_t s, http_peer *ret);
+
+/* The channel binding of session s (RFC 7030 §3.5): RFC 9266
+ * tls-exporter on TLS 1.3, tls-unique (RFC 5929) on TLS 1.2; *ret_len 0
+ * and *ret_type NULL when there is none. */
+void http_tls_binding(gnutls_session_t s, uint8_t ret[HTTP_TLS_BINDING_MAX], size_t *ret_len, const char **ret_type);
 
 /* The GnuTLS priority string hwidd uses: TLS 1.2 and 1.3 only, no RSA key
  * exchange (the device key only signs). */

@@ -362,3 +362,20 @@ void http_tls_peer(http_tls *t, gnutls_session_t s, http_peer *ret) {
         if (t->client_ca)
                 verify_peer(t, &list[0], ret);
 }
+
+void http_tls_binding(gnutls_session_t s, uint8_t ret[HTTP_TLS_BINDING_MAX], size_t *ret_len, const char **ret_type) {
+        bool tls13 = s && gnutls_protocol_get_version(s) == GNUTLS_TLS1_3;
+        gnutls_channel_binding_t type = tls13 ? GNUTLS_CB_TLS_EXPORTER : GNUTLS_CB_TLS_UNIQUE;
+        gnutls_datum_t cb = { 0 };
+
+        *ret_len = 0;
+        *ret_type = NULL;
+        if (!s || gnutls_session_channel_binding(s, type, &cb) < 0)
+                return;
+        if (cb.size > 0 && cb.size <= HTTP_TLS_BINDING_MAX) {
+                memcpy(ret, cb.data, cb.size);
+                *ret_len = cb.size;
+                *ret_type = tls13 ? "tls-exporter" : "tls-unique";
+        }
+        gnutls_free(cb.data);
+}

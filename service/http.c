@@ -133,6 +133,10 @@ static bool add_headers(http_server *srv, struct MHD_Response *r, const http_res
                 snprintf(ra, sizeof(ra), "%lld", (long long) resp->retry_after);
                 ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra) == MHD_YES;
         }
+        if (resp->www_authenticate)
+                ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->www_authenticate) == MHD_YES;
+        if (resp->transfer_encoding)
+                ok &= MHD_add_response_header(r, "Content-Transfer-Encoding", resp->transfer_encoding) == MHD_YES;
         /* A Location the handler got wrong is dropped, never sent split. */
         if (resp->location[0] && memchr(resp->location, '\0', sizeof(resp->location)) &&
             header_value_ok(resp->location))
@@ -336,6 +340,8 @@ static void fill_peer(http_server *srv, struct MHD_Connection *conn, http_reques
         http_peer peer;
 
         http_tls_peer(srv->tls, ci ? (gnutls_session_t) ci->tls_session : NULL, &peer);
+        http_tls_binding(ci ? (gnutls_session_t) ci->tls_session : NULL, req->tls_binding, &req->tls_binding_len,
+                         &req->tls_binding_type);
         req->peer_cert = peer.cert;
         req->peer_cert_len = peer.cert_len;
         req->peer_verified = peer.verified;

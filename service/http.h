@@ -11,6 +11,8 @@
 #include "buf.h"
 #include "hsm.h"
 
+#define HTTP_TLS_BINDING_MAX 64
+
 typedef struct http_request {
         const char *method;
         const char *path;          /* without the query string, percent-decoded */
@@ -33,6 +35,12 @@ typedef struct http_request {
         bool peer_expired;
         bool peer_not_yet_valid;
         int64_t peer_valid_from;
+        /* The connection's TLS channel binding, for EST's proof-of-possession
+         * linking (RFC 7030 §3.5): "tls-exporter" (RFC 9266, TLS 1.3) or
+         * "tls-unique" (TLS 1.2); NULL and 0 when there is none. */
+        const char *tls_binding_type;
+        uint8_t tls_binding[HTTP_TLS_BINDING_MAX];
+        size_t tls_binding_len;
 } http_request;
 
 typedef struct http_response {
@@ -43,6 +51,8 @@ typedef struct http_response {
         char location[256];       /* non-empty: sends Location */
         bool cacheable;           /* false (default): sends Cache-Control: no-store */
         bool sensitive;           /* the body holds a secret: wiped once sent */
+        const char *www_authenticate;  /* static; non-NULL: sends WWW-Authenticate */
+        const char *transfer_encoding; /* static; non-NULL: sends Content-Transfer-Encoding (EST) */
         const char *error;        /* the error slug of an error response (static), for metrics */
 } http_response;
 

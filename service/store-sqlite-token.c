@@ -277,6 +277,27 @@ int store_request_get(store *s, const char *id, store_request *ret) {
         return request_read(s, id, ret);
 }
 
+int store_request_find(store *s, const char *token_id, const char *spki_sha256, store_request *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_read_enter(&s, &g);
+
+        if (r >= 0)
+                r = store_stmt(s, ST_REQ_FIND,
+                               "SELECT " REQUEST_COLS " FROM requests WHERE token_id = ?1 AND spki_sha256 = ?2 "
+                               "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                               &st);
+        if (r >= 0)
+                r = store_bind(s, st, "tt", token_id, spki_sha256);
+        if (r >= 0)
+                r = store_step(s, st, "find a request");
+        if (r == 0)
+                return hwid_fail(HWID_E_NOT_FOUND, "no request for this token and key");
+        if (r < 0)
+                return r;
+        return request_from_row(st, ret);
+}
+
 int store_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;

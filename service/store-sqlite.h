@@ -45,6 +45,7 @@ typedef enum stmt_id {
         ST_REQ_LIST_PENDING,
         ST_REQ_DECIDE,
         ST_REQ_ISSUE,
+        ST_REQ_FIND,
         ST_CERT_INSERT,
         ST_CERT_GET,
         ST_CERT_LIVE,

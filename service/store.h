@@ -215,6 +215,9 @@ void store_token_clear(store_token *t);
  * the pending request, in one transaction. */
 int store_request_create(store *s, const store_request *r, int64_t now);
 int store_request_get(store *s, const char *id, store_request *ret);
+/* The latest request made with token_id for the key spki_sha256 (an EST
+ * client asking again, RFC 7030 §4.2.3); -HWID_E_NOT_FOUND if none. */
+int store_request_find(store *s, const char *token_id, const char *spki_sha256, store_request *ret);
 int store_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n);
 /* PENDING -> APPROVED or DENIED (reason kept); -HWID_E_CONFLICT if not pending. */
 int store_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now);

@@ -169,6 +169,9 @@ static void variants(void) {
                                    "    renewal: {window: 25%}\n"
                                    "    san: {ip: [\"2001:db8::/32\", 192.0.2.1], dns: ['\\*.x.org']}\n"
                                    "    subject: {allowed_rdns: [cn, 2.5.4.10, 1.2.3.4], cn_pattern: \"dev *\"}\n"
+                                   "  op:\n    est: {pop_linking: true, enroll_by_certificate: "
+                                   "{from_profiles: [edge, later], name: \"{cn}-op\"}}\n"
+                                   "  later: {}\n"
                                    "policy: {audit_only: yes, public_metrics: on}\n"
                                    "limits: {max_body: 1MiB, timeout: 2m, rate_per_ip: 0.5, retry_after: 1d}\n"
                                    "audit: {syslog: true, syslog_socket: run/log.sock}\n";
@@ -193,6 +196,11 @@ static void variants(void) {
         CHECK(p && p->allowed_rdns && strcmp(p->allowed_rdns[0], "CN") == 0 && strcmp(p->allowed_rdns[1], "O") == 0);
         CHECK(p && p->allowed_rdns && strcmp(p->allowed_rdns[2], "1.2.3.4") == 0);
         CHECK(p && p->cn_pattern && strcmp(p->cn_pattern, "dev *") == 0);
+        CHECK(p && !p->est_enroll_from && !p->est_enroll_name);
+        p = policy_profile_find(c->policy, "op");
+        CHECK(p && p->est_pop_linking && strv_is(p->est_enroll_from, "edge", "later"));
+        CHECK(p && p->est_enroll_name && strcmp(p->est_enroll_name, "{cn}-op") == 0);
+        CHECK(policy_cert_enroll_target(c->policy, "later", NULL) == p);
 }
 
 /* A TPM manufacturer's root, as a deployment installs it. */
@@ -386,6 +394,25 @@ static const broken broken_files[] = {
           "profiles.edge.scope.profiles[0]", "not a profile name" },
         { PROFILE "    scope:\n      profiles: [a]\n      name_patterns: [\"a\\x01\"]\n", 12,
           "profiles.edge.scope.name_patterns[0]", "printable" },
+        /* est.enroll_by_certificate: the profiles it names exist (checked once all are read, with the line). */
+        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [edge, gone]\n"
+                  "        name: \"{cn}-op\"\n", 12, "profiles.edge.est.enroll_by_certificate.from_profiles[1]",
+          "'gone' is not a profile of this configuration" },
+        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [edge]\n", 12,
+          "profiles.edge.est.enroll_by_certificate.name", "is required" },
+        { PROFILE "    est:\n      enroll_by_certificate:\n        name: \"{cn}-op\"\n", 12,
+          "profiles.edge.est.enroll_by_certificate.from_profiles", "is required" },
+        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: []\n        name: \"{cn}\"\n", 12,
+          "profiles.edge.est.enroll_by_certificate.from_profiles", "needs at least 1" },
+        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [edge]\n        name: op\n", 13,
+          "profiles.edge.est.enroll_by_certificate.name", "has no {cn}" },
+        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [edge]\n        name: \"{id}\"\n",
+          13, "profiles.edge.est.enroll_by_certificate.name", "not part of {cn}" },
+        { PROFILE "    approval: manual\n    est:\n      enroll_by_certificate:\n        from_profiles: [edge]\n"
+                  "        name: \"{cn}-op\"\n", 13, "profiles.edge.est.enroll_by_certificate",
+          "cannot be used with approval: manual" },
+        { PROFILE "    est:\n      enroll_by_certificate: {from_profiles: [edge], name: \"{cn}\", extra: 1}\n", 11,
+          "profiles.edge.est.enroll_by_certificate.extra", "unknown key" },
         { "database: hwid.db\ndatabase: other.db\n" PROFILE, 2, "database", "given more than once" },
         { "database: \"a\\0b\"\n" PROFILE, 1, "database", "contains a NUL byte" },
         { "policy:\n  audit_only: maybe\n" PROFILE, 2, "policy.audit_only", "not true or false" },

@@ -127,8 +127,9 @@ static const row rows[] = {
           .reason = "node 'edge-7' does not have the admin role" },
         { "node reads metrics", AUTHZ, NODE("edge-7", "edge"), .action = ACTION_METRICS, DENY(HWID_E_FORBIDDEN),
           .reason = "needs the admin role", .by = "default" },
-        { "node enrolls without a token", AUTHZ, NODE("edge-7", "edge"), .action = ACTION_ENROLL,
-          DENY(HWID_E_UNAUTHENTICATED), .reason = "enrollment needs a bootstrap token" },
+        /* By its certificate: whether a profile accepts it is policy_check_enroll()'s. */
+        { "node asks to enroll by its certificate", AUTHZ, NODE("edge-7", "edge"), .action = ACTION_ENROLL,
+          ALLOW, .reason = "node 'edge-7' may ask to enroll by its certificate" },
         { "anonymous gets the CA", AUTHZ, .role = ROLE_ANONYMOUS, .action = ACTION_GET_CA, ALLOW, .by = "anonymous" },
         { "anonymous gets the CRL", AUTHZ, .role = ROLE_ANONYMOUS, .action = ACTION_GET_CRL, ALLOW },
         { "anonymous checks health", AUTHZ, .role = ROLE_ANONYMOUS, .action = ACTION_HEALTH, ALLOW },

@@ -121,7 +121,8 @@ static const row rows[] = {
         { "enrollment without a token", ENROLL, .role = ROLE_ANONYMOUS, .csr = { SUBJ(CN("edge-7")) },
           DENY(HWID_E_UNAUTHENTICATED), .reason = "enrollment needs a bootstrap token" },
         { "a node cannot enroll without a token", ENROLL, NODE("edge-7", "edge"), .csr = { SUBJ(CN("edge-7")) },
-          DENY(HWID_E_UNAUTHENTICATED), .reason = "bootstrap token" },
+          DENY(HWID_E_FORBIDDEN), .reason = "no profile accepts enrollment by certificates of profile 'edge'",
+          .by = "est.enroll_by_certificate" },
         /* ---- subject ---- */
         { "CN outside the profile's pattern", ENROLL, TOKEN("edge"), .csr = { SUBJ(CN("gateway-1")) },
           DENY(HWID_E_FORBIDDEN), .reason = "CN 'gateway-1' does not match the CN pattern 'edge-*' of profile 'edge'" },
