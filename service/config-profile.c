@@ -530,8 +530,10 @@ static yaml_node_t *mapping_get(cfg_ctx *x, yaml_node_t *n, const char *key) {
 }
 
 /* est.enroll_by_certificate of the profile at n (loaded as prof): each
- * profile it accepts exists, and the profile issues without waiting for
- * an approval (requests wait under a token). */
+ * profile it accepts exists and does not itself enroll by certificate, and
+ * the profile issues without waiting for an approval (requests wait under
+ * a token).  No chains: a certificate got with a certificate never gets
+ * another, or one holder could mint x-op, x-op-op, ... without end. */
 static int check_enroll_refs(cfg_ctx *x, yaml_node_t *n, const char *path, const policy_profile *prof) {
         yaml_node_t *e = mapping_get(x, mapping_get(x, n, "est"), "enroll_by_certificate");
         yaml_node_t *from = mapping_get(x, e, "from_profiles");
@@ -550,11 +552,15 @@ static int check_enroll_refs(cfg_ctx *x, yaml_node_t *n, const char *path, const
         for (size_t i = 0; prof->est_enroll_from[i]; i++) {
                 yaml_node_t *item = from && from->type == YAML_SEQUENCE_NODE
                                             ? cfg_node(x, from->data.sequence.items.start[i]) : e;
+                const policy_profile *src = policy_profile_find(x->policy, prof->est_enroll_from[i]);
 
                 snprintf(sub, sizeof(sub), "%s.est.enroll_by_certificate.from_profiles[%zu]", path, i);
-                if (!policy_profile_find(x->policy, prof->est_enroll_from[i]))
+                if (!src)
                         return cfg_fail(x, item, sub, "'%s' is not a profile of this configuration",
                                         prof->est_enroll_from[i]);
+                if (src->est_enroll_from)
+                        return cfg_fail(x, item, sub, "'%s' enrolls by certificate itself: a certificate got "
+                                        "with a certificate cannot get another", prof->est_enroll_from[i]);
         }
         return 0;
 }

@@ -395,9 +395,16 @@ static const broken broken_files[] = {
         { PROFILE "    scope:\n      profiles: [a]\n      name_patterns: [\"a\\x01\"]\n", 12,
           "profiles.edge.scope.name_patterns[0]", "printable" },
         /* est.enroll_by_certificate: the profiles it names exist (checked once all are read, with the line). */
-        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [edge, gone]\n"
-                  "        name: \"{cn}-op\"\n", 12, "profiles.edge.est.enroll_by_certificate.from_profiles[1]",
+        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [gone]\n"
+                  "        name: \"{cn}-op\"\n", 12, "profiles.edge.est.enroll_by_certificate.from_profiles[0]",
           "'gone' is not a profile of this configuration" },
+        /* ... and do not enroll by certificate themselves: no chains, no loops. */
+        { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [edge]\n"
+                  "        name: \"{cn}-op\"\n", 12, "profiles.edge.est.enroll_by_certificate.from_profiles[0]",
+          "'edge' enrolls by certificate itself" },
+        { PROFILE_OK "  a: {}\n  b:\n    est: {enroll_by_certificate: {from_profiles: [a], name: \"{cn}-b\"}}\n"
+                  "  c:\n    est: {enroll_by_certificate: {from_profiles: [a, b], name: \"{cn}-c\"}}\n", 15,
+          "profiles.c.est.enroll_by_certificate.from_profiles[1]", "'b' enrolls by certificate itself" },
         { PROFILE "    est:\n      enroll_by_certificate:\n        from_profiles: [edge]\n", 12,
           "profiles.edge.est.enroll_by_certificate.name", "is required" },
         { PROFILE "    est:\n      enroll_by_certificate:\n        name: \"{cn}-op\"\n", 12,
