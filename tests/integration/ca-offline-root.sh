@@ -19,7 +19,9 @@
 #     to GET /v1/identities/<victim>, GET /metrics and POST /v1/renew, and
 #     issues nothing;
 #   - a client certificate must be byte for byte the one recorded under its
-#     serial: a record that differs (here: rewritten in the database) is 401.
+#     serial: a record that differs (here: rewritten in the database) is 401;
+#   - the role is the record's: a node certificate (CN alone) reads
+#     /metrics once its record says admin, and not before or after.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -170,6 +172,23 @@ test_record_mismatch() {
         expect_error 401 unauthenticated "$DEV/leaf-2-id" "is not the certificate this CA issued with that serial"
 }
 
+# The role is the record's, never read from the certificate shown: leaf-1
+# (subject CN=leaf-1 alone) is a node and may not read /metrics; once its
+# record says admin, the same certificate may.
+test_role_from_record() {
+        local serial
+        serial=$(serial_of "$DEV/leaf-1.pem")
+        http "$DEV/leaf-1-metrics" GET /metrics --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
+        expect_error 403 forbidden "$DEV/leaf-1-metrics" "needs the admin role"
+        sqlite3 "$CA_DIR/hwid.db" "UPDATE certificates SET role = 'admin' WHERE serial = '$serial'"
+        http "$DEV/leaf-1-metrics" GET /metrics --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
+        expect_status 200 "$DEV/leaf-1-metrics"
+        assert_contains "$(cat "$DEV/leaf-1-metrics.body")" "hwid_" "metrics read by the record's admin"
+        sqlite3 "$CA_DIR/hwid.db" "UPDATE certificates SET role = 'node' WHERE serial = '$serial'"
+        http "$DEV/leaf-1-metrics" GET /metrics --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
+        expect_error 403 forbidden "$DEV/leaf-1-metrics" "needs the admin role"
+}
+
 softhsm_init ca
 PORT=$(free_port)
 URL=https://127.0.0.1:$PORT
@@ -182,6 +201,7 @@ test_import
 test_enroll_under_root
 test_sibling_impersonation
 test_record_mismatch
+test_role_from_record
 hwidd_stop
 no_private_keys_in "$CA_DIR"
 echo "ca-offline-root: all checks passed"
