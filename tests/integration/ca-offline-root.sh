@@ -17,7 +17,8 @@
 #     mints a leaf with a victim's serial and O=<admin_group>; it verifies
 #     with openssl against the root, yet hwidd answers 401 with the reason
 #     to GET /v1/identities/<victim>, GET /metrics and POST /v1/renew, and
-#     issues nothing;
+#     issues nothing; nor is the root itself (in hwidd's chain) a client
+#     trust anchor: a leaf it signs with the victim's serial is 401 too;
 #   - a client certificate must be byte for byte the one recorded under its
 #     serial: a record that differs (here: rewritten in the database) is 401;
 #   - the role is the record's: a node certificate (CN alone) reads
@@ -152,6 +153,15 @@ test_sibling_impersonation() {
         renew "$DEV/evil-renew" "$DEV/evil.pem" "$DEV/evil.key" "$DEV/evil-renew.csr"
         expect_error 401 unauthenticated "$DEV/evil-renew" "does not verify against this CA"
         assert_eq "$(cert_rows)" "$before" "certificates after the forgery's requests"
+        # The root itself (a member of hwidd's chain, served at /ca) is no
+        # client trust anchor either: a leaf it signs with leaf-1's serial.
+        openssl x509 -req -in "$DEV/evil.csr" -CA "$R/root.pem" -CAkey "$R/root.key" -set_serial "0x$serial" \
+                -days 1 -extfile "$R/leaf-ext" -out "$DEV/root-leaf.pem" 2>/dev/null || fail "could not mint the root's leaf"
+        verify_leaf "$DEV/root-leaf.pem" -CAfile "$R/root.pem"
+        http "$DEV/root-id" GET /v1/identities/leaf-1 --cert "$DEV/root-leaf.pem" --key "$DEV/evil.key"
+        expect_error 401 unauthenticated "$DEV/root-id" "does not verify against this CA"
+        http "$DEV/root-metrics" GET /metrics --cert "$DEV/root-leaf.pem" --key "$DEV/evil.key"
+        expect_error 401 unauthenticated "$DEV/root-metrics" "does not verify against this CA"
         # The genuine holder still reads its own identity.
         http "$DEV/leaf-1-id" GET /v1/identities/leaf-1 --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
         expect_status 200 "$DEV/leaf-1-id"
