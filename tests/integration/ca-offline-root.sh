@@ -17,9 +17,12 @@
 #     mints a leaf with a victim's serial and O=<admin_group>; it verifies
 #     with openssl against the root, yet hwidd answers 401 with the reason
 #     to GET /v1/identities/<victim>, GET /metrics and POST /v1/renew, and
-#     issues nothing;
+#     issues nothing; nor is the root itself (in hwidd's chain) a client
+#     trust anchor: a leaf it signs with the victim's serial is 401 too;
 #   - a client certificate must be byte for byte the one recorded under its
-#     serial: a record that differs (here: rewritten in the database) is 401.
+#     serial: a record that differs (here: rewritten in the database) is 401;
+#   - the role is the record's: a node certificate (CN alone) reads
+#     /metrics once its record says admin, and not before or after.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -150,6 +153,15 @@ test_sibling_impersonation() {
         renew "$DEV/evil-renew" "$DEV/evil.pem" "$DEV/evil.key" "$DEV/evil-renew.csr"
         expect_error 401 unauthenticated "$DEV/evil-renew" "does not verify against this CA"
         assert_eq "$(cert_rows)" "$before" "certificates after the forgery's requests"
+        # The root itself (a member of hwidd's chain, served at /ca) is no
+        # client trust anchor either: a leaf it signs with leaf-1's serial.
+        openssl x509 -req -in "$DEV/evil.csr" -CA "$R/root.pem" -CAkey "$R/root.key" -set_serial "0x$serial" \
+                -days 1 -extfile "$R/leaf-ext" -out "$DEV/root-leaf.pem" 2>/dev/null || fail "could not mint the root's leaf"
+        verify_leaf "$DEV/root-leaf.pem" -CAfile "$R/root.pem"
+        http "$DEV/root-id" GET /v1/identities/leaf-1 --cert "$DEV/root-leaf.pem" --key "$DEV/evil.key"
+        expect_error 401 unauthenticated "$DEV/root-id" "does not verify against this CA"
+        http "$DEV/root-metrics" GET /metrics --cert "$DEV/root-leaf.pem" --key "$DEV/evil.key"
+        expect_error 401 unauthenticated "$DEV/root-metrics" "does not verify against this CA"
         # The genuine holder still reads its own identity.
         http "$DEV/leaf-1-id" GET /v1/identities/leaf-1 --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
         expect_status 200 "$DEV/leaf-1-id"
@@ -170,6 +182,23 @@ test_record_mismatch() {
         expect_error 401 unauthenticated "$DEV/leaf-2-id" "is not the certificate this CA issued with that serial"
 }
 
+# The role is the record's, never read from the certificate shown: leaf-1
+# (subject CN=leaf-1 alone) is a node and may not read /metrics; once its
+# record says admin, the same certificate may.
+test_role_from_record() {
+        local serial
+        serial=$(serial_of "$DEV/leaf-1.pem")
+        http "$DEV/leaf-1-metrics" GET /metrics --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
+        expect_error 403 forbidden "$DEV/leaf-1-metrics" "needs the admin role"
+        sqlite3 "$CA_DIR/hwid.db" "UPDATE certificates SET role = 'admin' WHERE serial = '$serial'"
+        http "$DEV/leaf-1-metrics" GET /metrics --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
+        expect_status 200 "$DEV/leaf-1-metrics"
+        assert_contains "$(cat "$DEV/leaf-1-metrics.body")" "hwid_" "metrics read by the record's admin"
+        sqlite3 "$CA_DIR/hwid.db" "UPDATE certificates SET role = 'node' WHERE serial = '$serial'"
+        http "$DEV/leaf-1-metrics" GET /metrics --cert "$DEV/leaf-1.pem" --key "$DEV/leaf-1.key"
+        expect_error 403 forbidden "$DEV/leaf-1-metrics" "needs the admin role"
+}
+
 softhsm_init ca
 PORT=$(free_port)
 URL=https://127.0.0.1:$PORT
@@ -182,6 +211,7 @@ test_import
 test_enroll_under_root
 test_sibling_impersonation
 test_record_mismatch
+test_role_from_record
 hwidd_stop
 no_private_keys_in "$CA_DIR"
 echo "ca-offline-root: all checks passed"

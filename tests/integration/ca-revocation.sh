@@ -9,8 +9,9 @@
 #   - a key-compromise revocation of one certificate blocks its key: every
 #     unexpired certificate of that key (an older generation, another
 #     identity) is revoked with it, and no enrollment (any identity, any
-#     token) nor renewal (any node) gets the key certified again: 403
-#     key_blocked naming the reason, nothing issued, no token use spent.
+#     token) nor renewal (any node) gets the key certified again, even
+#     re-encoded with a compressed point: 403 key_blocked naming the
+#     reason, nothing issued, no token use spent.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -103,9 +104,20 @@ test_key_compromise() {
         expect_error 403 key_blocked "$DEV/k-3" "revoked as compromised"
         post_csr "$DEV/k-3b" "$(token_new --profile manual)" "$DEV/k-3.csr"
         expect_error 403 key_blocked "$DEV/k-3b" "revoked as compromised"
+        # The blocked key is a key, not an encoding: spelt with a compressed
+        # point (another SubjectPublicKeyInfo, another SHA-256) it is blocked too.
+        openssl ec -in "$DEV/k-1.key" -conv_form compressed -out "$DEV/k-1c.key" 2>/dev/null
+        csr_with_key k-3c k-3c "$DEV/k-1c.key"
+        openssl req -in "$DEV/k-3c.csr" -noout -text | grep -A1 'pub:' | tail -n 1 | grep -qE '^ +0[23]:' ||
+                fail "openssl did not make a CSR with a compressed point"
+        post_csr "$DEV/k-3c" "$tok" "$DEV/k-3c.csr"
+        expect_error 403 key_blocked "$DEV/k-3c" "revoked as compromised"
         csr_with_key other-k other "$DEV/k-1.key"
         renew "$DEV/other-k" "$DEV/other.pem" "$DEV/other.key" "$DEV/other-k.csr"
         expect_error 403 key_blocked "$DEV/other-k" "$(serial_of "$DEV/k-1b.pem")"
+        csr_with_key other-kc other "$DEV/k-1c.key"
+        renew "$DEV/other-kc" "$DEV/other.pem" "$DEV/other.key" "$DEV/other-kc.csr"
+        expect_error 403 key_blocked "$DEV/other-kc" "$(serial_of "$DEV/k-1b.pem")"
         assert_eq "$(store_state "$tok")" "$before" "store and token after the refusals"
         assert_eq "$(admin request list --all | tail -n +2)" "" "requests after the refusals"
 }
