@@ -70,14 +70,14 @@ int store_key_check(store *s, const char *spki_sha256) {
                          "certified again: make a new key", spki_sha256, serial);
 }
 
-int store_key_blocked(store *s, const char *spki_sha256) {
+int store_sqlite_key_blocked(store *s, const char *spki_sha256) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_read_enter(&s, &g);
 
         return r < 0 ? r : store_key_check(s, spki_sha256);
 }
 
-int store_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
+int store_sqlite_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
                                size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
