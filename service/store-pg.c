@@ -18,6 +18,12 @@ bool store_pg_is_uri(const char *database) {
 
 /* ---- slots ---- */
 
+/* Server notices ("already exists, skipping") are not hwidd's to print. */
+static void notice_quiet(void *arg, const char *message) {
+        (void) arg;
+        (void) message;
+}
+
 static int slot_connect(pg_slot *c) {
         if (c->conn && PQstatus(c->conn) == CONNECTION_OK)
                 return 0;
@@ -36,6 +42,7 @@ static int slot_connect(pg_slot *c) {
                 c->conn = NULL;
                 return r;
         }
+        PQsetNoticeProcessor(c->conn, notice_quiet, NULL);
         return 0;
 }
 
@@ -50,7 +57,7 @@ int pg_enter(store_pg *p, pg_slot **ret) {
                 c = &p->slots[p->next++ % p->n_slots];
                 pthread_mutex_lock(&c->lock);
         }
-        c->retry = false;
+        c->retry = c->lost = false;
         c->sqlstate[0] = c->constraint[0] = '\0';
         if ((r = slot_connect(c)) < 0) {
                 pthread_mutex_unlock(&c->lock);
@@ -126,6 +133,7 @@ static int result_fail(pg_slot *c, PGresult *res, const char *what) {
         if (PQstatus(c->conn) != CONNECTION_OK) {
                 PQfinish(c->conn);
                 c->conn = NULL;
+                c->lost = true;
                 return hwid_fail(HWID_E_STORE, "cannot %s: lost the connection to PostgreSQL %s", what, c->p->label);
         }
         return hwid_fail(HWID_E_STORE, "cannot %s in PostgreSQL %s: %s", what, c->p->label,
@@ -185,15 +193,23 @@ static void rollback(pg_slot *c) {
         pg_sink_drop(c);
 }
 
+/* A connection that broke before COMMIT was sent changed nothing: the
+ * transaction runs again on a new one (the database may be back, or the
+ * connection was one from before it restarted).  One that broke during
+ * COMMIT may or may not have committed: that is the caller's 503. */
 static int tx_once(pg_slot *c, pg_tx_fn fn, void *userdata, const char *what) {
         int r = pg_exec(c, NULL, what, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
 
         if (r >= 0)
                 r = fn(c, userdata);
-        if (r >= 0)
+        if (r >= 0) {
                 r = pg_exec(c, NULL, what, "COMMIT", NULL);
+                c->lost = false;
+        }
         if (r < 0)
                 rollback(c);
+        if (c->lost)
+                c->retry = true;
         return r;
 }
 
@@ -217,11 +233,17 @@ int pg_tx(store_pg *p, pg_tx_fn fn, void *userdata, const char *what) {
         return r;
 }
 
+/* A read on a connection that turns out broken runs once more on a new one. */
 int pg_read(store_pg *p, pg_tx_fn fn, void *userdata) {
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         int r = pg_enter(p, &c);
 
-        return r < 0 ? r : fn(c, userdata);
+        if (r >= 0 && (r = fn(c, userdata)) < 0 && c->lost) {
+                pg_leavep(&c);
+                if ((r = pg_enter(p, &c)) >= 0)
+                        r = fn(c, userdata);
+        }
+        return r;
 }
 
 /* ---- columns ---- */

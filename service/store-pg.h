@@ -34,6 +34,7 @@ typedef struct pg_slot {
         char sqlstate[6];       /* of the last failed statement */
         char constraint[64];    /* the constraint it broke, if any */
         bool retry;             /* serialization failure or deadlock: run again */
+        bool lost;              /* the connection broke (and was dropped) */
         store_pg_audit_copy *queue; /* audit records for the sink after COMMIT */
         size_t n_queue, alloc_queue;
 } pg_slot;

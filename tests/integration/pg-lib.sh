@@ -37,10 +37,12 @@ pg_halt() {
 
 _pg_on_exit() {
         local rc=$?
+        set +eu
         if [ "$BASHPID" = "$_LIB_PID" ]; then
                 pg_halt
                 [ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$PG_DIR"
         fi
+        trap - ERR
         (exit $rc)
         _lib_on_exit
 }
@@ -49,7 +51,7 @@ trap _pg_on_exit EXIT
 # pg_run — start the postmaster on $PG_PORT and wait until it answers.
 pg_run() {
         local i
-        start_bg "$PG_DIR/postgres.log" _as_postgres "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" \
+        start_bg "$PG_DIR/postgres.log" setpriv --reuid=postgres --regid=postgres --clear-groups -- "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" \
                 -c listen_addresses=127.0.0.1 -c unix_socket_directories="$PG_DIR" -c max_connections=200
         PG_PID=$BG_PID
         for ((i = 0; i < 100; i++)); do
@@ -89,7 +91,8 @@ pg_sql() {
 # pg_use_config — point $CFG at PostgreSQL: a copy of it whose database
 # line is $PG_URI.
 pg_use_config() {
-        sed "s|^database: .*|database: \"$PG_URI\"|" "$CFG" >"$CA_DIR/hwidd-pg.yaml"
+        local uri=${PG_URI//&/\\&}
+        sed "s|^database: .*|database: \"$uri\"|" "$CFG" >"$CA_DIR/hwidd-pg.yaml"
         grep -q "^database: \"postgresql://" "$CA_DIR/hwidd-pg.yaml" || fail "no database line in $CFG"
         CFG=$CA_DIR/hwidd-pg.yaml
 }

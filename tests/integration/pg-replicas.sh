@@ -1,0 +1,159 @@
+#!/bin/bash
+# pg-replicas.sh — three hwidd replicas on one PostgreSQL (a cluster the
+# test starts, password from a passfile), sharing the CA key (one SoftHSM2
+# token). Proves the invariants hold across processes, by the database:
+#   - 32 concurrent enrollments of one identity spread over the replicas:
+#     exactly one 201, 31 409s, one certificate in the store;
+#   - a 5-use token used by 30 concurrent enrollments over all replicas:
+#     exactly 5 certificates, the token used up;
+#   - a request made pending on replica 1, approved by `hwid request
+#     approve` (config on PostgreSQL), is collected on replica 2;
+#   - a certificate revoked through `hwid cert revoke` is in the CRL that
+#     replica 3 serves (openssl crl), regenerated because the revocation
+#     sequence moved;
+#   - kill -9 of a replica under load: every certificate a client received
+#     is in the store, the other replicas keep serving;
+#   - PostgreSQL stopped under load: the replicas answer 503
+#     store_unavailable meanwhile, and serve again once it is back, without
+#     a restart.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=ca-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
+# shellcheck source=pg-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pg-lib.sh"
+
+N=32
+
+# race NAME TOKEN TAG [COUNT] — COUNT concurrent enrollments of NAME (a
+# name ending in -I: NAME-I), round robin over the 3 replicas; statuses in
+# $DEV/TAG-I.code.
+race() {
+        local name=$1 tok=$2 tag=$3 count=${4:-$N} i pids=() cn
+        for i in $(seq "$count"); do
+                cn=$name
+                [ "${name%-I}" = "$name" ] || cn=${name%-I}-$i
+                make_csr "$tag-$i" -subj "/CN=$cn"
+        done
+        for i in $(seq "$count"); do
+                (URL=${REPLICA_URL[$((i % 3 + 1))]} post_csr "$DEV/$tag-$i" "$tok" "$DEV/$tag-$i.csr" &&
+                        echo "$CODE" >"$DEV/$tag-$i.code") &
+                pids+=($!)
+        done
+        for i in "${pids[@]}"; do wait "$i"; done
+}
+
+count() {
+        cat "$DEV/$1"-*.code | grep -cx "$2" || true
+}
+
+test_one_winner() {
+        local tok
+        tok=$(token_new --uses "$N")
+        race node-x "$tok" a
+        assert_eq "$(count a 201)/$(count a 409)" "1/$((N - 1))" "201s/409s of $N enrollments over 3 replicas"
+        assert_eq "$(cert_rows --identity node-x | wc -l)" 1 "certificates of node-x in PostgreSQL"
+        assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE identity = 'node-x'")" 1 "rows of node-x"
+        assert_eq "$(token_used "$tok")" 1 "token uses spent by the race"
+}
+
+test_token_uses() {
+        local tok
+        tok=$(token_new --uses 5)
+        race t-I "$tok" u 30
+        assert_eq "$(count u 201)/$(count u 401)" "5/25" "201s/401s with a 5-use token over 3 replicas"
+        assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE identity LIKE 't-%'")" 5 "certificates stored"
+        assert_eq "$(pg_sql "SELECT uses_left FROM tokens WHERE id = '${tok%%.*}'")" 0 "uses left"
+}
+
+test_approval_across() {
+        local tok id
+        tok=$(token_new --profile manual --uses 1)
+        make_csr man-1
+        on_replica 1 post_csr "$DEV/man-1" "$tok" "$DEV/man-1.csr"
+        expect_status 202 "$DEV/man-1"
+        id=$(json_str request_id "$DEV/man-1.body")
+        admin request approve "$id" >/dev/null
+        on_replica 2 http "$DEV/poll" GET "/v1/requests/$id"
+        expect_status 201 "$DEV/poll"
+        verify_leaf "$DEV/poll.body"
+        assert_eq "$(pg_sql "SELECT status FROM requests WHERE id = '$id'")" issued "request after collection"
+}
+
+test_crl_across() {
+        local tok serial
+        tok=$(token_new)
+        on_replica 1 enroll crl-1 "$tok"
+        expect_status 201 "$DEV/crl-1"
+        serial=$(serial_of "$DEV/crl-1.pem")
+        # Replica 3 builds a CRL first, so that it has one to keep.
+        curl -sS -o "$DEV/crl0.der" "http://127.0.0.1:${REPLICA_HTTP[3]}/crl"
+        admin cert revoke "$serial" >/dev/null
+        curl -sS -o "$DEV/crl.der" "http://127.0.0.1:${REPLICA_HTTP[3]}/crl"
+        openssl crl -inform DER -in "$DEV/crl.der" -out "$DEV/crl.pem"
+        assert_eq "$(openssl crl -in "$DEV/crl.pem" -CAfile "$CA_DIR/ca.pem" -noout 2>&1)" "verify OK" "CRL signature"
+        assert_contains "$(openssl crl -in "$DEV/crl.pem" -noout -text)" "Serial Number: $serial" \
+                "replica 3's CRL lists the revocation made through the store"
+}
+
+# load TAG COUNT TOKEN — COUNT enrollments in the background over replicas 2
+# and 3 (and 1), one after another per replica; the PIDs in LOAD_PIDS.
+load() {
+        local tag=$1 count=$2 tok=$3 r i
+        LOAD_PIDS=()
+        for r in 1 2 3; do
+                (for i in $(seq "$count"); do
+                        make_csr "$tag-$r-$i"
+                        URL=${REPLICA_URL[$r]} post_csr "$DEV/$tag-$r-$i" "$tok" "$DEV/$tag-$r-$i.csr"
+                        echo "$CODE" >"$DEV/$tag-$r-$i.code"
+                done) &
+                LOAD_PIDS+=($!)
+        done
+}
+
+test_kill_replica() {
+        local tok f n=0 s
+        tok=$(token_new --uses 100)
+        load k 8 "$tok"
+        sleep 1
+        kill -KILL "${REPLICA_PID[1]}"
+        for f in "${LOAD_PIDS[@]}"; do wait "$f"; done
+        for f in "$DEV"/k-*.code; do
+                [ "$(cat "$f")" = 201 ] || continue
+                s=$(serial_of "${f%.code}.body")
+                assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE serial = '$s'")" 1 \
+                        "certificate $s a client received is stored"
+                n=$((n + 1))
+        done
+        [ "$(cat "$DEV"/k-2-*.code "$DEV"/k-3-*.code | grep -cx 201)" = 16 ] ||
+                fail "replicas 2 and 3 did not serve every enrollment while 1 was killed"
+        [ $n -ge 16 ] || fail "only $n certificates issued under load"
+        wait "${REPLICA_PID[1]}" 2>/dev/null || true
+}
+
+test_database_restart() {
+        local tok
+        tok=$(token_new --uses 10)
+        pg_halt
+        make_csr down-1
+        on_replica 2 post_csr "$DEV/down-1" "$tok" "$DEV/down-1.csr"
+        expect_error 503 store_unavailable "$DEV/down-1"
+        pg_run
+        on_replica 2 post_csr "$DEV/down-1" "$tok" "$DEV/down-1.csr"
+        expect_status 201 "$DEV/down-1"
+        on_replica 3 enroll down-2 "$tok"
+        expect_status 201 "$DEV/down-2"
+        assert_eq "$(token_used "$tok")" 2 "token uses after the database came back"
+}
+
+ca_setup
+pg_start
+pg_use_config
+for r in 1 2 3; do replica_start "$r"; done
+test_one_winner
+test_token_uses
+test_approval_across
+test_crl_across
+test_kill_replica
+test_database_restart
+echo "pg-replicas: OK"
