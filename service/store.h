@@ -168,8 +168,10 @@ typedef struct store_audit_link {
         uint8_t hash[STORE_AUDIT_HASH_LEN];
 } store_audit_link;
 
-/* Opens (creating if needed) and migrates the schema; WAL mode, durable
- * commits (synchronous=FULL), busy timeout so concurrent writers wait. */
+/* Opens (creating if needed) and migrates the schema.  A path: SQLite,
+ * WAL mode, durable commits (synchronous=FULL), busy timeout so concurrent
+ * writers wait.  A postgresql:// URI: PostgreSQL (store-pg.h), shared by
+ * several hwidd replicas (docs/HA.md). */
 int store_open(const char *path, store **ret);
 void store_free(store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free)

@@ -13,6 +13,7 @@
 #     sequence moved;
 #   - kill -9 of a replica under load: every certificate a client received
 #     is in the store, the other replicas keep serving;
+#   - a database URI holding a password is refused without repeating it;
 #   - PostgreSQL stopped under load: the replicas answer 503
 #     store_unavailable meanwhile, and serve again once it is back, without
 #     a restart.
@@ -146,8 +147,19 @@ test_database_restart() {
         assert_eq "$(token_used "$tok")" 2 "token uses after the database came back"
 }
 
+# A URI holding a password is refused, and the password is not repeated.
+test_password_refused() {
+        local rc=0 secret=s3cret-$RANDOM
+        sed "s|^database: .*|database: \"postgresql://hwid:$secret@127.0.0.1:$PG_PORT/hwid\"|" "$CFG" >"$T/pw.yaml"
+        "$HWID" token list --config "$T/pw.yaml" >"$T/pw.out" 2>"$T/pw.err" || rc=$?
+        [ $rc -ne 0 ] || fail "hwid accepted a database URI with a password"
+        assert_contains "$(cat "$T/pw.err")" "holds a password" "refusal of a password in the URI"
+        assert_not_contains "$(cat "$T/pw.err" "$T/pw.out")" "$secret" "the password in hwid's output"
+}
+
 ca_setup
 pg_start
+test_password_refused
 pg_use_config
 for r in 1 2 3; do replica_start "$r"; done
 test_one_winner
@@ -156,4 +168,6 @@ test_approval_across
 test_crl_across
 test_kill_replica
 test_database_restart
+# A replica stops cleanly (ASan: without leaks) on SIGTERM.
+HWIDD_PID=${REPLICA_PID[2]} hwidd_stop
 echo "pg-replicas: OK"
