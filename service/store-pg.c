@@ -166,6 +166,20 @@ int pg_exec(pg_slot *c, PGresult **ret, const char *what, const char *sql, const
         return 0;
 }
 
+int pg_exec_params(pg_slot *c, const char *what, const char *sql, int n, const char *const *values,
+                   const int *lengths, const int *formats) {
+        PGresult *res;
+        int r = 0;
+
+        if (!c->conn)
+                return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", what, c->p->label);
+        res = PQexecParams(c->conn, sql, n, NULL, values, lengths, formats, 0);
+        if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+                r = result_fail(c, res, what);
+        PQclear(res);
+        return r;
+}
+
 int pg_exec_script(pg_slot *c, const char *what, const char *sql) {
         PGresult *res;
         int r = 0;

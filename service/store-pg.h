@@ -104,6 +104,9 @@ void pg_leavep(pg_slot **slot);
  * broken constraint (slot->sqlstate, slot->constraint say which),
  * -HWID_E_STORE for anything else, naming `what`. */
 int pg_exec(pg_slot *c, PGresult **ret, const char *what, const char *sql, const char *fmt, ...);
+/* sql with n parameters given as libpq takes them (PQexecParams). */
+int pg_exec_params(pg_slot *c, const char *what, const char *sql, int n, const char *const *values,
+                   const int *lengths, const int *formats);
 /* Several statements without parameters (the schema's migrations). */
 int pg_exec_script(pg_slot *c, const char *what, const char *sql);
 /* Rows a command changed (UPDATE, DELETE, INSERT). */

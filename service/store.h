@@ -203,6 +203,13 @@ int store_integrity_check(store *s);
  * that is not a file (a URI or conninfo string: nothing is claimed). */
 int store_claim(const char *database, bool exclusive, int *ret_fd);
 
+/* Copies the SQLite store at path into the PostgreSQL database at uri,
+ * which must hold no hwid data yet: every table, in one transaction on
+ * the PostgreSQL side, committed only if each table then holds as many
+ * rows as in SQLite (-HWID_E_STORE naming the table otherwise), and the
+ * audit chain verifies there.  summary: "tokens 3, requests 1, ...". */
+int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, size_t size);
+
 /* ---- tokens ---- */
 int store_token_insert(store *s, const store_token *t);
 int store_token_get(store *s, const char *id, store_token *ret);
