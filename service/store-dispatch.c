@@ -177,6 +177,12 @@ int store_revocation_seq(store *s, int64_t *ret) {
         return store_sqlite_revocation_seq(s, ret);
 }
 
+int store_crl_number_next(store *s, int64_t now, int64_t *ret) {
+        if (s->pg)
+                return store_pg_crl_number_next(s->pg, now, ret);
+        return store_sqlite_crl_number_next(s, now, ret);
+}
+
 int store_audit_append(store *s, const store_audit *a) {
         if (s->pg)
                 return store_pg_audit_append(s->pg, a);

@@ -166,3 +166,30 @@ static int seq_run(pg_slot *c, void *userdata) {
 int store_pg_revocation_seq(store_pg *p, int64_t *ret) {
         return pg_read(p, seq_run, &(revoked_q) { .seq = ret });
 }
+
+typedef struct crl_number_q {
+        int64_t now, n;
+} crl_number_q;
+
+static int crl_number_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        crl_number_q *q = userdata;
+        int r = pg_exec(c, &res, "take a CRL number",
+                        "INSERT INTO meta (key, value) VALUES ('crl_number', $1) "
+                        "ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value + 1, excluded.value) RETURNING value",
+                        "I", q->now);
+
+        if (r >= 0)
+                q->n = pg_i64(res, 0, 0);
+        return r;
+}
+
+/* The row lock of the upsert orders replicas: numbers never repeat. */
+int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret) {
+        crl_number_q q = { .now = now };
+        int r = pg_tx(p, crl_number_run, &q, "commit the CRL number");
+
+        if (r >= 0)
+                *ret = q.n;
+        return r;
+}

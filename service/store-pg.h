@@ -80,6 +80,7 @@ int store_pg_cert_revoke_identity(store_pg *p, const char *identity, int reason,
 int store_pg_key_blocked(store_pg *p, const char *spki_sha256);
 int store_pg_cert_foreach_revoked(store_pg *p, int64_t now, store_revoked_fn fn, void *userdata);
 int store_pg_revocation_seq(store_pg *p, int64_t *ret);
+int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret);
 int store_pg_audit_append(store_pg *p, const store_audit *a);
 int store_pg_audit_foreach(store_pg *p, size_t limit, store_audit_fn fn, void *userdata);
 int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, size_t *ret_n);

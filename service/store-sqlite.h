@@ -170,6 +170,7 @@ int store_sqlite_cert_revoke_identity(store *s, const char *identity, int reason
 int store_sqlite_key_blocked(store *s, const char *spki_sha256);
 int store_sqlite_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
 int store_sqlite_revocation_seq(store *s, int64_t *ret);
+int store_sqlite_crl_number_next(store *s, int64_t now, int64_t *ret);
 int store_sqlite_audit_append(store *s, const store_audit *a);
 int store_sqlite_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
 int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);

@@ -300,6 +300,11 @@ typedef int (*store_revoked_fn)(const char *serial, int64_t revoked_at, int reas
 int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
 /* Bumped on every revocation: hwidd regenerates the CRL when it changes. */
 int store_revocation_seq(store *s, int64_t *ret);
+/* The number of the next CRL (RFC 5280 cRLNumber), committed before it is
+ * returned: greater than every number this store gave before, to any
+ * hwidd sharing it, and at least now (above the time-based numbers of
+ * earlier versions). */
+int store_crl_number_next(store *s, int64_t now, int64_t *ret);
 void store_cert_clear(store_cert *c);
 
 /* ---- audit ---- */

@@ -10,7 +10,7 @@
 #     approve` (config on PostgreSQL), is collected on replica 2;
 #   - a certificate revoked through `hwid cert revoke` is in the CRL that
 #     replica 3 serves (openssl crl), regenerated because the revocation
-#     sequence moved;
+#     sequence moved, and CRL numbers grow across replicas;
 #   - kill -9 of a replica under load: every certificate a client received
 #     is in the store, the other replicas keep serving;
 #   - a database URI holding a password is refused without repeating it;
@@ -95,6 +95,20 @@ test_crl_across() {
         assert_eq "$(openssl crl -in "$DEV/crl.pem" -CAfile "$CA_DIR/ca.pem" -noout 2>&1)" "verify OK" "CRL signature"
         assert_contains "$(openssl crl -in "$DEV/crl.pem" -noout -text)" "Serial Number: $serial" \
                 "replica 3's CRL lists the revocation made through the store"
+        # Replica 1 regenerates too, in the same second: its number is
+        # still above replica 3's (the store gives the numbers).
+        curl -sS -o "$DEV/crl1.der" "http://127.0.0.1:${REPLICA_HTTP[1]}/crl"
+        [ "$(crl_number "$DEV/crl.der")" -gt "$(crl_number "$DEV/crl0.der")" ] ||
+                fail "replica 3's CRL number did not grow"
+        [ "$(crl_number "$DEV/crl1.der")" -gt "$(crl_number "$DEV/crl.der")" ] ||
+                fail "replica 1's CRL number $(crl_number "$DEV/crl1.der") is not above replica 3's"
+}
+
+# crl_number DER — the CRL's cRLNumber, in decimal.
+crl_number() {
+        local hex
+        hex=$(openssl crl -inform DER -in "$1" -noout -crlnumber | sed 's/^crlNumber=//')
+        echo $((hex))
 }
 
 # load TAG COUNT TOKEN — COUNT enrollments in the background over replicas 2
