@@ -39,6 +39,24 @@ ca_setup() {
         for f in ca.pem tls.pem hwid.db hwidd.yaml; do
                 [ -s "$CA_DIR/$f" ] || fail "hwid ca init wrote no $CA_DIR/$f"
         done
+        [ "${HWID_TEST_STORE:-sqlite}" != pg ] || ca_use_pg
+}
+
+# ca_use_pg — HWID_TEST_STORE=pg: the CA's store becomes a PostgreSQL
+# cluster of the test's own (pg-lib.sh): its database: line is the URI, so
+# hwidd and every admin command use it; `hwid ca init` made the SQLite
+# file, which then stays unused.
+ca_use_pg() {
+        if [ -z "${PG_URI:-}" ]; then
+                # shellcheck source=pg-lib.sh
+                source "$SRCDIR/tests/integration/pg-lib.sh"
+                pg_start
+        else
+                _CA_PG_DBS=$((${_CA_PG_DBS:-1} + 1))
+                pg_new_database "hwid$_CA_PG_DBS"   # each CA a database of its own
+        fi
+        local uri=${PG_URI//&/\\&}
+        sed -i "s|^database: .*|database: \"$uri\"|" "$CA_DIR/hwidd.yaml"
 }
 
 # add_profiles — write $CA_DIR/hwidd-test.yaml: the generated configuration

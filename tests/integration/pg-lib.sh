@@ -78,14 +78,20 @@ pg_start() {
         rm -f "$PG_DIR/pw"
         (umask 077 && printf '127.0.0.1:%s:*:hwid:%s\n' "$PG_PORT" "$pw" >"$PG_PASSFILE")
         pg_run
+        pg_new_database hwid
+}
+
+# pg_new_database NAME — an empty database NAME; PG_URI and PG_DB name it.
+pg_new_database() {
         PGPASSFILE=$PG_PASSFILE "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U hwid -d postgres \
-                -c 'CREATE DATABASE hwid' >/dev/null || fail "cannot create database hwid"
-        PG_URI="postgresql://hwid@127.0.0.1:$PG_PORT/hwid?passfile=$PG_PASSFILE&connect_timeout=3"
+                -c "CREATE DATABASE $1" >/dev/null || fail "cannot create database $1"
+        PG_DB=$1
+        PG_URI="postgresql://hwid@127.0.0.1:$PG_PORT/$1?passfile=$PG_PASSFILE&connect_timeout=3"
 }
 
 # pg_sql SQL — one value (unaligned, no header) from the hwid database.
 pg_sql() {
-        PGPASSFILE=$PG_PASSFILE "$PG_BIN/psql" -X -qAt -h 127.0.0.1 -p "$PG_PORT" -U hwid -d hwid -c "$1"
+        PGPASSFILE=$PG_PASSFILE "$PG_BIN/psql" -X -qAt -h 127.0.0.1 -p "$PG_PORT" -U hwid -d "$PG_DB" -c "$1"
 }
 
 # pg_use_config — point $CFG at PostgreSQL: a copy of it whose database
@@ -99,7 +105,7 @@ pg_use_config() {
 
 # replica_start N — hwidd number N (1, 2, ...) on $CFG but its own ports:
 # REPLICA_PORT[N], REPLICA_URL[N], REPLICA_HTTP[N], REPLICA_PID[N].
-declare -a REPLICA_PORT REPLICA_URL REPLICA_HTTP REPLICA_PID
+declare -ga REPLICA_PORT REPLICA_URL REPLICA_HTTP REPLICA_PID
 replica_start() {
         local n=$1 cfg=$CA_DIR/replica-$1.yaml
         REPLICA_PORT[n]=${REPLICA_PORT[n]:-$(free_port)}
