@@ -11,6 +11,7 @@
 
 #define PG_PARAMS_MAX 20
 #define PG_TX_ATTEMPTS 8
+#define PG_CONNECT_TIMEOUT "5"
 
 bool store_pg_is_uri(const char *database) {
         return database && (strncmp(database, "postgresql://", 13) == 0 || strncmp(database, "postgres://", 11) == 0);
@@ -31,7 +32,10 @@ static int slot_connect(pg_slot *c) {
                 PQfinish(c->conn);
                 c->conn = NULL;
         }
-        c->conn = PQconnectdb(c->p->conninfo);
+        /* A default connect_timeout, so that an unreachable server costs a
+         * request seconds, not minutes; the URI's own value wins. */
+        c->conn = PQconnectdbParams((const char *const[]) { "connect_timeout", "dbname", NULL },
+                                    (const char *const[]) { PG_CONNECT_TIMEOUT, c->p->conninfo, NULL }, 1);
         if (!c->conn)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (PQstatus(c->conn) != CONNECTION_OK) {
