@@ -8,6 +8,7 @@
 #     certificate is in the CRL (openssl crl), the pending request can be
 #     approved and collected, the token's spent uses stay spent, and
 #     `hwid audit verify` accepts the copied chain with the new records;
+#   - `hwid ca backup` on the PostgreSQL store refuses, naming pg_dump;
 #   - a second migration into the now non-empty database is refused and
 #     changes nothing; bad arguments are usage errors (exit 2).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -66,5 +67,8 @@ expect_status 201 "$DEV/poll"
 enroll new-1 "$TOK"
 expect_status 201 "$DEV/new-1"
 assert_contains "$(admin audit verify)" "verif" "hwid audit verify on PostgreSQL"
+# A file copy cannot capture PostgreSQL: ca backup says what to use instead.
+expect_exit 1 "pg_dump" -- "$HWID" ca backup --config "$CFG" --out "$T/copy.db"
+[ ! -e "$T/copy.db" ] || fail "ca backup wrote a file for a PostgreSQL store"
 hwidd_stop
 echo "pg-migrate: OK"
