@@ -95,10 +95,15 @@ void pg_sink_flush(pg_slot *c) {
         pg_sink_drop(c);
 }
 
-void pg_sink_drop(pg_slot *c) {
-        for (size_t i = 0; i < c->n_queue; i++)
+void pg_sink_truncate(pg_slot *c, size_t keep) {
+        for (size_t i = keep; i < c->n_queue; i++)
                 copy_clear(&c->queue[i]);
-        c->n_queue = 0;
+        if (keep < c->n_queue)
+                c->n_queue = keep;
+}
+
+void pg_sink_drop(pg_slot *c) {
+        pg_sink_truncate(c, 0);
 }
 
 /* ---- appending ---- */

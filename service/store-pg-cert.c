@@ -217,7 +217,8 @@ int store_pg_cert_commit(store_pg *p, const store_issue *in, int64_t now) {
 
         if (r < 0)
                 return r;
-        return pg_tx(p, commit_run, &(commit_q) { .in = in, .now = now }, "commit the certificate");
+        /* Concurrent issuances share one transaction and one WAL flush. */
+        return pg_group_commit(p, commit_run, &(commit_q) { .in = in, .now = now }, "commit the certificate");
 }
 
 /* ---- lookups ---- */

@@ -65,6 +65,7 @@ void store_pg_free(store_pg *p) {
         if (p->sink_free)
                 p->sink_free(p->sink_userdata);
         pthread_mutex_destroy(&p->sink_lock);
+        pthread_mutex_destroy(&p->gc_lock);
         if (p->conninfo)
                 explicit_bzero(p->conninfo, strlen(p->conninfo));
         free(p->conninfo);
@@ -79,6 +80,12 @@ int store_pg_open(const char *uri, store_pg **ret) {
 
         if (!p || pthread_mutex_init(&p->sink_lock, NULL) != 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        p->gc_tail = &p->gc_head;
+        if (pthread_mutex_init(&p->gc_lock, NULL) != 0) {
+                pthread_mutex_destroy(&p->sink_lock);
+                free(TAKE_PTR(p));
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
         if ((r = uri_check(p, uri)) < 0 || (r = slots_init(p)) < 0)
                 return r;
         if (!(p->conninfo = strdup(uri)))

@@ -39,6 +39,18 @@ typedef struct pg_slot {
         size_t n_queue, alloc_queue;
 } pg_slot;
 
+/* One caller's share of a group commit (store-pg-batch.c). */
+typedef int (*pg_tx_fn)(pg_slot *c, void *userdata);
+typedef struct pg_job {
+        pg_tx_fn run;
+        void *userdata;
+        int r;                  /* set by the thread that ran the batch */
+        char detail[512];
+        bool done;
+        pthread_cond_t wake;    /* done, or to lead the next batch */
+        struct pg_job *next;
+} pg_job;
+
 struct store_pg {
         char *conninfo;  /* never logged: only label is */
         char label[160]; /* "host:port/dbname" for messages */
@@ -49,6 +61,10 @@ struct store_pg {
         store_audit_fn sink;
         void *sink_userdata;
         void (*sink_free)(void *);
+        /* Group commit: jobs queue here while a batch is committing. */
+        pthread_mutex_t gc_lock;
+        bool gc_busy;
+        pg_job *gc_head, **gc_tail;
 };
 
 /* Whether database names a PostgreSQL server (a postgresql:// or
@@ -116,8 +132,11 @@ int64_t pg_changes(PGresult *res);
 /* Runs fn in one transaction (BEGIN ... COMMIT), again from the start
  * after a serialization failure or deadlock, and then hands the records
  * it appended to the audit sink.  0 once committed, or fn's error. */
-typedef int (*pg_tx_fn)(pg_slot *c, void *userdata);
 int pg_tx(store_pg *p, pg_tx_fn fn, void *userdata, const char *what);
+/* Runs fn in a transaction shared with the other jobs queued meanwhile,
+ * each in its own savepoint, with one COMMIT; returns once fn's changes
+ * are committed (0) or with fn's error (its detail on this thread). */
+int pg_group_commit(store_pg *p, pg_tx_fn fn, void *userdata, const char *what);
 /* Runs fn on a slot outside any transaction (single reads). */
 int pg_read(store_pg *p, pg_tx_fn fn, void *userdata);
 
@@ -150,6 +169,8 @@ int pg_request_mark_issued(pg_slot *c, const char *id, const char *identity, con
 int pg_audit_insert(pg_slot *c, const store_audit *a, int64_t now);
 void pg_sink_flush(pg_slot *c);
 void pg_sink_drop(pg_slot *c);
+/* Forgets the records queued after the first keep (a job rolled back). */
+void pg_sink_truncate(pg_slot *c, size_t keep);
 
 /* ---- store-pg-revoke.c (inside a transaction) ---- */
 int pg_revocation_bump(pg_slot *c);

@@ -17,4 +17,6 @@ HWID_TEST_PG_URI=$PG_URI run_ok "$TEST_STORE_PG"
 assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE hwid_fold(identity) = 'race-one'")" 1 \
         "certificates of the identity raced for"
 assert_eq "$(pg_sql "SELECT uses_left FROM tokens WHERE id = 'tokrac'")" 0 "uses left of the raced token"
+assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE identity = 'race-replace' AND status = 'valid'")" 1 \
+        "live certificates after the replacing race"
 echo "pg-store: OK"

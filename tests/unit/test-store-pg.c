@@ -162,6 +162,7 @@ typedef struct racer {
         int i;
         const char *identity; /* NULL: a name of its own */
         const char *token;
+        bool replace;
         int r;
 } racer;
 
@@ -169,21 +170,21 @@ static void *race_commit(void *userdata) {
         racer *x = userdata;
         char serial[16], name[32];
 
-        snprintf(serial, sizeof(serial), "F%s%02X", x->token ? "A" : "B", x->i);
+        snprintf(serial, sizeof(serial), "F%s%02X", x->replace ? "C" : x->token ? "A" : "B", x->i);
         snprintf(name, sizeof(name), "race-%s-%d", x->token ? "t" : "i", x->i);
         x->r = commit(x->i % 2 ? a : b, serial, x->identity ? x->identity : name, NOW + 3600, NOW,
-                      &(store_issue) { .consume_token_id = x->token });
+                      &(store_issue) { .consume_token_id = x->token, .replace_live = x->replace });
         return NULL;
 }
 
-static int run_race(const char *identity, const char *token, int *ret_conflicts) {
+static int run_race(const char *identity, const char *token, bool replace, int *ret_conflicts) {
         pthread_t th[RACERS];
         racer x[RACERS];
         int ok = 0;
 
         *ret_conflicts = 0;
         for (int i = 0; i < RACERS; i++) {
-                x[i] = (racer) { .i = i, .identity = identity, .token = token };
+                x[i] = (racer) { .i = i, .identity = identity, .token = token, .replace = replace };
                 pthread_create(&th[i], NULL, race_commit, &x[i]);
         }
         for (int i = 0; i < RACERS; i++) {
@@ -199,14 +200,22 @@ static void test_races(void) {
         size_t n = 0;
         int lost = 0;
 
-        CHECK(run_race("race-one", NULL, &lost) == 1);
+        CHECK(run_race("race-one", NULL, false, &lost) == 1);
         CHECK(lost == RACERS - 1);
         CHECK(store_cert_list(a, "RACE-ONE", &all, &n) == 0 && n == 1);
         store_cert_list_free(all, n);
         CHECK(add_token(a, "tokrac", 5, NOW + 3600) == 0);
-        CHECK(run_race(NULL, "tokrac", &lost) == 5);
+        CHECK(run_race(NULL, "tokrac", false, &lost) == 5);
         CHECK(lost == RACERS - 5);
         CHECK(uses_left(b, "tokrac") == 0);
+        /* Re-enrollments that replace the live certificate all succeed, one
+         * after the other: one certificate is live at the end. */
+        CHECK(run_race("race-replace", NULL, true, &lost) == RACERS);
+        CHECK(store_cert_list(b, "race-replace", &all, &n) == 0 && n == RACERS);
+        for (size_t i = 0, live = 0; i < n; i++)
+                if (all[i].status == CERT_VALID && ++live > 1)
+                        CHECK(!"two live certificates after replacing races");
+        store_cert_list_free(all, n);
 }
 
 int main(void) {
