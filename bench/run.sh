@@ -39,7 +39,8 @@ QUICK=0
 KEEP=0
 QUIET_WAIT=0
 STORES=0
-STORES_OUT=$SRCDIR/docs/BENCHMARKS-STORES.md
+STORES_OUT=$SRCDIR/docs/BENCHMARKS-STORES.md # read by bench/stores.sh
+export STORES_OUT
 
 while [ $# -gt 0 ]; do
         case "$1" in

@@ -28,6 +28,7 @@ pg_bench_start() {
         (umask 077 && printf '127.0.0.1:%s:*:hwid:%s\n' "$port" "$pw" >"$W/pgpass")
         bg postgres setpriv --reuid=postgres --regid=postgres --clear-groups -- "$PG_BIN/postgres" -D "$W/pg/data" \
                 -p "$port" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$W/pg" -c max_connections=200
+        # shellcheck disable=SC2153  # BG_PID is set by bg
         PG_PID=$BG_PID
         wait_port "$port" "$PG_PID"
         PGPASSFILE=$W/pgpass "$PG_BIN/psql" -q -h 127.0.0.1 -p "$port" -U hwid -d postgres -c 'CREATE DATABASE hwid' ||
@@ -124,7 +125,9 @@ stores_main() {
         stores_levels Q "https://127.0.0.1:$p1" "https://127.0.0.1:$p2"
         stop "$pid1"
         stop "$pid2"
-        kill -INT "$PG_PID" 2>/dev/null && wait "$PG_PID" 2>/dev/null || true
+        if kill -INT "$PG_PID" 2>/dev/null; then
+                wait "$PG_PID" 2>/dev/null || true
+        fi
         stores_write
         log "done: $STORES_OUT"
 }

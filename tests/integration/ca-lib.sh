@@ -48,7 +48,7 @@ ca_setup() {
 # file, which then stays unused.
 ca_use_pg() {
         if [ -z "${PG_URI:-}" ]; then
-                # shellcheck source=pg-lib.sh
+                # shellcheck source=tests/integration/pg-lib.sh
                 source "$SRCDIR/tests/integration/pg-lib.sh"
                 pg_start
         else

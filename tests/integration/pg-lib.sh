@@ -53,6 +53,7 @@ pg_run() {
         local i
         start_bg "$PG_DIR/postgres.log" setpriv --reuid=postgres --regid=postgres --clear-groups -- "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" \
                 -c listen_addresses=127.0.0.1 -c unix_socket_directories="$PG_DIR" -c max_connections=200
+        # shellcheck disable=SC2153  # BG_PID is set by start_bg
         PG_PID=$BG_PID
         for ((i = 0; i < 100; i++)); do
                 "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && return 0
