@@ -13,8 +13,8 @@
 #include "store-pg.h"
 #include "store-sqlite.h" /* the input checks both stores share */
 
-/* pg_advisory_xact_lock key of the audit chain. */
-#define PG_AUDIT_LOCK "1752656229"
+/* The audit chain's order is the write lock's (store-pg.h). */
+#define PG_AUDIT_LOCK PG_WRITE_LOCK
 #define PRUNE_BATCH_MAX 10000
 #define AUDIT_COLS "id, at, actor, action, target, outcome, reason, token_id, prev_hash, hash"
 
@@ -220,23 +220,25 @@ int store_pg_audit_foreach(store_pg *p, size_t limit, store_audit_fn fn, void *u
         return pg_read(p, foreach_run, &(audit_q) { .limit = limit, .fn = fn, .userdata = userdata });
 }
 
-/* One REPEATABLE READ transaction: the ends and the records are one snapshot. */
+/* One REPEATABLE READ transaction (without the write lock: appends go
+ * on): the ends and the records are one snapshot. */
 static int chain_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         audit_q *q = userdata;
         int r;
 
-        if ((r = pg_exec(c, NULL, "read the audit log", "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", NULL)) < 0 ||
-            (r = link_read(c, "anchor", q->anchor)) < 0 || (r = link_read(c, "head", q->head)) < 0 ||
-            (r = pg_exec(c, &res, "read the audit log", "SELECT " AUDIT_COLS " FROM audit ORDER BY id", NULL)) < 0)
-                return r;
-        return rows_each(res, q->fn, q->userdata);
+        if ((r = pg_exec(c, NULL, "read the audit log", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL)) >= 0 &&
+            (r = link_read(c, "anchor", q->anchor)) >= 0 && (r = link_read(c, "head", q->head)) >= 0 &&
+            (r = pg_exec(c, &res, "read the audit log", "SELECT " AUDIT_COLS " FROM audit ORDER BY id", NULL)) >= 0)
+                r = rows_each(res, q->fn, q->userdata);
+        if (c->conn)
+                PQclear(PQexec(c->conn, "ROLLBACK"));
+        return r;
 }
 
 int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head,
                               store_audit_fn fn, void *userdata) {
-        return pg_tx(p, chain_run, &(audit_q) { .anchor = ret_anchor, .head = ret_head, .fn = fn, .userdata = userdata },
-                     "read the audit log");
+        return pg_read(p, chain_run, &(audit_q) { .anchor = ret_anchor, .head = ret_head, .fn = fn, .userdata = userdata });
 }
 
 /* ---- retention ---- */

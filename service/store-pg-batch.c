@@ -51,7 +51,7 @@ static int run_batch_once(store_pg *p, pg_job *batch, const char *what, bool *re
 
         *ret_retry = false;
         if (r >= 0)
-                r = pg_exec(c, NULL, what, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
+                r = pg_begin_write(c, what);
         for (j = batch; r >= 0 && j; j = j->next)
                 r = run_job(c, j);
         if (r >= 0) {

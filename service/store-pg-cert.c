@@ -5,10 +5,9 @@
  * per identity in: of two replicas committing for one identity at once,
  * the second waits on the first's index entry and fails with a unique
  * violation (-HWID_E_CONFLICT).  A commit first retires the identity's
- * expired 'valid' rows, as the SQLite store does.  Each commit holds a
- * share lock on the revocation sequence's row, so that a keyCompromise
- * revocation (which updates that row) and an issuance of the same key
- * cannot pass each other. */
+ * expired 'valid' rows, as the SQLite store does.  Writes take turns on
+ * the write lock (store-pg.h), so a keyCompromise revocation and an
+ * issuance of the same key cannot pass each other. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -189,11 +188,7 @@ static int commit_run(pg_slot *c, void *userdata) {
         const commit_q *q = userdata;
         const store_issue *in = q->in;
         const store_cert *x = in->cert;
-        int r = pg_exec(c, NULL, "hold the revocation sequence",
-                        "SELECT value FROM meta WHERE key = 'revocation_seq' FOR SHARE", NULL);
-
-        if (r >= 0)
-                r = pg_key_check(c, x->spki_sha256);
+        int r = pg_key_check(c, x->spki_sha256);
         if (r >= 0 && in->consume_token_id)
                 r = pg_token_consume(c, in->consume_token_id, q->now);
         if (r >= 0 && in->request_id)

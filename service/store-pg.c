@@ -205,6 +205,14 @@ int64_t pg_changes(PGresult *res) {
 
 /* ---- transactions ---- */
 
+int pg_begin_write(pg_slot *c, const char *what) {
+        int r = pg_exec(c, NULL, what, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
+
+        if (r >= 0)
+                r = pg_exec(c, NULL, what, "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")", NULL);
+        return r;
+}
+
 static void rollback(pg_slot *c) {
         if (c->conn && PQtransactionStatus(c->conn) != PQTRANS_IDLE)
                 PQclear(PQexec(c->conn, "ROLLBACK"));
@@ -216,7 +224,7 @@ static void rollback(pg_slot *c) {
  * connection was one from before it restarted).  One that broke during
  * COMMIT may or may not have committed: that is the caller's 503. */
 static int tx_once(pg_slot *c, pg_tx_fn fn, void *userdata, const char *what) {
-        int r = pg_exec(c, NULL, what, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
+        int r = pg_begin_write(c, what);
 
         if (r >= 0)
                 r = fn(c, userdata);

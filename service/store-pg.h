@@ -5,9 +5,9 @@
  * chain and for migrations -- never by one process's memory.
  *
  * A store keeps a few connections (slots), each used by one thread at a
- * time.  Every write is one transaction (READ COMMITTED), retried from
- * the start on a serialization failure or deadlock, and committed before
- * the function returns 0: durable as far as the server's
+ * time.  Every write is one transaction (READ COMMITTED) that first takes
+ * the write lock (below), retried from the start on a serialization
+ * failure or deadlock, and committed before the function returns 0: durable as far as the server's
  * synchronous_commit promises (docs/HA.md).  A connection that breaks is
  * dropped; the next call connects again, so a replica answers 503
  * (-HWID_E_STORE) while the database is away and recovers by itself. */
@@ -22,6 +22,12 @@
 #include "store.h"
 
 #define STORE_PG_SLOTS 4
+
+/* pg_advisory_xact_lock key every write transaction takes first: writes
+ * from all replicas run one after the other (the audit chain, which
+ * nearly every write extends, needs that order anyway), so that no two of
+ * them can wait for each other's row locks in a cycle.  Reads never take it. */
+#define PG_WRITE_LOCK "1752656229"
 
 typedef struct store_pg store_pg;
 typedef struct store_pg_audit_copy store_pg_audit_copy;
@@ -129,6 +135,8 @@ int pg_exec_script(pg_slot *c, const char *what, const char *sql);
 /* Rows a command changed (UPDATE, DELETE, INSERT). */
 int64_t pg_changes(PGresult *res);
 
+/* BEGIN, and the write lock. */
+int pg_begin_write(pg_slot *c, const char *what);
 /* Runs fn in one transaction (BEGIN ... COMMIT), again from the start
  * after a serialization failure or deadlock, and then hands the records
  * it appended to the audit sink.  0 once committed, or fn's error. */
