@@ -141,7 +141,8 @@ int store_dns_owner(store *s, const char *name, int64_t now, char **ret_identity
         return store_sqlite_dns_owner(s, name, now, ret_identity);
 }
 
-int store_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded, size_t *ret_skipped) {
+int store_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
+                            size_t *ret_skipped) {
         if (s->pg)
                 return store_pg_cert_dns_backfill(s->pg, now, names_of, ret_recorded, ret_skipped);
         return store_sqlite_cert_dns_backfill(s, now, names_of, ret_recorded, ret_skipped);
@@ -153,7 +154,8 @@ int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, con
         return store_sqlite_cert_revoke(s, serial, reason, now, audit);
 }
 
-int store_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit, size_t *ret_n) {
+int store_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
+                               size_t *ret_n) {
         if (s->pg)
                 return store_pg_cert_revoke_identity(s->pg, identity, reason, now, audit, ret_n);
         return store_sqlite_cert_revoke_identity(s, identity, reason, now, audit, ret_n);
@@ -201,7 +203,8 @@ int store_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n) 
         return store_sqlite_audit_prune(s, before, max_rows, ret_n);
 }
 
-int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn, void *userdata) {
+int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn,
+                           void *userdata) {
         if (s->pg)
                 return store_pg_audit_chain_read(s->pg, ret_anchor, ret_head, fn, userdata);
         return store_sqlite_audit_chain_read(s, ret_anchor, ret_head, fn, userdata);

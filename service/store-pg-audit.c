@@ -227,7 +227,8 @@ static int chain_run(pg_slot *c, void *userdata) {
         audit_q *q = userdata;
         int r;
 
-        if ((r = pg_exec(c, NULL, "read the audit log", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL)) >= 0 &&
+        r = pg_exec(c, NULL, "read the audit log", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL);
+        if (r >= 0 &&
             (r = link_read(c, "anchor", q->anchor)) >= 0 && (r = link_read(c, "head", q->head)) >= 0 &&
             (r = pg_exec(c, &res, "read the audit log", "SELECT " AUDIT_COLS " FROM audit ORDER BY id", NULL)) >= 0)
                 r = rows_each(res, q->fn, q->userdata);
@@ -238,7 +239,9 @@ static int chain_run(pg_slot *c, void *userdata) {
 
 int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head,
                               store_audit_fn fn, void *userdata) {
-        return pg_read(p, chain_run, &(audit_q) { .anchor = ret_anchor, .head = ret_head, .fn = fn, .userdata = userdata });
+        audit_q q = { .anchor = ret_anchor, .head = ret_head, .fn = fn, .userdata = userdata };
+
+        return pg_read(p, chain_run, &q);
 }
 
 /* ---- retention ---- */

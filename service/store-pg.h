@@ -96,9 +96,11 @@ int store_pg_cert_get(store_pg *p, const char *serial, store_cert *ret);
 int store_pg_cert_live_for(store_pg *p, const char *identity, int64_t now, store_cert *ret);
 int store_pg_cert_list(store_pg *p, const char *identity, store_cert **ret, size_t *ret_n);
 int store_pg_dns_owner(store_pg *p, const char *name, int64_t now, char **ret_identity);
-int store_pg_cert_dns_backfill(store_pg *p, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded, size_t *ret_skipped);
+int store_pg_cert_dns_backfill(store_pg *p, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
+                               size_t *ret_skipped);
 int store_pg_cert_revoke(store_pg *p, const char *serial, int reason, int64_t now, const store_audit *audit);
-int store_pg_cert_revoke_identity(store_pg *p, const char *identity, int reason, int64_t now, const store_audit *audit, size_t *ret_n);
+int store_pg_cert_revoke_identity(store_pg *p, const char *identity, int reason, int64_t now,
+                                  const store_audit *audit, size_t *ret_n);
 int store_pg_key_blocked(store_pg *p, const char *spki_sha256);
 int store_pg_cert_foreach_revoked(store_pg *p, int64_t now, store_revoked_fn fn, void *userdata);
 int store_pg_revocation_seq(store_pg *p, int64_t *ret);
@@ -106,7 +108,8 @@ int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret);
 int store_pg_audit_append(store_pg *p, const store_audit *a);
 int store_pg_audit_foreach(store_pg *p, size_t limit, store_audit_fn fn, void *userdata);
 int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, size_t *ret_n);
-int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn, void *userdata);
+int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head,
+                              store_audit_fn fn, void *userdata);
 void store_pg_set_audit_sink(store_pg *p, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
 int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending);
 int store_pg_challenge_take(store_pg *p, const char *id, store_challenge *ret);

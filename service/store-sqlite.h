@@ -164,9 +164,11 @@ int store_sqlite_cert_get(store *s, const char *serial, store_cert *ret);
 int store_sqlite_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret);
 int store_sqlite_cert_list(store *s, const char *identity, store_cert **ret, size_t *ret_n);
 int store_sqlite_dns_owner(store *s, const char *name, int64_t now, char **ret_identity);
-int store_sqlite_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded, size_t *ret_skipped);
+int store_sqlite_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
+                                   size_t *ret_skipped);
 int store_sqlite_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit);
-int store_sqlite_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit, size_t *ret_n);
+int store_sqlite_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now,
+                                      const store_audit *audit, size_t *ret_n);
 int store_sqlite_key_blocked(store *s, const char *spki_sha256);
 int store_sqlite_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
 int store_sqlite_revocation_seq(store *s, int64_t *ret);
@@ -174,7 +176,8 @@ int store_sqlite_crl_number_next(store *s, int64_t now, int64_t *ret);
 int store_sqlite_audit_append(store *s, const store_audit *a);
 int store_sqlite_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
 int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);
-int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn, void *userdata);
+int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head,
+                                  store_audit_fn fn, void *userdata);
 void store_sqlite_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
 int store_sqlite_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending);
 int store_sqlite_challenge_take(store *s, const char *id, store_challenge *ret);
