@@ -12,11 +12,13 @@
 #     replica 3 serves (openssl crl), regenerated because the revocation
 #     sequence moved, and CRL numbers grow across replicas;
 #   - kill -9 of a replica under load: every certificate a client received
-#     is in the store, the other replicas keep serving;
+#     is in the store, each stored one spent one token use, the others keep
+#     serving every request;
 #   - a database URI holding a password is refused without repeating it;
-#   - PostgreSQL stopped under load: the replicas answer 503
-#     store_unavailable meanwhile, and serve again once it is back, without
-#     a restart.
+#   - PostgreSQL stopped under load: the replicas answer 201 or 503
+#     store_unavailable (and /readyz 503) meanwhile, nothing else; every
+#     certificate a client received is stored, uses match certificates;
+#     they serve again once it is back, without a restart.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -111,12 +113,15 @@ crl_number() {
         echo $((hex))
 }
 
-# load TAG COUNT TOKEN — COUNT enrollments in the background over replicas 2
-# and 3 (and 1), one after another per replica; the PIDs in LOAD_PIDS.
+# load TAG COUNT TOKEN [REPLICA...] — COUNT enrollments in the background on
+# each replica (default 1 2 3), one after another per replica; statuses in
+# $DEV/TAG-R-I.code; the PIDs in LOAD_PIDS.
 load() {
-        local tag=$1 count=$2 tok=$3 r i
+        local tag=$1 count=$2 tok=$3 r i replicas=(1 2 3)
+        shift 3
+        [ $# -eq 0 ] || replicas=("$@")
         LOAD_PIDS=()
-        for r in 1 2 3; do
+        for r in "${replicas[@]}"; do
                 (for i in $(seq "$count"); do
                         make_csr "$tag-$r-$i"
                         URL=${REPLICA_URL[$r]} post_csr "$DEV/$tag-$r-$i" "$tok" "$DEV/$tag-$r-$i.csr"
@@ -126,39 +131,71 @@ load() {
         done
 }
 
-test_kill_replica() {
-        local tok f n=0 s
-        tok=$(token_new --uses 100)
-        load k 8 "$tok"
-        sleep 1
-        kill -KILL "${REPLICA_PID[1]}"
-        for f in "${LOAD_PIDS[@]}"; do wait "$f"; done
-        for f in "$DEV"/k-*.code; do
+# every_issued_stored TAG — each certificate a client of load TAG received is stored.
+every_issued_stored() {
+        local f s
+        for f in "$DEV/$1"-*.code; do
                 [ "$(cat "$f")" = 201 ] || continue
                 s=$(serial_of "${f%.code}.body")
                 assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE serial = '$s'")" 1 \
                         "certificate $s a client received is stored"
-                n=$((n + 1))
         done
-        [ "$(cat "$DEV"/k-2-*.code "$DEV"/k-3-*.code | grep -cx 201)" = 16 ] ||
-                fail "replicas 2 and 3 did not serve every enrollment while 1 was killed"
-        [ $n -ge 16 ] || fail "only $n certificates issued under load"
-        wait "${REPLICA_PID[1]}" 2>/dev/null || true
 }
 
+# tokens_match_certs TOKEN — the token's spent uses are exactly its stored
+# certificates (a certificate whose answer was lost still spent its use).
+tokens_match_certs() {
+        assert_eq "$(token_used "$1")" "$(pg_sql "SELECT count(*) FROM certificates WHERE token_id = '${1%%.*}'")" \
+                "uses of token ${1%%.*} against its certificates"
+}
+
+test_kill_replica() {
+        local tok n
+        tok=$(token_new --uses 200)
+        load k 30 "$tok"
+        sleep 0.5
+        kill -KILL "${REPLICA_PID[1]}"
+        for f in "${LOAD_PIDS[@]}"; do wait "$f"; done
+        wait "${REPLICA_PID[1]}" 2>/dev/null || true
+        [ "$(cat "$DEV"/k-1-*.code | grep -cvx 201)" -gt 0 ] || fail "replica 1 was killed after its load was done"
+        every_issued_stored k
+        n=$(cat "$DEV"/k-*.code | grep -cx 201)
+        assert_eq "$(cat "$DEV"/k-2-*.code "$DEV"/k-3-*.code | grep -cx 201)" 60 \
+                "enrollments replicas 2 and 3 served while 1 was killed"
+        tokens_match_certs "$tok"
+        [ "$(token_used "$tok")" -ge "$n" ] || fail "fewer token uses than certificates clients received"
+}
+
+
 test_database_restart() {
-        local tok
-        tok=$(token_new --uses 10)
+        local tok f codes
+        tok=$(token_new --uses 200)
+        load d 30 "$tok" 2 3
+        sleep 0.5
         pg_halt
         make_csr down-1
         on_replica 2 post_csr "$DEV/down-1" "$tok" "$DEV/down-1.csr"
         expect_error 503 store_unavailable "$DEV/down-1"
+        sleep 1.1 # past /readyz's cache
+        on_replica 3 http "$DEV/ready-down" GET /readyz
+        expect_status 503 "$DEV/ready-down"
+        assert_contains "$(cat "$DEV/ready-down.body")" '"store":{"ok":false' "/readyz's store check, database down"
+        sleep 1
         pg_run
+        for f in "${LOAD_PIDS[@]}"; do wait "$f"; done
+        codes=$(cat "$DEV"/d-*.code | sort | uniq -c | awk '{ print $2 }' | paste -sd' ')
+        [[ " $codes " == *" 503 "* ]] || fail "no 503 while the database was down (statuses: $codes)"
+        ! cat "$DEV"/d-*.code | grep -qvx -e 201 -e 503 ||
+                fail "statuses other than 201 and 503 while the database restarted: $codes"
+        every_issued_stored d
         on_replica 2 post_csr "$DEV/down-1" "$tok" "$DEV/down-1.csr"
         expect_status 201 "$DEV/down-1"
         on_replica 3 enroll down-2 "$tok"
         expect_status 201 "$DEV/down-2"
-        assert_eq "$(token_used "$tok")" 2 "token uses after the database came back"
+        tokens_match_certs "$tok"
+        sleep 1.1
+        on_replica 3 http "$DEV/ready-up" GET /readyz
+        expect_status 200 "$DEV/ready-up"
 }
 
 # A URI holding a password is refused, and the password is not repeated.
