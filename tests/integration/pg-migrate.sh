@@ -8,7 +8,8 @@
 #     certificate is in the CRL (openssl crl), the pending request can be
 #     approved and collected, the token's spent uses stay spent, and
 #     `hwid audit verify` accepts the copied chain with the new records;
-#   - `hwid ca backup` on the PostgreSQL store refuses, naming pg_dump;
+#   - `hwid ca backup` and `restore` on the PostgreSQL store refuse, naming
+#     pg_dump and pg_restore, and write nothing;
 #   - a second migration into the now non-empty database is refused and
 #     changes nothing; bad arguments are usage errors (exit 2).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -71,4 +72,7 @@ assert_contains "$(admin audit verify)" "verif" "hwid audit verify on PostgreSQL
 expect_exit 1 "pg_dump" -- "$HWID" ca backup --config "$CFG" --out "$T/copy.db"
 [ ! -e "$T/copy.db" ] || fail "ca backup wrote a file for a PostgreSQL store"
 hwidd_stop
+expect_exit 1 "pg_restore" -- "$HWID" ca restore --config "$CFG" --from "$CA_DIR/hwid.db"
+[ -z "$(find "$CA_DIR" -maxdepth 1 -name '*restor*')" ] || fail "ca restore left files for a PostgreSQL store"
+assert_eq "$(pg_sql "SELECT count(*) FROM certificates")" "$((NCERTS + 2))" "certificates after the refused restore"
 echo "pg-migrate: OK"
