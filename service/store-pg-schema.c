@@ -98,9 +98,12 @@ static const char *const migrations[] = {
         "  identity text NOT NULL CHECK (length(identity) BETWEEN 1 AND 64),"
         "  profile text NOT NULL CHECK (length(profile) BETWEEN 1 AND 64), added_at bigint NOT NULL,"
         "  CHECK (ek_cert_sha256 IS NOT NULL OR ek_pub_sha256 IS NOT NULL));"
+        /* The identity's index first: PostgreSQL checks unique indexes in
+         * the order they were made, and a name listed twice is what an
+         * admin is told about first (as SQLite does). */
+        "CREATE UNIQUE INDEX ek_allowlist_identity ON ek_allowlist(hwid_fold(identity));"
         "CREATE UNIQUE INDEX ek_allowlist_cert ON ek_allowlist(ek_cert_sha256);"
-        "CREATE UNIQUE INDEX ek_allowlist_pub ON ek_allowlist(ek_pub_sha256);"
-        "CREATE UNIQUE INDEX ek_allowlist_identity ON ek_allowlist(hwid_fold(identity));",
+        "CREATE UNIQUE INDEX ek_allowlist_pub ON ek_allowlist(ek_pub_sha256);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -149,6 +149,9 @@ static void test_attest(void) {
         e2.ek_pub_sha256[0] = 'f';
         e2.identity = (char *) "ek-node";
         CHECK(store_ek_add(b, &e2, 1, NULL, NOW) == -HWID_E_EXISTS);
+        /* The same entry again: the name is what is reported, as SQLite does. */
+        CHECK(store_ek_add(b, &e, 1, NULL, NOW) == -HWID_E_EXISTS);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_EXISTS), "Ek-Node is already on the EK allowlist");
         CHECK(store_ek_find(b, NULL, e.ek_pub_sha256, &f) == 0);
         CHECK_STREQ(f.identity, "Ek-Node");
         store_ek_clear(&f);
