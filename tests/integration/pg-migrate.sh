@@ -8,6 +8,7 @@
 #     certificate is in the CRL (openssl crl), the pending request can be
 #     approved and collected, the token's spent uses stay spent, and
 #     `hwid audit verify` accepts the copied chain with the new records;
+#   - a record edited with psql makes `hwid audit verify` fail, naming it;
 #   - `hwid ca backup` and `restore` on the PostgreSQL store refuse, naming
 #     pg_dump and pg_restore, and write nothing;
 #   - a second migration into the now non-empty database is refused and
@@ -75,4 +76,7 @@ hwidd_stop
 expect_exit 1 "pg_restore" -- "$HWID" ca restore --config "$CFG" --from "$CA_DIR/hwid.db"
 [ -z "$(find "$CA_DIR" -maxdepth 1 -name '*restor*')" ] || fail "ca restore left files for a PostgreSQL store"
 assert_eq "$(pg_sql "SELECT count(*) FROM certificates")" "$((NCERTS + 2))" "certificates after the refused restore"
+# An edit made in the database directly is caught by hwid audit verify.
+pg_sql "UPDATE audit SET reason = 'nothing happened' WHERE id = 3" >/dev/null
+expect_exit 1 "record 3 was modified" -- "$HWID" audit verify --config "$CFG"
 echo "pg-migrate: OK"
