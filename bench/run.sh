@@ -2,6 +2,11 @@
 # bench/run.sh — hwid's one benchmark command (see README, "Benchmarks"):
 #
 #   bench/run.sh [--quick] [--keep] [--out FILE] [--wait-quiet SECONDS]
+#   bench/run.sh --stores [--quick] [--keep] [--stores-out FILE] [--wait-quiet SECONDS]
+#
+# --stores measures only hwidd issuance on SQLite against 1 and 2 replicas
+# on one PostgreSQL at 1/16/64 clients (bench/stores.sh), into
+# docs/BENCHMARKS-STORES.md (or FILE).
 #
 # Builds a release build with the benchmark tools (build-bench/, -Dbench=true),
 # sets up in a fresh temporary directory a CA whose key and TLS key live in a
@@ -35,6 +40,9 @@ OUT=$SRCDIR/docs/BENCHMARKS.md
 QUICK=0
 KEEP=0
 QUIET_WAIT=0
+STORES=0
+STORES_OUT=$SRCDIR/docs/BENCHMARKS-STORES.md # read by bench/stores.sh
+export STORES_OUT
 
 while [ $# -gt 0 ]; do
         case "$1" in
@@ -42,6 +50,8 @@ while [ $# -gt 0 ]; do
         --keep) KEEP=1; shift ;;
         --out) OUT=$2; shift 2 ;;
         --wait-quiet) QUIET_WAIT=$2; shift 2 ;;
+        --stores) STORES=1; shift ;;
+        --stores-out) STORES_OUT=$2; shift 2 ;;
         -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         esac
@@ -966,4 +976,10 @@ main() {
         log "done: $OUT"
 }
 
-main
+if [ $STORES = 1 ]; then
+        # shellcheck source=stores.sh
+        source "$SRCDIR/bench/stores.sh"
+        stores_main
+else
+        main
+fi

@@ -155,8 +155,14 @@ static int restore(const backup_args *a) {
         store_stats st;
         int r;
 
-        if ((r = config_load(admin_config_path(a->config), &cfg)) < 0 ||
-            (r = store_claim(cfg->database, true, &claim)) < 0)
+        if ((r = config_load(admin_config_path(a->config), &cfg)) < 0)
+                return r;
+        /* A database server is no file to put a copy in place of. */
+        if (strstr(cfg->database, "://"))
+                return hwid_fail(HWID_E_CONFIG, "the store is a PostgreSQL database: restore it with pg_restore or "
+                                 "point-in-time recovery (docs/HA.md); hwid store migrate copies a SQLite backup "
+                                 "into an empty one");
+        if ((r = store_claim(cfg->database, true, &claim)) < 0)
                 return r;
         if (asprintf(&tmp, "%s.restoring", cfg->database) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);

@@ -56,6 +56,7 @@ int cmd_audit_list(int argc, char **argv);
 int cmd_audit_verify(int argc, char **argv);
 int cmd_ca_backup(int argc, char **argv);
 int cmd_ca_restore(int argc, char **argv);
+int cmd_store_migrate(int argc, char **argv);
 int cmd_join(int argc, char **argv);
 int cmd_renew(int argc, char **argv);
 int cmd_agent(int argc, char **argv);

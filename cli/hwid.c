@@ -23,6 +23,7 @@ static const command commands[] = {
         { "ca", "hash", cmd_ca_hash, "print the CA pin (sha256 of the SubjectPublicKeyInfo)" },
         { "ca", "backup", cmd_ca_backup, "copy the CA's store consistently while hwidd runs" },
         { "ca", "restore", cmd_ca_restore, "put a backup of the store in place (hwidd stopped)" },
+        { "store", "migrate", cmd_store_migrate, "copy a SQLite store into PostgreSQL (several hwidd replicas)" },
         { "token", "create", cmd_token_create, "create a bootstrap token and print the join command" },
         { "token", "list", cmd_token_list, "list bootstrap tokens" },
         { "token", "revoke", cmd_token_revoke, "revoke a bootstrap token" },

@@ -9,10 +9,10 @@ PACKAGES=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         # libraries
         libssl-dev libtss2-dev libp11-kit-dev libmicrohttpd-dev
-        libgnutls28-dev libsqlite3-dev libcurl4-openssl-dev libyaml-dev
+        libgnutls28-dev libsqlite3-dev libcurl4-openssl-dev libyaml-dev libpq-dev
         libjson-c-dev
         # runtime, test peers and tools
-        openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2
+        openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2 postgresql
         swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind strace
         faketime
         python3-jwcrypto python3-cryptography

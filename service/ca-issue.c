@@ -155,9 +155,12 @@ static int build_crl(ca_service *ca, int64_t now, int64_t seq) {
         crl_fill fill = { 0 };
         uint8_t *der = NULL;
         size_t len = 0;
+        int64_t number;
         int r;
 
-        if ((r = crl_builder_new(ca->issuer, now, ca->cfg->crl_validity, &b)) < 0)
+        /* From the store, so that CRL numbers grow across replicas too. */
+        if ((r = store_crl_number_next(ca->store, now, &number)) < 0 ||
+            (r = crl_builder_new(ca->issuer, now, ca->cfg->crl_validity, number, &b)) < 0)
                 return r;
         fill.b = b;
         r = store_cert_foreach_revoked(ca->store, now, add_revoked, &fill);

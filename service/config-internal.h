@@ -87,6 +87,7 @@ int cfg_fn_string(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field 
 int cfg_fn_key_uri(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
 int cfg_fn_url(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
 int cfg_fn_path(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
+int cfg_fn_database(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
 int cfg_fn_listen(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
 
 /* The profiles: mapping (config-profile.c). */

@@ -343,6 +343,22 @@ int cfg_fn_path(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f
         return set_string(x, n, path, f, base, s);
 }
 
+/* database: a SQLite file (a path, relative to the config's directory) or
+ * a PostgreSQL server (a postgresql:// URI, kept as written; the store
+ * refuses one that holds a password). */
+int cfg_fn_database(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        const char *s;
+        int r;
+
+        if ((r = cfg_scalar(x, n, path, false, &s)) < 0)
+                return r;
+        if (strncmp(s, "postgresql://", 13) != 0 && strncmp(s, "postgres://", 11) != 0)
+                return cfg_fn_path(x, n, path, f, base);
+        if (!cfg_printable(s, false))
+                return cfg_fail(x, n, path, "contains a control character");
+        return set_string(x, n, path, f, base, s);
+}
+
 static bool listen_valid(const char *s) {
         const char *colon = strrchr(s, ':'), *p;
         char host[64];

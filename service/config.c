@@ -238,7 +238,7 @@ static const cfg_field root_fields[] = {
         FIELD("listen", cfg_fn_listen, CFG(listen)),
         FIELD("http_listen", cfg_fn_listen, CFG(http_listen)),
         FIELD("clock_skew", cfg_fn_duration, CFG(clock_skew), .min = 0, .max = 3600),
-        FIELD("database", cfg_fn_path, CFG(database), .required = true),
+        FIELD("database", cfg_fn_database, CFG(database), .required = true),
         FIELD("tcti", cfg_fn_string, CFG(tcti)),
         FIELD("ca", cfg_fn_section, 0, .aux = ca_fields, .required = true),
         FIELD("tls", cfg_fn_section, 0, .aux = tls_fields, .required = true),

@@ -15,7 +15,7 @@ typedef struct hwidd_config {
         /* where */
         char *listen;          /* "127.0.0.1:8443" */
         char *http_listen;     /* plain HTTP for GET /crl and GET /ca only; NULL: none */
-        char *database;        /* SQLite file */
+        char *database;        /* SQLite file, or a postgresql:// URI */
         char *tcti;            /* NULL: $HWID_TCTI or the tpm2-tss default */
         /* CA */
         char *ca_key;          /* key URI */

@@ -15,19 +15,13 @@ struct crl_builder {
         X509_CRL *crl;
 };
 
-static int64_t last_crl_number;
-
-/* CRL numbers must increase: the current time, or one more than the
- * last number this process issued within the same second. */
-static int next_crl_number(int64_t now, ASN1_INTEGER **ret) {
-        int64_t n = now > last_crl_number ? now : last_crl_number + 1;
+static int crl_number(int64_t n, ASN1_INTEGER **ret) {
         ASN1_INTEGER *ai = ASN1_INTEGER_new();
 
         if (!ai || !ASN1_INTEGER_set_int64(ai, n)) {
                 ASN1_INTEGER_free(ai);
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
-        last_crl_number = n;
         *ret = ai;
         return 0;
 }
@@ -41,13 +35,13 @@ static int set_crl_times(X509_CRL *crl, int64_t now, int64_t validity) {
         return 0;
 }
 
-static int add_crl_extensions(X509_CRL *crl, X509 *ca, int64_t now) {
+static int add_crl_extensions(X509_CRL *crl, X509 *ca, int64_t number) {
         _cleanup_(ASN1_INTEGER_freep) ASN1_INTEGER *num = NULL;
         _cleanup_(X509_EXTENSION_freep) X509_EXTENSION *aki = NULL;
         X509V3_CTX ctx;
         int r;
 
-        if ((r = next_crl_number(now, &num)) < 0)
+        if ((r = crl_number(number, &num)) < 0)
                 return r;
         if (!X509_CRL_add1_ext_i2d(crl, NID_crl_number, num, 0, 0))
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot add the CRL number");
@@ -58,7 +52,7 @@ static int add_crl_extensions(X509_CRL *crl, X509 *ca, int64_t now) {
         return 0;
 }
 
-int crl_builder_new(issuer *is, int64_t now, int64_t validity, crl_builder **ret) {
+int crl_builder_new(issuer *is, int64_t now, int64_t validity, int64_t number, crl_builder **ret) {
         _cleanup_(X509_CRL_freep) X509_CRL *crl = X509_CRL_new();
         crl_builder *b;
         int r;
@@ -68,7 +62,7 @@ int crl_builder_new(issuer *is, int64_t now, int64_t validity, crl_builder **ret
         if (!X509_CRL_set_version(crl, X509_CRL_VERSION_2) ||
             !X509_CRL_set_issuer_name(crl, X509_get_subject_name(issuer_cert(is))))
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot start a CRL");
-        if ((r = set_crl_times(crl, now, validity)) < 0 || (r = add_crl_extensions(crl, issuer_cert(is), now)) < 0)
+        if ((r = set_crl_times(crl, now, validity)) < 0 || (r = add_crl_extensions(crl, issuer_cert(is), number)) < 0)
                 return r;
         b = calloc(1, sizeof(*b));
         if (!b)

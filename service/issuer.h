@@ -52,8 +52,9 @@ typedef struct crl_entry {
 } crl_entry;
 
 typedef struct crl_builder crl_builder;
-/* Starts a CRL valid from now for validity seconds. */
-int crl_builder_new(issuer *is, int64_t now, int64_t validity, crl_builder **ret);
+/* Starts a CRL valid from now for validity seconds, with cRLNumber number
+ * (from store_crl_number_next(): it must only grow). */
+int crl_builder_new(issuer *is, int64_t now, int64_t validity, int64_t number, crl_builder **ret);
 int crl_builder_add(crl_builder *b, const crl_entry *e);
 /* Signs with the CA key and returns the DER encoding (free it with
  * OPENSSL_free); the builder still needs crl_builder_free(). */

@@ -64,7 +64,7 @@ static int challenge_room(store *s, int64_t now, size_t max_pending) {
         return 0;
 }
 
-int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending) {
+int store_sqlite_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -112,7 +112,7 @@ static int challenge_from_row(sqlite3_stmt *st, const char *id, store_challenge 
         return 0;
 }
 
-int store_challenge_take(store *s, const char *id, store_challenge *ret) {
+int store_sqlite_challenge_take(store *s, const char *id, store_challenge *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         store_challenge c = { 0 };
@@ -199,7 +199,7 @@ static int ek_insert(store *s, const store_ek *e, int64_t now) {
         return r < 0 ? r : 0;
 }
 
-int store_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit, int64_t now) {
+int store_sqlite_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit, int64_t now) {
         _cleanup_(store_leavep) store *g = NULL;
         int r;
 
@@ -215,7 +215,7 @@ int store_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit
         return store_commit(s, "commit the EK allowlist entries");
 }
 
-int store_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret) {
+int store_sqlite_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         store_ek e = { 0 };
@@ -245,7 +245,7 @@ int store_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha25
         return 0;
 }
 
-int store_ek_list(store *s, store_ek **ret, size_t *ret_n) {
+int store_sqlite_ek_list(store *s, store_ek **ret, size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         store_ek *all = NULL, *p;
@@ -273,7 +273,7 @@ int store_ek_list(store *s, store_ek **ret, size_t *ret_n) {
         return 0;
 }
 
-int store_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now) {
+int store_sqlite_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;

@@ -4,7 +4,7 @@
  * Every append reads the chain's head, hashes the record over it
  * (store_audit_hash(), the one encoding every backend shares), inserts it
  * and moves the head, in the write transaction it belongs to.
- * store_audit_prune() is the one place records are ever deleted: the
+ * store_sqlite_audit_prune() is the one place records are ever deleted: the
  * oldest first, in id order, after checking their chain, and the anchor
  * moves to the last one deleted in the same transaction.  Records reach
  * the audit sink (syslog) only once their transaction has committed
@@ -129,7 +129,7 @@ int store_audit_insert(store *s, const store_audit *a, int64_t now) {
         return 0;
 }
 
-int store_audit_append(store *s, const store_audit *a) {
+int store_sqlite_audit_append(store *s, const store_audit *a) {
         _cleanup_(store_leavep) store *g = NULL;
         int r;
 
@@ -166,7 +166,7 @@ static void audit_from_row(sqlite3_stmt *st, store_audit *a) {
 /* fn runs with the store locked (it must not call the store: that
  * fails with -HWID_E_INTERNAL); non-zero from fn stops the walk and is
  * returned. */
-int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata) {
+int store_sqlite_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int64_t lim = limit == 0 || limit > (size_t) INT64_MAX ? -1 : (int64_t) limit; /* -1: no limit */
@@ -210,7 +210,7 @@ static int chain_walk(store *s, store_audit_link *anchor, store_audit_link *head
 
 /* One read transaction: the ends and the records are one snapshot, while
  * hwidd goes on appending. */
-int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn,
+int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn,
                            void *userdata) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_read_enter(&s, &g);
@@ -269,7 +269,7 @@ static int prune_scan_run(store *s, prune_scan *p) {
         return r < 0 ? r : 0;
 }
 
-int store_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n) {
+int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         prune_scan p = { .before = before, .max = max_rows };

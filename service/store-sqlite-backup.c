@@ -36,7 +36,7 @@ static int check_pages(sqlite3 *db, const char *path) {
         return 0;
 }
 
-int store_integrity_check(store *s) {
+int store_sqlite_integrity_check(store *s) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_enter(s, false, &g);
 
@@ -85,7 +85,7 @@ static int backup_into(const char *from, const char *to) {
         return r;
 }
 
-int store_backup(store *s, const char *path) {
+int store_sqlite_backup(store *s, const char *path) {
         int fd, r;
 
         /* Created here (owner only, never over an existing file), so that

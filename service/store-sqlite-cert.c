@@ -206,7 +206,7 @@ static int cert_commit_run(store *s, void *userdata) {
 
 /* Concurrent issuances share one transaction and one fsync (group
  * commit); each returns only once its own row is durable. */
-int store_cert_commit(store *s, const store_issue *in, int64_t now) {
+int store_sqlite_cert_commit(store *s, const store_issue *in, int64_t now) {
         cert_commit cc = { .in = in, .now = now };
         store_job job = { .run = cert_commit_run, .userdata = &cc };
         int r = cert_check(in ? in->cert : NULL);
@@ -218,7 +218,7 @@ int store_cert_commit(store *s, const store_issue *in, int64_t now) {
 
 /* ---- lookups ---- */
 
-int store_cert_get(store *s, const char *serial, store_cert *ret) {
+int store_sqlite_cert_get(store *s, const char *serial, store_cert *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_read_enter(&s, &g);
 
@@ -227,7 +227,7 @@ int store_cert_get(store *s, const char *serial, store_cert *ret) {
         return cert_read_serial(s, serial, ret);
 }
 
-int store_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret) {
+int store_sqlite_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -249,7 +249,7 @@ int store_cert_live_for(store *s, const char *identity, int64_t now, store_cert 
         return r;
 }
 
-int store_cert_list(store *s, const char *identity, store_cert **ret, size_t *ret_n) {
+int store_sqlite_cert_list(store *s, const char *identity, store_cert **ret, size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         store_cert *all = NULL, *p;
@@ -296,7 +296,7 @@ static bool crl_reason_ok(int reason) {
 
 /* A superseded certificate is still valid to relying parties until it
  * expires, so it can be revoked too; only a second revocation conflicts. */
-int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit) {
+int store_sqlite_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_(store_cert_clear) store_cert c = { 0 };
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -332,7 +332,7 @@ int store_cert_revoke(store *s, const char *serial, int reason, int64_t now, con
 /* Streams row by row from the covering index certificates_revoked: no
  * sort, nothing accumulated.  fn runs with the store locked (it must not
  * call the store); non-zero from fn stops the walk and is returned. */
-int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata) {
+int store_sqlite_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -354,7 +354,7 @@ int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void 
         return r < 0 ? r : 0;
 }
 
-int store_revocation_seq(store *s, int64_t *ret) {
+int store_sqlite_revocation_seq(store *s, int64_t *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;

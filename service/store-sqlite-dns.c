@@ -102,7 +102,7 @@ int store_dns_record(store *s, const char *serial, const char *identity, const c
         return 0;
 }
 
-int store_dns_owner(store *s, const char *name, int64_t now, char **ret_identity) {
+int store_sqlite_dns_owner(store *s, const char *name, int64_t now, char **ret_identity) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         char canon[DNS_NAME_MAX + 1];
@@ -192,7 +192,7 @@ static int backfill_cert(store *s, sqlite3_stmt *row, sqlite3_stmt *ins, store_d
         return r;
 }
 
-int store_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
+int store_sqlite_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
                             size_t *ret_skipped) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *rows = NULL, *ins = NULL;

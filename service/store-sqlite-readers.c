@@ -38,7 +38,7 @@ int store_readers_open(store *s) {
 
 void store_readers_close(store *s) {
         for (size_t i = 0; i < s->n_readers; i++)
-                store_free(s->readers[i]);
+                store_sqlite_free(s->readers[i]);
         s->n_readers = 0;
 }
 

@@ -70,14 +70,14 @@ int store_key_check(store *s, const char *spki_sha256) {
                          "certified again: make a new key", spki_sha256, serial);
 }
 
-int store_key_blocked(store *s, const char *spki_sha256) {
+int store_sqlite_key_blocked(store *s, const char *spki_sha256) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_read_enter(&s, &g);
 
         return r < 0 ? r : store_key_check(s, spki_sha256);
 }
 
-int store_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
+int store_sqlite_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
                                size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -111,5 +111,30 @@ int store_cert_revoke_identity(store *s, const char *identity, int reason, int64
         if (r < 0)
                 return r;
         *ret_n = n;
+        return 0;
+}
+
+/* One statement moves the number and gives it back; the commit follows. */
+int store_sqlite_crl_number_next(store *s, int64_t now, int64_t *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        int64_t n;
+        int r = store_enter(s, true, &g);
+
+        if (r < 0)
+                return r;
+        if (sqlite3_prepare_v2(s->db,
+                               "INSERT INTO meta (key, value) VALUES ('crl_number', ?1) "
+                               "ON CONFLICT (key) DO UPDATE SET value = max(value + 1, excluded.value) RETURNING value",
+                               -1, &st, NULL) != SQLITE_OK)
+                return store_sql_fail(s, "take a CRL number");
+        if ((r = store_bind(s, st, "I", now)) < 0 || (r = store_step(s, st, "take a CRL number")) < 0)
+                return r;
+        if (r == 0)
+                return store_sql_fail(s, "take a CRL number");
+        n = sqlite3_column_int64(st, 0);
+        if ((r = store_step(s, st, "take a CRL number")) < 0 || (r = store_commit(s, "commit the CRL number")) < 0)
+                return r;
+        *ret = n;
         return 0;
 }

@@ -240,6 +240,9 @@ static const char *const migrations[] = {
         "  profile TEXT NOT NULL CHECK (length(profile) BETWEEN 1 AND 64),"
         "  added_at INTEGER NOT NULL,"
         "  CHECK (ek_cert_sha256 IS NOT NULL OR ek_pub_sha256 IS NOT NULL)) STRICT;",
+        /* 7 -> 8: an EST client asks again with the same token and key
+         * (RFC 7030 §4.2.3): its request is found without reading them all. */
+        "CREATE INDEX requests_token_key ON requests(token_id, spki_sha256);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -73,7 +73,7 @@ void store_audit_sink_flush(store *s) {
         store_audit_sink_drop(s, 0);
 }
 
-void store_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {
+void store_sqlite_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {
         pthread_mutex_lock(&s->lock);
         store_audit_sink_drop(s, 0);
         if (s->sink_free)

@@ -75,7 +75,7 @@ static int token_read(store *s, const char *id, store_token *ret) {
         return token_from_row(st, ret);
 }
 
-int store_token_insert(store *s, const store_token *t) {
+int store_sqlite_token_insert(store *s, const store_token *t) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -101,7 +101,7 @@ int store_token_insert(store *s, const store_token *t) {
         return store_commit(s, "commit the new token");
 }
 
-int store_token_get(store *s, const char *id, store_token *ret) {
+int store_sqlite_token_get(store *s, const char *id, store_token *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_read_enter(&s, &g);
 
@@ -110,7 +110,7 @@ int store_token_get(store *s, const char *id, store_token *ret) {
         return token_read(s, id, ret);
 }
 
-int store_token_list(store *s, store_token **ret, size_t *ret_n) {
+int store_sqlite_token_list(store *s, store_token **ret, size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         store_token *all = NULL, *p;
@@ -141,7 +141,7 @@ int store_token_list(store *s, store_token **ret, size_t *ret_n) {
 }
 
 /* Idempotent: revoking a revoked token is what the admin wanted anyway. */
-int store_token_revoke(store *s, const char *id) {
+int store_sqlite_token_revoke(store *s, const char *id) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -238,7 +238,7 @@ static int request_read(store *s, const char *id, store_request *ret) {
         return request_from_row(st, ret);
 }
 
-int store_request_create(store *s, const store_request *q, int64_t now) {
+int store_sqlite_request_create(store *s, const store_request *q, int64_t now) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -268,7 +268,7 @@ int store_request_create(store *s, const store_request *q, int64_t now) {
         return store_commit(s, "commit the new request");
 }
 
-int store_request_get(store *s, const char *id, store_request *ret) {
+int store_sqlite_request_get(store *s, const char *id, store_request *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_read_enter(&s, &g);
 
@@ -277,7 +277,7 @@ int store_request_get(store *s, const char *id, store_request *ret) {
         return request_read(s, id, ret);
 }
 
-int store_request_find(store *s, const char *token_id, const char *spki_sha256, store_request *ret) {
+int store_sqlite_request_find(store *s, const char *token_id, const char *spki_sha256, store_request *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_read_enter(&s, &g);
@@ -298,7 +298,7 @@ int store_request_find(store *s, const char *token_id, const char *spki_sha256, 
         return request_from_row(st, ret);
 }
 
-int store_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n) {
+int store_sqlite_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         store_request *all = NULL, *p;
@@ -344,7 +344,7 @@ static int request_not(store *s, const char *id, store_request_status want) {
                          request_status_names[q.status], request_status_names[want]);
 }
 
-int store_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now) {
+int store_sqlite_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;

@@ -448,7 +448,7 @@ int store_alloc(const char *path, store **ret) {
         return 0;
 }
 
-int store_open(const char *path, store **ret) {
+int store_sqlite_open(const char *path, store **ret) {
         _cleanup_(store_freep) store *s = NULL;
         int r;
 
@@ -478,7 +478,7 @@ int store_open(const char *path, store **ret) {
         return 0;
 }
 
-void store_free(store *s) {
+void store_sqlite_free(store *s) {
         if (!s)
                 return;
         store_readers_close(s);
@@ -496,7 +496,7 @@ void store_free(store *s) {
         free(s);
 }
 
-int store_ping(store *s) {
+int store_sqlite_ping(store *s) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -515,7 +515,7 @@ int store_ping(store *s) {
         return r == 1 ? 0 : hwid_fail(HWID_E_STORE, "database %s has no schema version", s->path);
 }
 
-int store_probe_write(store *s, int64_t now) {
+int store_sqlite_probe_write(store *s, int64_t now) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_enter(s, true, &g);
@@ -533,7 +533,7 @@ int store_probe_write(store *s, int64_t now) {
         return store_commit(s, "commit the readiness probe");
 }
 
-int store_stats_get(store *s, int64_t now, store_stats *ret) {
+int store_sqlite_stats_get(store *s, int64_t now, store_stats *ret) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_read_enter(&s, &g);

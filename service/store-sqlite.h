@@ -106,6 +106,9 @@ typedef struct store_job {
 } store_job;
 
 struct store {
+        /* Set when the store is PostgreSQL (store-pg.h): then nothing
+         * below is used, and store-dispatch.c sends every call there. */
+        struct store_pg *pg;
         sqlite3 *db;
         char *path;
         pthread_mutex_t lock;
@@ -139,6 +142,51 @@ struct store {
         store_audit_copy *sink_queue;
         size_t sink_n, sink_alloc;
 };
+
+/* ---- the SQLite store's side of store.h (store-dispatch.c calls them) ---- */
+
+int store_sqlite_open(const char *path, store **ret);
+void store_sqlite_free(store *s);
+int store_sqlite_ping(store *s);
+int store_sqlite_probe_write(store *s, int64_t now);
+int store_sqlite_stats_get(store *s, int64_t now, store_stats *ret);
+int store_sqlite_backup(store *s, const char *path);
+int store_sqlite_integrity_check(store *s);
+int store_sqlite_token_insert(store *s, const store_token *t);
+int store_sqlite_token_get(store *s, const char *id, store_token *ret);
+int store_sqlite_token_list(store *s, store_token **ret, size_t *ret_n);
+int store_sqlite_token_revoke(store *s, const char *id);
+int store_sqlite_request_create(store *s, const store_request *r, int64_t now);
+int store_sqlite_request_get(store *s, const char *id, store_request *ret);
+int store_sqlite_request_find(store *s, const char *token_id, const char *spki_sha256, store_request *ret);
+int store_sqlite_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n);
+int store_sqlite_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now);
+int store_sqlite_cert_commit(store *s, const store_issue *in, int64_t now);
+int store_sqlite_cert_get(store *s, const char *serial, store_cert *ret);
+int store_sqlite_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret);
+int store_sqlite_cert_list(store *s, const char *identity, store_cert **ret, size_t *ret_n);
+int store_sqlite_dns_owner(store *s, const char *name, int64_t now, char **ret_identity);
+int store_sqlite_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
+                                   size_t *ret_skipped);
+int store_sqlite_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit);
+int store_sqlite_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now,
+                                      const store_audit *audit, size_t *ret_n);
+int store_sqlite_key_blocked(store *s, const char *spki_sha256);
+int store_sqlite_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
+int store_sqlite_revocation_seq(store *s, int64_t *ret);
+int store_sqlite_crl_number_next(store *s, int64_t now, int64_t *ret);
+int store_sqlite_audit_append(store *s, const store_audit *a);
+int store_sqlite_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
+int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);
+int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head,
+                                  store_audit_fn fn, void *userdata);
+void store_sqlite_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
+int store_sqlite_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending);
+int store_sqlite_challenge_take(store *s, const char *id, store_challenge *ret);
+int store_sqlite_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit, int64_t now);
+int store_sqlite_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);
+int store_sqlite_ek_list(store *s, store_ek **ret, size_t *ret_n);
+int store_sqlite_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now);
 
 /* ---- store-sqlite-readers.c ---- */
 int store_readers_open(store *s);
@@ -259,7 +307,7 @@ void store_audit_sink_queue(store *s, const store_audit *a);
 void store_audit_sink_flush(store *s);
 /* After a rollback: forgets all but the first `keep` queued records. */
 void store_audit_sink_drop(store *s, size_t keep);
-/* At store_free(): frees the queue and the sink's userdata. */
+/* At store_sqlite_free(): frees the queue and the sink's userdata. */
 void store_audit_sink_close(store *s);
 
 /* ---- store-sqlite-attest.c ---- */

@@ -168,8 +168,10 @@ typedef struct store_audit_link {
         uint8_t hash[STORE_AUDIT_HASH_LEN];
 } store_audit_link;
 
-/* Opens (creating if needed) and migrates the schema; WAL mode, durable
- * commits (synchronous=FULL), busy timeout so concurrent writers wait. */
+/* Opens (creating if needed) and migrates the schema.  A path: SQLite,
+ * WAL mode, durable commits (synchronous=FULL), busy timeout so concurrent
+ * writers wait.  A postgresql:// URI: PostgreSQL (store-pg.h), shared by
+ * several hwidd replicas (docs/HA.md). */
 int store_open(const char *path, store **ret);
 void store_free(store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free)
@@ -200,6 +202,13 @@ int store_integrity_check(store *s);
  * holds it).  *ret_fd holds the claim until closed; -1 for a database
  * that is not a file (a URI or conninfo string: nothing is claimed). */
 int store_claim(const char *database, bool exclusive, int *ret_fd);
+
+/* Copies the SQLite store at path into the PostgreSQL database at uri,
+ * which must hold no hwid data yet: every table, in one transaction on
+ * the PostgreSQL side, committed only if each table then holds as many
+ * rows as in SQLite (-HWID_E_STORE naming the table otherwise), and the
+ * audit chain verifies there.  summary: "tokens 3, requests 1, ...". */
+int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, size_t size);
 
 /* ---- tokens ---- */
 int store_token_insert(store *s, const store_token *t);
@@ -294,6 +303,11 @@ typedef int (*store_revoked_fn)(const char *serial, int64_t revoked_at, int reas
 int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
 /* Bumped on every revocation: hwidd regenerates the CRL when it changes. */
 int store_revocation_seq(store *s, int64_t *ret);
+/* The number of the next CRL (RFC 5280 cRLNumber), committed before it is
+ * returned: greater than every number this store gave before, to any
+ * hwidd sharing it, and at least now (above the time-based numbers of
+ * earlier versions). */
+int store_crl_number_next(store *s, int64_t now, int64_t *ret);
 void store_cert_clear(store_cert *c);
 
 /* ---- audit ---- */

@@ -34,7 +34,7 @@ STATION_TCTI=${TCTIS[0]}
 
 test_station_enrolls() {
         HWID_TCTI=$STATION_TCTI op_join op-station ops-provisioner "tpm2:file=$OPS/op-station/station.tss2.pem"
-        assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT role FROM certificates WHERE identity = 'op-station'")" \
+        assert_eq "$(store_sql "SELECT role FROM certificates WHERE identity = 'op-station'")" \
                 provisioner "the station's recorded role"
         assert_no_transient "$STATION_TCTI"
 }
@@ -95,7 +95,7 @@ test_batches() {
                 --name-pattern 'line-3-*' --count 1001 --out "$T/many.txt" >/dev/null
         assert_eq "$(sort -u "$T/many.txt" | grep -cE '^[a-z0-9]{6}\.[a-z0-9]{16,}$')" 1001 "distinct tokens minted"
         assert_eq "$(admin token list | tail -n +2 | wc -l)" $((before + 1001)) "tokens stored"
-        assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT count(*) FROM audit WHERE actor = 'provisioner:op-station'
+        assert_eq "$(store_sql "SELECT count(*) FROM audit WHERE actor = 'provisioner:op-station'
                 AND action = 'token.create' AND outcome = 'allow'")" $((N + 1001)) "token.create records of the station"
         assert_no_transient "$STATION_TCTI"
 }

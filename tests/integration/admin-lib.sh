@@ -79,7 +79,7 @@ secrets_absent() {
 # store_secrets_absent TOKEN... — nor in the CA's database (any table).
 store_secrets_absent() {
         local tok
-        sqlite3 "$CA_DIR/hwid.db" .dump >"$T/db.dump"
+        store_dump >"$T/db.dump"
         for tok in "$@"; do
                 ! grep -qF -- "${tok#*.}" "$T/db.dump" || fail "a token secret is in the CA's database"
         done

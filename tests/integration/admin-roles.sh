@@ -261,7 +261,7 @@ station_create() {
 
 test_provisioner_scope() {
         local before
-        assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT role || ' ' || scope FROM certificates
+        assert_eq "$(store_sql "SELECT role || ' ' || scope FROM certificates
                 WHERE identity = 'op-station' AND status = 'valid'")" \
                 'provisioner {"profiles":["line"],"name_patterns":["line-3-*"]}' "the station's recorded role and scope"
         station_create --name-pattern 'line-3-*' --uses 5

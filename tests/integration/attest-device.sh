@@ -109,7 +109,7 @@ assert_eq "$(permanent_id "$T/dev-1/cert.pem")" "sha256:$EK_A" "the joined certi
 
 echo "== hwid renew attests a new key by itself when the profile requires it"
 serial1=$(dir_serial "$T/dev-1")
-ak1=$(sqlite3 "$CA_DIR/hwid.db" "SELECT ak_name FROM certificates WHERE serial = '$serial1'")
+ak1=$(store_sql "SELECT ak_name FROM certificates WHERE serial = '$serial1'")
 renewed "$T/dev-1" "$A"
 assert_contains "$(cat "$T/last.err")" "asking $URL for an attestation challenge"
 assert_contains "$(cat "$T/last.err")" "with TPM attestation"
@@ -117,7 +117,7 @@ check_dir "$T/dev-1" dev-1
 serial2=$(dir_serial "$T/dev-1")
 [ "$serial2" != "$serial1" ] || fail "renewal kept the serial"
 assert_eq "$(permanent_id "$T/dev-1/cert.pem")" "sha256:$EK_A" "the renewed certificate names the same TPM"
-assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT ek_pub_sha256 || ' ' || (ak_name = '$ak1') FROM certificates
+assert_eq "$(store_sql "SELECT ek_pub_sha256 || ' ' || CASE WHEN ak_name = '$ak1' THEN 1 ELSE 0 END FROM certificates
         WHERE serial = '$serial2'")" "$EK_A 1" "recorded: the same TPM, its AK"
 [ "$(cat "$T/dev-1/key.uri")" != "tpm2:file=$T/dev-1/device.tss2.pem" ] || fail "the key was not rotated"
 assert_no_transient "$A"

@@ -10,7 +10,7 @@
 #     python3-cryptography reads as sha256:<hex> of the EK's
 #     SubjectPublicKeyInfo (computed here by openssl from the EK certificate
 #     tpm2-tools reads from NV); the store records the EK certificate's
-#     SHA-256, the EK key's and the AK name (hwid cert show, sqlite3);
+#     SHA-256, the EK key's and the AK name (hwid cert show, the store);
 #   - refused with 403 attestation_failed, the reason naming the proof that
 #     failed, nothing issued and the token unspent: a software key's CSR
 #     (openssl req); a TPM of a foreign manufacturer; another TPM's EK
@@ -88,7 +88,7 @@ serial=$(serial_of "$T/dev-a/cert.pem")
 show=$(admin cert show "$serial")
 assert_contains "$show" "attested: TPM ek-sha256:$EK_A"
 assert_contains "$show" "ek-cert-sha256: $(sha256sum <"$T/ek-a.der" | cut -d' ' -f1)"
-assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT ek_pub_sha256 || ' ' || length(ak_name) FROM certificates
+assert_eq "$(store_sql "SELECT ek_pub_sha256 || ' ' || length(ak_name) FROM certificates
         WHERE serial = '$serial'")" "$EK_A 68" "the store's record (AK name: SHA-256 name, 34 bytes)"
 assert_eq "$(token_used "$tok")" 1 "token spent by the attested join"
 
@@ -133,7 +133,7 @@ expect_error 400 invalid_argument "$T/c2" "the request body: 'csr' (the PEM cert
 http "$T/c3" POST /v1/attest -H "Content-Type: application/json" --data-binary "@$T/m6.in"
 expect_error 401 unauthenticated "$T/c3" "is not on the CA's EK allowlist, and the request carries no bootstrap token"
 assert_eq "$(token_used "$tok")" 0 "no token use spent by malformed requests"
-assert_eq "$(sqlite3 "$CA_DIR/hwid.db" 'SELECT count(*) FROM attest_challenges')" 0 "no challenge made for them"
+assert_eq "$(store_sql 'SELECT count(*) FROM attest_challenges')" 0 "no challenge made for them"
 
 echo "== refused: a software key's CSR under a profile that requires attestation"
 tok=$(token_new --profile attested --uses 9)
@@ -214,7 +214,7 @@ expect_exit 0 "enrolled dev-b" --multiline -- attested_join "$B" "$T/dev-b" dev-
 assert_contains "$(cat "$T/last.err")" "no token: the TPM must be on the CA's EK allowlist"
 HWID_TCTI=$B check_dir "$T/dev-b" dev-b
 assert_eq "$(permanent_id "$T/dev-b/cert.pem")" "sha256:$EK_B" "the EK-enrolled certificate names its TPM"
-assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT count(*) FROM audit WHERE actor = 'ek:dev-b' AND action = 'enroll'
+assert_eq "$(store_sql "SELECT count(*) FROM audit WHERE actor = 'ek:dev-b' AND action = 'enroll'
         AND outcome = 'allow'")" 1 "audited as enrolled by the EK"
 # One live certificate per identity still holds.
 expect_exit 1 "dev-b already has a live certificate" --multiline -- attested_join "$B" "$T/dev-b2" dev-b
@@ -267,7 +267,7 @@ run_ok "$HWID" key create "tpm2:file=$T/b-new.pem" --tcti "$B" >/dev/null
 out=$(client "$B" "tpm2:file=$T/b-new.pem" dev-a --cert "$T/dev-a/cert.pem" \
         --cert-key "$(cat "$T/dev-a/key.uri")" --cert-tcti "$A")
 assert_contains "$out" "csr: 403 attestation_failed: the key of 'dev-a' is attested in another TPM"
-assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT status FROM certificates WHERE serial = '$serial'")" valid \
+assert_eq "$(store_sql "SELECT status FROM certificates WHERE serial = '$serial'")" valid \
         "the certificate is not superseded"
 # The same TPM: renewed, attested, the same EK.
 run_ok "$HWID" key create "tpm2:file=$T/a-new.pem" --tcti "$A" >/dev/null

@@ -48,7 +48,7 @@ ek_pub_sha256() {
 
 # cert_count — certificates in the store, every status.
 cert_count() {
-        sqlite3 "$CA_DIR/hwid.db" 'SELECT count(*) FROM certificates'
+        store_sql 'SELECT count(*) FROM certificates'
 }
 
 # client TCTI KEY CN [ATTEST-CLIENT-ARGS...] — attest-client against hwidd,

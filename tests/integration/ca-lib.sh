@@ -39,6 +39,44 @@ ca_setup() {
         for f in ca.pem tls.pem hwid.db hwidd.yaml; do
                 [ -s "$CA_DIR/$f" ] || fail "hwid ca init wrote no $CA_DIR/$f"
         done
+        [ "${HWID_TEST_STORE:-sqlite}" != pg ] || ca_use_pg
+}
+
+# store_sql SQL — one query on the CA's store, whichever it is (the SQLite
+# file, or PostgreSQL with HWID_TEST_STORE=pg); rows one per line, columns
+# separated by '|'. SQL both understand.
+store_sql() {
+        if [ -n "${PG_URI:-}" ]; then
+                pg_sql "$1"
+        else
+                sqlite3 "$CA_DIR/hwid.db" "$1"
+        fi
+}
+
+# store_dump — every row of the CA's store as text (sqlite3 .dump, pg_dump).
+store_dump() {
+        if [ -n "${PG_URI:-}" ]; then
+                PGPASSFILE=$PG_PASSFILE "$PG_BIN/pg_dump" -h 127.0.0.1 -p "$PG_PORT" -U hwid -d "$PG_DB"
+        else
+                sqlite3 "$CA_DIR/hwid.db" .dump
+        fi
+}
+
+# ca_use_pg — HWID_TEST_STORE=pg: the CA's store becomes a PostgreSQL
+# cluster of the test's own (pg-lib.sh): its database: line is the URI, so
+# hwidd and every admin command use it; `hwid ca init` made the SQLite
+# file, which then stays unused.
+ca_use_pg() {
+        if [ -z "${PG_URI:-}" ]; then
+                # shellcheck source=tests/integration/pg-lib.sh
+                source "$SRCDIR/tests/integration/pg-lib.sh"
+                pg_start
+        else
+                _CA_PG_DBS=$((${_CA_PG_DBS:-1} + 1))
+                pg_new_database "hwid$_CA_PG_DBS"   # each CA a database of its own
+        fi
+        local uri=${PG_URI//&/\\&}
+        sed -i "s|^database: .*|database: \"$uri\"|" "$CA_DIR/hwidd.yaml"
 }
 
 # add_profiles — write $CA_DIR/hwidd-test.yaml: the generated configuration

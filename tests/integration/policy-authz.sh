@@ -173,7 +173,7 @@ test_roles_from_record() {
         get_as "$DEV/o-id" /v1/identities/edge-2 o-1
         expect_denied 403 forbidden "$DEV/o-id" node:o-1 read-identity edge-2 "'o-1'"
 
-        assert_eq "$(sqlite3 "$CA_DIR/hwid.db" "SELECT identity || '=' || role FROM certificates
+        assert_eq "$(store_sql "SELECT identity || '=' || role FROM certificates
                 WHERE identity IN ('boss-1', 'o-1', 'admin-1', 'edge-2') ORDER BY identity")" \
                 "$(printf 'admin-1=admin\nboss-1=admin\nedge-2=node\no-1=node')" "roles in the store"
 }

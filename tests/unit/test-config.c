@@ -527,8 +527,29 @@ static void files(void) {
         CHECK(config_load_string("a: b\0c: d\n", 10, "nul", &c) == -HWID_E_CONFIG && !c);
 }
 
+/* A postgresql:// URI is kept as written: not a path under the config's
+ * directory. */
+static void database_uri(void) {
+        static const char text[] =
+                "database: \"postgresql://hwid@db1:5432/hwid?passfile=/etc/hwid/pgpass&sslmode=verify-full\"\n"
+                "ca: {key: \"pkcs11:token=ca;object=ca\", certificate: ca.pem}\n"
+                "tls: {key: \"tpm2:handle=0x81000002\", certificate: tls.pem}\n"
+                "profiles:\n  edge:\n    validity: 1d\n";
+        _cleanup_(config_freep) hwidd_config *c = NULL;
+        int r = config_load_string(text, sizeof(text) - 1, "etc/hwid/hwidd.yaml", &c);
+
+        CHECK(r == 0);
+        if (r < 0) {
+                fprintf(stderr, "database_uri: %s\n", hwid_strerror(r));
+                return;
+        }
+        CHECK_STREQ(c->database, "postgresql://hwid@db1:5432/hwid?passfile=/etc/hwid/pgpass&sslmode=verify-full");
+        CHECK_STREQ(c->ca_cert, "etc/hwid/ca.pem");
+}
+
 int main(void) {
         example_loads();
+        database_uri();
         defaults();
         variants();
         parsers();

@@ -1,0 +1,195 @@
+/* Revocation in PostgreSQL: one serial, every unexpired certificate of an
+ * identity, the keys of certificates revoked for keyCompromise, and what
+ * the CRL is built from.  The revocation sequence (meta.revocation_seq)
+ * moves in the revocation's own transaction, so that every replica
+ * regenerates its CRL once it sees the new value (service/crl.c). */
+#include <string.h>
+
+#include "error.h"
+#include "store-pg.h"
+#include "store-sqlite.h" /* the input checks both stores share */
+
+#define CRL_KEY_COMPROMISE 1
+
+static bool crl_reason_ok(int reason) {
+        return reason >= 0 && reason <= 10 && reason != 7;
+}
+
+int pg_revocation_bump(pg_slot *c) {
+        return pg_exec(c, NULL, "bump the revocation sequence",
+                       "UPDATE meta SET value = value + 1 WHERE key = 'revocation_seq'", NULL);
+}
+
+int pg_keys_block(pg_slot *c, const char *serial, const char *identity, int64_t now) {
+        int r = pg_exec(c, NULL, "block a compromised key",
+                        "INSERT INTO blocked_keys (spki_sha256, serial, blocked_at) "
+                        "SELECT DISTINCT ON (spki_sha256) spki_sha256, serial, $3 FROM certificates "
+                        "WHERE status = 'revoked' AND revocation_reason = 1 "
+                        "AND (serial = $1 OR hwid_fold(identity) = hwid_fold($2)) ON CONFLICT DO NOTHING",
+                        "ttI", serial, identity, now);
+
+        if (r >= 0)
+                r = pg_exec(c, NULL, "revoke the certificates of a compromised key",
+                            "UPDATE certificates SET status = 'revoked', revoked_at = $1, revocation_reason = 1 "
+                            "WHERE status <> 'revoked' AND not_after > $1 "
+                            "AND spki_sha256 IN (SELECT spki_sha256 FROM blocked_keys)", "I", now);
+        return r;
+}
+
+int pg_key_check(pg_slot *c, const char *spki_sha256) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        int r = pg_exec(c, &res, "look up blocked keys", "SELECT serial FROM blocked_keys WHERE spki_sha256 = $1", "t",
+                        spki_sha256 ? spki_sha256 : "");
+
+        if (r < 0 || PQntuples(res) == 0)
+                return r;
+        return hwid_fail(HWID_E_KEY_BLOCKED,
+                         "this key (SPKI SHA-256 %s) was revoked as compromised with certificate %s and is never "
+                         "certified again: make a new key", spki_sha256, pg_val(res, 0, 0));
+}
+
+static int key_blocked_run(pg_slot *c, void *userdata) {
+        return pg_key_check(c, userdata);
+}
+
+int store_pg_key_blocked(store_pg *p, const char *spki_sha256) {
+        return pg_read(p, key_blocked_run, (void *) spki_sha256);
+}
+
+typedef struct revoke_q {
+        const char *key;
+        int reason;
+        int64_t now;
+        const store_audit *audit;
+        size_t n;
+} revoke_q;
+
+static int revoke_run(pg_slot *c, void *userdata) {
+        _cleanup_(store_cert_clear) store_cert x = { 0 };
+        revoke_q *q = userdata;
+        int r = pg_cert_read_serial(c, q->key, true, &x);
+
+        if (r >= 0 && x.status == CERT_REVOKED)
+                return hwid_fail(HWID_E_CONFLICT, "certificate %s is already revoked", q->key);
+        if (r >= 0)
+                r = pg_exec(c, NULL, "revoke a certificate",
+                            "UPDATE certificates SET status = 'revoked', revoked_at = $2, revocation_reason = $3 "
+                            "WHERE serial = $1", "tIi", q->key, q->now, q->reason);
+        if (r >= 0 && q->reason == CRL_KEY_COMPROMISE)
+                r = pg_keys_block(c, q->key, NULL, q->now);
+        if (r >= 0)
+                r = pg_revocation_bump(c);
+        if (r >= 0 && q->audit)
+                r = pg_audit_insert(c, q->audit, q->now);
+        return r;
+}
+
+int store_pg_cert_revoke(store_pg *p, const char *serial, int reason, int64_t now, const store_audit *audit) {
+        if (!crl_reason_ok(reason))
+                return hwid_fail(HWID_E_INVALID, "%d is not an RFC 5280 revocation reason", reason);
+        return pg_tx(p, revoke_run, &(revoke_q) { .key = serial, .reason = reason, .now = now, .audit = audit },
+                     "commit the revocation");
+}
+
+static int revoke_identity_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        revoke_q *q = userdata;
+        int r = pg_exec(c, &res, "revoke an identity's certificates",
+                        "UPDATE certificates SET status = 'revoked', revoked_at = $2, revocation_reason = $3 "
+                        "WHERE hwid_fold(identity) = hwid_fold($1) AND status <> 'revoked' AND not_after > $2",
+                        "tIi", q->key, q->now, q->reason);
+
+        if (r >= 0 && (q->n = (size_t) pg_changes(res)) == 0)
+                return hwid_fail(HWID_E_NOT_FOUND, "%s has no unexpired certificate that is not already revoked",
+                                 q->key);
+        if (r >= 0 && q->reason == CRL_KEY_COMPROMISE)
+                r = pg_keys_block(c, NULL, q->key, q->now);
+        if (r >= 0)
+                r = pg_revocation_bump(c);
+        if (r >= 0 && q->audit)
+                r = pg_audit_insert(c, q->audit, q->now);
+        return r;
+}
+
+int store_pg_cert_revoke_identity(store_pg *p, const char *identity, int reason, int64_t now,
+                                  const store_audit *audit, size_t *ret_n) {
+        revoke_q q = { .key = identity, .reason = reason, .now = now, .audit = audit };
+        int r;
+
+        if (!store_str_ok(identity, 1024))
+                return hwid_fail(HWID_E_INVALID, "no identity given");
+        if (!crl_reason_ok(reason))
+                return hwid_fail(HWID_E_INVALID, "%d is not an RFC 5280 revocation reason", reason);
+        if ((r = pg_tx(p, revoke_identity_run, &q, "commit the revocation")) < 0)
+                return r;
+        *ret_n = q.n;
+        return 0;
+}
+
+typedef struct revoked_q {
+        int64_t now;
+        store_revoked_fn fn;
+        void *userdata;
+        int64_t *seq;
+} revoked_q;
+
+static int revoked_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        revoked_q *q = userdata;
+        int r = pg_exec(c, &res, "read revoked certificates",
+                        "SELECT serial, revoked_at, revocation_reason FROM certificates "
+                        "WHERE status = 'revoked' AND not_after > $1 ORDER BY serial", "I", q->now);
+
+        for (int i = 0; r >= 0 && i < PQntuples(res); i++)
+                if ((r = q->fn(pg_val(res, i, 0), pg_i64(res, i, 1), (int) pg_i64(res, i, 2), q->userdata)) != 0)
+                        return r;
+        return r;
+}
+
+int store_pg_cert_foreach_revoked(store_pg *p, int64_t now, store_revoked_fn fn, void *userdata) {
+        return pg_read(p, revoked_run, &(revoked_q) { .now = now, .fn = fn, .userdata = userdata });
+}
+
+static int seq_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        revoked_q *q = userdata;
+        int r = pg_exec(c, &res, "read the revocation sequence",
+                        "SELECT value FROM meta WHERE key = 'revocation_seq'", NULL);
+
+        if (r >= 0 && PQntuples(res) != 1)
+                return hwid_fail(HWID_E_STORE, "PostgreSQL %s has no revocation sequence", c->p->label);
+        if (r >= 0)
+                *q->seq = pg_i64(res, 0, 0);
+        return r;
+}
+
+int store_pg_revocation_seq(store_pg *p, int64_t *ret) {
+        return pg_read(p, seq_run, &(revoked_q) { .seq = ret });
+}
+
+typedef struct crl_number_q {
+        int64_t now, n;
+} crl_number_q;
+
+static int crl_number_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        crl_number_q *q = userdata;
+        int r = pg_exec(c, &res, "take a CRL number",
+                        "INSERT INTO meta (key, value) VALUES ('crl_number', $1) "
+                        "ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value + 1, excluded.value) RETURNING value",
+                        "I", q->now);
+
+        if (r >= 0)
+                q->n = pg_i64(res, 0, 0);
+        return r;
+}
+
+/* The row lock of the upsert orders replicas: numbers never repeat. */
+int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret) {
+        crl_number_q q = { .now = now };
+        int r = pg_tx(p, crl_number_run, &q, "commit the CRL number");
+
+        if (r >= 0)
+                *ret = q.n;
+        return r;
+}

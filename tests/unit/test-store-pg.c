@@ -1,0 +1,248 @@
+/* The PostgreSQL store against store.h's semantics, on the database named
+ * by $HWID_TEST_PG_URI (tests/integration/pg-store.sh starts a cluster and
+ * runs this).  Two store objects on one database stand for two hwidd
+ * replicas; threads race on them for what the database must decide alone:
+ * one live certificate per identity, a token's N uses, one decision per
+ * request, one taker per challenge. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "error.h"
+#include "store-fixture.h"
+
+char dir[] = "/tmp/hwid-test-store-pg.XXXXXX";
+
+#define RACERS 16
+
+static store *a, *b; /* two "replicas" */
+
+static void test_tokens(void) {
+        store_token t = { 0 };
+
+        CHECK(add_token(a, "tok001", 2, NOW + 3600) == 0);
+        CHECK(add_token(b, "tok001", 2, NOW + 3600) == -HWID_E_EXISTS);
+        CHECK(store_token_get(b, "tok001", &t) == 0);
+        CHECK(t.uses_left == 2 && t.secret_hash[0] == 0xab && !t.revoked);
+        store_token_clear(&t);
+        CHECK(store_token_revoke(b, "tok001") == 0);
+        CHECK(add_request(a, REQ1, "r-1", "tok001", NOW) == -HWID_E_TOKEN_INVALID);
+        CHECK(store_token_revoke(a, "nosuch") == -HWID_E_NOT_FOUND);
+        CHECK(add_token(a, "tokexp", 1, NOW - 1) == 0);
+        CHECK(add_request(a, REQ1, "r-1", "tokexp", NOW) == -HWID_E_TOKEN_INVALID);
+}
+
+static void test_requests(void) {
+        store_issue in = { .request_id = REQ2 };
+
+        CHECK(add_token(a, "tok002", 3, NOW + 3600) == 0);
+        CHECK(add_request(a, REQ2, "Req-2", "tok002", NOW) == 0);
+        CHECK(uses_left(b, "tok002") == 2);
+        CHECK(add_request(b, REQ2, "req-2", "tok002", NOW) == -HWID_E_EXISTS);
+        CHECK(uses_left(b, "tok002") == 2); /* the failed request spent nothing */
+        CHECK(commit(a, "A2", "req-2", NOW + 3600, NOW, &in) == -HWID_E_CONFLICT); /* pending, not approved */
+        CHECK(store_request_decide(b, REQ2, true, NULL, NOW) == 0);
+        CHECK(store_request_decide(a, REQ2, false, "late", NOW) == -HWID_E_CONFLICT);
+        CHECK(commit(b, "A3", "other", NOW + 3600, NOW, &in) == -HWID_E_FORBIDDEN);
+        CHECK(commit(a, "A2", "REQ-2", NOW + 3600, NOW, &in) == 0); /* identities ignore case */
+        CHECK(request_status(b, REQ2) == REQUEST_ISSUED);
+}
+
+static void test_certs(void) {
+        store_cert c = { 0 };
+        store_issue renew = { .supersedes_serial = "C1" }, replace = { .replace_live = true };
+
+        CHECK(commit(a, "C1", "Node-C", NOW + 3600, NOW, NULL) == 0);
+        CHECK(commit(b, "C2", "node-c", NOW + 3600, NOW, NULL) == -HWID_E_CONFLICT);
+        CHECK(commit(b, "C1", "node-other", NOW + 3600, NOW, NULL) == -HWID_E_EXISTS);
+        CHECK(commit(b, "C3", "node-c", NOW + 7200, NOW, &renew) == 0);
+        CHECK(cert_status(a, "C1") == CERT_SUPERSEDED);
+        CHECK(commit(b, "C4", "node-c", NOW + 7200, NOW, &renew) == -HWID_E_CONFLICT); /* renewed already */
+        CHECK(commit(a, "C5", "NODE-C", NOW + 7200, NOW, &replace) == 0);
+        CHECK(cert_status(b, "C3") == CERT_SUPERSEDED);
+        CHECK(store_cert_live_for(b, "node-C", NOW, &c) == 0);
+        CHECK_STREQ(c.serial, "C5");
+        store_cert_clear(&c);
+        /* An expired live certificate does not block the next one. */
+        CHECK(commit(a, "C6", "node-exp", NOW + 10, NOW, NULL) == 0);
+        CHECK(commit(b, "C7", "node-exp", NOW + 3600, NOW + 20, NULL) == 0);
+        CHECK(cert_status(a, "C6") == CERT_SUPERSEDED);
+        CHECK(commit(a, "c8", "lower", NOW + 10, NOW, NULL) == -HWID_E_INVALID);
+}
+
+static void test_dns(void) {
+        const char *n1[] = { "Web.Example." }, *n2[] = { "web.example" };
+        store_issue i1 = { .dns_names = n1, .n_dns_names = 1 }, i2 = { .dns_names = n2, .n_dns_names = 1 };
+        char *owner = NULL;
+
+        CHECK(commit(a, "D1", "dns-1", NOW + 3600, NOW, &i1) == 0);
+        CHECK(commit(b, "D2", "dns-2", NOW + 3600, NOW, &i2) == -HWID_E_CONFLICT);
+        CHECK(store_dns_owner(b, "WEB.example", NOW, &owner) == 0);
+        CHECK_STREQ(owner, "dns-1");
+        free(owner);
+        CHECK(store_cert_revoke(a, "D1", 4, NOW, NULL) == 0);
+        CHECK(commit(b, "D2", "dns-2", NOW + 3600, NOW, &i2) == 0); /* a revoked holder lets go */
+}
+
+typedef struct seen {
+        const char *serial;
+        bool found;
+} seen;
+
+static int find_revoked(const char *serial, int64_t at, int reason, void *userdata) {
+        seen *s = userdata;
+
+        if (strcmp(serial, s->serial) == 0)
+                s->found = true;
+        return 0;
+}
+
+static void test_revocation(void) {
+        int64_t seq0 = 0, seq1 = 0, n0 = 0, n1 = 0, n2 = 0;
+        seen s = { .serial = "E1" };
+        size_t n = 0;
+
+        CHECK(store_revocation_seq(b, &seq0) == 0);
+        CHECK(commit(a, "E1", "rev-1", NOW + 3600, NOW, NULL) == 0);
+        CHECK(store_cert_revoke(a, "E1", 1, NOW, NULL) == 0);
+        CHECK(store_cert_revoke(b, "E1", 1, NOW, NULL) == -HWID_E_CONFLICT);
+        CHECK(store_revocation_seq(b, &seq1) == 0 && seq1 > seq0);
+        CHECK(store_cert_foreach_revoked(b, NOW, find_revoked, &s) == 0 && s.found);
+        CHECK(store_key_blocked(b, spki_of("E1")) == -HWID_E_KEY_BLOCKED);
+        CHECK(commit(b, "E1", "rev-2", NOW + 3600, NOW, NULL) == -HWID_E_KEY_BLOCKED);
+        CHECK(commit(a, "E2", "rev-3", NOW + 3600, NOW, NULL) == 0);
+        CHECK(commit(a, "E3", "rev-3", NOW + 7200, NOW, &(store_issue) { .supersedes_serial = "E2" }) == 0);
+        CHECK(store_cert_revoke_identity(b, "REV-3", 5, NOW, NULL, &n) == 0 && n == 2);
+        CHECK(store_cert_revoke_identity(b, "rev-3", 5, NOW, NULL, &n) == -HWID_E_NOT_FOUND);
+        CHECK(store_crl_number_next(a, NOW, &n0) == 0 && n0 >= NOW);
+        CHECK(store_crl_number_next(b, NOW - 100, &n1) == 0 && n1 > n0);
+        CHECK(store_crl_number_next(a, NOW, &n2) == 0 && n2 > n1);
+}
+
+static void test_audit(void) {
+        store_audit rec = { .actor = "admin:root", .action = "test", .target = "x\n", .outcome = "allow" };
+        store_audit_report rep;
+        int before = audit_rows(a);
+
+        CHECK(store_audit_append(a, &rec) == 0);
+        CHECK(store_audit_append(b, &rec) == 0);
+        CHECK(audit_rows(b) == before + 2);
+        CHECK(store_audit_verify(b, &rep) == 0 && rep.problem == AUDIT_OK);
+}
+
+static void test_attest(void) {
+        store_challenge c = { .id = "0123456789abcdef0123456789abcdef", .ak_public = (uint8_t *) der,
+                              .ak_public_len = sizeof(der), .ek_cert = (uint8_t *) der, .ek_cert_len = sizeof(der),
+                              .expires_at = NOW + 60 }, got = { 0 };
+        store_ek e = { .ek_pub_sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                       .identity = (char *) "Ek-Node", .profile = (char *) "edge" }, f = { 0 };
+        store_ek e2 = e;
+
+        CHECK(store_challenge_put(a, &c, NOW, 10) == 0);
+        CHECK(store_challenge_put(b, &c, NOW, 10) == -HWID_E_EXISTS);
+        CHECK(store_challenge_take(b, c.id, &got) == 0 && got.ak_public_len == sizeof(der));
+        store_challenge_clear(&got);
+        CHECK(store_challenge_take(a, c.id, &got) == -HWID_E_NOT_FOUND);
+        CHECK(store_ek_add(a, &e, 1, NULL, NOW) == 0);
+        e2.ek_pub_sha256[0] = 'f';
+        e2.identity = (char *) "ek-node";
+        CHECK(store_ek_add(b, &e2, 1, NULL, NOW) == -HWID_E_EXISTS);
+        /* The same entry again: the name is what is reported, as SQLite does. */
+        CHECK(store_ek_add(b, &e, 1, NULL, NOW) == -HWID_E_EXISTS);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_EXISTS), "Ek-Node is already on the EK allowlist");
+        CHECK(store_ek_find(b, NULL, e.ek_pub_sha256, &f) == 0);
+        CHECK_STREQ(f.identity, "Ek-Node");
+        store_ek_clear(&f);
+        CHECK(store_ek_remove(b, "EK-NODE", NULL, NOW) == 0);
+        CHECK(store_ek_remove(a, "ek-node", NULL, NOW) == -HWID_E_NOT_FOUND);
+}
+
+/* ---- races between the two store objects ---- */
+
+typedef struct racer {
+        int i;
+        const char *identity; /* NULL: a name of its own */
+        const char *token;
+        bool replace;
+        int r;
+} racer;
+
+static void *race_commit(void *userdata) {
+        racer *x = userdata;
+        char serial[16], name[32];
+
+        snprintf(serial, sizeof(serial), "F%s%02X", x->replace ? "C" : x->token ? "A" : "B", x->i);
+        snprintf(name, sizeof(name), "race-%s-%d", x->token ? "t" : "i", x->i);
+        x->r = commit(x->i % 2 ? a : b, serial, x->identity ? x->identity : name, NOW + 3600, NOW,
+                      &(store_issue) { .consume_token_id = x->token, .replace_live = x->replace });
+        return NULL;
+}
+
+static int run_race(const char *identity, const char *token, bool replace, int *ret_conflicts) {
+        pthread_t th[RACERS];
+        racer x[RACERS];
+        int ok = 0;
+
+        *ret_conflicts = 0;
+        for (int i = 0; i < RACERS; i++) {
+                x[i] = (racer) { .i = i, .identity = identity, .token = token, .replace = replace };
+                pthread_create(&th[i], NULL, race_commit, &x[i]);
+        }
+        for (int i = 0; i < RACERS; i++) {
+                pthread_join(th[i], NULL);
+                ok += x[i].r == 0;
+                *ret_conflicts += x[i].r == -HWID_E_CONFLICT || x[i].r == -HWID_E_TOKEN_INVALID;
+        }
+        return ok;
+}
+
+static void test_races(void) {
+        store_cert *all = NULL;
+        size_t n = 0;
+        int lost = 0;
+
+        CHECK(run_race("race-one", NULL, false, &lost) == 1);
+        CHECK(lost == RACERS - 1);
+        CHECK(store_cert_list(a, "RACE-ONE", &all, &n) == 0 && n == 1);
+        store_cert_list_free(all, n);
+        CHECK(add_token(a, "tokrac", 5, NOW + 3600) == 0);
+        CHECK(run_race(NULL, "tokrac", false, &lost) == 5);
+        CHECK(lost == RACERS - 5);
+        CHECK(uses_left(b, "tokrac") == 0);
+        /* Re-enrollments that replace the live certificate all succeed, one
+         * after the other: one certificate is live at the end. */
+        CHECK(run_race("race-replace", NULL, true, &lost) == RACERS);
+        CHECK(store_cert_list(b, "race-replace", &all, &n) == 0 && n == RACERS);
+        for (size_t i = 0, live = 0; i < n; i++)
+                if (all[i].status == CERT_VALID && ++live > 1)
+                        CHECK(!"two live certificates after replacing races");
+        store_cert_list_free(all, n);
+}
+
+int main(void) {
+        const char *uri = getenv("HWID_TEST_PG_URI");
+
+        if (!uri) {
+                fprintf(stderr, "HWID_TEST_PG_URI is not set (tests/integration/pg-store.sh sets it)\n");
+                return 77;
+        }
+        if (!fixture_begin())
+                return 1;
+        if (store_open(uri, &a) < 0 || store_open(uri, &b) < 0) {
+                fprintf(stderr, "cannot open %s: %s\n", uri, hwid_strerror(-HWID_E_STORE));
+                return 1;
+        }
+        test_tokens();
+        test_requests();
+        test_certs();
+        test_dns();
+        test_revocation();
+        test_audit();
+        test_attest();
+        test_races();
+        store_free(a);
+        store_free(b);
+        return fixture_end("test-store-pg");
+}
