@@ -7,16 +7,8 @@
 
 #include "error.h"
 #include "store-pg.h"
-#include "store-sqlite.h" /* the input checks both stores share */
+#include "store-rows.h"
 
-#define EK_NAME_MAX 64
-#define EK_COLS "ek_cert_sha256, ek_pub_sha256, identity, profile, added_at"
-
-static bool hex_ok(const char *s, size_t min, size_t max) {
-        size_t n = strnlen(s, max + 1);
-
-        return n >= min && n <= max && strspn(s, "0123456789abcdef") == n;
-}
 
 typedef struct chal_q {
         const store_challenge *in;
@@ -50,7 +42,7 @@ static int put_run(pg_slot *c, void *userdata) {
 }
 
 int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending) {
-        if (!c || !hex_ok(c->id, 32, 32) || !c->ak_public || c->ak_public_len == 0 || c->ak_public_len > 1024 ||
+        if (!c || !store_hex_ok(c->id, 32, 32) || !c->ak_public || c->ak_public_len == 0 || c->ak_public_len > 1024 ||
             !c->ek_cert || c->ek_cert_len == 0 || c->ek_cert_len > 4096)
                 return hwid_fail(HWID_E_INVALID, "attestation challenge to store has a bad id, AK or EK certificate");
         return pg_tx(p, put_run, &(chal_q) { .in = c, .now = now, .max = max_pending },
@@ -89,7 +81,7 @@ int store_pg_challenge_take(store_pg *p, const char *id, store_challenge *ret) {
         store_challenge x = { 0 };
         int r;
 
-        if (!id || !hex_ok(id, 32, 32))
+        if (!id || !store_hex_ok(id, 32, 32))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such attestation challenge");
         r = pg_tx(p, take_run, &(chal_q) { .id = id, .out = &x }, "commit the taken attestation challenge");
         if (r < 0) {
@@ -101,13 +93,6 @@ int store_pg_challenge_take(store_pg *p, const char *id, store_challenge *ret) {
 }
 
 /* ---- the EK allowlist ---- */
-
-static bool ek_ok(const store_ek *e) {
-        return store_str_ok(e->identity, EK_NAME_MAX) && store_str_ok(e->profile, EK_NAME_MAX) &&
-               (e->ek_cert_sha256[0] || e->ek_pub_sha256[0]) &&
-               (!e->ek_cert_sha256[0] || hex_ok(e->ek_cert_sha256, 64, 64)) &&
-               (!e->ek_pub_sha256[0] || hex_ok(e->ek_pub_sha256, 64, 64));
-}
 
 static int ek_from_row(PGresult *res, int row, store_ek *ret) {
         store_ek e = { .added_at = pg_i64(res, row, 4) };
@@ -139,10 +124,10 @@ typedef struct ek_q {
 static int ek_insert(pg_slot *c, const store_ek *e, int64_t now) {
         int r;
 
-        if (!ek_ok(e))
+        if (!store_ek_ok(e))
                 return hwid_fail(HWID_E_INVALID, "EK allowlist entry %s lacks a valid name (1-%d bytes), profile, "
                                  "or EK hash (64 lower-case hex digits)", e->identity ? e->identity : "(none)",
-                                 EK_NAME_MAX);
+                                 STORE_EK_NAME_MAX);
         r = pg_exec(c, NULL, "add to the EK allowlist",
                     "INSERT INTO ek_allowlist (" EK_COLS ") VALUES ($1, $2, $3, $4, $5)", "ttttI",
                     store_opt(e->ek_cert_sha256), store_opt(e->ek_pub_sha256), e->identity, e->profile, now);

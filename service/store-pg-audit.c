@@ -11,7 +11,7 @@
 #include "error.h"
 #include "escape.h"
 #include "store-pg.h"
-#include "store-sqlite.h" /* the input checks both stores share */
+#include "store-rows.h"
 
 /* The audit chain's order is the write lock's (store-pg.h). */
 #define PG_AUDIT_LOCK PG_WRITE_LOCK

@@ -14,21 +14,8 @@
 
 #include "error.h"
 #include "store-pg.h"
-#include "store-sqlite.h" /* the input checks both stores share */
+#include "store-rows.h"
 
-#define CERT_COLS                                                                             \
-        "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
-        "revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, ek_cert_sha256, " \
-        "ek_pub_sha256, ak_name"
-#define DNS_NAME_MAX 253
-
-static store_cert_status cert_status_parse(const char *s) {
-        if (s && strcmp(s, "valid") == 0)
-                return CERT_VALID;
-        if (s && strcmp(s, "superseded") == 0)
-                return CERT_SUPERSEDED;
-        return CERT_REVOKED;
-}
 
 static int cert_from_row(PGresult *res, int row, store_cert *ret) {
         store_cert c = { 0 };
@@ -42,7 +29,7 @@ static int cert_from_row(PGresult *res, int row, store_cert *ret) {
         c.der = pg_blobdup(res, row, 5, &c.der_len, &oom);
         c.not_before = pg_i64(res, row, 6);
         c.not_after = pg_i64(res, row, 7);
-        c.status = cert_status_parse(pg_val(res, row, 8));
+        c.status = store_cert_status_parse(pg_val(res, row, 8));
         c.revoked_at = pg_i64(res, row, 9);
         c.revocation_reason = (int) pg_i64(res, row, 10);
         c.request_id = pg_strdup(res, row, 11, &oom);
@@ -87,20 +74,6 @@ int pg_cert_read_serial(pg_slot *c, const char *serial, bool lock, store_cert *r
 }
 
 /* ---- commit ---- */
-
-static int cert_check(const store_cert *c) {
-        if (!c || !store_serial_ok(c->serial))
-                return hwid_fail(HWID_E_INVALID, "certificate to store has no serial in upper-case hex");
-        if (!store_str_ok(c->identity, 1024) || !c->subject || !store_str_ok(c->profile, 256))
-                return hwid_fail(HWID_E_INVALID, "certificate %s lacks an identity, subject or profile", c->serial);
-        if (strnlen(c->spki_sha256, sizeof(c->spki_sha256)) != 64 || !c->der || c->der_len == 0)
-                return hwid_fail(HWID_E_INVALID, "certificate %s lacks its key hash or DER", c->serial);
-        if (c->not_after < c->not_before)
-                return hwid_fail(HWID_E_INVALID, "certificate %s ends before it starts", c->serial);
-        if (!store_attestation_ok(&c->attestation))
-                return hwid_fail(HWID_E_INVALID, "certificate %s has a malformed attestation record", c->serial);
-        return 0;
-}
 
 static int supersede(pg_slot *c, const char *serial, const char *identity, int64_t now) {
         _cleanup_(store_cert_clear) store_cert old = { 0 };
@@ -157,7 +130,7 @@ static int cert_insert(pg_slot *c, const store_cert *x, const char *request_id, 
 }
 
 static int dns_record(pg_slot *c, const store_issue *in, int64_t now) {
-        char name[DNS_NAME_MAX + 1];
+        char name[STORE_DNS_NAME_MAX + 1];
         int r;
 
         for (size_t i = 0; i < in->n_dns_names; i++) {
@@ -208,7 +181,7 @@ static int commit_run(pg_slot *c, void *userdata) {
 }
 
 int store_pg_cert_commit(store_pg *p, const store_issue *in, int64_t now) {
-        int r = cert_check(in ? in->cert : NULL);
+        int r = store_cert_check(in ? in->cert : NULL);
 
         if (r < 0)
                 return r;
@@ -303,7 +276,7 @@ static int dns_owner_run(pg_slot *c, void *userdata) {
 }
 
 int store_pg_dns_owner(store_pg *p, const char *name, int64_t now, char **ret_identity) {
-        char canon[DNS_NAME_MAX + 1];
+        char canon[STORE_DNS_NAME_MAX + 1];
         int r = store_dns_canonical(name, canon, sizeof(canon));
 
         if (r < 0)

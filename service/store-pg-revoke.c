@@ -7,7 +7,7 @@
 
 #include "error.h"
 #include "store-pg.h"
-#include "store-sqlite.h" /* the input checks both stores share */
+#include "store-rows.h"
 
 #define CRL_KEY_COMPROMISE 1
 

@@ -8,27 +8,8 @@
 
 #include "error.h"
 #include "store-pg.h"
-#include "store-sqlite.h" /* the input checks both stores share */
+#include "store-rows.h"
 
-#define TOKEN_COLS \
-        "id, secret_hash, profile, name_pattern, description, created_at, expires_at, uses_total, uses_left, revoked"
-#define REQUEST_COLS \
-        "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, updated_at, " \
-        "ek_cert_sha256, ek_pub_sha256, ak_name"
-
-static const char *const request_status_names[] = {
-        [REQUEST_PENDING] = "pending",
-        [REQUEST_APPROVED] = "approved",
-        [REQUEST_DENIED] = "denied",
-        [REQUEST_ISSUED] = "issued",
-};
-
-static store_request_status request_status_parse(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(request_status_names); i++)
-                if (strcmp(s, request_status_names[i]) == 0)
-                        return (store_request_status) i;
-        return REQUEST_DENIED;
-}
 
 /* ---- tokens ---- */
 
@@ -189,7 +170,7 @@ static int request_from_row(PGresult *res, int row, store_request *ret) {
         pg_copy(res, row, 3, q.token_id, sizeof(q.token_id));
         pg_copy(res, row, 4, q.spki_sha256, sizeof(q.spki_sha256));
         q.csr_der = pg_blobdup(res, row, 5, &q.csr_der_len, &oom);
-        q.status = request_status_parse(pg_val(res, row, 6));
+        q.status = store_request_status_parse(pg_val(res, row, 6));
         q.reason = pg_strdup(res, row, 7, &oom);
         q.serial = pg_strdup(res, row, 8, &oom);
         q.created_at = pg_i64(res, row, 9);
@@ -333,7 +314,7 @@ static int request_not(pg_slot *c, const char *id, store_request_status want) {
         if (r < 0)
                 return r;
         return hwid_fail(HWID_E_CONFLICT, "request " REQUEST_ID_FMT " is %s, not %s", id,
-                         request_status_names[q.status], request_status_names[want]);
+                         store_request_status_name(q.status), store_request_status_name(want));
 }
 
 static int request_decide_run(pg_slot *c, void *userdata) {

@@ -12,21 +12,6 @@
 
 #define CHALLENGE_AK_MAX 1024
 #define CHALLENGE_EK_MAX 4096
-#define EK_NAME_MAX 64
-#define EK_COLS "ek_cert_sha256, ek_pub_sha256, identity, profile, added_at"
-
-static bool hex_ok(const char *s, size_t min, size_t max) {
-        size_t n = strnlen(s, max + 1);
-
-        return n >= min && n <= max && strspn(s, "0123456789abcdef") == n;
-}
-
-bool store_attestation_ok(const store_attestation *a) {
-        if (!a->ek_pub_sha256[0])
-                return !a->ek_cert_sha256[0] && !a->ak_name[0];
-        return hex_ok(a->ek_pub_sha256, 64, 64) && (!a->ek_cert_sha256[0] || hex_ok(a->ek_cert_sha256, 64, 64)) &&
-               (!a->ak_name[0] || (hex_ok(a->ak_name, 4, 132) && strlen(a->ak_name) % 2 == 0));
-}
 
 void store_col_attestation(sqlite3_stmt *st, int i, store_attestation *ret) {
         store_col_copy(st, i, ret->ek_cert_sha256, sizeof(ret->ek_cert_sha256));
@@ -37,7 +22,7 @@ void store_col_attestation(sqlite3_stmt *st, int i, store_attestation *ret) {
 /* ---- challenges ---- */
 
 static bool challenge_ok(const store_challenge *c) {
-        return c && hex_ok(c->id, 32, 32) && c->ak_public && c->ak_public_len > 0 &&
+        return c && store_hex_ok(c->id, 32, 32) && c->ak_public && c->ak_public_len > 0 &&
                c->ak_public_len <= CHALLENGE_AK_MAX && c->ek_cert && c->ek_cert_len > 0 &&
                c->ek_cert_len <= CHALLENGE_EK_MAX;
 }
@@ -118,7 +103,7 @@ int store_sqlite_challenge_take(store *s, const char *id, store_challenge *ret) 
         store_challenge c = { 0 };
         int r;
 
-        if (!id || !hex_ok(id, 32, 32))
+        if (!id || !store_hex_ok(id, 32, 32))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such attestation challenge");
         r = store_enter(s, true, &g);
         if (r >= 0)
@@ -145,13 +130,6 @@ int store_sqlite_challenge_take(store *s, const char *id, store_challenge *ret) 
 }
 
 /* ---- the EK allowlist ---- */
-
-static bool ek_ok(const store_ek *e) {
-        return store_str_ok(e->identity, EK_NAME_MAX) && store_str_ok(e->profile, EK_NAME_MAX) &&
-               (e->ek_cert_sha256[0] || e->ek_pub_sha256[0]) &&
-               (!e->ek_cert_sha256[0] || hex_ok(e->ek_cert_sha256, 64, 64)) &&
-               (!e->ek_pub_sha256[0] || hex_ok(e->ek_pub_sha256, 64, 64));
-}
 
 static int ek_from_row(sqlite3_stmt *st, store_ek *ret) {
         store_ek e = { .added_at = sqlite3_column_int64(st, 4) };
@@ -184,10 +162,10 @@ static int ek_insert(store *s, const store_ek *e, int64_t now) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        if (!ek_ok(e))
+        if (!store_ek_ok(e))
                 return hwid_fail(HWID_E_INVALID, "EK allowlist entry %s lacks a valid name (1-%d bytes), profile, "
                                  "or EK hash (64 lower-case hex digits)", e->identity ? e->identity : "(none)",
-                                 EK_NAME_MAX);
+                                 STORE_EK_NAME_MAX);
         r = store_stmt(s, ST_EK_INSERT, "INSERT INTO ek_allowlist (" EK_COLS ") VALUES (?1, ?2, ?3, ?4, ?5)", &st);
         if (r >= 0)
                 r = store_bind(s, st, "ttttI", store_opt(e->ek_cert_sha256), store_opt(e->ek_pub_sha256),

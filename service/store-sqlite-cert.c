@@ -12,23 +12,6 @@
 #include "error.h"
 #include "store-sqlite.h"
 
-#define CERT_COLS                                                                             \
-        "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
-        "revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, ek_cert_sha256, " \
-        "ek_pub_sha256, ak_name"
-
-static const char *const cert_status_names[] = {
-        [CERT_VALID] = "valid",
-        [CERT_REVOKED] = "revoked",
-        [CERT_SUPERSEDED] = "superseded",
-};
-
-static store_cert_status cert_status_parse(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(cert_status_names); i++)
-                if (strcmp(s, cert_status_names[i]) == 0)
-                        return (store_cert_status) i;
-        return CERT_REVOKED; /* impossible under the CHECK; the safe answer */
-}
 
 static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         store_cert c = { 0 };
@@ -42,7 +25,7 @@ static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         c.der = store_col_blobdup(st, 5, &c.der_len, &oom);
         c.not_before = sqlite3_column_int64(st, 6);
         c.not_after = sqlite3_column_int64(st, 7);
-        c.status = cert_status_parse((const char *) sqlite3_column_text(st, 8));
+        c.status = store_cert_status_parse((const char *) sqlite3_column_text(st, 8));
         c.revoked_at = sqlite3_column_int64(st, 9);
         c.revocation_reason = sqlite3_column_int(st, 10);
         c.request_id = store_col_strdup(st, 11, &oom);
@@ -87,20 +70,6 @@ static int cert_read_serial(store *s, const char *serial, store_cert *ret) {
 }
 
 /* ---- commit ---- */
-
-static int cert_check(const store_cert *c) {
-        if (!c || !store_serial_ok(c->serial))
-                return hwid_fail(HWID_E_INVALID, "certificate to store has no serial in upper-case hex");
-        if (!store_str_ok(c->identity, 1024) || !c->subject || !store_str_ok(c->profile, 256))
-                return hwid_fail(HWID_E_INVALID, "certificate %s lacks an identity, subject or profile", c->serial);
-        if (strnlen(c->spki_sha256, sizeof(c->spki_sha256)) != 64 || !c->der || c->der_len == 0)
-                return hwid_fail(HWID_E_INVALID, "certificate %s lacks its key hash or DER", c->serial);
-        if (c->not_after < c->not_before)
-                return hwid_fail(HWID_E_INVALID, "certificate %s ends before it starts", c->serial);
-        if (!store_attestation_ok(&c->attestation))
-                return hwid_fail(HWID_E_INVALID, "certificate %s has a malformed attestation record", c->serial);
-        return 0;
-}
 
 /* Renewal: the certificate renewed must still be the identity's live one. */
 static int supersede(store *s, const char *serial, const char *identity, int64_t now) {
@@ -209,7 +178,7 @@ static int cert_commit_run(store *s, void *userdata) {
 int store_sqlite_cert_commit(store *s, const store_issue *in, int64_t now) {
         cert_commit cc = { .in = in, .now = now };
         store_job job = { .run = cert_commit_run, .userdata = &cc };
-        int r = cert_check(in ? in->cert : NULL);
+        int r = store_cert_check(in ? in->cert : NULL);
 
         if (r < 0)
                 return r;

@@ -13,24 +13,6 @@
 #include "error.h"
 #include "store-sqlite.h"
 
-#define DNS_NAME_MAX 253
-
-int store_dns_canonical(const char *name, char *out, size_t size) {
-        size_t n = name ? strnlen(name, DNS_NAME_MAX + 2) : 0;
-
-        if (n > 0 && name[n - 1] == '.')
-                n--;
-        if (n == 0 || n > DNS_NAME_MAX || n >= size)
-                return hwid_fail(HWID_E_INVALID, "a DNS name is 1 to %d characters", DNS_NAME_MAX);
-        for (size_t i = 0; i < n; i++) {
-                unsigned char c = (unsigned char) name[i];
-                if (c <= 0x20 || c >= 0x7f)
-                        return hwid_fail(HWID_E_INVALID, "a DNS name is printable ASCII");
-                out[i] = (char) (c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-        }
-        out[n] = '\0';
-        return 0;
-}
 
 /* Inside a transaction: the identity holding name (canonical) in a
  * certificate that is 'valid', expired or not; NULL if none. */
@@ -90,7 +72,7 @@ static int insert_name(store *s, const char *serial, const char *identity, const
 
 int store_dns_record(store *s, const char *serial, const char *identity, const char *const *names, size_t n,
                      int64_t now) {
-        char name[DNS_NAME_MAX + 1];
+        char name[STORE_DNS_NAME_MAX + 1];
         int r;
 
         for (size_t i = 0; i < n; i++) {
@@ -105,7 +87,7 @@ int store_dns_record(store *s, const char *serial, const char *identity, const c
 int store_sqlite_dns_owner(store *s, const char *name, int64_t now, char **ret_identity) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        char canon[DNS_NAME_MAX + 1];
+        char canon[STORE_DNS_NAME_MAX + 1];
         char *id;
         bool oom = false;
         int r = store_dns_canonical(name, canon, sizeof(canon));
@@ -151,7 +133,7 @@ static int backfill_done(store *s, bool *ret) {
  * before the rule existed stays with the older one (*skipped). */
 static int backfill_name(store *s, sqlite3_stmt *ins, const char *serial, const char *raw, size_t *recorded,
                          size_t *skipped) {
-        char name[DNS_NAME_MAX + 1];
+        char name[STORE_DNS_NAME_MAX + 1];
         int r, rc;
 
         if (store_dns_canonical(raw, name, sizeof(name)) < 0) {

@@ -10,25 +10,6 @@
 #include "error.h"
 #include "store-sqlite.h"
 
-#define TOKEN_COLS \
-        "id, secret_hash, profile, name_pattern, description, created_at, expires_at, uses_total, uses_left, revoked"
-#define REQUEST_COLS \
-        "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, updated_at, " \
-        "ek_cert_sha256, ek_pub_sha256, ak_name"
-
-static const char *const request_status_names[] = {
-        [REQUEST_PENDING] = "pending",
-        [REQUEST_APPROVED] = "approved",
-        [REQUEST_DENIED] = "denied",
-        [REQUEST_ISSUED] = "issued",
-};
-
-static store_request_status request_status_parse(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(request_status_names); i++)
-                if (strcmp(s, request_status_names[i]) == 0)
-                        return (store_request_status) i;
-        return REQUEST_DENIED; /* impossible under the CHECK; the safe answer */
-}
 
 /* ---- tokens ---- */
 
@@ -201,7 +182,7 @@ static int request_from_row(sqlite3_stmt *st, store_request *ret) {
         store_col_copy(st, 3, q.token_id, sizeof(q.token_id));
         store_col_copy(st, 4, q.spki_sha256, sizeof(q.spki_sha256));
         q.csr_der = store_col_blobdup(st, 5, &q.csr_der_len, &oom);
-        q.status = request_status_parse((const char *) sqlite3_column_text(st, 6));
+        q.status = store_request_status_parse((const char *) sqlite3_column_text(st, 6));
         q.reason = store_col_strdup(st, 7, &oom);
         q.serial = store_col_strdup(st, 8, &oom);
         q.created_at = sqlite3_column_int64(st, 9);
@@ -341,7 +322,7 @@ static int request_not(store *s, const char *id, store_request_status want) {
         if (r < 0)
                 return r;
         return hwid_fail(HWID_E_CONFLICT, "request " REQUEST_ID_FMT " is %s, not %s", id,
-                         request_status_names[q.status], request_status_names[want]);
+                         store_request_status_name(q.status), store_request_status_name(want));
 }
 
 int store_sqlite_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now) {

@@ -333,22 +333,6 @@ void *store_array_grow(void *arr, size_t *alloc, size_t n, size_t elem) {
         return p;
 }
 
-bool store_str_ok(const char *s, size_t max) {
-        return s && s[0] && strnlen(s, max + 1) <= max;
-}
-
-bool store_serial_ok(const char *serial) {
-        size_t n = serial ? strnlen(serial, 65) : 0;
-
-        return n > 0 && n <= 64 && strspn(serial, "0123456789ABCDEF") == n;
-}
-
-bool store_token_id_ok(const char *id) {
-        if (!id || strnlen(id, 7) != 6)
-                return false;
-        return strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789") == 6;
-}
-
 /* ---- open and close ---- */
 
 /* Created by us, owner-only: the store holds every CSR and the audit

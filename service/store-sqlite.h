@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 
+#include "store-rows.h"
 #include "store.h"
 
 /* How long a writer waits for another (thread or process) to finish. */
@@ -260,11 +261,6 @@ void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t size);
  * array, or NULL (arr untouched) when out of memory. */
 void *store_array_grow(void *arr, size_t *alloc, size_t n, size_t elem);
 
-/* Bounded checks of caller input, for clear -HWID_E_INVALID details. */
-bool store_str_ok(const char *s, size_t max);
-bool store_token_id_ok(const char *id);
-/* Upper-case hex, as serials are stored: 1..64 characters. */
-bool store_serial_ok(const char *serial);
 
 /* ---- store-sqlite-schema.c ---- */
 
@@ -276,10 +272,6 @@ int64_t store_schema_version(void);
 
 /* ---- store-sqlite-dns.c ---- */
 
-/* The canonical form of a DNS name into out: ASCII lower case, without a
- * trailing dot; -HWID_E_INVALID if it is empty, longer than 253 or not
- * printable ASCII. */
-int store_dns_canonical(const char *name, char *out, size_t size);
 /* Inside a certificate's write transaction: records its n DNS names;
  * -HWID_E_CONFLICT if another live certificate holds one. */
 int store_dns_record(store *s, const char *serial, const char *identity, const char *const *names, size_t n,
@@ -314,12 +306,6 @@ void store_audit_sink_close(store *s);
 
 /* Reads the three attestation columns starting at column i ("" for NULL). */
 void store_col_attestation(sqlite3_stmt *st, int i, store_attestation *ret);
-/* Whether a is empty or well-formed (hex of the right lengths, EK key set). */
-bool store_attestation_ok(const store_attestation *a);
-/* What to bind for an optional text: NULL for "". */
-static inline const char *store_opt(const char *s) {
-        return s && s[0] ? s : NULL;
-}
 
 /* ---- store-sqlite-revoke.c (within a write transaction) ---- */
 int store_revocation_bump(store *s);
