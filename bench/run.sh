@@ -35,11 +35,13 @@ OUT=$SRCDIR/docs/BENCHMARKS.md
 QUICK=0
 KEEP=0
 QUIET_WAIT=0
+PROFILE_ONLY=0
 
 while [ $# -gt 0 ]; do
         case "$1" in
         --quick) QUICK=1; shift ;;
         --keep) KEEP=1; shift ;;
+        --profile-only) PROFILE_ONLY=1; shift ;;
         --out) OUT=$2; shift 2 ;;
         --wait-quiet) QUIET_WAIT=$2; shift 2 ;;
         -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -48,9 +50,9 @@ while [ $# -gt 0 ]; do
 done
 
 if [ $QUICK = 1 ]; then
-        DUR=2; LOAD_REPS=1; SIGN_SECS=1; JOINS=3; ROUNDS=1; FILL_VALID=100000; FILL_REVOKED=10000; OSSL_CA_N=30
+        DUR=2; PROF_N=100; LOAD_REPS=1; SIGN_SECS=1; JOINS=3; ROUNDS=1; FILL_VALID=100000; FILL_REVOKED=10000; OSSL_CA_N=30
 else
-        DUR=8; LOAD_REPS=3; SIGN_SECS=3; JOINS=10; ROUNDS=3; FILL_VALID=1000000; FILL_REVOKED=100000; OSSL_CA_N=200
+        DUR=8; PROF_N=400; LOAD_REPS=3; SIGN_SECS=3; JOINS=10; ROUNDS=3; FILL_VALID=1000000; FILL_REVOKED=100000; OSSL_CA_N=200
 fi
 LEVELS=(1 4 16 64)
 HOLD=1000
@@ -765,6 +767,120 @@ scale() {
 
 # --- the report -------------------------------------------------------------------------
 
+# --- 8. profile: where an issuance's CPU goes -------------------------------------
+
+# Instructions per issuance, by phase, from callgrind: hwidd runs under
+# valgrind --tool=callgrind with the same configuration; at each level the
+# load generator first only opens its connections (--requests 0: TLS
+# handshakes, warm-up), then sends PROF_N enrollments over new ones; each
+# is dumped on its own, and the phases are the difference of inclusive
+# costs of the functions below, divided by PROF_N.  Only user space is
+# counted (callgrind sees no kernel: syscalls, fdatasync, the network).
+# PHASES: "row|functions (inclusive, summed)|functions to subtract".
+PHASES=(
+        "TLS records (GnuTLS)|gnutls_record_recv gnutls_record_send|"
+        "parse: JSON body, CSR DER, key import|ca_body_parse csr_info_parse|X509_REQ_verify_ex"
+        "verify: the CSR's signature (P-256)|X509_REQ_verify_ex|"
+        "authorize and policy: token, policy, live and DNS lookups|ca_auth_token ca_decision policy_check_enroll store_key_blocked store_cert_live_for store_dns_owner|"
+        "build: certificate fields, extensions, DER, PEM, record|ca_issue|X509_sign_ctx store_cert_commit"
+        "sign: C_SignInit + C_Sign in SoftHSM2 via p11-kit (with the TBS hash)|X509_sign_ctx|"
+        "commit: SQLite rows, indexes, WAL (group commit)|store_cert_commit|store_audit_insert"
+        "audit: the record, its hash chain, its row|store_audit_insert|"
+        "WAL checkpoints (background thread)|sqlite3_wal_checkpoint_v2|"
+        "HTTP: libmicrohttpd, routing, headers, responses, logging|@rest|"
+)
+
+# cg_incl FILE — "inclusive-Ir function" for every function in FILE.
+cg_incl() {
+        callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+                awk '$1 ~ /^[0-9,]+$/ { ir = $1; gsub(",", "", ir); for (i = 2; i <= NF; i++) if ($i ~ /:/) { f = $i; sub(/^.*:/, "", f); if (!(f in s)) { s[f] = ir; print f, ir } ; break } }'
+}
+
+cg_total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ && !t { gsub(",", "", $1); t = $1 } END { print t }'; }
+
+# phase_sum INCL FNS — the summed inclusive cost of FNS in the listing INCL.
+phase_sum() {
+        awk -v fns="$2" 'BEGIN { n = split(fns, a, " "); for (i = 1; i <= n; i++) w[a[i]] = 1 } ($1 in w) { s += $2 } END { print s + 0 }' "$1"
+}
+
+# profile_level C — per-issuance instructions by phase at C clients (PROF_C_*).
+profile_level() {
+        local c=$1 base full row name add sub v sum=0 tot out
+        for kind in base full; do
+                callgrind_control -z "$CG_PID" >/dev/null
+                out=$("$LOAD" --mode hwid --url "$URL" --cacert "$W/ca/ca.pem" --connections "$c" \
+                        --requests "$([ $kind = base ] && echo 0 || echo "$PROF_N")" --duration 600 \
+                        --prefix "p$c$kind" 2>>"$W/load-errors.log") || die "profile load $c: $(tail -3 "$W/load-errors.log")"
+                [ $kind = base ] || [ "$(kv errors "$out")" = 0 ] || die "profile load $c: errors: $out"
+                callgrind_control -d "c$c-$kind" "$CG_PID" >/dev/null
+                sleep 1
+                cp "$(ls -t "$W"/cg.out.* | sed -n 1p)" "$W/cg-c$c-$kind.out"
+                cg_incl "$W/cg-c$c-$kind.out" >"$W/cg-c$c-$kind.incl"
+        done
+        tot=$(( ($(cg_total "$W/cg-c$c-full.out") - $(cg_total "$W/cg-c$c-base.out")) / PROF_N ))
+        res "PROF_${c}_total" "$tot"
+        for i in "${!PHASES[@]}"; do
+                IFS='|' read -r name add sub <<<"${PHASES[$i]}"
+                if [ "$add" = @rest ]; then
+                        v=$((tot - sum))
+                else
+                        v=$(( ( $(phase_sum "$W/cg-c$c-full.incl" "$add") - $(phase_sum "$W/cg-c$c-full.incl" "$sub")
+                                - $(phase_sum "$W/cg-c$c-base.incl" "$add") + $(phase_sum "$W/cg-c$c-base.incl" "$sub") ) / PROF_N ))
+                fi
+                sum=$((sum + v))
+                res "PROF_${c}_$i" "$v"
+        done
+}
+
+# The same, as CPU time: hwidd's user and system time per issuance, natively
+# (no valgrind), over PROF_N * 4 enrollments at C clients (PROF_C_us, _sys).
+profile_cpu() {
+        local c=$1 t0 s0 out n
+        read -r t0 s0 < <(awk '{ print $14, $15 }' "/proc/$HWIDD_PID/stat")
+        out=$("$LOAD" --mode hwid --url "$URL" --cacert "$W/ca/ca.pem" --connections "$c" \
+                --requests $((PROF_N * 4)) --duration 60 --prefix "pn$c" 2>>"$W/load-errors.log") || die "profile cpu $c"
+        n=$(kv requests "$out")
+        read -r t1 s1 < <(awk '{ print $14, $15 }' "/proc/$HWIDD_PID/stat")
+        res "PROF_${c}_us" "$(calc "($t1 - $t0) * 1000000 / $CLK_TCK / $n")"
+        res "PROF_${c}_sys" "$(calc "($s1 - $s0) * 1000000 / $CLK_TCK / $n")"
+}
+
+profile() {
+        local c
+        log "profile: hwidd under callgrind, $PROF_N enrollments at 1 and 16 clients"
+        new_token
+        bg hwidd-cg valgrind --tool=callgrind --callgrind-out-file="$W/cg.out.%p" "$HWIDD" --config "$CFG"
+        CG_PID=$BG_PID
+        local i
+        for ((i = 0; i < 600; i++)); do
+                curl -sf --cacert "$W/ca/ca.pem" "$URL/healthz" >/dev/null 2>&1 && break
+                kill -0 "$CG_PID" 2>/dev/null || die "hwidd under valgrind died (see $W/hwidd-cg.log)"
+                sleep 0.2
+        done
+        # Warm up: every read connection's statements prepared, caches filled.
+        "$LOAD" --mode hwid --url "$URL" --cacert "$W/ca/ca.pem" --connections 8 --requests 64 --duration 600 \
+                --prefix pwarm >/dev/null 2>>"$W/load-errors.log" || die "profile warm-up"
+        for c in 1 16; do profile_level "$c"; done
+        stop "$CG_PID"
+        hwidd_start
+        for c in 1 16; do profile_cpu "$c"; done
+        stop "$HWIDD_PID"
+}
+
+# The profile as a table (section 8 of the report).
+profile_table() {
+        local i name add sub
+        echo "| phase | 1 client: instructions | share | 16 clients: instructions | share |"
+        echo "|---|---|---|---|---|"
+        for i in "${!PHASES[@]}"; do
+                IFS='|' read -r name add sub <<<"${PHASES[$i]}"
+                local a b
+                a=$(eval echo "\$PROF_1_$i") b=$(eval echo "\$PROF_16_$i")
+                echo "| $name | $(calc "$a / 1000")k | $(calc "100 * $a / $PROF_1_total")% | $(calc "$b / 1000")k | $(calc "100 * $b / $PROF_16_total")% |"
+        done
+        echo "| **all of hwidd (user space)** | $(calc "$PROF_1_total / 1000")k | 100% | $(calc "$PROF_16_total / 1000")k | 100% |"
+}
+
 ok() { awk "BEGIN { exit !($1) }" && echo "met" || echo "**not met**"; }
 
 write_doc() {
@@ -945,6 +1061,11 @@ main() {
         machine
         log "work directory $W (load average $M_LOAD_START)"
         setup_ca
+        if [ $PROFILE_ONLY = 1 ]; then
+                profile
+                profile_table
+                return 0
+        fi
         ceilings
         hwidd_start
         res R_IDLE "$(rss_kib "$HWIDD_PID")"
@@ -955,6 +1076,7 @@ main() {
         stop "$HWIDD_PID"
         memory_module_path
         p11_roundtrips
+        profile
         hwidd_start
         setup_cfssl
         cfssl_load
