@@ -787,7 +787,7 @@ PHASES=(
         "verify: the CSR's signature (P-256)|X509_REQ_verify_ex|"
         "authorize and policy: token, policy, live and DNS lookups|ca_auth_token ca_decision policy_check_enroll store_key_blocked store_cert_live_for store_dns_owner|"
         "build: certificate fields, extensions, DER, PEM, record|ca_issue|X509_sign_ctx store_cert_commit"
-        "sign: C_SignInit + C_Sign in SoftHSM2 via p11-kit (with the TBS hash)|X509_sign_ctx|"
+        "sign: the TBS encoded and hashed (~75k), C_SignInit + C_Sign in SoftHSM2 via p11-kit|X509_sign_ctx|"
         "commit: SQLite rows, indexes, WAL (group commit)|store_cert_commit|store_audit_insert"
         "audit: the record, its hash chain, its row|store_audit_insert|"
         "WAL checkpoints (background thread)|sqlite3_wal_checkpoint_v2|"
