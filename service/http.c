@@ -455,6 +455,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                 ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
                 /* Out of memory: no context, and the handshake fails. */
                 *socket_context = ci ? http_guard_conn_new(srv->guard, srv, conn, ci->connect_fd) : NULL;
+                ci = srv->tls ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION) : NULL;
+                if (ci)
+                        http_tls_session_start(srv->tls, (gnutls_session_t) ci->tls_session);
         } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
                 http_guard_conn_free(*socket_context);
                 *socket_context = NULL;
