@@ -783,7 +783,7 @@ scale() {
 # PHASES: "row|functions (inclusive, summed)|functions to subtract".
 PHASES=(
         "TLS records (GnuTLS)|gnutls_record_recv gnutls_record_send|"
-        "parse: JSON body, CSR DER, key import|ca_body_parse csr_info_parse|X509_REQ_verify_ex"
+        "parse: the body, PEM, CSR DER, key import, SPKI hash|ca_body_parse csr_info_parse|X509_REQ_verify_ex"
         "verify: the CSR's signature (P-256)|X509_REQ_verify_ex|"
         "authorize and policy: token, policy, live and DNS lookups|ca_auth_token ca_decision policy_check_enroll store_key_blocked store_cert_live_for store_dns_owner|"
         "build: certificate fields, extensions, DER, PEM, record|ca_issue|X509_sign_ctx store_cert_commit"
