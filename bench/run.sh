@@ -809,7 +809,7 @@ phase_sum() {
 
 # profile_level C — per-issuance instructions by phase at C clients (PROF_C_*).
 profile_level() {
-        local c=$1 base full row name add sub v sum=0 tot out
+        local c=$1 kind i name add sub v sum=0 tot out
         for kind in base full; do
                 callgrind_control -z "$CG_PID" >/dev/null
                 out=$("$LOAD" --mode hwid --url "$URL" --cacert "$W/ca/ca.pem" --connections "$c" \
