@@ -822,6 +822,7 @@ profile_level() {
                 cg_incl "$W/cg-c$c-$kind.out" >"$W/cg-c$c-$kind.incl"
         done
         tot=$(( ($(cg_total "$W/cg-c$c-full.out") - $(cg_total "$W/cg-c$c-base.out")) / PROF_N ))
+        res "PROF_${c}_conn" $(( $(cg_total "$W/cg-c$c-base.out") / c ))
         res "PROF_${c}_total" "$tot"
         for i in "${!PHASES[@]}"; do
                 IFS='|' read -r name add sub <<<"${PHASES[$i]}"
@@ -888,6 +889,10 @@ profile_table() {
         done
         echo "| **hwidd in user space** | **$(calc "int($PROF_1_total / 1000)")k** | **$PROF_1_us** | 100% | **$(calc "int($PROF_16_total / 1000)")k** | **$PROF_16_us** | 100% |"
         echo "| hwidd in the kernel (sockets, WAL writes, fdatasync, locks, thread wake-ups) | | $PROF_1_sys | | | $PROF_16_sys | |"
+        echo
+        echo "Opening a connection (a full TLS handshake, signed with the TLS key in the HSM, and the load"
+        echo "generator's warm-up request) costs hwidd $(calc "int($PROF_1_conn / 1000)")k instructions at 1 client,"
+        echo "$(calc "int($PROF_16_conn / 1000)")k each at 16: keep-alive, or session resumption (section 9), pays it once."
 }
 
 ok() { awk "BEGIN { exit !($1) }" && echo "met" || echo "**not met**"; }
