@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench/run.sh — hwid's one benchmark command (see README, "Benchmarks"):
 #
-#   bench/run.sh [--quick] [--keep] [--out FILE] [--wait-quiet SECONDS]
+#   bench/run.sh [--quick] [--keep] [--out FILE] [--wait-quiet SECONDS] [--profile-only]
 #   bench/run.sh --stores [--quick] [--keep] [--stores-out FILE] [--wait-quiet SECONDS]
 #
 # --stores measures only hwidd issuance on SQLite against 1 and 2 replicas
@@ -23,7 +23,10 @@
 #   6. memory: hwidd's RSS idle and holding 1,000 connections;
 #   7. round trips: PKCS#11 calls per issuance (OpenSC's pkcs11-spy), TPM
 #      commands per join and renew, with and without the TCG SRK at
-#      0x81000001 (swtpm's command log).
+#      0x81000001 (swtpm's command log);
+#   8. the profile: hwidd's instructions per issuance by phase (TLS, parse,
+#      verify, policy, build, sign, commit, audit, HTTP) under callgrind at
+#      1 and 16 clients, and its user and system CPU per issuance.
 # Everything listens on 127.0.0.1.  Every process it starts is stopped by
 # PID when it exits, pass or fail.  --quick shortens every run (and the
 # scale store to 100,000 + 10,000) for trying the script, not for numbers.
@@ -31,6 +34,7 @@
 # disk, because hwidd's commits must really reach it (fsync).  Numbers are
 # only worth comparing from an otherwise idle machine: --wait-quiet waits
 # (at most SECONDS) for the 1-minute load average to drop below 0.5 first.
+# --profile-only sets up the CA and prints section 8's table, nothing else.
 set -euo pipefail
 
 SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,11 +47,13 @@ QUIET_WAIT=0
 STORES=0
 STORES_OUT=$SRCDIR/docs/BENCHMARKS-STORES.md # read by bench/stores.sh
 export STORES_OUT
+PROFILE_ONLY=0
 
 while [ $# -gt 0 ]; do
         case "$1" in
         --quick) QUICK=1; shift ;;
         --keep) KEEP=1; shift ;;
+        --profile-only) PROFILE_ONLY=1; shift ;;
         --out) OUT=$2; shift 2 ;;
         --wait-quiet) QUIET_WAIT=$2; shift 2 ;;
         --stores) STORES=1; shift ;;
@@ -58,9 +64,9 @@ while [ $# -gt 0 ]; do
 done
 
 if [ $QUICK = 1 ]; then
-        DUR=2; LOAD_REPS=1; SIGN_SECS=1; JOINS=3; ROUNDS=1; FILL_VALID=100000; FILL_REVOKED=10000; OSSL_CA_N=30
+        DUR=2; PROF_N=100; LOAD_REPS=1; SIGN_SECS=1; JOINS=3; ROUNDS=1; FILL_VALID=100000; FILL_REVOKED=10000; OSSL_CA_N=30
 else
-        DUR=8; LOAD_REPS=3; SIGN_SECS=3; JOINS=10; ROUNDS=3; FILL_VALID=1000000; FILL_REVOKED=100000; OSSL_CA_N=200
+        DUR=8; PROF_N=400; LOAD_REPS=3; SIGN_SECS=3; JOINS=10; ROUNDS=3; FILL_VALID=1000000; FILL_REVOKED=100000; OSSL_CA_N=200
 fi
 LEVELS=(1 4 16 64)
 HOLD=1000
@@ -775,6 +781,130 @@ scale() {
 
 # --- the report -------------------------------------------------------------------------
 
+# --- 8. profile: where an issuance's CPU goes -------------------------------------
+
+# Instructions per issuance, by phase, from callgrind: hwidd runs under
+# valgrind --tool=callgrind with the same configuration; at each level the
+# load generator first only opens its connections (--requests 0: TLS
+# handshakes, warm-up), then sends PROF_N enrollments over new ones; each
+# is dumped on its own, and the phases are the difference of inclusive
+# costs of the functions below, divided by PROF_N.  Only user space is
+# counted (callgrind sees no kernel: syscalls, fdatasync, the network).
+# PHASES: "row|functions (inclusive, summed)|functions to subtract".
+PHASES=(
+        "TLS records (GnuTLS)|gnutls_record_recv gnutls_record_send|"
+        "parse: the body, PEM, CSR DER, key import, SPKI hash|ca_body_parse csr_info_parse|X509_REQ_verify_ex"
+        "verify: the CSR's signature (P-256)|X509_REQ_verify_ex|"
+        "authorize and policy: token, policy, live and DNS lookups|ca_auth_token ca_decision policy_check_enroll store_key_blocked store_cert_live_for store_dns_owner|"
+        "build: certificate fields, extensions, DER, PEM, record|ca_issue|X509_sign_ctx store_cert_commit"
+        "sign: the TBS encoded and hashed (~75k), C_SignInit + C_Sign in SoftHSM2 via p11-kit|X509_sign_ctx|"
+        "commit: SQLite rows, indexes, WAL (group commit)|store_cert_commit|store_audit_insert"
+        "audit: the record, its hash chain, its row|store_audit_insert|"
+        "WAL checkpoints (background thread)|sqlite3_wal_checkpoint_v2|"
+        "HTTP: libmicrohttpd, routing, headers, responses, logging|@rest|"
+)
+
+# cg_incl FILE — "inclusive-Ir function" for every function in FILE.
+cg_incl() {
+        callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+                awk '$1 ~ /^[0-9,]+$/ { ir = $1; gsub(",", "", ir); for (i = 2; i <= NF; i++) if ($i ~ /:/) { f = $i; sub(/^.*:/, "", f); if (!(f in s)) { s[f] = ir; print f, ir } ; break } }'
+}
+
+cg_total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ && !t { gsub(",", "", $1); t = $1 } END { print t }'; }
+
+# phase_sum INCL FNS — the summed inclusive cost of FNS in the listing INCL.
+phase_sum() {
+        awk -v fns="$2" 'BEGIN { n = split(fns, a, " "); for (i = 1; i <= n; i++) w[a[i]] = 1 } ($1 in w) { s += $2 } END { print s + 0 }' "$1"
+}
+
+# profile_level C — per-issuance instructions by phase at C clients (PROF_C_*).
+profile_level() {
+        local c=$1 kind i name add sub v sum=0 tot out
+        for kind in base full; do
+                callgrind_control -z "$CG_PID" >/dev/null
+                out=$("$LOAD" --mode hwid --url "$URL" --cacert "$W/ca/ca.pem" --connections "$c" \
+                        --requests "$([ $kind = base ] && echo 0 || echo "$PROF_N")" --duration 600 \
+                        --prefix "p$c$kind" 2>>"$W/load-errors.log") || die "profile load $c: $(tail -3 "$W/load-errors.log")"
+                [ $kind = base ] || [ "$(kv errors "$out")" = 0 ] || die "profile load $c: errors: $out"
+                callgrind_control -d "c$c-$kind" "$CG_PID" >/dev/null
+                sleep 1
+                cp "$(ls -t "$W"/cg.out.* | sed -n 1p)" "$W/cg-c$c-$kind.out"
+                cg_incl "$W/cg-c$c-$kind.out" >"$W/cg-c$c-$kind.incl"
+        done
+        tot=$(( ($(cg_total "$W/cg-c$c-full.out") - $(cg_total "$W/cg-c$c-base.out")) / PROF_N ))
+        res "PROF_${c}_conn" $(( $(cg_total "$W/cg-c$c-base.out") / c ))
+        res "PROF_${c}_total" "$tot"
+        for i in "${!PHASES[@]}"; do
+                IFS='|' read -r name add sub <<<"${PHASES[$i]}"
+                if [ "$add" = @rest ]; then
+                        v=$((tot - sum))
+                else
+                        v=$(( ( $(phase_sum "$W/cg-c$c-full.incl" "$add") - $(phase_sum "$W/cg-c$c-full.incl" "$sub")
+                                - $(phase_sum "$W/cg-c$c-base.incl" "$add") + $(phase_sum "$W/cg-c$c-base.incl" "$sub") ) / PROF_N ))
+                fi
+                sum=$((sum + v))
+                res "PROF_${c}_$i" "$v"
+        done
+}
+
+# The same, as CPU time: hwidd's user and system time per issuance, natively
+# (no valgrind), over PROF_N * 10 enrollments at C clients (PROF_C_us, _sys).
+profile_cpu() {
+        local c=$1 t0 s0 out n
+        read -r t0 s0 < <(awk '{ print $14, $15 }' "/proc/$HWIDD_PID/stat")
+        out=$("$LOAD" --mode hwid --url "$URL" --cacert "$W/ca/ca.pem" --connections "$c" \
+                --requests $((PROF_N * 10)) --duration 60 --prefix "pn$c" 2>>"$W/load-errors.log") || die "profile cpu $c"
+        n=$(kv requests "$out")
+        read -r t1 s1 < <(awk '{ print $14, $15 }' "/proc/$HWIDD_PID/stat")
+        res "PROF_${c}_us" "$(calc "int(($t1 - $t0) * 1000000 / $CLK_TCK / $n + 0.5)")"
+        res "PROF_${c}_sys" "$(calc "int(($s1 - $s0) * 1000000 / $CLK_TCK / $n + 0.5)")"
+}
+
+profile() {
+        local c
+        log "profile: hwidd under callgrind, $PROF_N enrollments at 1 and 16 clients"
+        new_token
+        bg hwidd-cg valgrind --tool=callgrind --callgrind-out-file="$W/cg.out.%p" "$HWIDD" --config "$CFG"
+        CG_PID=$BG_PID
+        local i
+        for ((i = 0; i < 600; i++)); do
+                curl -sf --cacert "$W/ca/ca.pem" "$URL/healthz" >/dev/null 2>&1 && break
+                kill -0 "$CG_PID" 2>/dev/null || die "hwidd under valgrind died (see $W/hwidd-cg.log)"
+                sleep 0.2
+        done
+        # Warm up: every read connection's statements prepared, caches filled.
+        "$LOAD" --mode hwid --url "$URL" --cacert "$W/ca/ca.pem" --connections 8 --requests 64 --duration 600 \
+                --prefix pwarm >/dev/null 2>>"$W/load-errors.log" || die "profile warm-up"
+        for c in 1 16; do profile_level "$c"; done
+        stop "$CG_PID"
+        hwidd_start
+        for c in 1 16; do profile_cpu "$c"; done
+        stop "$HWIDD_PID"
+}
+
+# The profile as a table (section 8 of the report): instructions per
+# issuance by phase, and the same as µs of hwidd's measured user CPU time
+# (each phase's share of the instructions times the user time per
+# issuance; kernel time, which callgrind does not see, on its own row).
+pct() { awk -v a="$1" -v t="$2" 'BEGIN { printf "%.1f", 100 * a / t }'; }
+
+profile_table() {
+        local i name add sub a b
+        echo "| phase | 1 client: instructions | µs | share | 16 clients: instructions | µs | share |"
+        echo "|---|---|---|---|---|---|---|"
+        for i in "${!PHASES[@]}"; do
+                IFS='|' read -r name add sub <<<"${PHASES[$i]}"
+                a=$(eval echo "\$PROF_1_$i") b=$(eval echo "\$PROF_16_$i")
+                echo "| $name | $(calc "int($a / 1000)")k | $(calc "int($a * $PROF_1_us / $PROF_1_total + 0.5)") | $(pct "$a" "$PROF_1_total")% | $(calc "int($b / 1000)")k | $(calc "int($b * $PROF_16_us / $PROF_16_total + 0.5)") | $(pct "$b" "$PROF_16_total")% |"
+        done
+        echo "| **hwidd in user space** | **$(calc "int($PROF_1_total / 1000)")k** | **$PROF_1_us** | 100% | **$(calc "int($PROF_16_total / 1000)")k** | **$PROF_16_us** | 100% |"
+        echo "| hwidd in the kernel (sockets, WAL writes, fdatasync, locks, thread wake-ups) | | $PROF_1_sys | | | $PROF_16_sys | |"
+        echo
+        echo "Opening a connection (a full TLS handshake, signed with the TLS key in the HSM, and the load"
+        echo "generator's warm-up request) costs hwidd $(calc "int($PROF_1_conn / 1000)")k instructions at 1 client,"
+        echo "$(calc "int($PROF_16_conn / 1000)")k each at 16: keep-alive, or session resumption (section 9), pays it once."
+}
+
 ok() { awk "BEGIN { exit !($1) }" && echo "met" || echo "**not met**"; }
 
 write_doc() {
@@ -806,6 +936,9 @@ on it at once, over 127.0.0.1.
 | issuance at 16 clients ≥ 50% of the signing ceiling (SoftHSM2 C_Sign, one session) | $h16/s = $(calc "100 * $h16 / $C_P11_1")% of $C_P11_1/s | $(ok "$h16 >= 0.5 * $C_P11_1") |
 | issuance at 16 clients ≥ 1.5× cfssl | $(calc "$h16 / $f16")× ($h16/s vs $f16/s) | $(ok "$h16 >= 1.5 * $f16") |
 | issuance at 16 clients ≥ cfssl with its SQLite certdb (both record every certificate) | $(calc "$h16 / $D16_rate")× ($h16/s vs $D16_rate/s) | $(ok "$h16 >= $D16_rate") |
+| issuance at 16 clients ≥ 1.0× cfssl without a store (hwidd still commits every certificate and audit record durably and signs in the HSM) | $(calc "$h16 / $f16")× ($h16/s vs $f16/s) | $(ok "$h16 >= $f16") |
+| hwidd CPU per issuance ≤ 300 µs at 16 clients (breakdown: section 8) | $H16_srv_cpu µs in the load run ($PROF_16_us µs user + $PROF_16_sys µs system in the profile's) | $(ok "$H16_srv_cpu <= 300") |
+| 1 client: p50 ≤ 1.0 ms | p50 $H1_p50 ms (p99 $H1_p99 ms, $H1_rate/s) | $(ok "$H1_p50 <= 1.0") |
 | p99 < 20 ms at half the peak load ($H_HALF_RATE/s, 16 clients) | p99 $HH_p99 ms (p50 $HH_p50 ms, achieved $HH_rate/s) | $(ok "$HH_p99 < 20") |
 | one signing call, no login, no object search per issuance (HSM) | C_Sign $(echo "${P11_C_Sign:-0}"), C_Login ${P11_C_Login:-0}, C_FindObjectsInit ${P11_C_FindObjectsInit:-0} per issuance | $(ok "${P11_C_Sign:-0} == 1 && ${P11_C_Login:-0} == 0 && ${P11_C_FindObjectsInit:-0} == 0") |
 | ≤ 6 TPM commands per join, exactly 1 Sign per CSR; 0 CreatePrimary with the TCG SRK at 0x81000001 (1 without) | SRK: $T_JOIN_SRK_N commands, ${T_JOIN_SRK_CP:-0} CreatePrimary, ${T_JOIN_SRK_SIGN:-0} Sign; none: $T_JOIN_N commands, ${T_JOIN_CP:-0} CreatePrimary, ${T_JOIN_SIGN:-0} Sign | $(ok "$T_JOIN_SRK_N <= 6 && ${T_JOIN_SRK_CP:-0} == 0 && ${T_JOIN_SRK_SIGN:-0} == 1 && $T_JOIN_N <= 6 && ${T_JOIN_CP:-0} <= 1 && ${T_JOIN_SIGN:-0} == 1") |
@@ -932,6 +1065,23 @@ tens of milliseconds per command and up to seconds per CreatePrimary.
 | \`hwid renew\` (same key) | $T_RENEW_N: $T_RENEW | $T_RENEW_SRK_N: $T_RENEW_SRK |
 | \`hwid renew\` (profile with \`rotate_key\`) | $T_RENEW_ROT_N: $T_RENEW_ROT | $T_RENEW_ROT_SRK_N: $T_RENEW_ROT_SRK |
 | \`hwid join --attest\` (new key file, persistent RSA EK, \`--ek auto\`; docs/ATTESTATION.md) | $T_JOIN_ATT_N: $T_JOIN_ATT | $T_JOIN_ATT_SRK_N: $T_JOIN_ATT_SRK |
+
+## 8. Where an issuance's CPU goes
+
+hwidd as in section 2–3 (token enrollment, CA key in SoftHSM2, durable
+commit with its audit record), under \`valgrind --tool=callgrind\`:
+after a warm-up, $PROF_N enrollments on keep-alive connections at 1 and
+at 16 clients, minus what opening those connections cost (a run of the
+load generator that only connects).  Instructions per issuance, by
+phase, from the inclusive costs of the functions named in
+\`bench/run.sh\` (PHASES); "HTTP" is the rest of hwidd: libmicrohttpd,
+routing, headers, responses, the log line.  "µs" spreads hwidd's user
+CPU time per issuance, measured natively right after ($((PROF_N * 10))
+enrollments per level, from /proc), over the phases by their share of
+instructions; the kernel's part is its own row (callgrind counts user
+space only).  \`bench/run.sh --profile-only\` prints this table alone.
+
+$(profile_table)
 EOF
                 if [ -f "$SRCDIR/bench/NOTES.md" ]; then
                         echo
@@ -955,6 +1105,11 @@ main() {
         machine
         log "work directory $W (load average $M_LOAD_START)"
         setup_ca
+        if [ $PROFILE_ONLY = 1 ]; then
+                profile
+                profile_table
+                return 0
+        fi
         ceilings
         hwidd_start
         res R_IDLE "$(rss_kib "$HWIDD_PID")"
@@ -965,6 +1120,7 @@ main() {
         stop "$HWIDD_PID"
         memory_module_path
         p11_roundtrips
+        profile
         hwidd_start
         setup_cfssl
         cfssl_load

@@ -14,6 +14,9 @@
 #include "ossl-util.h"
 #include "x509-util.h"
 
+/* A CN as request_cn() copies it, and a stored identity equal to one. */
+#define IDENTITY_BUF 128
+
 static void respond_pending(ca_service *ca, http_response *resp, const store_request *rq) {
         json_object *o = json_object_new_object();
 
@@ -132,14 +135,19 @@ static bool same_enroller(const ca_auth *a, const policy_issue *iss, const store
  * CSR proves it is held), the same name, within the token's lifetime —
  * gets the certificate it was issued (200), as a renewal whose answer was
  * lost does: a join cut off after the CA committed never burns its token
- * for nothing.  *ret_done is false when this is not that enrollment. */
+ * for nothing.  *ret_done is false when this is not that enrollment;
+ * then ret_live (if not NULL) gets the identity of the name's live
+ * certificate as stored, "" if it has none: the lookup made once. */
 static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issue *iss, const csr_info *csr,
-                             const char *cn, int64_t now, http_response *resp, bool *ret_done) {
+                             const char *cn, int64_t now, http_response *resp, bool *ret_done,
+                             char ret_live[IDENTITY_BUF]) {
         _cleanup_free_ char *pem = NULL;
         store_cert live = { 0 };
         int r = store_cert_live_for(ca->store, cn, now, &live);
 
         *ret_done = false;
+        if (ret_live)
+                ret_live[0] = '\0';
         if (r == -HWID_E_NOT_FOUND)
                 return 0;
         if (r >= 0 && same_enroller(a, iss, &live) &&
@@ -149,6 +157,8 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issu
                 ca_respond_pem(resp, 200, pem);
                 *ret_done = true;
         }
+        if (r >= 0 && !*ret_done && ret_live)
+                snprintf(ret_live, IDENTITY_BUF, "%s", live.identity);
         store_cert_clear(&live);
         return r < 0 ? r : 0;
 }
@@ -164,26 +174,25 @@ static int enroll_spent(ca_service *ca, const ca_body *body, int64_t now, ca_aut
 
         snprintf(why, sizeof(why), "%s", hwid_strerror(refused));
         if (csr_info_parse(body->csr, body->csr_len, &csr) >= 0 &&
-            (r = replay_enrollment(ca, a, NULL, csr, request_cn(csr, cn, sizeof(cn)), now, resp, &done)) < 0)
+            (r = replay_enrollment(ca, a, NULL, csr, request_cn(csr, cn, sizeof(cn)), now, resp, &done, NULL)) < 0)
                 return r;
         return done ? 0 : hwid_fail((hwid_err) -refused, "%s", why);
 }
 
 /* Cheap early answers (the store enforces both again at commit): the
- * identity's live certificate, and DNS names another identity holds. */
-static int check_names_free(ca_service *ca, const policy_issue *iss, const char *cn, int64_t now) {
-        store_cert live = { 0 };
-        int r = store_cert_live_for(ca->store, cn, now, &live);
+ * identity's live certificate (live: its identity as stored, "" for none,
+ * as replay_enrollment() found it; a profile that allows re-enrollment
+ * replaces it), and DNS names another identity holds. */
+static int check_names_free(ca_service *ca, const policy_issue *iss, const char *cn, const char *live,
+                            int64_t now) {
+        int r;
 
         /* Identities ignore ASCII case: the store found it however spelt. */
-        if (r == 0 && !iss->profile->allow_reenroll)
-                r = strcmp(live.identity, cn) == 0
-                    ? hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn)
-                    : hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (as %s: names differing only in "
-                                "case are one identity); revoke it first", cn, live.identity);
-        store_cert_clear(&live);
-        if (r < 0 && r != -HWID_E_NOT_FOUND)
-                return r;
+        if (live[0] && !iss->profile->allow_reenroll)
+                return strcmp(live, cn) == 0
+                       ? hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn)
+                       : hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (as %s: names differing only "
+                                   "in case are one identity); revoke it first", cn, live);
         for (size_t i = 0; i < iss->n_sans; i++) {
                 _cleanup_free_ char *name = NULL, *owner = NULL;
 
@@ -264,7 +273,7 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
         policy_issue iss;
         policy_decision d;
         bool by_ek, replayed = false;
-        char cn[128];
+        char cn[IDENTITY_BUF], live[IDENTITY_BUF] = "";
         int r;
 
         if ((r = ca_body_parse(req, &body)) < 0)
@@ -289,10 +298,10 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
         /* Where a second certificate would be refused (409), the same
          * enrollment gets its own back; a profile that allows
          * re-enrollment issues anew, as for any re-enrollment. */
-        if (!iss.profile->allow_reenroll && ((r = replay_enrollment(ca, a, &iss, csr, cn, now, resp, &replayed)) < 0 ||
-                                             replayed))
+        if (!iss.profile->allow_reenroll &&
+            ((r = replay_enrollment(ca, a, &iss, csr, cn, now, resp, &replayed, live)) < 0 || replayed))
                 return r;
-        if ((r = check_names_free(ca, &iss, cn, now)) < 0)
+        if ((r = check_names_free(ca, &iss, cn, live, now)) < 0)
                 return r;
         if (iss.manual_approval)
                 return enroll_pending(ca, a, csr, &iss, cn, now, resp);

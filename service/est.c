@@ -173,27 +173,31 @@ static int check_pop(const http_request *req, const policy_profile *p) {
         const unsigned char *d = req->body;
         _cleanup_(X509_REQ_freep) X509_REQ *x = NULL;
         _cleanup_free_ char *want = NULL;
+        uint8_t binding[HTTP_TLS_BINDING_MAX];
+        const char *binding_type;
         const ASN1_STRING *got;
+        size_t binding_len;
         int r;
 
         if (!p || !p->est_pop_linking)
                 return 0;
-        if (req->tls_binding_len == 0)
+        http_request_tls_binding(req, binding, &binding_len, &binding_type);
+        if (binding_len == 0)
                 return hwid_fail(HWID_E_FORBIDDEN, "profile %s requires proof-of-possession linking (RFC 7030 §3.5) "
                                  "and this connection has no TLS channel binding", p->name);
         if (!(x = d2i_X509_REQ(NULL, &d, (long) req->body_len)))
                 return hwid_fail_ossl(HWID_E_CSR_INVALID, "the body is not a PKCS#10 request");
-        if ((r = base64_encode(req->tls_binding, req->tls_binding_len, false, &want)) < 0)
+        if ((r = base64_encode(binding, binding_len, false, &want)) < 0)
                 return r;
         if (!(got = challenge_password(x)))
                 return hwid_fail(HWID_E_FORBIDDEN, "profile %s requires proof-of-possession linking: the CSR's "
                                  "challengePassword must be the base64 of this connection's %s channel binding",
-                                 p->name, req->tls_binding_type);
+                                 p->name, binding_type);
         if ((size_t) ASN1_STRING_length(got) != strlen(want) ||
             CRYPTO_memcmp(ASN1_STRING_get0_data(got), want, strlen(want)) != 0)
                 return hwid_fail(HWID_E_FORBIDDEN, "the CSR's challengePassword is not this TLS connection's %s "
                                  "channel binding (RFC 7030 §3.5): make the CSR on the connection that sends it",
-                                 req->tls_binding_type);
+                                 binding_type);
         return 0;
 }
 

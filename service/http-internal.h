@@ -32,6 +32,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(http_tls *, http_tls_free)
 
 /* For a gnutls_certificate_retrieve_function2: the chain and the key,
  * owned by t (gnutls does not free them). */
+/* A new connection's session may be resumed from a ticket (TLS 1.3 PSK,
+ * TLS 1.2 RFC 5077) sealed with a key made when the server started:
+ * a returning client skips the full handshake and the HSM signature.
+ * The key lives in memory only (a restart makes every ticket void) and
+ * GnuTLS rotates the keys it derives from it.  A resumed session keeps
+ * its client certificate, which every request still checks as before. */
+void http_tls_session_start(http_tls *t, gnutls_session_t s);
+
 int http_tls_retrieve(http_tls *t, gnutls_pcert_st **ret_pcert, unsigned *ret_n,
                       gnutls_privkey_t *ret_key);
 

@@ -24,6 +24,7 @@ struct http_tls {
         int bits;
         hwid_key_type type;
         X509_STORE *client_ca;  /* NULL: no mutual TLS */
+        gnutls_datum_t ticket_key; /* session tickets: made at start, never stored */
 };
 
 /* --- signing ------------------------------------------------------------ */
@@ -265,6 +266,8 @@ int http_tls_new(hwid_key *key, const char *cert_pem, const char *client_ca_pem,
                 return r;
         if (client_ca_pem && (r = load_client_ca(t, client_ca_pem)) < 0)
                 return r;
+        if (gnutls_session_ticket_key_generate(&t->ticket_key) < 0)
+                return hwid_fail(HWID_E_CRYPTO, "cannot make a TLS session ticket key");
         *ret = TAKE_PTR(t);
         return 0;
 }
@@ -277,7 +280,17 @@ void http_tls_free(http_tls *t) {
         if (t->privkey)
                 gnutls_privkey_deinit(t->privkey);
         X509_STORE_free(t->client_ca);
+        if (t->ticket_key.data) {
+                gnutls_memset(t->ticket_key.data, 0, t->ticket_key.size);
+                gnutls_free(t->ticket_key.data);
+        }
         free(t);
+}
+
+void http_tls_session_start(http_tls *t, gnutls_session_t s) {
+        /* Resumption is an optimisation: without it, a full handshake. */
+        if (t && s)
+                (void) gnutls_session_ticket_enable_server(s, &t->ticket_key);
 }
 
 int http_tls_retrieve(http_tls *t, gnutls_pcert_st **ret_pcert, unsigned *ret_n,

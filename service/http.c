@@ -340,14 +340,18 @@ static void fill_peer(http_server *srv, struct MHD_Connection *conn, http_reques
         http_peer peer;
 
         http_tls_peer(srv->tls, ci ? (gnutls_session_t) ci->tls_session : NULL, &peer);
-        http_tls_binding(ci ? (gnutls_session_t) ci->tls_session : NULL, req->tls_binding, &req->tls_binding_len,
-                         &req->tls_binding_type);
+        req->tls_session = ci ? ci->tls_session : NULL;
         req->peer_cert = peer.cert;
         req->peer_cert_len = peer.cert_len;
         req->peer_verified = peer.verified;
         req->peer_expired = peer.expired;
         req->peer_not_yet_valid = peer.not_yet_valid;
         req->peer_valid_from = peer.valid_from;
+}
+
+void http_request_tls_binding(const http_request *req, uint8_t ret[HTTP_TLS_BINDING_MAX], size_t *ret_len,
+                              const char **ret_type) {
+        http_tls_binding((gnutls_session_t) req->tls_session, ret, ret_len, ret_type);
 }
 
 /* Last call: the whole body is in; run the handler. */
@@ -451,6 +455,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                 ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
                 /* Out of memory: no context, and the handshake fails. */
                 *socket_context = ci ? http_guard_conn_new(srv->guard, srv, conn, ci->connect_fd) : NULL;
+                ci = srv->tls ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION) : NULL;
+                if (ci)
+                        http_tls_session_start(srv->tls, (gnutls_session_t) ci->tls_session);
         } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
                 http_guard_conn_free(*socket_context);
                 *socket_context = NULL;

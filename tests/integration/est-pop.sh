@@ -28,7 +28,10 @@ linked_post() {
         shift 5
         rm -f "$out.in"
         mkfifo "$out.in"
-        openssl s_client -connect "127.0.0.1:$PORT" -CAfile "$CA_DIR/ca.pem" -verify_return_error -tls1_3 \
+        # Unbuffered: s_client prints the server's session tickets with
+        # stdio and the response with write(2); buffered, the tickets land
+        # in the middle of the response.
+        stdbuf -o0 openssl s_client -connect "127.0.0.1:$PORT" -CAfile "$CA_DIR/ca.pem" -verify_return_error -tls1_3 \
                 -keymatexport EXPORTER-Channel-Binding -keymatexportlen 32 -ign_eof "$@" \
                 <"$out.in" >"$out.raw" 2>"$out.err" &
         pid=$!

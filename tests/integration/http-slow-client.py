@@ -35,10 +35,15 @@ def closed_now(conn, wait):
     readable, _, _ = select.select([conn], [], [], wait)
     if not readable:
         return False
+    conn.setblocking(False)
     try:
         return conn.recv(65536) == b""
+    except ssl.SSLWantReadError:
+        return False  # a record with no data in it: a TLS 1.3 session ticket
     except (ssl.SSLError, OSError):
         return True
+    finally:
+        conn.setblocking(True)
 
 
 def drip(conn, data, interval, start):

@@ -120,6 +120,29 @@ assert_eq "$(jq -r .peer_verified <<<"$out")" false "other CA: not verified"
 assert_eq "$(jq -r .peer_expired <<<"$out")" false "other CA: not merely expired"
 out=$(sclient -cert "$P/good.pem" -key "$P/good.key" -tls1_3)
 assert_contains "$out" '"peer_verified":true' "s_client with a client certificate"
+
+# Session resumption for returning clients (a ticket: no full handshake,
+# no signature with the TLS key), with and without a client certificate;
+# a resumed session still carries the client certificate, checked again.
+for v in -tls1_3 -tls1_2; do
+        rm -f "$T/sess"
+        out=$(sclient $v -sess_out "$T/sess" -cert "$P/good.pem" -key "$P/good.key")
+        assert_contains "$out" "New, TLS" "s_client $v: first connection, full handshake"
+        [ -s "$T/sess" ] || fail "s_client $v: no session ticket from the server"
+        out=$(sclient $v -sess_in "$T/sess")
+        assert_contains "$out" "Reused, TLS" "s_client $v: the session resumed"
+        assert_not_contains "$out" "Peer signature type" "s_client $v: no signature with the TLS key when resumed"
+        assert_contains "$out" '"peer_verified":true' "s_client $v: resumed session keeps the verified client certificate"
+        assert_contains "$out" "$(openssl x509 -in "$P/good.pem" -outform DER | sha256sum | cut -d' ' -f1)" \
+                "s_client $v: resumed session delivers the same client certificate"
+done
+out=$(sclient -tls1_3 -sess_out "$T/sess")
+stop_server
+# After a restart the ticket key is new: an old ticket gets a full handshake.
+start_server ec-again ec
+out=$(sclient -tls1_3 -sess_in "$T/sess")
+assert_contains "$out" "New, TLS" "a ticket from before a restart is not resumed"
+assert_contains "$out" "HTTP/1.1 200 OK" "the full handshake after a refused ticket serves the request"
 stop_server
 
 # --- RSA-2048 and P-384 server keys ---------------------------------------------
