@@ -12,6 +12,7 @@
 #define PG_PARAMS_MAX 20
 #define PG_TX_ATTEMPTS 8
 #define PG_CONNECT_TIMEOUT "5"
+#define PG_SESSION_OPTIONS "-c lock_timeout=5s"
 
 bool store_pg_is_uri(const char *database) {
         return database && (strncmp(database, "postgresql://", 13) == 0 || strncmp(database, "postgres://", 11) == 0);
@@ -32,10 +33,14 @@ static int slot_connect(pg_slot *c) {
                 PQfinish(c->conn);
                 c->conn = NULL;
         }
-        /* A default connect_timeout, so that an unreachable server costs a
-         * request seconds, not minutes; the URI's own value wins. */
-        c->conn = PQconnectdbParams((const char *const[]) { "connect_timeout", "dbname", NULL },
-                                    (const char *const[]) { PG_CONNECT_TIMEOUT, c->p->conninfo, NULL }, 1);
+        /* Defaults, which the URI's own values override: an unreachable
+         * server costs a request seconds, not minutes; a lock held by
+         * someone else (a replica, an admin's psql) is waited for as long as
+         * SQLite's busy timeout, then the request gets 503 instead of
+         * hanging (lock_timeout covers row and advisory locks alike). */
+        c->conn = PQconnectdbParams((const char *const[]) { "connect_timeout", "options", "dbname", NULL },
+                                    (const char *const[]) { PG_CONNECT_TIMEOUT, PG_SESSION_OPTIONS,
+                                                            c->p->conninfo, NULL }, 1);
         if (!c->conn)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (PQstatus(c->conn) != CONNECTION_OK) {

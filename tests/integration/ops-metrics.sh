@@ -142,9 +142,15 @@ assert_eq "$(metric "$T/m0" hwid_crl_age_seconds)" 0 "no CRL age before a CRL ex
 assert_not_contains "$(cat "$T/m0.body")" "hwid_crl_age_seconds " "CRL age before a CRL exists"
 
 # --- the store cannot commit: /readyz 503 naming it --------------------------
-# sqlite3 holds the write lock for longer than hwidd waits for it (5 s).
+# Another session holds the write lock for longer than hwidd waits for it
+# (5 s): sqlite3's, or on PostgreSQL a psql holding the probe's row.
 sleep 1.1 # past the cached verdict
-{ echo "BEGIN IMMEDIATE;"; sleep 8; echo "COMMIT;"; } | sqlite3 "$CA_DIR/hwid.db" &
+if [ -n "${PG_URI:-}" ]; then
+        pg_sql "BEGIN; SELECT 1 FROM meta WHERE key = 'ready_probe' FOR UPDATE; SELECT pg_sleep(8); COMMIT;" \
+                >/dev/null &
+else
+        { echo "BEGIN IMMEDIATE;"; sleep 8; echo "COMMIT;"; } | sqlite3 "$CA_DIR/hwid.db" &
+fi
 LOCKER=$!
 track_pid "$LOCKER"
 sleep 0.5
