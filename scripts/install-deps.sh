@@ -13,6 +13,8 @@ PACKAGES=(
         libjson-c-dev
         # runtime, test peers and tools
         openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2 postgresql
+        # a TPM resource manager for openssl's tpm2 provider in a TLS handshake (est-device)
+        tpm2-abrmd libtss2-tcti-tabrmd0 dbus-daemon
         swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind strace
         faketime
         python3-jwcrypto python3-cryptography

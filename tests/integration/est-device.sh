@@ -1,9 +1,12 @@
 #!/bin/bash
 # est-device.sh — EST with the device key in a TPM (swtpm).
 # Proves:
-#   - simplereenroll over mutual TLS with curl and openssl (software keys:
-#     openssl's tpm2 provider cannot hold a TLS handshake in swtpm's three
-#     object slots) gets 200 certs-only PKCS#7 for the new key, and the store
+#   - simplereenroll over mutual TLS with openssl s_client and the key in the
+#     TPM (tpm2 provider, through tpm2-abrmd: the provider needs a resource
+#     manager for a handshake) gets 200 certs-only PKCS#7 for that key, and
+#     the old certificate is superseded;
+#   - simplereenroll over mutual TLS with curl and openssl (software keys)
+#     gets 200 certs-only PKCS#7 for the new key, and the store
 #     supersedes the old certificate; the renewal window holds as for
 #     /v1/renew (403 with Retry-After before it opens), and rotate_key (the
 #     same key is 403); without a client certificate it is 401 with
@@ -21,7 +24,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"
 
-require_tools tpm2_getcap
+require_tools tpm2_getcap tpm2-abrmd dbus-daemon
 device_ca <<'EOF'
   device:
     validity: 1h
@@ -114,6 +117,72 @@ test_simplereenroll() {
         expect_status 403 "$T/rot-0a"
 }
 
+# tabrmd_start — tpm2-abrmd between openssl's tpm2 provider and swtpm, on a
+# D-Bus session bus of the test's own: the provider needs a resource manager
+# for a TLS handshake (it keeps hash sequences and contexts that swtpm's three
+# object slots cannot hold: tpm2-openssl's own advice). Sets TABRMD_TCTI;
+# tabrmd_stop gives swtpm back to hwid and tpm2-tools (one client at a time).
+tabrmd_start() {
+        local bus
+        bus=$(dbus-daemon --session --fork --nopidfile --print-address=1 --print-pid=1) ||
+                fail "cannot start a D-Bus session bus"
+        track_pid "$(sed -n 2p <<<"$bus")"
+        export DBUS_SESSION_BUS_ADDRESS
+        DBUS_SESSION_BUS_ADDRESS=$(sed -n 1p <<<"$bus")
+        start_bg "$T/tabrmd.log" tpm2-abrmd --session --allow-root --tcti="$HWID_TCTI" \
+                --dbus-name=com.intel.tss2.Tabrmd.hwidtest
+        TABRMD_PID=$BG_PID
+        TABRMD_TCTI=tabrmd:bus_type=session,bus_name=com.intel.tss2.Tabrmd.hwidtest
+        for _ in $(seq 50); do
+                TPM2TOOLS_TCTI=$TABRMD_TCTI tpm2_getcap properties-fixed >/dev/null 2>&1 && return 0
+                sleep 0.1
+        done
+        fail "tpm2-abrmd did not come up: $(cat "$T/tabrmd.log")"
+}
+
+tabrmd_stop() {
+        kill "$TABRMD_PID" 2>/dev/null
+        wait "$TABRMD_PID" 2>/dev/null || true
+}
+
+# simplereenroll over mutual TLS with the key in the TPM, openssl as the peer
+# (s_client with the tpm2 provider): the TLS signature and the CSR's are made
+# in the TPM by a program that is not hwid.
+test_simplereenroll_tpm_openssl() {
+        local h=0x81000011 ossl len old
+        ossl=(-provider tpm2 -provider default -propquery '?provider=tpm2,tpm2.digest!=yes')
+        run_ok "$HWID" key create "tpm2:handle=$h" --type ec-p256 >/dev/null
+        TPM2OPENSSL_TCTI=$HWID_TCTI openssl req -new "${ossl[@]}" -key "handle:$h" -subj /CN=tpm-ossl \
+                -out "$T/tpm-ossl.csr" || fail "openssl req with the TPM key"
+        b64 "$T/tpm-ossl.csr" "$T/tpm-ossl.b64"
+        local tok
+        tok=$(token_new --profile device)
+        http "$T/tpm-ossl" POST "$EST/simpleenroll" --user "${tok%%.*}:${tok#*.}" \
+                -H "Content-Type: application/pkcs10" --data-binary "@$T/tpm-ossl.b64"
+        expect_status 200 "$T/tpm-ossl"
+        openssl base64 -d -in "$T/tpm-ossl.body" | openssl pkcs7 -inform DER -print_certs -out "$T/tpm-ossl.pem" ||
+                fail "openssl cannot read the simpleenroll answer for the TPM key"
+        old=$(serial_of "$T/tpm-ossl.pem")
+        len=$(wc -c <"$T/tpm-ossl.b64")
+        tabrmd_start
+        { printf 'POST %s/simplereenroll HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/pkcs10\r\n' "$EST"
+          printf 'Content-Length: %s\r\nConnection: close\r\n\r\n' "$len"
+          cat "$T/tpm-ossl.b64"; sleep 3; } |
+                TPM2OPENSSL_TCTI=$TABRMD_TCTI timeout 30 openssl s_client "${ossl[@]}" -quiet \
+                -connect "127.0.0.1:$PORT" -CAfile "$CA_DIR/ca.pem" -cert "$T/tpm-ossl.pem" -key "handle:$h" \
+                >"$T/tpm-ossl-re.out" 2>"$T/tpm-ossl-re.err" || true
+        tabrmd_stop
+        assert_contains "$(head -1 "$T/tpm-ossl-re.out")" "HTTP/1.1 200" \
+                "simplereenroll by openssl with the TPM key ($(tail -3 "$T/tpm-ossl-re.err"))"
+        sed '1,/^\r$/d' "$T/tpm-ossl-re.out" | openssl base64 -d | openssl pkcs7 -inform DER -print_certs \
+                -out "$T/tpm-ossl-2.pem" || fail "openssl cannot read the simplereenroll answer"
+        verify_leaf "$T/tpm-ossl-2.pem"
+        assert_eq "$(cert_pubkey "$T/tpm-ossl-2.pem")" "$(cert_pubkey "$T/tpm-ossl.pem")" "renewed cert vs the TPM key"
+        read -ra f <<<"$(cert_rows | awk -v s="$old" '$1 == s')"
+        assert_eq "${f[1]}" superseded "the TPM key's first certificate after simplereenroll by openssl"
+        assert_no_transient
+}
+
 test_join_renew_est() {
         local d=$T/est-1 tok out first
         tok=$(token_new --profile device)
@@ -155,6 +224,7 @@ test_join_est_manual() {
 }
 
 test_simplereenroll
+test_simplereenroll_tpm_openssl
 test_join_renew_est
 test_join_est_manual
 assert_no_transient
