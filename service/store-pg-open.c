@@ -75,9 +75,12 @@ void store_pg_free(store_pg *p) {
 DEFINE_TRIVIAL_CLEANUP_FUNC(store_pg *, store_pg_free)
 
 int store_pg_open(const char *uri, store_pg **ret) {
-        _cleanup_(store_pg_freep) store_pg *p = calloc(1, sizeof(*p));
-        int r;
+        _cleanup_(store_pg_freep) store_pg *p = NULL;
+        int r = pq_load();
 
+        if (r < 0)
+                return r;
+        p = calloc(1, sizeof(*p));
         if (!p || pthread_mutex_init(&p->sink_lock, NULL) != 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         p->gc_tail = &p->gc_head;

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <libpq-fe.h>
+#include "pq-dl.h"
 
 #include "store.h"
 

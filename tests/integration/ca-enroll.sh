@@ -2,6 +2,7 @@
 # ca-enroll.sh — enrollment with a bootstrap token, seen from the device
 # side with curl and openssl only (CA key in SoftHSM2, hwidd on loopback).
 # Proves:
+#   - hwidd maps libpq on a PostgreSQL store only (pg-suite-ca-enroll), not on SQLite;
 #   - an openssl-made CSR (PEM or DER) posted with curl gets 201 and a PEM
 #     certificate that `openssl verify -CAfile ca.pem` accepts for client
 #     use; it carries the CSR's key and CN, basicConstraints CA:FALSE
@@ -212,6 +213,13 @@ EOF
 sed -i 's/^  audit_only: false$/&\n  admin_group: hwid-admins/' "$CFG"
 grep -q '^  admin_group: hwid-admins$' "$CFG" || fail "could not set policy.admin_group"
 hwidd_start
+# libpq is opened only for a PostgreSQL store (service/pq-dl.h): an hwidd on
+# SQLite maps neither it nor the Kerberos and LDAP libraries it brings.
+if [ -n "${PG_URI:-}" ]; then
+        grep -q 'libpq\.so' "/proc/$HWIDD_PID/maps" || fail "hwidd on PostgreSQL has no libpq mapped"
+else
+        ! grep -qE 'libpq\.so|libkrb5|libldap' "/proc/$HWIDD_PID/maps" || fail "hwidd on SQLite maps libpq"
+fi
 test_enroll_pem
 test_enroll_der_sans
 test_san_refused
