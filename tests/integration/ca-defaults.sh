@@ -126,7 +126,7 @@ test_renewal_too_early() {
 
 # too_early_denials NAME — renewals of NAME the CA refused as too early.
 too_early_denials() {
-        sqlite3 "$CA_DIR/hwid.db" "SELECT count(*) FROM audit WHERE action = 'renew' AND target = '$1' \
+        store_sql "SELECT count(*) FROM audit WHERE action = 'renew' AND target = '$1' \
                 AND outcome = 'deny' AND reason LIKE '%opens at%'"
 }
 
