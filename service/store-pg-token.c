@@ -186,15 +186,11 @@ static int request_from_row(PGresult *res, int row, store_request *ret) {
         return 0;
 }
 
-static bool request_id_ok(const char *id) {
-        return store_str_ok(id, sizeof(((store_request *) NULL)->id) - 1);
-}
-
 static int request_read(pg_slot *c, const char *id, store_request *ret) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         int r;
 
-        if (!request_id_ok(id))
+        if (!store_request_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such request");
         r = pg_exec(c, &res, "read a request", "SELECT " REQUEST_COLS " FROM requests WHERE id = $1", "t", id);
         if (r < 0)
@@ -234,7 +230,7 @@ static int request_create_run(pg_slot *c, void *userdata) {
 }
 
 int store_pg_request_create(store_pg *p, const store_request *q, int64_t now) {
-        if (!q || !request_id_ok(q->id) || !store_str_ok(q->identity, 1024) || !store_str_ok(q->profile, 256) ||
+        if (!q || !store_request_id_ok(q->id) || !store_str_ok(q->identity, 1024) || !store_str_ok(q->profile, 256) ||
             strnlen(q->spki_sha256, sizeof(q->spki_sha256)) != 64 || !q->csr_der || q->csr_der_len == 0 ||
             !store_attestation_ok(&q->attestation))
                 return hwid_fail(HWID_E_INVALID, "request to store lacks an id, identity, profile, key hash or CSR, "
@@ -331,7 +327,7 @@ static int request_decide_run(pg_slot *c, void *userdata) {
 }
 
 int store_pg_request_decide(store_pg *p, const char *id, bool approve, const char *reason, int64_t now) {
-        if (!request_id_ok(id))
+        if (!store_request_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such request");
         return pg_tx(p, request_decide_run,
                      &(request_q) { .id = id, .approve = approve, .reason = reason, .now = now },

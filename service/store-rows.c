@@ -52,6 +52,10 @@ bool store_token_id_ok(const char *id) {
         return strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789") == 6;
 }
 
+bool store_request_id_ok(const char *id) {
+        return store_str_ok(id, sizeof(((store_request *) NULL)->id) - 1);
+}
+
 bool store_hex_ok(const char *s, size_t min, size_t max) {
         size_t n = strnlen(s, max + 1);
 

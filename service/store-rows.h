@@ -32,6 +32,8 @@ store_cert_status store_cert_status_parse(const char *s);
 
 bool store_str_ok(const char *s, size_t max);
 bool store_token_id_ok(const char *id);
+/* A request id as the stores hold it: 1..32 characters. */
+bool store_request_id_ok(const char *id);
 /* Upper-case hex, as serials are stored: 1..64 characters. */
 bool store_serial_ok(const char *serial);
 /* Lower-case hex of min..max characters. */

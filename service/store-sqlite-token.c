@@ -196,16 +196,12 @@ static int request_from_row(sqlite3_stmt *st, store_request *ret) {
         return 0;
 }
 
-static bool request_id_ok(const char *id) {
-        return store_str_ok(id, sizeof(((store_request *) NULL)->id) - 1);
-}
-
 /* With the lock held. */
 static int request_read(store *s, const char *id, store_request *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        if (!request_id_ok(id))
+        if (!store_request_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such request");
         r = store_stmt(s, ST_REQ_GET, "SELECT " REQUEST_COLS " FROM requests WHERE id = ?1", &st);
         if (r >= 0)
@@ -224,7 +220,7 @@ int store_sqlite_request_create(store *s, const store_request *q, int64_t now) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        if (!q || !request_id_ok(q->id) || !store_str_ok(q->identity, 1024) || !store_str_ok(q->profile, 256) ||
+        if (!q || !store_request_id_ok(q->id) || !store_str_ok(q->identity, 1024) || !store_str_ok(q->profile, 256) ||
             strnlen(q->spki_sha256, sizeof(q->spki_sha256)) != 64 || !q->csr_der || q->csr_der_len == 0 ||
             !store_attestation_ok(&q->attestation))
                 return hwid_fail(HWID_E_INVALID, "request to store lacks an id, identity, profile, key hash or CSR, "
@@ -330,7 +326,7 @@ int store_sqlite_request_decide(store *s, const char *id, bool approve, const ch
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        if (!request_id_ok(id))
+        if (!store_request_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such request");
         r = store_enter(s, true, &g);
         if (r >= 0)
