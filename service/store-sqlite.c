@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "log.h"
 #include "store-sqlite.h"
 
 int store_sql_fail(store *s, const char *what) {
@@ -355,9 +356,19 @@ static int create_file(const char *path) {
         return 0;
 }
 
+/* Process-wide settings: they must precede SQLite's initialization, which
+ * the first connection does. */
+static void configure_library(void) {
+        if (sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, STORE_SAVEPOINT_MEMORY) != SQLITE_OK)
+                log_warning("SQLite was initialized before the store: savepoints over 64 KiB "
+                            "go to temporary files");
+}
+
 int store_connect(store *s) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
         int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX; /* our mutex guards the connection */
 
+        pthread_once(&once, configure_library);
         if (sqlite3_open_v2(s->path, &s->db, flags, NULL) != SQLITE_OK)
                 return hwid_fail(HWID_E_STORE, "cannot open database %s: %s", s->path,
                                  s->db ? sqlite3_errmsg(s->db) : "out of memory");

@@ -24,6 +24,13 @@
  * pages at which a checkpoint is due. */
 #define STORE_WAL_LIMIT_BYTES (4 * 1024 * 1024)
 
+/* What a savepoint would undo (each job of a group commit runs in one)
+ * stays in memory up to this size.  SQLite's default, 64 KiB, is less than
+ * one issuance's: each then also wrote its pages to a temporary file, ~30
+ * write calls per issuance, and failed where no temporary directory is
+ * writable. */
+#define STORE_SAVEPOINT_MEMORY (4 * 1024 * 1024)
+
 /* Read connections (store-sqlite-readers.c): lookups run there, beside
  * the writer.  A lookup takes tens of microseconds, so a few suffice. */
 #define STORE_READERS 4
@@ -127,11 +134,7 @@ struct store {
         pthread_cond_t ck_cond;
         bool ck_ready, ck_running, ck_due, ck_stop;
         unsigned long ck_commits; /* commits since the last round */
-        /* Where the WAL file is cut back to when it starts over: about the 1000
- * pages at which a checkpoint is due. */
-#define STORE_WAL_LIMIT_BYTES (4 * 1024 * 1024)
-
-/* Read connections, each itself a store object with no readers. */
+        /* Read connections, each itself a store object with no readers. */
         struct store *readers[STORE_READERS];
         size_t n_readers;
         _Atomic unsigned next_reader;
