@@ -17,6 +17,8 @@ PACKAGES=(
         tpm2-abrmd libtss2-tcti-tabrmd0 dbus-daemon
         swtpm swtpm-tools opensc iproute2 procps golang-cfssl valgrind strace
         faketime
+        # bench/run.sh's native profile (section 8)
+        linux-perf
         python3-jwcrypto python3-cryptography
         # promtool, which checks /metrics (ops-*.sh tests)
         prometheus
