@@ -6,6 +6,7 @@
 #include "base64.h"
 #include "cleanup.h"
 #include "error.h"
+#include "secret.h"
 
 #define B64_MAX ((size_t) 64 * 1024 * 1024)
 
@@ -58,17 +59,14 @@ static const char *to_standard(const char *text, size_t len, bool url, char *out
         return NULL;
 }
 
-int base64_decode(const char *text, size_t len, bool url, uint8_t **ret, size_t *ret_len) {
-        _cleanup_free_ char *std = NULL, *again = NULL;
-        _cleanup_free_ uint8_t *out = NULL;
+/* Decodes text into out (len + 1 bytes), by way of std (len + 4 bytes),
+ * and checks that it is the value's one encoding. */
+static int decode_checked(const char *text, size_t len, bool url, char *std, uint8_t *out, size_t *ret_len) {
+        _cleanup_secret_ char *again = NULL;
         size_t n, pad = 0, bytes;
         const char *why;
         int r;
 
-        if (len > B64_MAX)
-                return hwid_fail(HWID_E_TOO_LARGE, "%zu characters are too many to decode", len);
-        if (!(std = malloc(len + 4)) || !(out = malloc(len + 1)))
-                return hwid_fail(HWID_E_NOMEM, NULL);
         if ((why = to_standard(text, len, url, std, &n)))
                 return hwid_fail(HWID_E_INVALID, "the %s text %s", url ? "base64url" : "base64", why);
         while (pad < 2 && n > pad && std[n - 1 - pad] == '=')
@@ -83,7 +81,30 @@ int base64_decode(const char *text, size_t len, bool url, uint8_t **ret, size_t 
                 return r;
         if (strlen(again) != len || memcmp(again, text, len) != 0)
                 return hwid_fail(HWID_E_INVALID, "the %s text is not in canonical form", url ? "base64url" : "base64");
-        *ret = TAKE_PTR(out);
         *ret_len = bytes;
         return 0;
+}
+
+/* What is decoded may be a secret (an attestation answer): every copy made
+ * along the way is wiped before it is freed, the result too on failure. */
+int base64_decode(const char *text, size_t len, bool url, uint8_t **ret, size_t *ret_len) {
+        char *std;
+        uint8_t *out;
+        int r;
+
+        if (len > B64_MAX)
+                return hwid_fail(HWID_E_TOO_LARGE, "%zu characters are too many to decode", len);
+        std = malloc(len + 4);
+        out = malloc(len + 1);
+        r = std && out ? decode_checked(text, len, url, std, out, ret_len) : hwid_fail(HWID_E_NOMEM, NULL);
+        if (std)
+                secret_wipe(std, len + 4);
+        free(std);
+        if (r < 0 && out)
+                secret_wipe(out, len + 1);
+        if (r < 0)
+                free(out);
+        else
+                *ret = out;
+        return r;
 }
