@@ -143,7 +143,7 @@ int est_certs_only_to_pem(const uint8_t *der, size_t len, char **ret) {
 
 /* Decodes the base64 of credentials into a wiped-on-free buffer. */
 static int basic_decode(const char *b64, char **ret) {
-        size_t n = strlen(b64), pad = 0;
+        size_t n = strlen(b64), pad = 0, size = n / 4 * 3 + 1;
         _cleanup_secret_ char *out = NULL;
         int w;
 
@@ -155,11 +155,13 @@ static int basic_decode(const char *b64, char **ret) {
                         return hwid_fail(HWID_E_INVALID, "the Basic credentials are not base64");
         while (pad < 2 && b64[n - 1 - pad] == '=')
                 pad++;
-        if (!(out = calloc(1, n / 4 * 3 + 1)))
+        if (!(out = calloc(1, size)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
         w = EVP_DecodeBlock((unsigned char *) out, (const unsigned char *) b64, (int) n);
-        if (w < 0 || (size_t) w < pad || memchr(out, '\0', (size_t) w - pad))
+        if (w < 0 || (size_t) w < pad || memchr(out, '\0', (size_t) w - pad)) {
+                secret_wipe(out, size); /* secret_free() would stop at the NUL */
                 return hwid_fail(HWID_E_INVALID, "the Basic credentials are not base64 of text");
+        }
         out[w - (int) pad] = '\0';
         *ret = TAKE_PTR(out);
         return 0;

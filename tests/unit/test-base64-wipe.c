@@ -1,8 +1,10 @@
-/* base64_decode() leaves no copy of what it decoded behind: what it
- * decodes may be a secret (an attestation answer), and the copies it makes
- * on the way (the text in the standard alphabet, the re-encoding that
- * proves the text canonical, the result when it refuses the text) are
- * wiped before they are freed.
+/* The base64 decoders leave no copy of what they decoded behind.
+ * base64_decode() may decode a secret (an attestation answer): the copies
+ * it makes on the way (the text in the standard alphabet, the re-encoding
+ * that proves the text canonical, the result when it refuses the text)
+ * are wiped before they are freed.  EST's HTTP Basic credentials hold a
+ * token secret: refused because they hold a NUL, they are wiped whole,
+ * not only up to the NUL.
  *
  * How: after a decode, this process's writable memory is searched for
  * those copies, read through /proc/self/mem so that freed blocks are read
@@ -18,6 +20,7 @@
 #include <openssl/rand.h>
 
 #include "base64.h"
+#include "est-wire.h"
 #include "check.h"
 #include "error.h"
 #include "secret.h"
@@ -119,11 +122,28 @@ static void refused(void) {
         CHECK(!memory_holds(secret + 16, SECRET_LEN - 1 - 16)); /* as above */
 }
 
+/* Basic credentials with a NUL in them: refused, and wiped past the NUL. */
+static void basic_refused(void) {
+        uint8_t *plain = own;
+        char *header = (char *) own + 128, *password = NULL, user[EST_USER_MAX + 1];
+        char *enc = NULL;
+
+        memcpy(plain, "abc123:x\0", 9);
+        CHECK(RAND_bytes(plain + 9, 39) == 1);
+        CHECK(base64_encode(plain, 48, false, &enc) == 0);
+        snprintf(header, 256, "Basic %s", enc);
+        secret_free(enc);
+        CHECK(est_basic_parse(header, user, &password) == -HWID_E_INVALID);
+        CHECK(password == NULL);
+        CHECK(!memory_holds(plain + 24, 24)); /* as above */
+}
+
 int main(void) {
         own = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         scan = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         CHECK(own != MAP_FAILED && scan != MAP_FAILED);
         decoded();
         refused();
+        basic_refused();
         return check_done("test-base64-wipe");
 }
