@@ -292,15 +292,13 @@ void strv_free_n(char **v, size_t n) {
         free(v);
 }
 
-int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
-        GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+int general_names_dns(const GENERAL_NAMES *gens, char ***ret, size_t *ret_n) {
         char **names = NULL;
         size_t n = 0;
         int count = gens ? sk_GENERAL_NAME_num(gens) : 0, r = 0;
 
-        ERR_clear_error(); /* no subjectAltName at all is not a failure */
         if (count > 0 && !(names = calloc((size_t) count, sizeof(*names))))
-                r = hwid_fail(HWID_E_NOMEM, NULL);
+                return hwid_fail(HWID_E_NOMEM, NULL);
         for (int i = 0; r >= 0 && i < count; i++) {
                 const GENERAL_NAME *gn = sk_GENERAL_NAME_value(gens, i);
                 const ASN1_IA5STRING *s = gn->type == GEN_DNS ? gn->d.dNSName : NULL;
@@ -310,7 +308,6 @@ int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
                 if (!names[n++])
                         r = hwid_fail(HWID_E_NOMEM, NULL);
         }
-        GENERAL_NAMES_free(gens);
         if (r < 0) {
                 strv_free_n(names, n);
                 return r;
@@ -318,6 +315,13 @@ int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
         *ret = names;
         *ret_n = n;
         return 0;
+}
+
+int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+
+        ERR_clear_error(); /* no subjectAltName at all is not a failure */
+        return general_names_dns(gens, ret, ret_n);
 }
 
 int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n) {

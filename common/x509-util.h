@@ -51,6 +51,8 @@ int name_to_string(const X509_NAME *name, char **ret);
  * shorter than its ASN.1 length if it holds a NUL); none: *ret_n 0. Free
  * with strv_free_n(). */
 int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n);
+/* The same of a list of names (a certificate's before it is signed). */
+int general_names_dns(const GENERAL_NAMES *gens, char ***ret, size_t *ret_n);
 /* The same of a certificate in DER. */
 int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n);
 void strv_free_n(char **v, size_t n);
