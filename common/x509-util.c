@@ -159,56 +159,6 @@ int spki_der_sha256_hex(const X509_PUBKEY *spki, char ret[65]) {
         return sha256_hex(der, len, ret);
 }
 
-/* The AlgorithmIdentifier parameters of the key types hwid accepts:
- * absent or NULL (RSA), a named curve (EC), a SEQUENCE (explicit EC
- * parameters, RSA-PSS). */
-static int copy_alg_param(int ptype, const void *pval, void **ret) {
-        switch (ptype) {
-        case V_ASN1_UNDEF:
-        case V_ASN1_NULL:
-                *ret = NULL;
-                return 0;
-        case V_ASN1_OBJECT:
-                *ret = OBJ_dup(pval);
-                break;
-        case V_ASN1_SEQUENCE:
-                *ret = ASN1_STRING_dup(pval);
-                break;
-        default:
-                return hwid_fail(HWID_E_CRYPTO, "unexpected public key algorithm parameters (type %d)", ptype);
-        }
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
-int x509_set_spki(X509 *x, const X509_PUBKEY *spki) {
-        X509_PUBKEY *dst = X509_get_X509_PUBKEY(x);
-        ASN1_OBJECT *alg_obj = NULL, *obj = NULL;
-        const unsigned char *pk = NULL;
-        unsigned char *penc = NULL;
-        const void *pval = NULL;
-        void *param = NULL;
-        X509_ALGOR *alg = NULL;
-        int pk_len = 0, ptype = V_ASN1_UNDEF, r;
-
-        if (!dst || !X509_PUBKEY_get0_param(&alg_obj, &pk, &pk_len, &alg, spki) || !alg_obj || pk_len <= 0)
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot read the subject public key");
-        X509_ALGOR_get0(NULL, &ptype, &pval, alg);
-        if ((r = copy_alg_param(ptype, pval, &param)) < 0)
-                return r;
-        obj = OBJ_dup(alg_obj);
-        penc = OPENSSL_memdup(pk, (size_t) pk_len);
-        if (!obj || !penc || !X509_PUBKEY_set0_param(dst, obj, ptype, param, penc, pk_len)) {
-                ASN1_OBJECT_free(obj);
-                OPENSSL_free(penc);
-                if (ptype == V_ASN1_OBJECT)
-                        ASN1_OBJECT_free(param);
-                else
-                        ASN1_STRING_free(param);
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot set the subject public key");
-        }
-        return 0;
-}
-
 int spki_sha256_pin(EVP_PKEY *pkey, char ret[72]) {
         char hex[65];
         int r = spki_sha256_hex(pkey, hex);

@@ -29,11 +29,6 @@ int spki_sha256_hex(EVP_PKEY *pkey, char ret[65]);
  * encoders make cost a few hundred microseconds. */
 int spki_der_sha256_hex(const X509_PUBKEY *spki, char ret[65]);
 
-/* Sets x's SubjectPublicKeyInfo to a copy of spki (e.g. a verified CSR's)
- * without decoding and re-encoding the key.  X509_get0_pubkey(x) then
- * has no key to give: use X509_get_X509_PUBKEY(x). */
-int x509_set_spki(X509 *x, const X509_PUBKEY *spki);
-
 /* The public key as PEM (SubjectPublicKeyInfo); caller frees. */
 int pubkey_to_pem(EVP_PKEY *pkey, char **ret);
 

@@ -68,7 +68,8 @@ static int cached_ext(issuer *is, int nid, const char *value, const ext_cached *
                 }
         }
         pthread_mutex_unlock(&is->ext_lock);
-        *ret = e; /* entries never move or change once made */
+        if (r >= 0)
+                *ret = e; /* entries never move or change once made */
         return r;
 }
 

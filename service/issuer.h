@@ -25,7 +25,7 @@ typedef struct issue_request {
         EVP_PKEY *subject_key;       /* from the CSR (verified) */
         /* The CSR's SubjectPublicKeyInfo (the same key): when set, copied
          * into the certificate as it stands instead of re-encoding
-         * subject_key (see x509_set_spki()). */
+         * subject_key, which OpenSSL 3.0's encoders make slow. */
         const X509_PUBKEY *subject_spki;
         const X509_NAME *subject;
         const GENERAL_NAMES *sans;   /* NULL: none */

@@ -167,6 +167,26 @@ static int ref_validity(X509 *x, X509 *ca_cert, const issue_request *in) {
         return X509_set1_notAfter(x, na) ? 0 : -1;
 }
 
+/* x's key: a copy of spki's fields, as the old code's x509_set_spki() made
+ * it (the test's keys have a named curve or NULL as parameters). */
+static int ref_spki(X509 *x, const X509_PUBKEY *spki) {
+        ASN1_OBJECT *obj = NULL;
+        const unsigned char *pk = NULL;
+        const void *pval = NULL;
+        X509_ALGOR *alg = NULL;
+        int pk_len = 0, ptype = V_ASN1_UNDEF;
+
+        if (!X509_PUBKEY_get0_param(&obj, &pk, &pk_len, &alg, spki))
+                return -1;
+        X509_ALGOR_get0(NULL, &ptype, &pval, alg);
+        if (ptype != V_ASN1_OBJECT && ptype != V_ASN1_NULL)
+                return -1;
+        /* Owned by x from here (a failure leaks, in a test). */
+        return X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(x), OBJ_dup(obj), ptype,
+                                      ptype == V_ASN1_OBJECT ? OBJ_dup(pval) : NULL,
+                                      OPENSSL_memdup(pk, (size_t) pk_len), pk_len) ? 0 : -1;
+}
+
 /* The certificate the old code made of in, with got's serial. */
 static X509 *reference(ca *c, const issue_case *t, const issue_request *in, X509 *got) {
         _cleanup_(X509_freep) X509 *x = X509_new();
@@ -176,7 +196,7 @@ static X509 *reference(ca *c, const issue_case *t, const issue_request *in, X509
             !X509_set_serialNumber(x, (ASN1_INTEGER *) X509_get0_serialNumber(got)) ||
             !X509_set_subject_name(x, in->subject) || !X509_set_issuer_name(x, X509_get_subject_name(c->cert)))
                 return NULL;
-        if (in->subject_spki ? x509_set_spki(x, in->subject_spki) < 0 : !X509_set_pubkey(x, in->subject_key))
+        if (in->subject_spki ? ref_spki(x, in->subject_spki) < 0 : !X509_set_pubkey(x, in->subject_key))
                 return NULL;
         if (ref_validity(x, c->cert, in) < 0 || ref_extensions(x, c->cert, t, in) < 0 ||
             hwid_key_sign_init(c->key, mctx, NULL) < 0 || X509_sign_ctx(x, mctx) <= 0)
