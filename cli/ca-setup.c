@@ -175,7 +175,8 @@ int uri_with_module(const char *uri, hwid_key *k, char **ret) {
 
 /* hwidd's own TLS certificate, issued by the CA like any other and
  * recorded in the store. */
-static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, const char *crl_url, X509 **ret) {
+static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, const char *crl_url,
+                          issued_cert *ret) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
         _cleanup_free_ char *list = NULL;
@@ -206,35 +207,30 @@ static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, cons
         return issuer_sign(is, &in, ret);
 }
 
-static int record_tls_cert(store *st, X509 *x) {
-        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
-        _cleanup_free_ char *serial = NULL, *subject = NULL;
+/* Recorded like every certificate; read back from its DER for what the
+ * issuer does not hand out (this runs once per CA). */
+static int record_tls_cert(store *st, const issued_cert *tls) {
+        const unsigned char *p = tls->der;
+        _cleanup_(X509_freep) X509 *x = d2i_X509(NULL, &p, (long) tls->der_len);
+        _cleanup_free_ char *subject = NULL;
         int64_t now = (int64_t) time(NULL);
-        int len = i2d_X509(x, &der), r;
-        store_cert c = { 0 };
-        struct tm tm;
+        store_cert c = { .serial = (char *) tls->serial, .identity = (char *) TLS_IDENTITY,
+                         .profile = (char *) "hwidd-tls", .der = tls->der, .der_len = tls->der_len,
+                         .not_before = tls->not_before, .not_after = tls->not_after, .status = CERT_VALID,
+                         .created_at = now };
         store_audit a = { .at = now, .actor = "admin:ca-init", .action = "issue-tls", .target = TLS_IDENTITY,
                           .outcome = "allow", .reason = "hwidd's TLS server certificate" };
         store_issue how = { .cert = &c, .replace_live = true, .audit = &a };
         char **dns = NULL;
         size_t n_dns = 0;
+        int r;
 
-        if (len <= 0 || (r = serial_to_hex(X509_get0_serialNumber(x), &serial)) < 0 ||
-            (r = name_to_string(X509_get_subject_name(x), &subject)) < 0 ||
+        if (!x)
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot read the TLS certificate back");
+        if ((r = name_to_string(X509_get_subject_name(x), &subject)) < 0 ||
             (r = spki_sha256_hex(X509_get0_pubkey(x), c.spki_sha256)) < 0)
-                return len <= 0 ? hwid_fail(HWID_E_CRYPTO, "cannot encode the TLS certificate") : r;
-        c.serial = serial;
-        c.identity = (char *) TLS_IDENTITY;
+                return r;
         c.subject = subject;
-        c.profile = (char *) "hwidd-tls";
-        c.der = der;
-        c.der_len = (size_t) len;
-        ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm);
-        c.not_before = (int64_t) timegm(&tm);
-        ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm);
-        c.not_after = (int64_t) timegm(&tm);
-        c.status = CERT_VALID;
-        c.created_at = now;
         /* Its DNS names are hwidd's: no device may get them. */
         if ((r = x509_dns_names(x, &dns, &n_dns)) < 0)
                 return r;
@@ -329,7 +325,7 @@ static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_u
 }
 
 static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const char *crl_url, char **ret_tls_uri,
-                     X509 **ret_cert) {
+                     issued_cert *ret_cert) {
         _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
         _cleanup_(issuer_freep) issuer *is = NULL;
         _cleanup_free_ char *uri = NULL;
@@ -351,21 +347,20 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const c
         return uri_with_module(uri, tls_key, ret_tls_uri);
 }
 
-static int write_tls_pem(const ca_setup *s, X509 *tls, X509 *ca_cert) {
-        _cleanup_free_ char *path = path_join(s->dir, "tls.pem");
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
-        char *data;
-        long n;
+static int write_tls_pem(const ca_setup *s, const issued_cert *tls, X509 *ca_cert) {
+        _cleanup_free_ char *path = path_join(s->dir, "tls.pem"), *leaf = NULL, *ca = NULL, *both = NULL;
+        int r;
 
         /* Leaf first, then the CA, so that clients can build the chain. */
-        if (!path || !b || !PEM_write_bio_X509(b, tls) || !PEM_write_bio_X509(b, ca_cert))
+        if ((r = der_to_pem(tls->der, tls->der_len, "CERTIFICATE", &leaf)) < 0 || (r = cert_to_pem(ca_cert, &ca)) < 0)
+                return r;
+        if (!path || asprintf(&both, "%s%s", leaf, ca) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        n = BIO_get_mem_data(b, &data);
-        return write_file_atomic(path, data, (size_t) n, 0644);
+        return write_file_atomic(path, both, strlen(both), 0644);
 }
 
 int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
-        _cleanup_(X509_freep) X509 *tls = NULL;
+        _cleanup_(issued_cert_clear) issued_cert tls = { 0 };
         _cleanup_(store_freep) store *st = NULL;
         _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *db = path_join(s->dir, "hwid.db");
         _cleanup_free_ char *http = NULL, *crl_url = NULL;
@@ -376,9 +371,9 @@ int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = crl_endpoint(s, &http, &crl_url)) < 0 ||
             (r = setup_tls(s, ca_key, ca_cert, crl_url, &tls_uri, &tls)) < 0 ||
-            (r = write_tls_pem(s, tls, ca_cert)) < 0 ||
+            (r = write_tls_pem(s, &tls, ca_cert)) < 0 ||
             (r = store_open(db, &st)) < 0 ||
-            (r = record_tls_cert(st, tls)) < 0 ||
+            (r = record_tls_cert(st, &tls)) < 0 ||
             (r = uri_with_module(s->ca_key_uri, ca_key, &ca_uri)) < 0 ||
             (r = write_config(s, ca_uri, tls_uri, http, crl_url)) < 0 ||
             (r = spki_sha256_pin(X509_get0_pubkey(ca_cert), pin)) < 0)

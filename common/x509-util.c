@@ -159,56 +159,6 @@ int spki_der_sha256_hex(const X509_PUBKEY *spki, char ret[65]) {
         return sha256_hex(der, len, ret);
 }
 
-/* The AlgorithmIdentifier parameters of the key types hwid accepts:
- * absent or NULL (RSA), a named curve (EC), a SEQUENCE (explicit EC
- * parameters, RSA-PSS). */
-static int copy_alg_param(int ptype, const void *pval, void **ret) {
-        switch (ptype) {
-        case V_ASN1_UNDEF:
-        case V_ASN1_NULL:
-                *ret = NULL;
-                return 0;
-        case V_ASN1_OBJECT:
-                *ret = OBJ_dup(pval);
-                break;
-        case V_ASN1_SEQUENCE:
-                *ret = ASN1_STRING_dup(pval);
-                break;
-        default:
-                return hwid_fail(HWID_E_CRYPTO, "unexpected public key algorithm parameters (type %d)", ptype);
-        }
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
-int x509_set_spki(X509 *x, const X509_PUBKEY *spki) {
-        X509_PUBKEY *dst = X509_get_X509_PUBKEY(x);
-        ASN1_OBJECT *alg_obj = NULL, *obj = NULL;
-        const unsigned char *pk = NULL;
-        unsigned char *penc = NULL;
-        const void *pval = NULL;
-        void *param = NULL;
-        X509_ALGOR *alg = NULL;
-        int pk_len = 0, ptype = V_ASN1_UNDEF, r;
-
-        if (!dst || !X509_PUBKEY_get0_param(&alg_obj, &pk, &pk_len, &alg, spki) || !alg_obj || pk_len <= 0)
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot read the subject public key");
-        X509_ALGOR_get0(NULL, &ptype, &pval, alg);
-        if ((r = copy_alg_param(ptype, pval, &param)) < 0)
-                return r;
-        obj = OBJ_dup(alg_obj);
-        penc = OPENSSL_memdup(pk, (size_t) pk_len);
-        if (!obj || !penc || !X509_PUBKEY_set0_param(dst, obj, ptype, param, penc, pk_len)) {
-                ASN1_OBJECT_free(obj);
-                OPENSSL_free(penc);
-                if (ptype == V_ASN1_OBJECT)
-                        ASN1_OBJECT_free(param);
-                else
-                        ASN1_STRING_free(param);
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot set the subject public key");
-        }
-        return 0;
-}
-
 int spki_sha256_pin(EVP_PKEY *pkey, char ret[72]) {
         char hex[65];
         int r = spki_sha256_hex(pkey, hex);
@@ -292,15 +242,13 @@ void strv_free_n(char **v, size_t n) {
         free(v);
 }
 
-int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
-        GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+int general_names_dns(const GENERAL_NAMES *gens, char ***ret, size_t *ret_n) {
         char **names = NULL;
         size_t n = 0;
         int count = gens ? sk_GENERAL_NAME_num(gens) : 0, r = 0;
 
-        ERR_clear_error(); /* no subjectAltName at all is not a failure */
         if (count > 0 && !(names = calloc((size_t) count, sizeof(*names))))
-                r = hwid_fail(HWID_E_NOMEM, NULL);
+                return hwid_fail(HWID_E_NOMEM, NULL);
         for (int i = 0; r >= 0 && i < count; i++) {
                 const GENERAL_NAME *gn = sk_GENERAL_NAME_value(gens, i);
                 const ASN1_IA5STRING *s = gn->type == GEN_DNS ? gn->d.dNSName : NULL;
@@ -310,7 +258,6 @@ int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
                 if (!names[n++])
                         r = hwid_fail(HWID_E_NOMEM, NULL);
         }
-        GENERAL_NAMES_free(gens);
         if (r < 0) {
                 strv_free_n(names, n);
                 return r;
@@ -318,6 +265,13 @@ int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
         *ret = names;
         *ret_n = n;
         return 0;
+}
+
+int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n) {
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+
+        ERR_clear_error(); /* no subjectAltName at all is not a failure */
+        return general_names_dns(gens, ret, ret_n);
 }
 
 int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n) {

@@ -29,11 +29,6 @@ int spki_sha256_hex(EVP_PKEY *pkey, char ret[65]);
  * encoders make cost a few hundred microseconds. */
 int spki_der_sha256_hex(const X509_PUBKEY *spki, char ret[65]);
 
-/* Sets x's SubjectPublicKeyInfo to a copy of spki (e.g. a verified CSR's)
- * without decoding and re-encoding the key.  X509_get0_pubkey(x) then
- * has no key to give: use X509_get_X509_PUBKEY(x). */
-int x509_set_spki(X509 *x, const X509_PUBKEY *spki);
-
 /* The public key as PEM (SubjectPublicKeyInfo); caller frees. */
 int pubkey_to_pem(EVP_PKEY *pkey, char **ret);
 
@@ -51,6 +46,8 @@ int name_to_string(const X509_NAME *name, char **ret);
  * shorter than its ASN.1 length if it holds a NUL); none: *ret_n 0. Free
  * with strv_free_n(). */
 int x509_dns_names(const X509 *x, char ***ret, size_t *ret_n);
+/* The same of a list of names (a certificate's before it is signed). */
+int general_names_dns(const GENERAL_NAMES *gens, char ***ret, size_t *ret_n);
 /* The same of a certificate in DER. */
 int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n);
 void strv_free_n(char **v, size_t n);

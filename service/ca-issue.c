@@ -17,41 +17,22 @@
 /* Regenerate the CRL when less than this fraction of its validity is left. */
 #define CRL_REFRESH_FRACTION 0.5
 
-static int asn1_time_to_unix(const ASN1_TIME *t, int64_t *ret) {
-        struct tm tm;
-
-        if (!ASN1_TIME_to_tm(t, &tm))
-                return hwid_fail(HWID_E_CRYPTO, "certificate time cannot be read");
-        *ret = (int64_t) timegm(&tm);
-        return 0;
-}
-
-/* Fills the store record for x, whose key is the request's (its SPKI
- * fingerprint is the one already taken of the request); strings are
- * allocated into rec. */
-static int cert_record(X509 *x, const csr_info *csr, const char *identity, const policy_profile *profile,
-                       policy_role role, int64_t now, store_cert *rec) {
+/* Fills the store record for c, whose key is the request's (its SPKI
+ * fingerprint is the one already taken of the request) and whose subject
+ * is subject; strings are allocated into rec, c's DER moves there. */
+static int cert_record(issued_cert *c, const X509_NAME *subject, const csr_info *csr, const char *identity,
+                       const policy_profile *profile, policy_role role, int64_t now, store_cert *rec) {
         const char *role_name = policy_cert_role_name(role);
-        unsigned char *der = NULL;
-        int len, r;
+        int r;
 
-        if ((r = serial_to_hex(X509_get0_serialNumber(x), &rec->serial)) < 0 ||
-            (r = name_to_string(X509_get_subject_name(x), &rec->subject)) < 0 ||
-            (r = asn1_time_to_unix(X509_get0_notBefore(x), &rec->not_before)) < 0 ||
-            (r = asn1_time_to_unix(X509_get0_notAfter(x), &rec->not_after)) < 0)
+        if ((r = name_to_string(subject, &rec->subject)) < 0)
                 return r;
+        rec->serial = strdup(c->serial);
+        rec->not_before = c->not_before;
+        rec->not_after = c->not_after;
         snprintf(rec->spki_sha256, sizeof(rec->spki_sha256), "%s", csr_info_facts(csr)->spki_sha256);
-        len = i2d_X509(x, &der);
-        if (len <= 0)
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the certificate");
-        rec->der = malloc((size_t) len);
-        if (!rec->der) {
-                OPENSSL_free(der);
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        }
-        memcpy(rec->der, der, (size_t) len);
-        OPENSSL_free(der);
-        rec->der_len = (size_t) len;
+        rec->der = TAKE_PTR(c->der);
+        rec->der_len = c->der_len;
         rec->identity = strdup(identity);
         rec->profile = strdup(profile->name);
         rec->status = CERT_VALID;
@@ -63,10 +44,13 @@ static int cert_record(X509 *x, const csr_info *csr, const char *identity, const
          * is what its profile said when the certificate was issued. */
         if ((r = cert_scope_encode(profile, &rec->scope)) < 0)
                 return r;
-        return rec->identity && rec->profile ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        return rec->serial && rec->identity && rec->profile ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
 
-static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss, int64_t now, X509 **ret) {
+/* Signs the certificate iss decided on for csr's key; its subject and
+ * names are handed out too, for the record. */
+static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss, int64_t now,
+                    X509_NAME **ret_subject, GENERAL_NAMES **ret_sans, issued_cert *ret) {
         _cleanup_(X509_NAME_freep) X509_NAME *subject = NULL;
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
         issue_request in;
@@ -89,7 +73,11 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
                 .backdate = ca->cfg->clock_skew,
                 .crl_url = ca->cfg->crl_url,
         };
-        return issuer_sign(ca->issuer, &in, ret);
+        if ((r = issuer_sign(ca->issuer, &in, ret)) < 0)
+                return r;
+        *ret_subject = TAKE_PTR(subject);
+        *ret_sans = TAKE_PTR(sans);
+        return 0;
 }
 
 /* The commit, timed for metrics (its group commit's wait included). */
@@ -103,21 +91,23 @@ static int commit_timed(ca_service *ca, const store_issue *how, int64_t now) {
 
 int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
              const char *identity, int64_t now, char **ret_pem, char **ret_serial) {
-        _cleanup_(X509_freep) X509 *x = NULL;
+        _cleanup_(X509_NAME_freep) X509_NAME *subject = NULL;
+        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
         _cleanup_free_ char *pem = NULL;
+        issued_cert cert = { 0 };
         store_cert rec = { 0 };
         char **dns = NULL;
         size_t n_dns = 0;
         int r;
 
-        if ((r = sign_for(ca, csr, iss, now, &x)) < 0)
+        if ((r = sign_for(ca, csr, iss, now, &subject, &sans, &cert)) < 0)
                 return r;
-        /* The DNS names as the certificate carries them: the store keeps
-         * each with one live certificate at most. */
-        if ((r = cert_record(x, csr, identity, iss->profile,
+        /* The DNS names the certificate carries: the store keeps each
+         * with one live certificate at most. */
+        if ((r = cert_record(&cert, subject, csr, identity, iss->profile,
                              policy_profile_role(ca->cfg->policy, iss->profile), now, &rec)) < 0 ||
             (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0 ||
-            (r = x509_dns_names(x, &dns, &n_dns)) < 0)
+            (r = general_names_dns(sans, &dns, &n_dns)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
         ca_attestation_record(iss->attestation, &rec.attestation);
@@ -133,6 +123,7 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
         *ret_pem = TAKE_PTR(pem);
 out:
         strv_free_n(dns, n_dns);
+        issued_cert_clear(&cert);
         store_cert_clear(&rec);
         return r;
 }

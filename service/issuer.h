@@ -25,7 +25,7 @@ typedef struct issue_request {
         EVP_PKEY *subject_key;       /* from the CSR (verified) */
         /* The CSR's SubjectPublicKeyInfo (the same key): when set, copied
          * into the certificate as it stands instead of re-encoding
-         * subject_key (see x509_set_spki()). */
+         * subject_key, which OpenSSL 3.0's encoders make slow. */
         const X509_PUBKEY *subject_spki;
         const X509_NAME *subject;
         const GENERAL_NAMES *sans;   /* NULL: none */
@@ -39,10 +39,22 @@ typedef struct issue_request {
         const char *crl_url;         /* CRL distribution point; NULL: none */
 } issue_request;
 
+/* A signed leaf certificate and what its record needs, read off as it
+ * was built rather than parsed back out of it. */
+typedef struct issued_cert {
+        uint8_t *der;           /* the certificate (malloc) */
+        size_t der_len;
+        char serial[33];        /* upper-case hex, as serial_to_hex() gives it */
+        int64_t not_before;     /* Unix seconds */
+        int64_t not_after;
+} issued_cert;
+void issued_cert_clear(issued_cert *c);
+
 /* Builds, signs and returns a leaf certificate (basicConstraints CA:FALSE,
  * key usage, EKU, SKI/AKI, CRL distribution point, SANs) with a fresh
- * random 127-bit serial.  Never a CA certificate, whatever was asked. */
-int issuer_sign(issuer *is, const issue_request *in, X509 **ret);
+ * random 127-bit serial.  Never a CA certificate, whatever was asked.
+ * Its subject is in->subject and its names in->sans, as given. */
+int issuer_sign(issuer *is, const issue_request *in, issued_cert *ret);
 
 /* Revoked entry for the CRL builder. */
 typedef struct crl_entry {
