@@ -36,6 +36,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/policy-lib.sh"
 # shellcheck source=admin-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/admin-lib.sh"
+# shellcheck source=failover-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/failover-lib.sh"
 
 require_tools python3 openssl
 softhsm_init ops 4321
@@ -61,32 +63,6 @@ b_stop() {
         wait "$B_PID" || fail "replica B did not exit cleanly"
 }
 
-# listener_start — accepts connections on a free port and records each one
-# in $T/listener.log; sets LISTENER (URL).
-listener_start() {
-        local port
-        port=$(free_port)
-        : >"$T/listener.log"
-        start_bg "$T/listener.out" python3 -c '
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(16)
-while True:
-    c, _ = s.accept()
-    with open(sys.argv[2], "a") as f:
-        f.write("connection\n")
-    c.close()
-' "$port" "$T/listener.log"
-        wait_for_port "$port" 10 "$BG_PID"
-        LISTENER=https://127.0.0.1:$port
-}
-
-no_connection() {
-        assert_eq "$(grep -c connection "$T/listener.log" || true)" 0 "connections to the second server after $1"
-}
-
 # op_enroll NAME PROFILE — operator NAME joined with --server A --server B.
 op_enroll() {
         local tok
@@ -94,17 +70,6 @@ op_enroll() {
         HWID_TOKEN=$tok run_ok "$HWID" join --server "$A" --server "$B" --ca-hash "$PIN" --key "$(op_key "$1")" \
                 --cn "$1" --dir "$OPS/$1" >/dev/null
         [ -s "$OPS/$1/cert.pem" ] || fail "operator $1 was not enrolled"
-}
-
-# set_json DIR PYTHON — DIR/device.json rewritten by a statement on d.
-set_json() {
-        python3 - "$1/device.json" "$2" <<'PY'
-import json, sys
-p, stmt = sys.argv[1:]
-d = json.load(open(p))
-exec(stmt)
-json.dump(d, open(p, "w"))
-PY
 }
 
 # token_id OUT — the id of the token hwid token create printed in OUT.
@@ -134,12 +99,12 @@ test_dir_failover() {
 
         # The server that answered the device last is asked first: B, so
         # with B stopped the note names B and A answers.
-        set_json "$ADM" "d['server'] = '$B'"
+        json_edit "$ADM/device.json" "d['server'] = '$B'"
         b_stop
         expect_exit 0 "$B is unavailable (" --multiline -- "$HWID" token list --dir "$ADM"
         assert_contains "$(cat "$T/last.err")" "; trying $A" "token list moving on to A"
         b_start
-        set_json "$ADM" "d['server'] = '$A'"
+        json_edit "$ADM/device.json" "d['server'] = '$A'"
 }
 
 test_repeated_servers() {
@@ -182,25 +147,8 @@ hangup_start() {
                         -out "$h/tls.pem" 2>/dev/null || fail "openssl: hangup certificate"
         port=$(free_port)
         : >"$h/requests"
-        start_bg "$h/server.log" python3 -c '
-import socket, ssl, sys
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[2], sys.argv[3])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(16)
-while True:
-    c, _ = s.accept()
-    try:
-        t = ctx.wrap_socket(c, server_side=True)
-        data = t.recv(65536)
-        with open(sys.argv[4], "a") as f:
-            f.write(data.split(b"\r\n")[0].decode() + "\n")
-        t.close()
-    except (ssl.SSLError, OSError):
-        c.close()
-' "$port" "$h/tls.pem" "$h/tls.key" "$h/requests"
+        start_bg "$h/server.log" python3 "$SRCDIR/tests/integration/failover-peer.py" hangup "$port" "$h/requests" \
+                "$h/tls.pem" "$h/tls.key"
         wait_for_port "$port" 10 "$BG_PID"
         HANGUP=https://127.0.0.1:$port
 }
