@@ -254,11 +254,12 @@ static void note_failover(client_session *s, const char *why) {
 
 /* at_most_once: what ends a request that cannot move on.  A network
  * failure after the request left may hide a request carried out. */
-static int at_most_once_end(const client_session *s, int r) {
+static int at_most_once_end(const client_session *s, int r, client_response *resp) {
         char why[384];
 
         if (r != -HWID_E_NETWORK)
                 return r;
+        client_response_clear(resp); /* what came of an answer cut short */
         snprintf(why, sizeof(why), "%s", hwid_strerror(r));
         return hwid_fail(HWID_E_NETWORK, "%s; the request was sent and may have been carried out by %s%s", why,
                          s->servers[s->cur], s->n > 1 ? ", so no other server was asked" : "");
@@ -284,7 +285,7 @@ int client_session_request(client_session *s, const char *method, const char *pa
         for (size_t tried = 1;; tried++) {
                 r = request_one(s, method, path, auth, body, body_len, content_type, ret);
                 if (!unavailable(s, r, ret))
-                        return s->opts.at_most_once ? at_most_once_end(s, r) : r;
+                        return s->opts.at_most_once ? at_most_once_end(s, r, ret) : r;
                 describe(r, ret, why, sizeof(why));
                 snprintf(tried_list + strlen(tried_list), sizeof(tried_list) - strlen(tried_list), "%s%s (%s)",
                          tried > 1 ? "; " : "", s->servers[s->cur], why);
