@@ -21,7 +21,7 @@
 #define PEM_MAX (256 * 1024)
 
 struct remote {
-        char *server;
+        char *servers[DEVICE_ORDER_MAX]; /* in the order to try them, NULL-terminated */
         char *cert_pem;
         char *anchor;         /* the pinned CA certificate, the one trust anchor */
         char pin[72];
@@ -31,7 +31,12 @@ struct remote {
 
 bool remote_option(remote_opts *o, int c, const char *arg) {
         switch (c) {
-        case OPT_REMOTE_SERVER: o->server = arg; return true;
+        case OPT_REMOTE_SERVER:
+                /* One too many is counted, and refused by remote_check_usage(). */
+                if (o->n_servers < CLI_MAX_SERVERS)
+                        o->servers[o->n_servers] = arg;
+                o->n_servers++;
+                return true;
         case OPT_REMOTE_DIR: o->dir = arg; return true;
         case OPT_REMOTE_CERT: o->cert = arg; return true;
         case OPT_REMOTE_KEY: o->key = arg; return true;
@@ -46,10 +51,24 @@ bool remote_wanted(const remote_opts *o) {
         return o->dir || o->cert || o->key;
 }
 
+/* Every --server an https:// URL, none twice. */
+static int check_servers(const char *cmd, const remote_opts *o) {
+        const char *list[CLI_MAX_SERVERS + 1];
+        size_t n = 0;
+        int r;
+
+        for (size_t i = 0; i < o->n_servers; i++)
+                if ((r = cli_add_server(cmd, o->servers[i], list, &n)) != 0)
+                        return r;
+        return 0;
+}
+
 int remote_check_usage(const char *cmd, const remote_opts *o, const char *config, bool server_alone) {
         bool remote = remote_wanted(o);
 
-        if (!remote && o->server && !server_alone)
+        if (o->n_servers > CLI_MAX_SERVERS)
+                return cli_usage(cmd, "at most %d --server options", CLI_MAX_SERVERS);
+        if (!remote && o->n_servers && !server_alone)
                 return cli_usage(cmd, "--server needs the operator's identity (--dir DIR, or --cert FILE --key URI)");
         if (remote && config)
                 return cli_usage(cmd, "--config is for the CA host; --dir or --cert/--key for a remote hwidd");
@@ -58,13 +77,15 @@ int remote_check_usage(const char *cmd, const remote_opts *o, const char *config
                                       "(--dir DIR, or --cert FILE --key URI)");
         if (!remote)
                 return 0;
+        if (check_servers(cmd, o) != 0)
+                return EXIT_USAGE;
         if (o->dir && (o->cert || o->key))
                 return cli_usage(cmd, "give the operator's identity as --dir DIR or as --cert FILE --key URI, not both");
         if (!o->dir && (!o->cert || !o->key))
                 return cli_usage(cmd, "--cert FILE and --key URI go together");
         if (o->dir && o->ca_file)
                 return cli_usage(cmd, "--dir DIR holds the pinned CA; --ca-file is for --cert/--key");
-        if (o->cert && !o->server)
+        if (o->cert && !o->n_servers)
                 return cli_usage(cmd, "--cert/--key need --server URL");
         if (o->cert && !o->ca_hash && !o->ca_file)
                 return cli_usage(cmd, "--cert/--key need the CA: --ca-hash sha256:H (hwid ca hash) or --ca-file FILE");
@@ -78,7 +99,8 @@ void remote_free(remote *r) {
                 return;
         client_session_free(r->session);
         hwid_key_free(r->key);
-        free(r->server);
+        for (char **p = r->servers; *p; p++)
+                free(*p);
         free(r->cert_pem);
         free(r->anchor);
         free(r);
@@ -100,42 +122,62 @@ static int set_anchor(remote *r, const char *pem, const char *what, const char *
         return 0;
 }
 
-/* --dir: what hwid join wrote there. */
+static int copy_servers(remote *r, const char *const *list) {
+        for (size_t i = 0; list[i] && i < DEVICE_ORDER_MAX - 1; i++)
+                if (!(r->servers[i] = strdup(list[i])))
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+        return 0;
+}
+
+/* --dir: what hwid join wrote there.  Its servers as a device tries them
+ * (the one that answered it last first), unless --server says otherwise. */
 static int load_dir(remote *r, const remote_opts *o, char **ret_key_uri) {
+        const char *order[DEVICE_ORDER_MAX];
         device_state s;
         int ret;
 
         if ((ret = device_load(o->dir, &s)) < 0)
                 return ret;
-        r->server = strdup(o->server ? o->server : s.server);
+        device_server_order(&s, order);
+        ret = copy_servers(r, o->n_servers ? o->servers : order);
         r->cert_pem = strdup(s.cert_pem);
         *ret_key_uri = strdup(s.key_uri);
-        ret = r->server && r->cert_pem && *ret_key_uri ? set_anchor(r, s.ca_pem, o->dir, o->ca_hash)
-                                                       : hwid_fail(HWID_E_NOMEM, NULL);
+        if (ret >= 0)
+                ret = r->cert_pem && *ret_key_uri ? set_anchor(r, s.ca_pem, o->dir, o->ca_hash)
+                                                  : hwid_fail(HWID_E_NOMEM, NULL);
         device_state_clear(&s);
         return ret;
+}
+
+/* A failover, one line on stderr (as the device says it). */
+static void note_stderr(void *userdata, const char *message) {
+        fprintf(stderr, "hwid: %s\n", message);
 }
 
 /* --cert FILE --key URI: the CA from --ca-file, or fetched and pinned. */
 static int load_files(remote *r, const remote_opts *o, char **ret_key_uri) {
         _cleanup_free_ char *ca = NULL, *bundle = NULL;
+        const char *from = NULL;
         unsigned dropped = 0;
         size_t len;
         int ret;
 
-        if ((ret = read_file_capped(o->cert, PEM_MAX, &r->cert_pem, &len)) < 0)
+        if ((ret = read_file_capped(o->cert, PEM_MAX, &r->cert_pem, &len)) < 0 ||
+            (ret = copy_servers(r, o->servers)) < 0)
                 return ret;
-        if (!(r->server = strdup(o->server)) || !(*ret_key_uri = strdup(o->key)))
+        if (!(*ret_key_uri = strdup(o->key)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (o->ca_file) {
                 if ((ret = read_file_capped(o->ca_file, PEM_MAX, &ca, &len)) < 0)
                         return ret;
                 return set_anchor(r, ca, o->ca_file, o->ca_hash);
         }
-        if ((ret = pinned_fetch_ca(&(client_opts) { .server = o->server, .timeout = REMOTE_TIMEOUT }, o->ca_hash,
-                                   &bundle, &ca, &dropped, NULL)) < 0)
+        /* GET /ca changes nothing: any server may be asked in turn. */
+        if ((ret = pinned_fetch_ca(&(client_opts) { .servers = (const char *const *) r->servers,
+                                                    .timeout = REMOTE_TIMEOUT, .note = note_stderr },
+                                   o->ca_hash, &bundle, &ca, &dropped, &from)) < 0)
                 return ret;
-        return set_anchor(r, ca, o->server, o->ca_hash);
+        return set_anchor(r, ca, from, o->ca_hash);
 }
 
 /* The key must be the certificate's: said here, not by a TLS alert. */
@@ -165,7 +207,10 @@ int remote_open(const remote_opts *o, remote **ret) {
         ret2 = o->dir ? load_dir(r, o, &key_uri) : load_files(r, o, &key_uri);
         if (ret2 < 0 || (ret2 = open_key(r, key_uri, o->tcti)) < 0)
                 return ret2;
-        co.server = r->server;
+        /* One anchor for every server: a replica is one the pinned CA verifies. */
+        co.servers = (const char *const *) r->servers;
+        co.at_most_once = true;
+        co.note = note_stderr;
         co.ca_pem = r->anchor;
         co.key = r->key;
         co.cert_pem = r->cert_pem;
@@ -219,8 +264,8 @@ int remote_list(json_object *answer, const char *key, json_object **ret) {
         return 0;
 }
 
-const char *remote_server(const remote *r) {
-        return r->server;
+const char *const *remote_servers(const remote *r) {
+        return (const char *const *) r->servers;
 }
 
 const char *remote_ca_pin(const remote *r) {

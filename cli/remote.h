@@ -6,7 +6,12 @@
  * The operator's identity is a joined identity directory (--dir DIR, as
  * `hwid join` writes it: its certificate, key URI, pinned CA and server)
  * or a certificate file and a key URI (--cert FILE --key URI, with the
- * CA pinned by --ca-hash and/or given by --ca-file). */
+ * CA pinned by --ca-hash and/or given by --ca-file).
+ *
+ * A replicated CA (docs/HA.md) has several servers: --server repeated, or
+ * DIR/device.json's "servers".  A request moves on to the next one only
+ * when it certainly was not carried out (client.h, at_most_once), and
+ * every one is verified against the same pinned CA. */
 #pragma once
 
 #include <getopt.h>
@@ -16,9 +21,14 @@
 
 #include "admin-json.h"
 #include "cleanup.h"
+#include "cli.h"
 
 typedef struct remote_opts {
-        const char *server;   /* https://host:port; with --dir, DIR's server by default */
+        /* --server, in the order given (NULL-terminated); with --dir,
+         * DIR's servers by default.  n_servers counts every one given,
+         * also those beyond the room (a usage error). */
+        const char *servers[CLI_MAX_SERVERS + 1];
+        size_t n_servers;
         const char *dir;
         const char *cert;
         const char *key;
@@ -54,7 +64,10 @@ enum {
         "                           TPM or HSM; server and pinned CA from DIR)\n"                        \
         "      --cert FILE          or the operator's certificate (PEM) ...\n"                          \
         "      --key URI            ... and the URI of its key\n"                                       \
-        "      --server URL         hwidd, e.g. https://ca.example.org:8443\n"                           \
+        "      --server URL         hwidd, e.g. https://ca.example.org:8443; repeated for the\n"        \
+        "                           replicas of one CA, tried in order when one cannot be reached\n"   \
+        "                           or answers 502/503/504 (never on a refusal, never after a\n"       \
+        "                           request was sent); with --dir, DIR's servers by default\n"          \
         "      --ca-hash sha256:H   the CA pin (hwid ca hash); with --cert, this or --ca-file\n"         \
         "      --ca-file FILE       the CA certificate to trust\n"                                       \
         "      --tcti TCTI          the TPM holding the operator's key (tpm2: URIs)\n"
@@ -83,7 +96,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(remote *, remote_free)
 int remote_call(remote *r, const char *method, const char *path, json_object *body, json_object **ret);
 /* The array under key in an answer (-HWID_E_INVALID if none). */
 int remote_list(json_object *answer, const char *key, json_object **ret);
-const char *remote_server(const remote *r);
+/* The servers, in the order they are tried (NULL-terminated). */
+const char *const *remote_servers(const remote *r);
 /* "sha256:<hex>" of the CA, for join command lines. */
 const char *remote_ca_pin(const remote *r);
 /* s percent-encoded for a path segment or query value; caller frees. */

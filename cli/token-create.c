@@ -25,7 +25,7 @@ typedef struct token_opts {
         const char *config, *profile, *pattern, *description, *out, *device_key, *device_dir;
         int64_t ttl;
         long uses, count;
-        remote_opts remote; /* remote.server is also the join command's server */
+        remote_opts remote; /* remote.servers are also the join command's servers */
 } token_opts;
 
 static void usage(FILE *f) {
@@ -49,7 +49,8 @@ static void usage(FILE *f) {
                    "  -o, --out FILE           with --count: the file for the tokens (mode 0600)\n"
                    "      --device-key URI     device key URI for the join command\n"
                    "      --device-dir DIR     device directory for the join command\n"
-                   "(--server URL is also the join command's URL; by default from listen.)\n"
+                   "(--server URL is also the join command's URL, each one if repeated; by default\n"
+                   " from listen.)\n"
                    REMOTE_HELP, MAX_COUNT);
 }
 
@@ -153,16 +154,18 @@ static int ca_pin(const char *ca_path, char pin[72]) {
         return spki_sha256_pin(X509_get0_pubkey(x), pin);
 }
 
-/* server: the URL devices reach hwidd at. */
-static void print_join(const char *server, const token_opts *o, const char *token, const char *pin) {
+/* servers: the URLs devices reach hwidd at (NULL-terminated; the replicas
+ * of a replicated CA, for the device to fail over between). */
+static void print_join(const char *const *servers, const token_opts *o, const char *token, const char *pin) {
         const char *name = o->pattern && !strpbrk(o->pattern, "*?") ? o->pattern : "<device-name>";
 
         printf("token: %s\n(shown once: only its hash is stored; profile %s, %ld use%s, expires in %llds)\n\n",
                token, o->profile, o->uses, o->uses == 1 ? "" : "s", (long long) o->ttl);
         printf("On the device, run (the token is read from the environment, not the command line):\n"
-               "  HWID_TOKEN=%s hwid join --server %s --ca-hash %s \\\n"
-               "      --key %s --cn %s --dir %s\n",
-               token, server, pin, o->device_key, name, o->device_dir);
+               "  HWID_TOKEN=%s hwid join", token);
+        for (size_t i = 0; servers[i]; i++)
+                printf(" --server %s", servers[i]);
+        printf(" --ca-hash %s \\\n      --key %s --cn %s --dir %s\n", pin, o->device_key, name, o->device_dir);
 }
 
 static int write_batch(store *s, const token_opts *o, int64_t now) {
@@ -236,7 +239,7 @@ static int remote_create(const token_opts *o) {
                 printf("wrote %ld tokens (profile %s) to %s\n", o->count, o->profile, o->out);
         else if (r >= 0) {
                 out.data[strcspn((char *) out.data, "\n")] = '\0';
-                print_join(remote_server(rm), o, (char *) out.data, remote_ca_pin(rm));
+                print_join(remote_servers(rm), o, (char *) out.data, remote_ca_pin(rm));
         }
         buf_wipe(&out);
         return r;
@@ -248,7 +251,8 @@ static int local_create(const token_opts *o) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
         _cleanup_secret_ char *tok = NULL;
-        _cleanup_free_ char *server = NULL;
+        _cleanup_free_ char *listen = NULL;
+        const char *from_listen[2] = { NULL, NULL };
         int64_t now = (int64_t) time(NULL);
         char pin[72];
         int r;
@@ -261,10 +265,14 @@ static int local_create(const token_opts *o) {
                 return write_batch(s, o, now);
         if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_one(s, o, now, &tok)) < 0)
                 return r;
-        if (asprintf(&server, "%s%s", o->remote.server ? "" : "https://",
-                     o->remote.server ? o->remote.server : cfg->listen) < 0)
+        if (o->remote.n_servers) {
+                print_join(o->remote.servers, o, tok, pin);
+                return 0;
+        }
+        if (asprintf(&listen, "https://%s", cfg->listen) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        print_join(server, o, tok, pin);
+        from_listen[0] = listen;
+        print_join(from_listen, o, tok, pin);
         return 0;
 }
 

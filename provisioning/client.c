@@ -125,6 +125,7 @@ struct client_session {
         const char *one[2];         /* the list when opts.servers is NULL */
         const char *const *servers; /* opts.servers, or one */
         size_t n, cur;              /* how many; the one requests go to */
+        bool sent;                  /* the last request left, at least in part */
 };
 
 int client_session_new(const client_opts *o, client_session **ret) {
@@ -186,6 +187,16 @@ void client_session_prefer(client_session *s, const char *server) {
                         s->cur = i;
 }
 
+/* Whether any byte of the transfer's request was written to the server:
+ * libcurl counts in CURLINFO_REQUEST_SIZE what it has sent of the request
+ * (from zero for each transfer), so 0 means the connection or its TLS
+ * handshake failed first and the server cannot have acted on it. */
+static bool request_sent(CURL *c) {
+        long n = 0;
+
+        return curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &n) != CURLE_OK || n > 0;
+}
+
 /* One request to the current server. */
 static int request_one(client_session *s, const char *method, const char *path, const char *auth,
                        const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
@@ -209,46 +220,78 @@ static int request_one(client_session *s, const char *method, const char *path, 
         curl_easy_setopt(s->curl, CURLOPT_HEADERDATA, ret);
         r = perform(s->curl, url, ret);
         curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL); /* the list dies here */
+        s->sent = request_sent(s->curl);
         return r;
 }
 
 /* Whether an outcome of a request (its result r and, when r >= 0, its
  * answer) means the server is unavailable, so that another may be tried:
  * no answer at all, or a gateway's or the server's "not now". */
-static bool unavailable(int r, const client_response *resp) {
+static bool unavailable(const client_session *s, int r, const client_response *resp) {
         if (r < 0)
-                return r == -HWID_E_NETWORK;
+                return r == -HWID_E_NETWORK && !(s->opts.at_most_once && s->sent);
         return resp->status == 502 || resp->status == 503 || resp->status == 504;
 }
 
+/* Why the current server is unavailable, in words. */
+static void describe(int r, const client_response *resp, char *why, size_t size) {
+        if (r < 0)
+                snprintf(why, size, "%s", hwid_strerror(r));
+        else
+                snprintf(why, size, "it answered %ld", resp->status);
+}
+
 /* Why the current server was left, for the note. */
-static void note_failover(client_session *s, int r, const client_response *resp) {
-        char why[384], line[1024];
+static void note_failover(client_session *s, const char *why) {
+        char line[1024];
 
         if (!s->opts.note)
                 return;
-        if (r < 0)
-                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
-        else
-                snprintf(why, sizeof(why), "it answered %ld", resp->status);
         snprintf(line, sizeof(line), "%s is unavailable (%s); trying %s", s->servers[s->cur], why,
                  s->servers[(s->cur + 1) % s->n]);
         s->opts.note(s->opts.note_data, line);
 }
 
+/* at_most_once: what ends a request that cannot move on.  A network
+ * failure after the request left may hide a request carried out. */
+static int at_most_once_end(const client_session *s, int r, client_response *resp) {
+        char why[384];
+
+        if (r != -HWID_E_NETWORK)
+                return r;
+        client_response_clear(resp); /* what came of an answer cut short */
+        snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        return hwid_fail(HWID_E_NETWORK, "%s; the request was sent and may have been carried out by %s%s", why,
+                         s->servers[s->cur], s->n > 1 ? ", so no other server was asked" : "");
+}
+
+/* at_most_once, every server unavailable: tried lists each with why. */
+static int all_unavailable(const char *tried, client_response *resp) {
+        client_response_clear(resp);
+        return hwid_fail(HWID_E_NETWORK, "no server could take the request: %s", tried);
+}
+
 /* Every server at most once, from the current one on; the first that is
  * not unavailable stays current for the session's next requests.  A
  * request sent again to another replica is safe: enrollment, renewal and
- * a poll are idempotent (the same request gets the same answer). */
+ * a poll are idempotent (the same request gets the same answer).  An
+ * administrative request may not be (at_most_once): it moves on only when
+ * it certainly was not carried out. */
 int client_session_request(client_session *s, const char *method, const char *path, const char *auth,
                            const uint8_t *body, size_t body_len, const char *content_type, client_response *ret) {
+        char why[384], tried_list[768] = "";
         int r;
 
         for (size_t tried = 1;; tried++) {
                 r = request_one(s, method, path, auth, body, body_len, content_type, ret);
-                if (!unavailable(r, ret) || tried >= s->n)
-                        return r;
-                note_failover(s, r, ret);
+                if (!unavailable(s, r, ret))
+                        return s->opts.at_most_once ? at_most_once_end(s, r, ret) : r;
+                describe(r, ret, why, sizeof(why));
+                snprintf(tried_list + strlen(tried_list), sizeof(tried_list) - strlen(tried_list), "%s%s (%s)",
+                         tried > 1 ? "; " : "", s->servers[s->cur], why);
+                if (tried >= s->n)
+                        return s->opts.at_most_once && s->n > 1 ? all_unavailable(tried_list, ret) : r;
+                note_failover(s, why);
                 client_response_clear(ret);
                 s->cur = (s->cur + 1) % s->n;
         }

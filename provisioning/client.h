@@ -27,6 +27,18 @@ typedef struct client_opts {
          * any other answer (a 4xx refusal is definitive).  server is then
          * ignored. */
         const char *const *servers;
+        /* The requests change things (remote administration): one that
+         * reached a server may have been carried out there, and sent again
+         * to another replica it could be done twice (a second token).  So
+         * a request moves on only when it certainly was not carried out:
+         * nothing of it was sent (no connection, a failed TLS handshake,
+         * including a server the pinned CA does not verify) or the answer
+         * was 502, 503 or 504; a timeout or a lost connection after it was
+         * sent is reported, naming the server.  When every server fails,
+         * the error names each.  Without it (the device's enrollment,
+         * renewal and polls, which are idempotent) any network failure
+         * moves on. */
+        bool at_most_once;
         client_note_fn note;      /* told of each failover, may be NULL */
         void *note_data;
         const char *ca_pem;       /* trust anchor: the pinned CA certificate (root or intermediate);

@@ -33,6 +33,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"
+# shellcheck source=failover-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/failover-lib.sh"
 
 require_tools python3
 : "${HWID_P11_SHIM:=$BUILDDIR/tests/p11-fault-shim.so}"
@@ -76,37 +78,11 @@ b_start() {
         wait_for_port "$B_PORT" 20 "$B_PID"
 }
 
-# listener_start — something that accepts connections on a free port and
-# records each one (one line) in $T/listener.log; sets LISTENER (URL).
-listener_start() {
-        local port
-        port=$(free_port)
-        : >"$T/listener.log"
-        start_bg "$T/listener.out" python3 -c '
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(16)
-while True:
-    c, _ = s.accept()
-    with open(sys.argv[2], "a") as f:
-        f.write("connection\n")
-    c.close()
-' "$port" "$T/listener.log"
-        wait_for_port "$port" 10 "$BG_PID"
-        LISTENER=https://127.0.0.1:$port
-}
-
 # json_get FILE KEY — a member of a JSON file (lists joined by spaces).
 json_get() {
         python3 -c 'import json, sys
 v = json.load(open(sys.argv[1]))[sys.argv[2]]
 print(" ".join(v) if isinstance(v, list) else v)' "$1" "$2"
-}
-
-no_connection() {
-        assert_eq "$(grep -c connection "$T/listener.log")" 0 "connections to the second server after $1"
 }
 
 test_usage() {
@@ -190,13 +166,7 @@ test_agent() {
 
 # set_json PYTHON — device.json rewritten by a Python statement on d.
 set_json() {
-        python3 - "$D/device.json" "$1" <<'PY'
-import json, sys
-p, stmt = sys.argv[1:]
-d = json.load(open(p))
-exec(stmt)
-json.dump(d, open(p, "w"))
-PY
+        json_edit "$D/device.json" "$1"
 }
 
 # device.json as hwid wrote it before lists (server alone) still renews;

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""failover-peer.py — what stands where a client may fail over to, for the
+*-failover.sh tests; records on LOG what reached it.
+
+  failover-peer.py listen PORT LOG
+      accepts connections and closes them; one line "connection" each.
+  failover-peer.py hangup PORT LOG CERT KEY
+      TLS with CERT/KEY; reads a request, records its request line and
+      closes without answering (a server that took a request and died).
+"""
+import socket
+import ssl
+import sys
+
+
+def serve(port, handle):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(16)
+    while True:
+        c, _ = s.accept()
+        try:
+            handle(c)
+        except (ssl.SSLError, OSError):
+            pass
+        finally:
+            c.close()
+
+
+def record(log, line):
+    with open(log, "a") as f:
+        f.write(line + "\n")
+
+
+def main():
+    mode, port, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if mode == "listen":
+        serve(port, lambda c: record(log, "connection"))
+    elif mode == "hangup":
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+
+        def hangup(c):
+            t = ctx.wrap_socket(c, server_side=True)
+            record(log, t.recv(65536).split(b"\r\n")[0].decode())
+            t.close()
+        serve(port, hangup)
+    else:
+        sys.exit("usage: failover-peer.py listen|hangup PORT LOG [CERT KEY]")
+
+
+main()
