@@ -66,8 +66,8 @@ enum {
         "      --key URI            ... and the URI of its key\n"                                       \
         "      --server URL         hwidd, e.g. https://ca.example.org:8443; repeated for the\n"        \
         "                           replicas of one CA, tried in order when one cannot be reached\n"   \
-        "                           or answers 502/503/504 (never on a refusal, never after a\n"       \
-        "                           request was sent); with --dir, DIR's servers by default\n"          \
+        "                           or answers 503 (never on a refusal, a 502/504 or a failure\n"      \
+        "                           after the request was sent); with --dir, DIR's servers by default\n" \
         "      --ca-hash sha256:H   the CA pin (hwid ca hash); with --cert, this or --ca-file\n"         \
         "      --ca-file FILE       the CA certificate to trust\n"                                       \
         "      --tcti TCTI          the TPM holding the operator's key (tpm2: URIs)\n"

@@ -226,10 +226,14 @@ static int request_one(client_session *s, const char *method, const char *path, 
 
 /* Whether an outcome of a request (its result r and, when r >= 0, its
  * answer) means the server is unavailable, so that another may be tried:
- * no answer at all, or a gateway's or the server's "not now". */
+ * no answer at all, or a gateway's or the server's "not now".  For an
+ * at_most_once request only a 503 says nothing was done: a gateway's 502
+ * or 504 may come after it handed the request on. */
 static bool unavailable(const client_session *s, int r, const client_response *resp) {
         if (r < 0)
                 return r == -HWID_E_NETWORK && !(s->opts.at_most_once && s->sent);
+        if (s->opts.at_most_once)
+                return resp->status == 503;
         return resp->status == 502 || resp->status == 503 || resp->status == 504;
 }
 

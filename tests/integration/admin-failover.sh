@@ -22,6 +22,8 @@
 #   - a request that was sent is never sent elsewhere: A' takes the request
 #     and hangs up; the error names A' and says the request may have been
 #     carried out; the LISTENER gets no connection;
+#   - a gateway's 502 or 504 (it may have handed the request on) ends the
+#     command too, the LISTENER getting no connection; a 503 moves on to it;
 #   - every server down: one error naming both, exit code as for one
 #     unreachable server, nothing else on stderr but the note;
 #   - a server the pinned CA does not verify (the impostor) is refused by
@@ -133,11 +135,12 @@ test_refusals() {
         no_connection "a 404"
 }
 
-# hangup_start — a TLS server with a certificate of a CA of the test's own
-# ($T/hangup/ca.pem) that reads a request and closes without answering;
-# each request it got is a line of $T/hangup/requests.  Sets HANGUP (URL).
+# hangup_start [STATUS] — a TLS server with a certificate of a CA of the
+# test's own ($T/hangup/ca.pem) that reads a request and closes without
+# answering, or after answering STATUS; each request it got is a line of
+# $T/hangup/requests.  Sets HANGUP (URL).
 hangup_start() {
-        local h=$T/hangup port
+        local h=$T/hangup port status=${1:-}
         mkdir -p "$h"
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$h/ca.key" -out "$h/ca.pem" \
                 -subj "/CN=hangup CA" -days 1 2>/dev/null || fail "openssl: hangup CA"
@@ -147,8 +150,8 @@ hangup_start() {
                         -out "$h/tls.pem" 2>/dev/null || fail "openssl: hangup certificate"
         port=$(free_port)
         : >"$h/requests"
-        start_bg "$h/server.log" python3 "$SRCDIR/tests/integration/failover-peer.py" hangup "$port" "$h/requests" \
-                "$h/tls.pem" "$h/tls.key"
+        start_bg "$h/server.log" python3 "$SRCDIR/tests/integration/failover-peer.py" \
+                "$([ -n "$status" ] && echo answer || echo hangup)" "$port" "$h/requests" "$h/tls.pem" "$h/tls.key" $status
         wait_for_port "$port" 10 "$BG_PID"
         HANGUP=https://127.0.0.1:$port
 }
@@ -164,6 +167,31 @@ test_sent_not_repeated() {
         assert_eq "$(cat "$T/hangup/requests")" "POST /v1/admin/tokens HTTP/1.1" "what the first server got"
         no_connection "a request sent and not answered"
         # What the hangup server holds is no key of hwid's.
+        rm -rf "$T/hangup"
+}
+
+# A gateway's 502 or 504 may come after it handed the request on: it ends
+# the command like any answer.  A 503 says nothing was done: it moves on.
+test_gateway_answers() {
+        local status
+        for status in 502 504; do
+                hangup_start "$status"
+                : >"$T/listener.log"
+                expect_exit 1 "server answered $status" -- "$HWID" token create --cert "$ADM/cert.pem" \
+                        --key "$(op_key op-admin)" --ca-file "$T/hangup/ca.pem" --server "$HANGUP" \
+                        --server "$LISTENER" --profile line
+                no_connection "a $status"
+                rm -rf "$T/hangup"
+        done
+        hangup_start 503
+        : >"$T/listener.log"
+        "$HWID" token create --cert "$ADM/cert.pem" --key "$(op_key op-admin)" --ca-file "$T/hangup/ca.pem" \
+                --server "$HANGUP" --server "$LISTENER" --profile line >"$T/503.out" 2>"$T/503.err" &&
+                fail "token create succeeded with a 503 and a listener"
+        assert_contains "$(cat "$T/503.err")" "$HANGUP is unavailable (it answered 503); trying $LISTENER" "the note"
+        assert_contains "$(cat "$T/503.err")" "no server could take the request: $HANGUP (it answered 503); $LISTENER (" \
+                "the error after a 503"
+        assert_eq "$(grep -c connection "$T/listener.log" || true)" 1 "connections to the next server after a 503"
         rm -rf "$T/hangup"
 }
 
@@ -218,6 +246,7 @@ test_dir_failover
 test_repeated_servers
 test_refusals
 test_sent_not_repeated
+test_gateway_answers
 test_all_down
 test_impostor
 b_stop

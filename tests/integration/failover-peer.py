@@ -7,6 +7,9 @@
   failover-peer.py hangup PORT LOG CERT KEY
       TLS with CERT/KEY; reads a request, records its request line and
       closes without answering (a server that took a request and died).
+  failover-peer.py answer PORT LOG CERT KEY STATUS
+      the same, but answers STATUS with an empty body first (a gateway's
+      502 or 504 after it handed the request on, a 503).
 """
 import socket
 import ssl
@@ -37,17 +40,20 @@ def main():
     mode, port, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     if mode == "listen":
         serve(port, lambda c: record(log, "connection"))
-    elif mode == "hangup":
+    elif mode in ("hangup", "answer"):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+        status = int(sys.argv[6]) if mode == "answer" else 0
 
-        def hangup(c):
+        def take(c):
             t = ctx.wrap_socket(c, server_side=True)
             record(log, t.recv(65536).split(b"\r\n")[0].decode())
+            if status:
+                t.sendall(b"HTTP/1.1 %d Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" % status)
             t.close()
-        serve(port, hangup)
+        serve(port, take)
     else:
-        sys.exit("usage: failover-peer.py listen|hangup PORT LOG [CERT KEY]")
+        sys.exit("usage: failover-peer.py listen|hangup|answer PORT LOG [CERT KEY [STATUS]]")
 
 
 main()
