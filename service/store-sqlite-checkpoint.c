@@ -18,6 +18,11 @@
  * then cuts back.  Once nothing has been committed for a round, it
  * checkpoints TRUNCATE and the file shrinks to nothing.
  *
+ * Should the checkpointer fall behind all the same (a stream of commits
+ * outrunning it on a busy machine), the WAL is still bounded: the commit
+ * that takes it past half again the 1000 pages checkpoints RESTART itself,
+ * before its caller goes on (on_wal()).
+ *
  * Every checkpoint reports the frames in the WAL and those copied back;
  * those numbers, not the return code, show that it worked (a connection
  * that had never read the database did not know it was in WAL mode, and
@@ -30,6 +35,8 @@
 #include "store-sqlite.h"
 
 #define CHECKPOINT_PAGES 1000
+/* The WAL's bound: past it the committing writer checkpoints itself. */
+#define CHECKPOINT_HARD_PAGES (CHECKPOINT_PAGES * 3 / 2)
 #define CHECKPOINT_PERIOD_MS 1000
 /* How long a RESTART or TRUNCATE waits for a reader (or another process's
  * writer) to get out of the way while holding the store's lock: short,
@@ -39,6 +46,13 @@
 static int on_wal(void *userdata, sqlite3 *db, const char *name, int pages) {
         store *s = userdata;
 
+        /* The checkpointer fell behind (starved of CPU, or of the store's
+         * lock by a stream of commits): the writer checkpoints itself
+         * before its caller goes on.  It holds the store's write lock, so
+         * nothing else of ours writes meanwhile; a failure (a reader in
+         * the way past the busy timeout) is left to the next commit. */
+        if (pages >= CHECKPOINT_HARD_PAGES)
+                (void) sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
         pthread_mutex_lock(&s->ck_lock);
         s->ck_commits++;
         if (pages >= CHECKPOINT_PAGES) {
