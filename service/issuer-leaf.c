@@ -21,8 +21,9 @@
 
 /* Larger than any certificate hwid issues (SANs are bounded by policy). */
 #define LEAF_DER_MAX (256 * 1024)
-/* A signature AlgorithmIdentifier: an OID and at most a NULL. */
-#define ALG_ID_MAX 64
+/* A signature AlgorithmIdentifier: an OID and a NULL (~15 bytes), or
+ * RSASSA-PSS parameters (~65). */
+#define ALG_ID_MAX 128
 
 void issued_cert_clear(issued_cert *c) {
         free(c->der);
