@@ -36,7 +36,8 @@ static void usage(FILE *f) {
                    "       hwid token create --dir DIR | --cert FILE --key URI [...]   (remote)\n\n"
                    "Creates a bootstrap token (<id>.<secret>) that lets one device submit a CSR, and\n"
                    "prints the join command to run on the device.  The secret is shown once; only its\n"
-                   "hash is stored.  With --count, writes N tokens to FILE (mode 0600), one per line.\n"
+                   "hash is stored.  With --count, writes N tokens to FILE (mode 0600), one per line;\n"
+                   "if it fails part way, the tokens made so far are written all the same.\n"
                    "Remotely, an admin may create any token; a provisioner only for the profiles and\n"
                    "name patterns its certificate is scoped to (--name-pattern is then required).\n\n"
                    CONFIG_HELP
@@ -168,24 +169,40 @@ static void print_join(const char *const *servers, const token_opts *o, const ch
         printf(" --ca-hash %s \\\n      --key %s --cn %s --dir %s\n", pin, o->device_key, name, o->device_dir);
 }
 
+/* Writes the tokens made (one "<id>.<secret>" a line in out) to --out,
+ * wiping out.  r: how their making ended.  Tokens made before a failure
+ * exist in the store: they are written all the same, or no one could use
+ * or revoke them knowingly, and the failure is still returned. */
+static int write_tokens(const token_opts *o, buf *out, int r) {
+        long got = 0;
+        int w = 0;
+
+        for (size_t i = 0; i < out->len; i++)
+                got += out->data[i] == '\n';
+        if (got > 0)
+                w = write_file_atomic(o->out, out->data, out->len, 0600);
+        buf_wipe(out);
+        if (w < 0)
+                return w;
+        if (r >= 0)
+                printf("wrote %ld tokens (profile %s) to %s\n", o->count, o->profile, o->out);
+        else if (got > 0)
+                fprintf(stderr, "hwid token create: wrote %ld of %ld tokens (profile %s) to %s before the "
+                        "failure below; they are valid\n", got, o->count, o->profile, o->out);
+        return r;
+}
+
 static int write_batch(store *s, const token_opts *o, int64_t now) {
         _cleanup_buf_ buf out;
-        int r;
+        int r = 0;
 
         buf_init(&out, (size_t) o->count * 96 + 1);
-        for (long i = 0; i < o->count; i++) {
+        for (long i = 0; r >= 0 && i < o->count; i++) {
                 _cleanup_secret_ char *tok = NULL;
-                if ((r = create_one(s, o, now, &tok)) < 0 || (r = buf_printf(&out, "%s\n", tok)) < 0) {
-                        buf_wipe(&out);
-                        return r;
-                }
+                if ((r = create_one(s, o, now, &tok)) >= 0)
+                        r = buf_printf(&out, "%s\n", tok);
         }
-        r = write_file_atomic(o->out, out.data, out.len, 0600);
-        buf_wipe(&out);
-        if (r < 0)
-                return r;
-        printf("wrote %ld tokens (profile %s) to %s\n", o->count, o->profile, o->out);
-        return 0;
+        return write_tokens(o, &out, r);
 }
 
 /* ---------- remote ---------- */
@@ -233,11 +250,9 @@ static int remote_create(const token_opts *o) {
                 n = left > REMOTE_BATCH ? REMOTE_BATCH : left;
                 r = remote_batch(rm, o, n, &out);
         }
-        if (r >= 0 && o->count)
-                r = write_file_atomic(o->out, out.data, out.len, 0600);
-        if (r >= 0 && o->count)
-                printf("wrote %ld tokens (profile %s) to %s\n", o->count, o->profile, o->out);
-        else if (r >= 0) {
+        if (o->count)
+                return write_tokens(o, &out, r);
+        if (r >= 0) {
                 out.data[strcspn((char *) out.data, "\n")] = '\0';
                 print_join(remote_servers(rm), o, (char *) out.data, remote_ca_pin(rm));
         }

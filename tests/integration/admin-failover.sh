@@ -24,6 +24,9 @@
 #     carried out; the LISTENER gets no connection;
 #   - a gateway's 502 or 504 (it may have handed the request on) ends the
 #     command too, the LISTENER getting no connection; a 503 moves on to it;
+#   - tokens asked for in two requests, the second refused (a made-up
+#     server): the first request's 1000 tokens are written to --out all
+#     the same, mode 0600, stderr saying "wrote 1000 of 1500", exit 1;
 #   - every server down: one error naming both, exit code as for one
 #     unreachable server, nothing else on stderr but the note;
 #   - a server the pinned CA does not verify (the impostor) is refused by
@@ -135,12 +138,15 @@ test_refusals() {
         no_connection "a 404"
 }
 
-# hangup_start [STATUS] — a TLS server with a certificate of a CA of the
-# test's own ($T/hangup/ca.pem) that reads a request and closes without
-# answering, or after answering STATUS; each request it got is a line of
-# $T/hangup/requests.  Sets HANGUP (URL).
+# hangup_start [STATUS | tokens N] — a TLS server with a certificate of a
+# CA of the test's own ($T/hangup/ca.pem) that reads a request and closes
+# without answering, or after answering STATUS, or (tokens) after
+# answering N tokens the first time and 403 after; each request it got is
+# a line of $T/hangup/requests.  Sets HANGUP (URL).
 hangup_start() {
-        local h=$T/hangup port status=${1:-}
+        local h=$T/hangup port status=${1:-} mode=hangup
+        [ -z "$status" ] || mode=answer
+        [ "$status" != tokens ] || { mode=tokens; status=$2; }
         mkdir -p "$h"
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$h/ca.key" -out "$h/ca.pem" \
                 -subj "/CN=hangup CA" -days 1 2>/dev/null || fail "openssl: hangup CA"
@@ -151,7 +157,7 @@ hangup_start() {
         port=$(free_port)
         : >"$h/requests"
         start_bg "$h/server.log" python3 "$SRCDIR/tests/integration/failover-peer.py" \
-                "$([ -n "$status" ] && echo answer || echo hangup)" "$port" "$h/requests" "$h/tls.pem" "$h/tls.key" $status
+                "$mode" "$port" "$h/requests" "$h/tls.pem" "$h/tls.key" $status
         wait_for_port "$port" 10 "$BG_PID"
         HANGUP=https://127.0.0.1:$port
 }
@@ -192,6 +198,25 @@ test_gateway_answers() {
         assert_contains "$(cat "$T/503.err")" "no server could take the request: $HANGUP (it answered 503); $LISTENER (" \
                 "the error after a 503"
         assert_eq "$(grep -c connection "$T/listener.log" || true)" 1 "connections to the next server after a 503"
+        rm -rf "$T/hangup"
+}
+
+# Tokens asked for in several requests, the second refused: the first
+# request's tokens exist on the server, so they are written all the same
+# (and said to be only part), the command still failing with the refusal.
+test_partial_tokens() {
+        hangup_start tokens 1000
+        rm -f "$T/partial.txt"
+        "$HWID" token create --cert "$ADM/cert.pem" --key "$(op_key op-admin)" --ca-file "$T/hangup/ca.pem" \
+                --server "$HANGUP" --profile line --count 1500 --out "$T/partial.txt" >"$T/partial.out" \
+                2>"$T/partial.err" && fail "token create succeeded with its second request refused"
+        assert_contains "$(cat "$T/partial.err")" "wrote 1000 of 1500 tokens (profile line) to $T/partial.txt" \
+                "what was written"
+        assert_contains "$(cat "$T/partial.err")" "server answered 403" "the refusal"
+        assert_eq "$(wc -l <"$T/partial.txt")" 1000 "tokens in the file"
+        assert_eq "$(sed -n 1p "$T/partial.txt")" "t00000.secret-0" "the first token"
+        assert_eq "$(stat -c %a "$T/partial.txt")" 600 "the file's mode"
+        assert_eq "$(grep -c . "$T/hangup/requests")" 2 "requests the server got"
         rm -rf "$T/hangup"
 }
 
@@ -247,6 +272,7 @@ test_repeated_servers
 test_refusals
 test_sent_not_repeated
 test_gateway_answers
+test_partial_tokens
 test_all_down
 test_impostor
 b_stop
