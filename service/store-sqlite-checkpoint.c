@@ -49,10 +49,16 @@ static int on_wal(void *userdata, sqlite3 *db, const char *name, int pages) {
         /* The checkpointer fell behind (starved of CPU, or of the store's
          * lock by a stream of commits): the writer checkpoints itself
          * before its caller goes on.  It holds the store's write lock, so
-         * nothing else of ours writes meanwhile; a failure (a reader in
-         * the way past the busy timeout) is left to the next commit. */
-        if (pages >= CHECKPOINT_HARD_PAGES)
+         * nothing else of ours uses this connection meanwhile.  A reader
+         * in the way (a CRL being built, a backup) is not waited for: what
+         * it still reads stays in the WAL, which only it can release, and
+         * the next commit tries again; waiting would stall every issuance
+         * behind it, commit after commit. */
+        if (pages >= CHECKPOINT_HARD_PAGES) {
+                sqlite3_busy_timeout(db, 0);
                 (void) sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
+                sqlite3_busy_timeout(db, STORE_BUSY_TIMEOUT_MS);
+        }
         pthread_mutex_lock(&s->ck_lock);
         s->ck_commits++;
         if (pages >= CHECKPOINT_PAGES) {
@@ -122,8 +128,11 @@ int store_checkpoint_run(store *s, int mode, int *ret_log, int *ret_ckpt) {
 static void checkpoint_round(store *s, bool idle) {
         int log = 0, ckpt = 0;
 
-        /* Failures are retried at the next round; there is no one to tell. */
-        if (store_checkpoint_run(s, SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt) < 0 || log == 0)
+        /* Failures are retried at the next round; there is no one to tell.
+         * Frames PASSIVE could not copy are a reader's (a backup, a long
+         * listing): RESTART would only wait for it with the store's lock
+         * held, stalling every commit of every round until it is done. */
+        if (store_checkpoint_run(s, SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt) < 0 || log == 0 || ckpt < log)
                 return;
         if (idle)
                 (void) store_checkpoint_run(s, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
