@@ -10,18 +10,22 @@
  * A PASSIVE checkpoint alone does not bound the WAL: the file only starts
  * over from its beginning when a writer begins at a moment when every
  * frame has been copied back, which under a steady stream of commits is
- * almost never.  So when the WAL is still large after a PASSIVE round,
- * the thread takes the store's lock (in-process writers wait on it rather
- * than in SQLite's sleeping busy handler) and checkpoints RESTART: the
- * frames left over (few, PASSIVE just copied the rest) are copied and the
- * next commit writes from the start of the file, which journal_size_limit
- * then cuts back.  Once nothing has been committed for a round, it
- * checkpoints TRUNCATE and the file shrinks to nothing.
+ * almost never.  So when the WAL is still large after a PASSIVE round
+ * that copied every frame, the thread takes the store's lock (in-process
+ * writers wait on it rather than in SQLite's sleeping busy handler) and
+ * checkpoints RESTART: the frames written since are copied and the next
+ * commit writes from the start of the file, which journal_size_limit then
+ * cuts back.  Once nothing has been committed for a round, it checkpoints
+ * TRUNCATE and the file shrinks to nothing.
  *
  * Should the checkpointer fall behind all the same (a stream of commits
  * outrunning it on a busy machine), the WAL is still bounded: the commit
  * that takes it past half again the 1000 pages checkpoints RESTART itself,
  * before its caller goes on (on_wal()).
+ *
+ * A reader that keeps an old snapshot (a backup, a long listing) pins the
+ * frames it reads: no checkpoint can copy them, so none waits for it,
+ * and the WAL grows until it is done.
  *
  * Every checkpoint reports the frames in the WAL and those copied back;
  * those numbers, not the return code, show that it worked (a connection
