@@ -112,31 +112,38 @@ static int parse(int argc, char **argv, token_opts *o) {
         return remote_check_usage("token create", &o->remote, o->config, true);
 }
 
-/* Creates one token in the store; *ret_token is "<id>.<secret>" (a secret). */
-static int create_one(store *s, const token_opts *o, int64_t now, char **ret_token) {
-        _cleanup_secret_ char *secret = NULL;
-        store_token t = { 0 };
-        char id[TOKEN_ID_LEN + 1];
-        int r;
+/* Creates n tokens in the store, all of them or none (one transaction),
+ * and audits each; appends each "<id>.<secret>" and a newline to out (a
+ * secret: the caller wipes it).  Tokens stored are in out even when
+ * auditing one fails. */
+static int create_tokens(store *s, const token_opts *o, int64_t now, size_t n, buf *out) {
+        store_token *rows = calloc(n, sizeof(*rows));
+        char **full = calloc(n, sizeof(*full));
+        size_t made = 0;
+        int r = rows && full ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 
-        if ((r = token_generate(id, &secret)) < 0)
-                return r;
-        memcpy(t.id, id, sizeof(t.id));
-        if ((r = token_hash(secret, t.secret_hash)) < 0)
-                return r;
-        t.profile = (char *) o->profile;
-        t.name_pattern = (char *) o->pattern;
-        t.description = (char *) o->description;
-        t.created_at = now;
-        t.expires_at = now + o->ttl;
-        t.uses_total = t.uses_left = (int) o->uses;
-        r = store_token_insert(s, &t);
-        secret_wipe(t.secret_hash, sizeof(t.secret_hash));
-        if (r < 0)
-                return r;
-        if (asprintf(ret_token, "%s.%s", id, secret) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        return admin_audit(s, "token.create", id, 0, o->profile);
+        for (; r >= 0 && made < n; made++) {
+                r = token_new(rows[made].id, rows[made].secret_hash, &full[made]);
+                rows[made].profile = (char *) o->profile;
+                rows[made].name_pattern = (char *) o->pattern;
+                rows[made].description = (char *) o->description;
+                rows[made].created_at = now;
+                rows[made].expires_at = now + o->ttl;
+                rows[made].uses_total = rows[made].uses_left = (int) o->uses;
+        }
+        if (r >= 0)
+                r = store_token_insert(s, rows, n);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = buf_printf(out, "%s\n", full[i]);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = admin_audit(s, "token.create", rows[i].id, 0, o->profile);
+        for (size_t i = 0; i < made; i++)
+                secret_free(full[i]);
+        if (rows)
+                secret_wipe(rows, n * sizeof(*rows));
+        free(rows);
+        free(full);
+        return r;
 }
 
 static int ca_pin(const char *ca_path, char pin[72]) {
@@ -194,15 +201,9 @@ static int write_tokens(const token_opts *o, buf *out, int r) {
 
 static int write_batch(store *s, const token_opts *o, int64_t now) {
         _cleanup_buf_ buf out;
-        int r = 0;
 
         buf_init(&out, (size_t) o->count * 96 + 1);
-        for (long i = 0; r >= 0 && i < o->count; i++) {
-                _cleanup_secret_ char *tok = NULL;
-                if ((r = create_one(s, o, now, &tok)) >= 0)
-                        r = buf_printf(&out, "%s\n", tok);
-        }
-        return write_tokens(o, &out, r);
+        return write_tokens(o, &out, create_tokens(s, o, now, (size_t) o->count, &out));
 }
 
 /* ---------- remote ---------- */
@@ -265,29 +266,29 @@ static int remote_create(const token_opts *o) {
 static int local_create(const token_opts *o) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
-        _cleanup_secret_ char *tok = NULL;
         _cleanup_free_ char *listen = NULL;
+        _cleanup_buf_ buf tok;
         const char *from_listen[2] = { NULL, NULL };
         int64_t now = (int64_t) time(NULL);
         char pin[72];
         int r;
 
+        buf_init(&tok, 128);
         if ((r = admin_open(o->config, &cfg, &s)) < 0)
                 return r;
         if (!policy_profile_find(cfg->policy, o->profile))
                 return hwid_fail(HWID_E_INVALID, "no profile '%s' in %s", o->profile, cfg->path);
         if (o->count)
                 return write_batch(s, o, now);
-        if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_one(s, o, now, &tok)) < 0)
-                return r;
-        if (o->remote.n_servers) {
-                print_join(o->remote.servers, o, tok, pin);
-                return 0;
+        if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_tokens(s, o, now, 1, &tok)) < 0 ||
+            (!o->remote.n_servers && asprintf(&listen, "https://%s", cfg->listen) < 0)) {
+                buf_wipe(&tok);
+                return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
         }
-        if (asprintf(&listen, "https://%s", cfg->listen) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
+        tok.data[strcspn((char *) tok.data, "\n")] = '\0';
         from_listen[0] = listen;
-        print_join(from_listen, o, tok, pin);
+        print_join(o->remote.n_servers ? o->remote.servers : from_listen, o, (char *) tok.data, pin);
+        buf_wipe(&tok);
         return 0;
 }
 

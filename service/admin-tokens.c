@@ -37,36 +37,33 @@ static int read_ask(admin_call *c, token_ask *t) {
         return 0;
 }
 
-/* One token: stored (hash only), audited by id, and added to the answer;
+/* A new token for t: its row in *row (the secret's hash only), and
+ * "<id>.<secret>" in *ret_full (a secret: the caller wipes it). */
+static int make_token(const admin_call *c, const token_ask *t, store_token *row, char **ret_full) {
+        int r = token_new(row->id, row->secret_hash, ret_full);
+
+        row->profile = (char *) t->profile;
+        row->name_pattern = (char *) t->pattern;
+        row->description = (char *) t->description;
+        row->created_at = c->now;
+        row->expires_at = c->now + t->ttl;
+        row->uses_total = row->uses_left = (int) t->uses;
+        return r;
+}
+
+/* A stored token: audited by id, and added to the answer with its secret;
  * *ret_secret is the JSON string holding the secret, for the caller to
  * wipe once the answer is made. */
-static int create_one(admin_call *c, const token_ask *t, json_object *list, json_object **ret_secret) {
-        _cleanup_secret_ char *secret = NULL;
-        char id[TOKEN_ID_LEN + 1], full[TOKEN_ID_LEN + 2 + TOKEN_SECRET_MAX], note[400];
-        store_token st = { 0 };
+static int answer_one(admin_call *c, const token_ask *t, const store_token *row, const char *full,
+                      json_object *list, json_object **ret_secret) {
+        char note[400];
         json_object *o, *tok;
-        int r;
 
-        if ((r = token_generate(id, &secret)) < 0 || (r = token_hash(secret, st.secret_hash)) < 0)
-                return r;
-        memcpy(st.id, id, sizeof(st.id));
-        st.profile = (char *) t->profile;
-        st.name_pattern = (char *) t->pattern;
-        st.description = (char *) t->description;
-        st.created_at = c->now;
-        st.expires_at = c->now + t->ttl;
-        st.uses_total = st.uses_left = (int) t->uses;
-        r = store_token_insert(c->ca->store, &st);
-        secret_wipe(st.secret_hash, sizeof(st.secret_hash));
-        if (r < 0)
-                return r;
         snprintf(note, sizeof(note), "profile %s, name pattern %s, %lld use%s, valid for %llds", t->profile,
                  t->pattern ? t->pattern : "(any)", (long long) t->uses, t->uses == 1 ? "" : "s", (long long) t->ttl);
-        ca_audit(c->ca, c->auth.actor, "token.create", id, "allow", note, NULL);
-        snprintf(full, sizeof(full), "%s.%s", id, secret);
+        ca_audit(c->ca, c->auth.actor, "token.create", row->id, "allow", note, NULL);
         tok = json_object_new_string(full);
-        secret_wipe(full, sizeof(full));
-        if (!tok || !(o = admin_json_token(&st, c->now)) || json_object_array_add(list, o) < 0) {
+        if (!tok || !(o = admin_json_token(row, c->now)) || json_object_array_add(list, o) < 0) {
                 json_wipe_string(tok);
                 json_object_put(tok);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -76,16 +73,28 @@ static int create_one(admin_call *c, const token_ask *t, json_object *list, json
         return 0;
 }
 
-static void wipe_all(json_object **secrets, size_t n) {
+/* Everything that held a secret or its hash, wiped and freed: the n
+ * tokens made, and all the `size` rows (one may hold a hash made before
+ * its token failed). */
+static void wipe_batch(store_token *rows, size_t size, char **full, json_object **secrets, size_t n) {
         for (size_t i = 0; i < n; i++) {
+                secret_free(full[i]);
                 json_wipe_string(secrets[i]);
                 json_object_put(secrets[i]);
         }
+        if (rows)
+                secret_wipe(rows, size * sizeof(*rows));
+        free(rows);
+        free(full);
+        free(secrets);
 }
 
+/* All the tokens asked for are stored in one transaction, or none: a
+ * failure leaves no token whose secret nobody was given. */
 int admin_token_create(admin_call *c) {
-        _cleanup_free_ json_object **secrets = NULL;
-        json_object *answer, *list = NULL;
+        json_object *answer = NULL, *list = NULL, **secrets = NULL;
+        store_token *rows = NULL;
+        char **full = NULL;
         policy_decision d;
         token_ask t;
         size_t n = 0;
@@ -97,18 +106,23 @@ int admin_token_create(admin_call *c) {
         policy_check_token_create(c->ca->cfg->policy, &c->auth.who, t.profile, t.pattern, &d);
         if ((r = ca_decision(c->ca, &c->auth, "token.create", c->target, &d)) < 0)
                 return r;
-        if (!(secrets = calloc((size_t) t.count, sizeof(*secrets))) || !(answer = admin_list_object("tokens", &list)))
-                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (!(rows = calloc((size_t) t.count, sizeof(*rows))) || !(full = calloc((size_t) t.count, sizeof(*full))) ||
+            !(secrets = calloc((size_t) t.count, sizeof(*secrets))))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
         for (; r >= 0 && n < (size_t) t.count; n += r >= 0)
-                r = create_one(c, &t, list, &secrets[n]);
-        /* Each token was audited as it was stored: a failure part way
-         * leaves those records, and tokens whose secret nobody has. */
-        c->audited = n > 0;
+                r = make_token(c, &t, &rows[n], &full[n]);
         if (r >= 0)
-                r = admin_respond(c, 201, answer);
-        else
-                json_object_put(answer);
-        wipe_all(secrets, n);
+                r = store_token_insert(c->ca->store, rows, n);
+        /* Stored: each is audited by its id, whatever happens next. */
+        c->audited = r >= 0;
+        if (r >= 0 && !(answer = admin_list_object("tokens", &list)))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = answer_one(c, &t, &rows[i], full[i], list, &secrets[i]);
+        if (r >= 0)
+                r = admin_respond(c, 201, TAKE_PTR(answer));
+        json_object_put(answer);
+        wipe_batch(rows, (size_t) t.count, full, secrets, n); /* n is 0 unless all three were made */
         return r;
 }
 

@@ -63,10 +63,10 @@ int store_integrity_check(store *s) {
         return store_sqlite_integrity_check(s);
 }
 
-int store_token_insert(store *s, const store_token *t) {
+int store_token_insert(store *s, const store_token *t, size_t n) {
         if (s->pg)
-                return store_pg_token_insert(s->pg, t);
-        return store_sqlite_token_insert(s, t);
+                return store_pg_token_insert(s->pg, t, n);
+        return store_sqlite_token_insert(s, t, n);
 }
 
 int store_token_get(store *s, const char *id, store_token *ret) {

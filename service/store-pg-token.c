@@ -49,23 +49,34 @@ static int token_read(pg_slot *c, const char *id, store_token *ret) {
         return token_from_row(res, 0, ret);
 }
 
-static int token_insert_run(pg_slot *c, void *userdata) {
-        const store_token *t = userdata;
-        int r = pg_exec(c, NULL, "insert a token",
-                        "INSERT INTO tokens (" TOKEN_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                        "tbtttIIiiB", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile, t->name_pattern,
-                        t->description, t->created_at, t->expires_at, t->uses_total, t->uses_left, (int) t->revoked);
+typedef struct token_batch {
+        const store_token *t;
+        size_t n;
+} token_batch;
 
-        if (r == -HWID_E_INVALID && strcmp(c->sqlstate, "23505") == 0)
-                return hwid_fail(HWID_E_EXISTS, "token %s already exists", t->id);
+static int token_insert_run(pg_slot *c, void *userdata) {
+        const token_batch *b = userdata;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < b->n; i++) {
+                const store_token *t = &b->t[i];
+                r = pg_exec(c, NULL, "insert a token",
+                            "INSERT INTO tokens (" TOKEN_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                            "tbtttIIiiB", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile,
+                            t->name_pattern, t->description, t->created_at, t->expires_at, t->uses_total,
+                            t->uses_left, (int) t->revoked);
+                if (r == -HWID_E_INVALID && strcmp(c->sqlstate, "23505") == 0)
+                        r = hwid_fail(HWID_E_EXISTS, "token %s already exists", t->id);
+        }
         return r;
 }
 
-int store_pg_token_insert(store_pg *p, const store_token *t) {
-        if (!t || !store_token_id_ok(t->id) || !store_str_ok(t->profile, 256) || t->uses_left < 0 ||
-            t->uses_left > t->uses_total)
-                return hwid_fail(HWID_E_INVALID, "token to store has a bad id, profile or number of uses");
-        return pg_tx(p, token_insert_run, (void *) t, "commit the new token");
+int store_pg_token_insert(store_pg *p, const store_token *t, size_t n) {
+        int r = store_tokens_check(t, n);
+
+        if (r < 0)
+                return r;
+        return pg_tx(p, token_insert_run, &(token_batch) { .t = t, .n = n }, "commit the new tokens");
 }
 
 typedef struct token_q {

@@ -83,7 +83,7 @@ int store_pg_probe_write(store_pg *p, int64_t now);
 int store_pg_stats_get(store_pg *p, int64_t now, store_stats *ret);
 int store_pg_backup(store_pg *p, const char *path);
 int store_pg_integrity_check(store_pg *p);
-int store_pg_token_insert(store_pg *p, const store_token *t);
+int store_pg_token_insert(store_pg *p, const store_token *t, size_t n);
 int store_pg_token_get(store_pg *p, const char *id, store_token *ret);
 int store_pg_token_list(store_pg *p, store_token **ret, size_t *ret_n);
 int store_pg_token_revoke(store_pg *p, const char *id);

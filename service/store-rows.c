@@ -52,6 +52,16 @@ bool store_token_id_ok(const char *id) {
         return strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789") == 6;
 }
 
+int store_tokens_check(const store_token *t, size_t n) {
+        if (!t || n == 0)
+                return hwid_fail(HWID_E_INVALID, "no token to store");
+        for (size_t i = 0; i < n; i++)
+                if (!store_token_id_ok(t[i].id) || !store_str_ok(t[i].profile, 256) || t[i].uses_left < 0 ||
+                    t[i].uses_left > t[i].uses_total)
+                        return hwid_fail(HWID_E_INVALID, "token to store has a bad id, profile or number of uses");
+        return 0;
+}
+
 bool store_request_id_ok(const char *id) {
         return store_str_ok(id, sizeof(((store_request *) NULL)->id) - 1);
 }

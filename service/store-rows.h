@@ -44,6 +44,9 @@ bool store_attestation_ok(const store_attestation *a);
 bool store_ek_ok(const store_ek *e);
 /* A certificate to commit: every field it needs, well-formed. */
 int store_cert_check(const store_cert *c);
+/* Tokens to insert, n of them (1 or more): each id, profile and number of
+ * uses well-formed. */
+int store_tokens_check(const store_token *t, size_t n);
 
 /* The canonical form of a DNS name into out: ASCII lower case, without a
  * trailing dot; -HWID_E_INVALID if it is empty, longer than 253 or not

@@ -56,30 +56,37 @@ static int token_read(store *s, const char *id, store_token *ret) {
         return token_from_row(st, ret);
 }
 
-int store_sqlite_token_insert(store *s, const store_token *t) {
+static int token_insert_one(store *s, sqlite3_stmt *st, const store_token *t) {
+        int r;
+
+        sqlite3_reset(st);
+        r = store_bind(s, st, "tbtttIIiii", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile,
+                       t->name_pattern, t->description, t->created_at, t->expires_at, t->uses_total, t->uses_left,
+                       (int) t->revoked);
+        if (r >= 0)
+                r = store_step(s, st, "insert a token");
+        if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
+                return hwid_fail(HWID_E_EXISTS, "token %s already exists", t->id);
+        return r;
+}
+
+int store_sqlite_token_insert(store *s, const store_token *t, size_t n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        if (!t || !store_token_id_ok(t->id) || !store_str_ok(t->profile, 256) || t->uses_left < 0 ||
-            t->uses_left > t->uses_total)
-                return hwid_fail(HWID_E_INVALID, "token to store has a bad id, profile or number of uses");
+        if ((r = store_tokens_check(t, n)) < 0)
+                return r;
         r = store_enter(s, true, &g);
         if (r >= 0)
                 r = store_stmt(s, ST_TOKEN_INSERT,
                                "INSERT INTO tokens (" TOKEN_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                                &st);
-        if (r >= 0)
-                r = store_bind(s, st, "tbtttIIiii", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile,
-                               t->name_pattern, t->description, t->created_at, t->expires_at, t->uses_total,
-                               t->uses_left, (int) t->revoked);
-        if (r >= 0)
-                r = store_step(s, st, "insert a token");
-        if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
-                return hwid_fail(HWID_E_EXISTS, "token %s already exists", t->id);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = token_insert_one(s, st, &t[i]);
         if (r < 0)
-                return r;
-        return store_commit(s, "commit the new token");
+                return r; /* store_leavep() rolls all of them back */
+        return store_commit(s, "commit the new tokens");
 }
 
 int store_sqlite_token_get(store *s, const char *id, store_token *ret) {

@@ -156,7 +156,7 @@ int store_sqlite_probe_write(store *s, int64_t now);
 int store_sqlite_stats_get(store *s, int64_t now, store_stats *ret);
 int store_sqlite_backup(store *s, const char *path);
 int store_sqlite_integrity_check(store *s);
-int store_sqlite_token_insert(store *s, const store_token *t);
+int store_sqlite_token_insert(store *s, const store_token *t, size_t n);
 int store_sqlite_token_get(store *s, const char *id, store_token *ret);
 int store_sqlite_token_list(store *s, store_token **ret, size_t *ret_n);
 int store_sqlite_token_revoke(store *s, const char *id);

@@ -211,7 +211,10 @@ int store_claim(const char *database, bool exclusive, int *ret_fd);
 int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, size_t size);
 
 /* ---- tokens ---- */
-int store_token_insert(store *s, const store_token *t);
+/* Stores the n tokens t[0..n-1] in one transaction: every one of them, or
+ * none (an id already taken: -HWID_E_EXISTS), so that a batch that fails
+ * leaves no token behind whose secret nobody was given. */
+int store_token_insert(store *s, const store_token *t, size_t n);
 int store_token_get(store *s, const char *id, store_token *ret);
 int store_token_list(store *s, store_token **ret, size_t *ret_n);
 int store_token_revoke(store *s, const char *id);

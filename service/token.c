@@ -41,6 +41,17 @@ int token_generate(char ret_id[TOKEN_ID_LEN + 1], char **ret_secret) {
         return 0;
 }
 
+int token_new(char ret_id[TOKEN_ID_LEN + 1], uint8_t ret_hash[32], char **ret_token) {
+        _cleanup_secret_ char *secret = NULL;
+        int r;
+
+        if ((r = token_generate(ret_id, &secret)) < 0 || (r = token_hash(secret, ret_hash)) < 0)
+                return r;
+        if (asprintf(ret_token, "%s.%s", ret_id, secret) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return 0;
+}
+
 static bool all_in_alphabet(const char *s, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (!strchr(alphabet, s[i]) || !s[i])

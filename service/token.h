@@ -13,6 +13,10 @@
 
 /* A fresh token; *ret_secret must be released with secret_free(). */
 int token_generate(char ret_id[TOKEN_ID_LEN + 1], char **ret_secret);
+/* A fresh token as its holder gets it, "<id>.<secret>" in *ret_token
+ * (release it with secret_free()), with its id and the hash that is
+ * stored of its secret. */
+int token_new(char ret_id[TOKEN_ID_LEN + 1], uint8_t ret_hash[32], char **ret_token);
 
 /* Splits and validates "<id>.<secret>" (or a "Bearer <token>" header
  * value when bearer is true).  -HWID_E_TOKEN_INVALID if malformed. */

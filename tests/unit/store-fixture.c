@@ -75,18 +75,27 @@ int raw_exec(const char *path, const char *sql) {
         return rc;
 }
 
-int add_token(store *s, const char *id, int uses, int64_t expires_at) {
-        store_token t = {
-                .profile = (char *) "edge",
-                .created_at = NOW - 60,
-                .expires_at = expires_at,
-                .uses_total = uses,
-                .uses_left = uses,
-        };
+int add_tokens(store *s, const char *const *ids, size_t n, int uses, int64_t expires_at) {
+        store_token t[8];
 
-        snprintf(t.id, sizeof(t.id), "%s", id);
-        memset(t.secret_hash, 0xab, sizeof(t.secret_hash));
-        return store_token_insert(s, &t);
+        if (n > ELEMENTSOF(t))
+                abort();
+        for (size_t i = 0; i < n; i++) {
+                t[i] = (store_token) {
+                        .profile = (char *) "edge",
+                        .created_at = NOW - 60,
+                        .expires_at = expires_at,
+                        .uses_total = uses,
+                        .uses_left = uses,
+                };
+                snprintf(t[i].id, sizeof(t[i].id), "%s", ids[i]);
+                memset(t[i].secret_hash, 0xab, sizeof(t[i].secret_hash));
+        }
+        return store_token_insert(s, t, n);
+}
+
+int add_token(store *s, const char *id, int uses, int64_t expires_at) {
+        return add_tokens(s, &id, 1, uses, expires_at);
 }
 
 int uses_left(store *s, const char *id) {

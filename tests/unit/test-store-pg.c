@@ -34,6 +34,17 @@ static void test_tokens(void) {
         CHECK(add_request(a, REQ1, "r-1", "tokexp", NOW) == -HWID_E_TOKEN_INVALID);
 }
 
+/* A batch of tokens, whole or not at all (store_token_insert()). */
+static void test_token_batches(void) {
+        static const char *const ok[] = { "bat001", "bat002", "bat003" };
+        static const char *const clash[] = { "bat004", "bat002", "bat005" };
+
+        CHECK(add_tokens(a, ok, ELEMENTSOF(ok), 1, NOW + 3600) == 0);
+        CHECK(uses_left(b, "bat003") == 1);
+        CHECK(add_tokens(b, clash, ELEMENTSOF(clash), 1, NOW + 3600) == -HWID_E_EXISTS);
+        CHECK(uses_left(a, "bat004") == -1 && uses_left(a, "bat005") == -1);
+}
+
 static void test_requests(void) {
         store_issue in = { .request_id = REQ2 };
 
@@ -235,6 +246,7 @@ int main(void) {
                 return 1;
         }
         test_tokens();
+        test_token_batches();
         test_requests();
         test_certs();
         test_dns();

@@ -71,6 +71,28 @@ static void tokens(void) {
 
 /* ---- requests ---- */
 
+/* Tokens are stored a batch at a time, whole or not at all: an id taken,
+ * or one malformed, and none of the batch is there. */
+static void token_batches(void) {
+        _cleanup_free_ char *path = db_path("token-batches.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        static const char *const ok[] = { "bat001", "bat002", "bat003" };
+        static const char *const clash[] = { "bat004", "bat002", "bat005" };
+        static const char *const bad[] = { "bat006", "BAD!!!" };
+        store_token *all = NULL;
+        size_t n = 0;
+
+        CHECK(add_tokens(s, ok, ELEMENTSOF(ok), 1, NOW + 3600) == 0);
+        CHECK(add_tokens(s, clash, ELEMENTSOF(clash), 1, NOW + 3600) == -HWID_E_EXISTS);
+        CHECK(uses_left(s, "bat004") == -1 && uses_left(s, "bat005") == -1);
+        CHECK(add_tokens(s, bad, ELEMENTSOF(bad), 1, NOW + 3600) == -HWID_E_INVALID);
+        CHECK(uses_left(s, "bat006") == -1);
+        CHECK(store_token_insert(s, NULL, 0) == -HWID_E_INVALID);
+        CHECK(store_token_list(s, &all, &n) == 0 && n == ELEMENTSOF(ok));
+        store_token_list_free(all, n);
+        CHECK(raw_int(path, "SELECT count(*) FROM tokens") == (int64_t) ELEMENTSOF(ok));
+}
+
 static void requests(void) {
         _cleanup_free_ char *path = db_path("requests.db");
         _cleanup_(store_freep) store *s = open_fresh(path);
@@ -440,6 +462,7 @@ int main(void) {
         if (!fixture_begin())
                 return 1;
         tokens();
+        token_batches();
         requests();
         audit();
         schema_versions();
