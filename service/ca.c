@@ -136,15 +136,6 @@ void ca_auth_clear(ca_auth *a) {
         *a = (ca_auth) { 0 };
 }
 
-static int token_problem(store_token_state st, const char *id) {
-        switch (st) {
-        case TOKEN_EXPIRED: return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has expired", id);
-        case TOKEN_USED_UP: return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has been used up", id);
-        case TOKEN_REVOKED: return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has been revoked", id);
-        default: return 0;
-        }
-}
-
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret) {
         _cleanup_secret_ char *secret = NULL;
         char id[TOKEN_ID_LEN + 1];
@@ -161,7 +152,7 @@ int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth 
                 return r;
         ret->token_genuine = true;
         ret->token_spent = store_token_state_at(&ret->token, now) == TOKEN_USED_UP;
-        if ((r = token_problem(store_token_state_at(&ret->token, now), id)) < 0)
+        if ((r = store_token_refusal(store_token_state_at(&ret->token, now), id)) < 0)
                 return r;
         ret->who = (policy_requester) {
                 .role = ROLE_TOKEN,

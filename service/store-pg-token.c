@@ -159,14 +159,9 @@ int pg_token_consume(pg_slot *c, const char *id, int64_t now) {
                 return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token is unknown");
         if (r < 0)
                 return r;
-        switch (store_token_state_at(&t, now)) {
-        case TOKEN_REVOKED:
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s is revoked", id);
-        case TOKEN_EXPIRED:
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has expired", id);
-        default:
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s is used up", id);
-        }
+        /* Not taken, so not active: whatever made it so, said as at login. */
+        r = store_token_refusal(store_token_state_at(&t, now), id);
+        return r < 0 ? r : hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has been used up", id);
 }
 
 /* ---- requests ---- */

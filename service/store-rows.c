@@ -52,6 +52,15 @@ bool store_token_id_ok(const char *id) {
         return strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789") == 6;
 }
 
+int store_token_refusal(store_token_state st, const char *id) {
+        switch (st) {
+        case TOKEN_ACTIVE: return 0;
+        case TOKEN_EXPIRED: return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has expired", id);
+        case TOKEN_USED_UP: return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has been used up", id);
+        default: return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has been revoked", id);
+        }
+}
+
 int store_tokens_check(const store_token *t, size_t n) {
         if (!t || n == 0)
                 return hwid_fail(HWID_E_INVALID, "no token to store");

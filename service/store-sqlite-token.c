@@ -159,16 +159,8 @@ int store_token_consume(store *s, const char *id, int64_t now) {
                 return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token is unknown");
         if (r < 0)
                 return r;
-        switch (store_token_state_at(&t, now)) {
-        case TOKEN_REVOKED:
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s is revoked", id);
-        case TOKEN_EXPIRED:
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has expired", id);
-        case TOKEN_USED_UP:
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s is used up", id);
-        case TOKEN_ACTIVE:
-                break;
-        }
+        if ((r = store_token_refusal(store_token_state_at(&t, now), id)) < 0)
+                return r;
         r = store_stmt(s, ST_TOKEN_CONSUME, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ?1", &st);
         if (r >= 0)
                 r = store_bind(s, st, "t", id);

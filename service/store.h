@@ -220,6 +220,10 @@ int store_token_list(store *s, store_token **ret, size_t *ret_n);
 int store_token_revoke(store *s, const char *id);
 /* State of a token at time now (does not change anything). */
 store_token_state store_token_state_at(const store_token *t, int64_t now);
+/* Why a token in state st cannot be used: -HWID_E_TOKEN_INVALID naming
+ * id and the reason, or 0 when it is active.  One wording for the check
+ * at authentication and for the store's own when it takes a use. */
+int store_token_refusal(store_token_state st, const char *id);
 void store_token_clear(store_token *t);
 
 /* ---- requests (manual approval) ---- */
