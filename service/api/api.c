@@ -7,99 +7,6 @@
 #include "attest-api.h"
 #include "ca-internal.h"
 #include "error.h"
-#include "log.h"
-
-void ca_respond_pem(http_response *resp, int status, const char *pem) {
-        resp->status = status;
-        resp->content_type = "application/x-pem-file";
-        if (buf_append_str(&resp->body, pem) < 0)
-                http_error_from(resp, -HWID_E_NOMEM);
-}
-
-void ca_respond_json(http_response *resp, int status, const char *json) {
-        resp->status = status;
-        resp->content_type = "application/json";
-        if (buf_append_str(&resp->body, json) < 0 || buf_append_str(&resp->body, "\n") < 0)
-                http_error_from(resp, -HWID_E_NOMEM);
-}
-
-/* "Not yet valid" tells the client our clock, so that a device can tell
- * its clock from ours: {"error", "message", "server_time": Unix seconds}. */
-static void respond_with_time(http_response *resp, int r) {
-        json_object *o = json_object_new_object();
-        const char *s;
-
-        json_object_object_add(o, "error", json_object_new_string(hwid_err_slug(r)));
-        json_object_object_add(o, "message", json_object_new_string(hwid_strerror(r)));
-        json_object_object_add(o, "server_time", json_object_new_int64((int64_t) time(NULL)));
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        resp->status = hwid_err_http_status(r);
-        resp->content_type = "application/json";
-        resp->error = hwid_err_slug(r);
-        if (!s || buf_append_str(&resp->body, s) < 0)
-                http_error_from(resp, r);
-        json_object_put(o);
-}
-
-void ca_respond_error(ca_service *ca, http_response *resp, int r) {
-        if (hwid_err_http_status(r) >= 500) {
-                atomic_fetch_add(&ca->n_errors, 1);
-                log_error("request failed: %s", hwid_strerror(r));
-        }
-        buf_reset(&resp->body);
-        if (r == -HWID_E_NOT_YET_VALID)
-                respond_with_time(resp, r);
-        else
-                http_error_from(resp, r);
-}
-
-void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
-        const char *s;
-
-        resp->retry_after = at > now ? at - now : 1;
-        if (!o || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return; /* not a JSON error body: Retry-After alone */
-        }
-        json_object_object_add(o, key, json_object_new_int64(at));
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (s) {
-                buf_reset(&resp->body);
-                if (buf_append_str(&resp->body, s) < 0)
-                        http_error_from(resp, -HWID_E_NOMEM);
-        }
-        json_object_put(o);
-}
-
-/* Read-only endpoints go through the authorizer like everything else,
- * as whoever the client is: anonymous, or the holder of a client
- * certificate (the admin role may read /metrics).  A client certificate
- * that fails authentication still gets the public endpoints, as
- * anonymous; for anything else the answer is why it failed (401), not
- * that anonymous clients may not. */
-int ca_allow_read(ca_service *ca, const http_request *req, policy_action action) {
-        ca_auth a = { 0 };
-        policy_decision d;
-        char why[512] = "";
-        int r = ca_auth_peer(ca, req, (int64_t) time(NULL), &a), auth_r = r;
-
-        if (r < 0) {
-                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
-                ca_auth_clear(&a);
-                a.who.role = ROLE_ANONYMOUS;
-                snprintf(a.actor, sizeof(a.actor), "anonymous");
-        }
-        policy_authorize(ca->cfg->policy, &a.who, action, NULL, &d);
-        if (auth_r < 0 && d.verdict != VERDICT_ALLOW) {
-                ca_audit(ca, a.actor, policy_action_name(action), NULL, "deny", why, NULL);
-                ca_auth_clear(&a);
-                return hwid_fail((hwid_err) -auth_r, "%s", why);
-        }
-        r = ca_decision(ca, &a, policy_action_name(action), NULL, &d);
-        ca_auth_clear(&a);
-        return r;
-}
 
 static void get_ca(ca_service *ca, const http_request *req, http_response *resp) {
         int r = ca_allow_read(ca, req, ACTION_GET_CA);
@@ -109,7 +16,7 @@ static void get_ca(ca_service *ca, const http_request *req, http_response *resp)
                 ca_respond_error(ca, resp, r);
                 return;
         }
-        ca_respond_pem(resp, 200, ca->ca_pem);
+        http_respond_pem(resp, 200, ca->ca_pem);
 }
 
 static void get_crl(ca_service *ca, const http_request *req, http_response *resp) {
@@ -164,7 +71,7 @@ static int identity_json(ca_service *ca, const char *name, int64_t now, http_res
         json_object_object_add(o, "not_after", json_object_new_int64(c.not_after));
         json_object_object_add(o, "spki_sha256", json_object_new_string(c.spki_sha256));
         add_renewal_info(ca, &c, o);
-        ca_respond_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        http_respond_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
         store_cert_clear(&c);
         return 0;

@@ -369,8 +369,8 @@ static int respond_challenge(const attest_challenge *c, http_response *resp) {
         json_object_object_add(o, "secret", json_object_new_string(seed));
         json_object_object_add(o, "nonce", json_object_new_string(nonce));
         json_object_object_add(o, "expires", json_object_new_string(expires));
-        ca_respond_json(resp, 201, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                                          JSON_C_TO_STRING_NOSLASHESCAPE));
+        http_respond_json(resp, 201, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
         return 0;
 }

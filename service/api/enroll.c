@@ -26,7 +26,7 @@ static void respond_pending(ca_service *ca, http_response *resp, const store_req
         json_object_object_add(o, "spki_sha256", json_object_new_string(rq->spki_sha256));
         resp->retry_after = ca->cfg->retry_after;
         snprintf(resp->location, sizeof(resp->location), "/v1/requests/%s", rq->id);
-        ca_respond_json(resp, 202, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        http_respond_json(resp, 202, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
 }
 
@@ -107,7 +107,7 @@ static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, c
                 return r;
         atomic_fetch_add(&ca->n_issued, 1);
         log_info("issued %s to %s (%s)%s", serial, cn, by, iss->attestation ? ", TPM attested" : "");
-        ca_respond_pem(resp, 201, pem);
+        http_respond_pem(resp, 201, pem);
         return 0;
 }
 
@@ -154,7 +154,7 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issu
             strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) == 0 &&
             (r = cert_der_to_pem(live.der, live.der_len, &pem)) >= 0) {
                 ca_audit(ca, a->actor, "enroll-replay", cn, "allow", live.serial, a->who.token_id);
-                ca_respond_pem(resp, 200, pem);
+                http_respond_pem(resp, 200, pem);
                 *ret_done = true;
         }
         if (r >= 0 && !*ret_done && ret_live)
@@ -370,7 +370,7 @@ static int issue_approved(ca_service *ca, const store_request *rq, int64_t now, 
                 return r;
         atomic_fetch_add(&ca->n_issued, 1);
         log_info("issued %s to %s (approved %s)", serial, rq->identity, reason);
-        ca_respond_pem(resp, 201, pem);
+        http_respond_pem(resp, 201, pem);
         return 0;
 }
 
@@ -384,7 +384,7 @@ static int respond_issued(ca_service *ca, const store_request *rq, http_response
         store_cert_clear(&c);
         if (r < 0)
                 return r;
-        ca_respond_pem(resp, 200, pem);
+        http_respond_pem(resp, 200, pem);
         return 0;
 }
 
@@ -467,7 +467,7 @@ static int replay_renewal(ca_service *ca, const ca_body *body, int64_t now, ca_a
         r = cert_der_to_pem(live.der, live.der_len, &pem);
         if (r >= 0) {
                 ca_audit(ca, a->actor, "renew-replay", a->cert.identity, "allow", live.serial, NULL);
-                ca_respond_pem(resp, 200, pem);
+                http_respond_pem(resp, 200, pem);
         }
         store_cert_clear(&live);
         return r;
@@ -501,7 +501,7 @@ static int renew_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, co
                 return r;
         atomic_fetch_add(&ca->n_renewed, 1);
         log_info("renewed %s: %s replaces %s%s", cn, serial, a->cert.serial, iss->attestation ? " (TPM attested)" : "");
-        ca_respond_pem(resp, 201, pem);
+        http_respond_pem(resp, 201, pem);
         return 0;
 }
 
@@ -558,6 +558,6 @@ void ca_renew(ca_service *ca, const http_request *req, http_response *resp) {
                 ca_fail_request(ca, &a, "renew", NULL, resp, r);
         /* Too early says until when, for the device to wait instead of guessing. */
         if (r == -HWID_E_TOO_EARLY && opens_at > now)
-                ca_error_retry_at(resp, "renewal_opens_at", opens_at, now);
+                http_error_retry_at(resp, "renewal_opens_at", opens_at, now);
         ca_auth_clear(&a);
 }

@@ -30,7 +30,7 @@ void ca_get_healthz(ca_service *ca, const http_request *req, http_response *resp
                 ca_respond_error(ca, resp, r);
                 return;
         }
-        ca_respond_json(resp, 200, "{\"status\":\"ok\"}");
+        http_respond_json(resp, 200, "{\"status\":\"ok\"}");
 }
 
 /* ---- readiness ---- */
@@ -134,7 +134,7 @@ void ca_get_readyz(ca_service *ca, const http_request *req, http_response *resp)
                 }
         }
         if (r >= 0) {
-                ca_respond_json(resp, ca->ready_status, ca->ready_json);
+                http_respond_json(resp, ca->ready_status, ca->ready_json);
                 resp->error = ca->ready_status == 200 ? NULL : "not_ready";
         }
         pthread_mutex_unlock(&ca->ready_lock);

@@ -94,7 +94,8 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
              const char *identity, int64_t now, char **ret_pem, char **ret_serial);
 
 /* Read-only endpoints go through the authorizer as whoever the client is
- * (api.c); 0 when allowed. */
+ * (the public endpoints, health and metrics, EST's CA certificates); 0
+ * when allowed. */
 int ca_allow_read(ca_service *ca, const http_request *req, policy_action action);
 
 /* Endpoints (health.c, metrics endpoint in api-metrics.c). */
@@ -115,14 +116,9 @@ void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const cha
 void ca_poll(ca_service *ca, const char *id, http_response *resp);
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp);
 
-/* Responses. */
-void ca_respond_pem(http_response *resp, int status, const char *pem);
-void ca_respond_json(http_response *resp, int status, const char *json);
-/* Error response + error counter. */
+/* An error response (http_respond_error()), counted and logged when it
+ * is the CA's fault (5xx). */
 void ca_respond_error(ca_service *ca, http_response *resp, int r);
-/* Adds to an error response the moment (Unix seconds) from which asking
- * again can succeed: as "<key>": at in its JSON body, and Retry-After. */
-void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now);
 
 /* The current CRL (DER), regenerated on change. */
 int ca_crl(ca_service *ca, int64_t now, buf *out);

@@ -344,3 +344,40 @@ void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char 
         hwid_fail((hwid_err) -r, "%s", reason);
         ca_respond_error(ca, resp, r);
 }
+
+void ca_respond_error(ca_service *ca, http_response *resp, int r) {
+        if (hwid_err_http_status(r) >= 500) {
+                atomic_fetch_add(&ca->n_errors, 1);
+                log_error("request failed: %s", hwid_strerror(r));
+        }
+        http_respond_error(resp, r);
+}
+
+/* Read-only endpoints go through the authorizer like everything else,
+ * as whoever the client is: anonymous, or the holder of a client
+ * certificate (the admin role may read /metrics).  A client certificate
+ * that fails authentication still gets the public endpoints, as
+ * anonymous; for anything else the answer is why it failed (401), not
+ * that anonymous clients may not. */
+int ca_allow_read(ca_service *ca, const http_request *req, policy_action action) {
+        ca_auth a = { 0 };
+        policy_decision d;
+        char why[512] = "";
+        int r = ca_auth_peer(ca, req, (int64_t) time(NULL), &a), auth_r = r;
+
+        if (r < 0) {
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+                ca_auth_clear(&a);
+                a.who.role = ROLE_ANONYMOUS;
+                snprintf(a.actor, sizeof(a.actor), "anonymous");
+        }
+        policy_authorize(ca->cfg->policy, &a.who, action, NULL, &d);
+        if (auth_r < 0 && d.verdict != VERDICT_ALLOW) {
+                ca_audit(ca, a.actor, policy_action_name(action), NULL, "deny", why, NULL);
+                ca_auth_clear(&a);
+                return hwid_fail((hwid_err) -auth_r, "%s", why);
+        }
+        r = ca_decision(ca, &a, policy_action_name(action), NULL, &d);
+        ca_auth_clear(&a);
+        return r;
+}

@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include <json-c/json.h>
 #include <microhttpd.h>
 
 #include "error.h"
@@ -27,7 +26,6 @@
  * largest is the CRL, about 50 bytes per revoked certificate: 100,000
  * revocations make some 5 MB (bench/run.sh serves one). */
 #define HTTP_RESPONSE_MAX (64u << 20)
-#define HTTP_ERROR_MESSAGE_MAX 1024     /* longer messages are cut */
 #define HTTP_POOL_SLACK (16u << 10)     /* MHD pool beyond max_header */
 #define HTTP_DISCARD_MIN (1u << 20)     /* see on_body() */
 
@@ -63,44 +61,6 @@ typedef struct req_state {
         uint8_t peer_raw[16];
         size_t peer_raw_len;
 } req_state;
-
-/* --- JSON errors ------------------------------------------------------------ */
-
-static void set_static_error(http_response *resp) {
-        buf_reset(&resp->body);
-        (void) buf_append_str(&resp->body, "{\"error\":\"internal\",\"message\":\"internal error\"}");
-}
-
-void http_error(http_response *resp, int status, const char *slug, const char *message) {
-        char msg[HTTP_ERROR_MESSAGE_MAX + 1];
-        json_object *o;
-        const char *s;
-
-        resp->status = status;
-        resp->content_type = "application/json";
-        resp->error = slug ? slug : "internal";
-        if (resp->body.max == 0)
-                resp->body.max = HTTP_ERROR_MESSAGE_MAX * 8;
-        snprintf(msg, sizeof(msg), "%s", message ? message : "");
-        o = json_object_new_object();
-        if (!o || json_object_object_add(o, "error", json_object_new_string(slug ? slug : "internal")) < 0 ||
-            json_object_object_add(o, "message", json_object_new_string(msg)) < 0) {
-                json_object_put(o);
-                set_static_error(resp);
-                return;
-        }
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        buf_reset(&resp->body);
-        if (!s || buf_append_str(&resp->body, s) < 0)
-                set_static_error(resp);
-        json_object_put(o);
-}
-
-void http_error_from(http_response *resp, int r) {
-        if (r >= 0)
-                r = -HWID_E_INTERNAL;
-        http_error(resp, hwid_err_http_status(r), hwid_err_slug(r), hwid_strerror(r));
-}
 
 /* --- responses ---------------------------------------------------------------- */
 

@@ -69,6 +69,17 @@ typedef void (*http_handler)(void *userdata, const http_request *req, http_respo
 void http_error(http_response *resp, int status, const char *slug, const char *message);
 /* Same, from a -hwid_err and its detail. */
 void http_error_from(http_response *resp, int r);
+/* A handler's answer (http-respond.c): a PEM body, or a JSON one (a
+ * newline is added), with status. */
+void http_respond_pem(http_response *resp, int status, const char *pem);
+void http_respond_json(http_response *resp, int status, const char *json);
+/* The error response of r (-hwid_err), the body reset first; "not yet
+ * valid" adds the server's clock ("server_time": Unix seconds), so that a
+ * device can tell its clock from ours. */
+void http_respond_error(http_response *resp, int r);
+/* Adds to an error response the moment (Unix seconds) from which asking
+ * again can succeed: as "<key>": at in its JSON body, and Retry-After. */
+void http_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now);
 
 typedef struct http_options {
         const char *listen;          /* "ADDR:PORT" */
