@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api.h"
 #include "ca.h"
 #include "config.h"
 #include "error.h"

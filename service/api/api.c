@@ -4,8 +4,9 @@
 
 #include <json-c/json.h>
 
+#include "admin-api.h"
+#include "api.h"
 #include "attest-api.h"
-#include "ca-internal.h"
 #include "error.h"
 
 static void get_ca(ca_service *ca, const http_request *req, http_response *resp) {

@@ -8,7 +8,7 @@
 #include <openssl/rand.h>
 
 #include "attest-api.h"
-#include "ca-internal.h"
+#include "api.h"
 #include "error.h"
 #include "log.h"
 #include "ossl-util.h"

@@ -17,7 +17,7 @@
 #include <openssl/x509.h>
 
 #include "base64.h"
-#include "ca-internal.h"
+#include "api.h"
 #include "error.h"
 #include "ossl-util.h"
 #include "est-wire.h"

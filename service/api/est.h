@@ -1,5 +1,5 @@
 /* EST (RFC 7030) in hwidd: est.c routes /.well-known/est/ (declared in
- * ca-internal.h); est-attrs.c says what a profile wants of a CSR. */
+ * api.h); est-attrs.c says what a profile wants of a CSR. */
 #pragma once
 
 #include <stddef.h>

@@ -13,7 +13,7 @@
 #include <json-c/json.h>
 #include <openssl/evp.h>
 
-#include "ca-internal.h"
+#include "api.h"
 #include "error.h"
 #include "log.h"
 #include "ossl-util.h"

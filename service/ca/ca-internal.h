@@ -62,10 +62,6 @@ typedef struct ca_auth {
 
 void ca_auth_clear(ca_auth *a);
 
-/* Endpoints of the admin API (admin-api.c): answers every request under
- * /v1/admin/ and returns true; false for any other path. */
-bool ca_admin_route(ca_service *ca, const http_request *req, http_response *resp);
-
 /* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
  * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
@@ -97,24 +93,6 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
  * (the public endpoints, health and metrics, EST's CA certificates); 0
  * when allowed. */
 int ca_allow_read(ca_service *ca, const http_request *req, policy_action action);
-
-/* Endpoints (health.c, metrics endpoint in api-metrics.c). */
-void ca_get_healthz(ca_service *ca, const http_request *req, http_response *resp);
-void ca_get_readyz(ca_service *ca, const http_request *req, http_response *resp);
-void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp);
-
-/* EST, RFC 7030 (est.c): answers every request under /.well-known/est/
- * and returns true; false for any other path. */
-bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp);
-
-/* Endpoints (enroll.c). */
-void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
-/* EST simpleenroll without a token: by the client certificate, under
- * the profile label (NULL: the one that accepts that certificate's),
- * as est.enroll_by_certificate allows (policy_check_enroll()). */
-void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp);
-void ca_poll(ca_service *ca, const char *id, http_response *resp);
-void ca_renew(ca_service *ca, const http_request *req, http_response *resp);
 
 /* An error response (http_respond_error()), counted and logged when it
  * is the CA's fault (5xx). */

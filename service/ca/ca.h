@@ -29,20 +29,10 @@ hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg);
  * request: summaries of refused unauthenticated requests, audit retention. */
 void ca_service_tick(ca_service *ca, int64_t now);
 
-/* The HTTP handler: routes every endpoint. */
-void ca_service_handle(void *userdata, const http_request *req, http_response *resp);
-/* The handler of the plain-HTTP listener: GET /crl and GET /ca, as for
- * anyone; everything else is 404. */
-void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp);
-
 /* hwidd's TLS key (borrowed for the service's lifetime) and certificate
  * (PEM, first certificate is hwidd's): /readyz has the key sign, metrics
  * show when the certificate expires. */
 int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem);
-
-/* Counts a refusal the transport made before any handler ran (413, 429,
- * 431): an http_options.on_refusal for the service's listeners. */
-void ca_service_on_refusal(void *userdata, int status, const char *error);
 
 /* The PEM the TLS layer trusts for client certificates: the CA
  * certificate alone, never the root or other members of its chain (hwid

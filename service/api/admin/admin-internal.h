@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "admin-api.h"
 #include "admin-json.h"
 #include "ca-internal.h"
 
