@@ -10,8 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <openssl/x509v3.h>
-
+#include "attest-record.h"
 #include "ca-internal.h"
 
 /* A body of POST /csr or POST /v1/renew: the CSR, and the attestation
@@ -32,23 +31,6 @@ typedef struct ca_body {
 int ca_body_parse(const http_request *req, ca_body *ret);
 void ca_body_clear(ca_body *b);
 
-/* What verified evidence proved: the store's record (hex strings) and
- * the policy's fact pointing into it.  present false: no evidence. */
-typedef struct ca_attested {
-        bool present;
-        store_attestation rec;
-        policy_attestation fact;
-} ca_attested;
-
-/* The policy fact of att, NULL when there is none. */
-const policy_attestation *ca_attested_fact(const ca_attested *att);
-/* The fact of a stored record (a request, a certificate) into fact,
- * pointing into rec; NULL when the record holds none. */
-const policy_attestation *ca_attestation_fact(const store_attestation *rec, policy_attestation *fact);
-/* The record of a policy fact (what policy decided to record), or all
- * empty for NULL. */
-void ca_attestation_record(const policy_attestation *fact, store_attestation *ret);
-
 /* Verifies b's evidence for the key of csr (using up its challenge):
  * -HWID_E_ATTESTATION (403) saying which proof failed, -HWID_E_INVALID
  * (400) if malformed. */
@@ -61,9 +43,3 @@ int ca_auth_ek(ca_service *ca, const ca_attested *att, ca_auth *a);
 
 /* POST /v1/attest. */
 void ca_attest(ca_service *ca, const http_request *req, http_response *resp);
-
-/* The hardware identity an attested certificate carries (attest-cert.c):
- * a subjectAltName otherName permanentIdentifier (RFC 4043) whose
- * identifierValue is "sha256:<hex>" of the EK's SubjectPublicKeyInfo and
- * whose assigner is absent (assigned by the certificate's issuer). */
-int attest_san_append(GENERAL_NAMES *sans, const char *ek_pub_sha256);

@@ -19,7 +19,7 @@
 #include <openssl/asn1t.h>
 #include <openssl/objects.h>
 
-#include "attest-api.h"
+#include "attest-record.h"
 #include "error.h"
 #include "ossl-util.h"
 

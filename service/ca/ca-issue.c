@@ -6,7 +6,7 @@
 
 #include <openssl/pem.h>
 
-#include "attest-api.h"
+#include "attest-record.h"
 #include "ca-internal.h"
 #include "cert-scope.h"
 #include "error.h"
