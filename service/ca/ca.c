@@ -53,6 +53,12 @@ static int record_old_dns_names(ca_service *ca) {
         return 0;
 }
 
+/* The syslog copy of the audit records counts what it could not deliver
+ * (audit-syslog.h). */
+static void syslog_dropped(void *userdata) {
+        metrics_syslog_dropped(userdata);
+}
+
 int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         _cleanup_(ca_service_freep) ca_service *ca = calloc(1, sizeof(*ca));
         hsm_options ho = { .tcti = cfg->tcti };
@@ -69,7 +75,8 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
             (r = store_open(cfg->database, &ca->store)) < 0 ||
-            (r = audit_syslog_attach(ca->store, cfg, "hwidd", ca->metrics)) < 0 ||
+            (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
+                                     syslog_dropped, ca->metrics)) < 0 ||
             (r = record_old_dns_names(ca)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);

@@ -31,7 +31,8 @@ typedef struct sink {
         struct sockaddr_un addr;
         socklen_t addr_len;
         char ident[32];
-        metrics *m;
+        void (*on_dropped)(void *userdata);
+        void *userdata;
 } sink;
 
 typedef struct out {
@@ -122,8 +123,8 @@ static int send_record(const store_audit *a, void *userdata) {
         /* Never waits: a collector that is gone or slow costs a copy, not
          * an issuance (the database has the record either way). */
         if (sendto(k->fd, line, (size_t) n, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *) &k->addr,
-                   k->addr_len) < 0 && k->m)
-                metrics_syslog_dropped(k->m);
+                   k->addr_len) < 0 && k->on_dropped)
+                k->on_dropped(k->userdata);
         return 0;
 }
 
@@ -137,14 +138,14 @@ static void sink_free(void *userdata) {
         free(k);
 }
 
-int audit_syslog_attach(store *s, const hwidd_config *cfg, const char *ident, metrics *m) {
+int audit_syslog_attach(store *s, const char *socket_path, const char *ident, void (*on_dropped)(void *userdata),
+                        void *userdata) {
         sink *k;
 
-        if (!cfg->audit_syslog)
+        if (!socket_path)
                 return 0;
-        if (strlen(cfg->audit_syslog_socket) >= sizeof(k->addr.sun_path))
-                return hwid_fail(HWID_E_CONFIG, "audit.syslog_socket %s is too long for a socket path",
-                                 cfg->audit_syslog_socket);
+        if (strlen(socket_path) >= sizeof(k->addr.sun_path))
+                return hwid_fail(HWID_E_CONFIG, "audit.syslog_socket %s is too long for a socket path", socket_path);
         k = calloc(1, sizeof(*k));
         if (!k)
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -154,10 +155,11 @@ int audit_syslog_attach(store *s, const hwidd_config *cfg, const char *ident, me
                 return hwid_fail(HWID_E_IO, "cannot make a syslog socket: %s", strerror(errno));
         }
         k->addr.sun_family = AF_UNIX;
-        snprintf(k->addr.sun_path, sizeof(k->addr.sun_path), "%s", cfg->audit_syslog_socket);
+        snprintf(k->addr.sun_path, sizeof(k->addr.sun_path), "%s", socket_path);
         k->addr_len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(k->addr.sun_path) + 1);
         snprintf(k->ident, sizeof(k->ident), "%s", ident);
-        k->m = m;
+        k->on_dropped = on_dropped;
+        k->userdata = userdata;
         store_set_audit_sink(s, send_record, k, sink_free);
         return 0;
 }

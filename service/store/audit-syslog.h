@@ -5,14 +5,14 @@
 
 #include <stddef.h>
 
-#include "config.h"
-#include "metrics.h"
 #include "store.h"
 
-/* When cfg asks for it (audit.syslog), makes the store send each record
- * it commits to cfg->audit_syslog_socket as program `ident`; records that
- * cannot be delivered are counted in m (may be NULL).  0 when off. */
-int audit_syslog_attach(store *s, const hwidd_config *cfg, const char *ident, metrics *m);
+/* Makes the store send each record it commits to the syslog datagram
+ * socket at socket_path (audit.syslog_socket) as program `ident`; each
+ * record that cannot be delivered calls on_dropped(userdata), if set.
+ * socket_path NULL (audit.syslog off): nothing, 0. */
+int audit_syslog_attach(store *s, const char *socket_path, const char *ident, void (*on_dropped)(void *userdata),
+                        void *userdata);
 
 /* The line for a record (without the syslog header): key=value pairs,
  * values quoted and escaped (see docs/OPERATIONS.md).  Returns the length
