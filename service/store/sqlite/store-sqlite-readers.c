@@ -11,7 +11,7 @@
 #include "store-sqlite.h"
 
 static int reader_open(const store *parent, store **ret) {
-        _cleanup_(store_freep) store *r = NULL;
+        _cleanup_(store_sqlite_freep) store *r = NULL;
         int e = store_alloc(parent->path, &r);
 
         if (e < 0)

@@ -425,7 +425,7 @@ static int configure(store *s) {
 }
 
 int store_alloc(const char *path, store **ret) {
-        _cleanup_(store_freep) store *s = calloc(1, sizeof(*s));
+        _cleanup_(store_sqlite_freep) store *s = calloc(1, sizeof(*s));
         pthread_mutexattr_t attr;
 
         if (!s || !(s->path = strdup(path)))
@@ -444,7 +444,7 @@ int store_alloc(const char *path, store **ret) {
 }
 
 int store_sqlite_open(const char *path, store **ret) {
-        _cleanup_(store_freep) store *s = NULL;
+        _cleanup_(store_sqlite_freep) store *s = NULL;
         int r;
 
         if (!store_str_ok(path, 4096))

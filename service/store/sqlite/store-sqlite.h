@@ -151,6 +151,9 @@ struct store {
 
 int store_sqlite_open(const char *path, store **ret);
 void store_sqlite_free(store *s);
+/* store_free() calls it; inside the backend it is called directly: a
+ * backend does not call back up into store-dispatch.c. */
+DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_sqlite_free)
 int store_sqlite_ping(store *s);
 int store_sqlite_probe_write(store *s, int64_t now);
 int store_sqlite_stats_get(store *s, int64_t now, store_stats *ret);
