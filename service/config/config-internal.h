@@ -1,8 +1,9 @@
-/* Inside the configuration loader: config.c (YAML plumbing, the file's
- * top level), config-values.c (one value each) and config-profile.c
- * (profiles).  The YAML is read with
- * libyaml's document API; every value is checked by a handler named in a
- * table of the keys a mapping may hold, so unknown keys are errors. */
+/* Inside the configuration loader: config-yaml.c (YAML plumbing),
+ * config-values.c (one value each), config-profile.c (profiles) and
+ * config.c (the file's top level), each using only those before it.  The
+ * YAML is read with libyaml's document API; every value is checked by a
+ * handler named in a table of the keys a mapping may hold, so unknown
+ * keys are errors. */
 #pragma once
 
 #include <stdbool.h>
@@ -51,6 +52,8 @@ typedef struct cfg_name {
         const char *refusal; /* non-NULL: a known name that is refused, and why */
 } cfg_name;
 
+/* ---- the plumbing (config-yaml.c) ---- */
+
 /* "FILE:LINE: path: problem"; returns -HWID_E_CONFIG. */
 int cfg_fail(cfg_ctx *x, const yaml_node_t *n, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
@@ -71,7 +74,8 @@ int cfg_sequence(cfg_ctx *x, yaml_node_t *n, const char *path, int64_t max_items
 /* A name from table: its value, or an error listing the names. */
 int cfg_pick(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_name *table, uint32_t *ret);
 
-/* Handlers shared by both files. */
+/* Handlers shared by config.c and config-profile.c (cfg_fn_section in
+ * config-yaml.c, the others in config-values.c). */
 int cfg_fn_section(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
 int cfg_fn_duration(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
 int cfg_fn_int(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base);
