@@ -1,4 +1,3 @@
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -24,18 +23,6 @@
 
 #define BACKOFF_MIN 2
 #define BACKOFF_MAX 60
-
-void progress_say(progress_fn fn, void *userdata, const char *fmt, ...) {
-        char line[512];
-        va_list ap;
-
-        if (!fn)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        fn(userdata, line);
-}
 
 #define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
 
