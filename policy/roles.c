@@ -112,10 +112,8 @@ static int scope_deny(policy_decision *d, const char *fmt, ...) {
         return -1;
 }
 
-/* The scope recorded with a provisioner's certificate against the token
- * it asks for; the decision is left alone when within. */
-static int check_scope(const policy *p, const policy_requester *who, const policy_profile *prof,
-                       const char *pattern, policy_decision *d) {
+int provisioner_scope_check(const policy *p, const policy_requester *who, const policy_profile *prof,
+                            const char *pattern, policy_decision *d) {
         const char *me = who->identity ? who->identity : "?";
         char list[192], q[QUOTE_BUF];
 
@@ -143,33 +141,6 @@ static int check_scope(const policy *p, const policy_requester *who, const polic
                    "those patterns or be a single name one of them matches",
                    name_quote(q, sizeof(q), pattern, strlen(pattern)), me,
                    strv_join(who->scope_name_patterns, list, sizeof(list)));
-}
-
-#define TOKEN_PATTERN_MAX 255
-
-void policy_check_token_create(const policy *p, const policy_requester *who, const char *profile,
-                               const char *name_pattern, policy_decision *ret) {
-        const policy_profile *prof;
-        char q[QUOTE_BUF];
-        name_fault f;
-
-        policy_authorize(p, who, ACTION_TOKEN_CREATE, profile, ret);
-        if (ret->verdict != VERDICT_ALLOW || ret->audit_only)
-                return;
-        prof = policy_profile_find(p, profile);
-        if (!prof) {
-                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.profile", "there is no profile '%s'",
-                             profile ? name_quote(q, sizeof(q), profile, strlen(profile)) : "");
-                return;
-        }
-        if (name_pattern && (f = name_check(name_pattern, strlen(name_pattern), TOKEN_PATTERN_MAX)) != NAME_OK) {
-                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.name_pattern", "name pattern '%s' %s",
-                             name_quote(q, sizeof(q), name_pattern, strlen(name_pattern)),
-                             f == NAME_TOO_LONG ? "is longer than 255 bytes" : name_fault_str(f));
-                return;
-        }
-        if (who->role == ROLE_PROVISIONER)
-                (void) check_scope(p, who, prof, name_pattern, ret);
 }
 
 /* ---------- the scopes in a configuration ---------- */
