@@ -57,6 +57,7 @@ typedef struct hsm_obj {
         _Atomic uint64_t sign_errors;
 } hsm_obj;
 
+/* References to o (provider.c): the last one frees the backend object. */
 hsm_obj *hsm_obj_ref(hsm_obj *o);
 void hsm_obj_unref(hsm_obj *o);
 
