@@ -13,6 +13,8 @@ may also use whatever those may use) and checks:
   the same room or of one it may use; header names are unique, so each
   name has one room.  An include from above or from beside fails, naming
   the file, the line and the header;
+- docs/HACKING.md: its layout table has a row for each room whose "may
+  use" column names the rooms rooms.txt lists;
 - calls (for each ROOM=LIBRARY given, the room's static library): each
   symbol a room's object file leaves undefined is defined in the same
   room, in a room it may use, or outside every room (libc, OpenSSL...);
@@ -106,6 +108,27 @@ def header_rooms(files, problems):
             else:
                 where[name] = (room, p)
     return {name: room for name, (room, _) in where.items()}
+
+
+def check_doc(srcdir, uses, problems):
+    """docs/HACKING.md's rows | `room/` | holds | `a`, `b` | say what rooms.txt says."""
+    path = 'docs/HACKING.md'
+    seen = set()
+    with open(os.path.join(srcdir, path), encoding='utf-8') as f:
+        for n, line in enumerate(f, 1):
+            cells = [c.strip() for c in line.strip().strip('|').split('|')]
+            m = re.fullmatch(r'`([a-z/]+)/`', cells[0]) if len(cells) == 3 else None
+            if not m or m.group(1) not in uses:
+                continue
+            room = m.group(1)
+            seen.add(room)
+            said = set(re.findall(r'`([a-z/]+)`', cells[2]))
+            if said != set(uses[room]):
+                fail(problems, f'{path}:{n}: {room} may use {", ".join(sorted(said)) or "nothing"} there, but '
+                               f'{", ".join(uses[room]) or "nothing"} in rooms.txt')
+    for room in uses:
+        if room not in seen:
+            fail(problems, f'{path}: the layout table has no row for the room {room}/')
 
 
 def relation(src, dst, below):
@@ -244,6 +267,7 @@ def main(argv):
     files = room_files(srcdir, order, problems)
     headers = header_rooms(files, problems)
     check_includes(srcdir, files, headers, below, problems)
+    check_doc(srcdir, uses, problems)
     check_calls({r: l for r, l in libs.items() if r in uses}, below, flags, problems)
     for p in problems:
         print(p)

@@ -1,4 +1,4 @@
-/* A tiny server around service/http.c for tests/integration/http-transport.sh.
+/* A tiny server around service/http/http.c for tests/integration/http-transport.sh.
  *
  *   http-test-server create-key URI TYPE      creates a key in the device,
  *                                             prints its public key (PEM)
