@@ -26,6 +26,13 @@ typedef void (*progress_fn)(void *userdata, const char *message);
 /* Formats a progress line and hands it to fn (nothing if fn is NULL). */
 void progress_say(progress_fn fn, void *userdata, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Flushes what a join or renewal held loaded in the device
+ * (hwid_key_release()) once the key has signed its last.  A flush the
+ * TPM's going away lost is said as a warning naming what the TPM may
+ * still hold, and fails nothing (the signatures stand).  Returns r with
+ * its detail kept. */
+int device_key_release(hwid_key *k, int r, progress_fn fn, void *userdata);
+
 typedef struct join_opts {
         const char *server;    /* https://host:port */
         /* Several servers (replicas of one CA), NULL-terminated, tried in
