@@ -89,19 +89,26 @@ rejoin() {
         assert_no_transient
 }
 
+# join_killed DIR NAME CC N — a join through a cut that kills the swtpm at
+# the Nth command CC: it exits 1, never with ESYS's "wrong order", and
+# leaves no identity in DIR; its stderr in ERR. The swtpm is started again.
+join_killed() {
+        cut_at "$3" "$4" kill
+        join_cut "$1" "$2"
+        ERR=$(cat "$T/last.err")
+        swtpm_back
+        assert_eq "$RC" 1 "exit status of a join whose TPM died at its command $3 (#$4)"
+        assert_not_contains "$ERR" "wrong order" "ESYS's BAD_SEQUENCE in the message"
+        [ ! -e "$1/cert.pem" ] || fail "a failed join left $1/cert.pem"
+}
+
 # The power goes as the CSR is signed (the device key held loaded).
 test_killed_at_sign() {
-        local d=$T/edge-1 err
-        cut_at $TPM2_CC_SIGN 1 kill
-        join_cut "$d" edge-1
-        err=$(cat "$T/last.err")
-        assert_eq "$RC" 1 "exit status of a join whose TPM died at the CSR's signature"
-        assert_contains "$err" "hwid: the TPM cannot sign with key file $d/device.tss2.pem: the TPM at $CUT_TCTI went away"
-        assert_not_contains "$err" "wrong order" "ESYS's BAD_SEQUENCE in the message"
+        local d=$T/edge-1
+        join_killed "$d" edge-1 $TPM2_CC_SIGN 1
+        assert_contains "$ERR" "hwid: the TPM cannot sign with key file $d/device.tss2.pem: the TPM at $CUT_TCTI went away"
         # The held key's flush could not be sent: said, not passed over.
-        assert_contains "$err" "warning: the TPM at $CUT_TCTI went away before hwid flushed 0x8000000"
-        [ ! -e "$d/cert.pem" ] || fail "a failed join left $d/cert.pem"
-        swtpm_back
+        assert_contains "$ERR" "warning: the TPM at $CUT_TCTI went away before hwid flushed 0x8000000"
         assert_eq "$(transients)" "" "transient objects after the power cut"
         rejoin "$d" edge-1
 }
@@ -110,19 +117,13 @@ test_killed_at_sign() {
 # key was made: every later command used to fail with ESYS's "Function
 # called in the wrong order".
 test_killed_at_first_flush() {
-        local d=$T/edge-2 err
-        cut_at $TPM2_CC_FLUSH_CONTEXT 1 kill
-        join_cut "$d" edge-2
-        err=$(cat "$T/last.err")
-        assert_eq "$RC" 1 "exit status of a join whose TPM died at the parent's flush"
-        assert_contains "$err" "hwid: the TPM at $CUT_TCTI went away and cannot be reached again"
-        assert_not_contains "$err" "wrong order" "ESYS's BAD_SEQUENCE in the message"
+        join_killed "$T/edge-2" edge-2 $TPM2_CC_FLUSH_CONTEXT 1
+        assert_contains "$ERR" "hwid: the TPM at $CUT_TCTI went away and cannot be reached again"
         # The parent, whose flush was lost, and the device key, held loaded
         # on the connection that went away: both named.
-        assert_contains "$err" "went away before hwid flushed 0x80000000: it may still hold that object unless it restarted since"
-        assert_contains "$err" "warning: the TPM at $CUT_TCTI went away before hwid flushed 0x80000001"
-        swtpm_back
-        rejoin "$d" edge-2
+        assert_contains "$ERR" "went away before hwid flushed 0x80000000: it may still hold that object unless it restarted since"
+        assert_contains "$ERR" "warning: the TPM at $CUT_TCTI went away before hwid flushed 0x80000001"
+        rejoin "$T/edge-2" edge-2
 }
 
 # The connection is lost at the join's very last command, the device key's
