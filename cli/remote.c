@@ -64,18 +64,18 @@ static int check_servers(const char *cmd, const remote_opts *o) {
 }
 
 int remote_check_usage(const char *cmd, const remote_opts *o, const char *config, bool server_alone) {
-        bool remote = remote_wanted(o);
+        bool is_remote = remote_wanted(o);
 
         if (o->n_servers > CLI_MAX_SERVERS)
                 return cli_usage(cmd, "at most %d --server options", CLI_MAX_SERVERS);
-        if (!remote && o->n_servers && !server_alone)
+        if (!is_remote && o->n_servers && !server_alone)
                 return cli_usage(cmd, "--server needs the operator's identity (--dir DIR, or --cert FILE --key URI)");
-        if (remote && config)
+        if (is_remote && config)
                 return cli_usage(cmd, "--config is for the CA host; --dir or --cert/--key for a remote hwidd");
-        if (!remote && (o->ca_hash || o->ca_file || o->tcti))
+        if (!is_remote && (o->ca_hash || o->ca_file || o->tcti))
                 return cli_usage(cmd, "--ca-hash, --ca-file and --tcti need the operator's identity "
                                       "(--dir DIR, or --cert FILE --key URI)");
-        if (!remote)
+        if (!is_remote)
                 return 0;
         if (check_servers(cmd, o) != 0)
                 return EXIT_USAGE;

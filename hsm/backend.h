@@ -37,8 +37,10 @@ typedef struct hsm_backend {
         int (*custody)(void *obj, hwid_custody *ret);
         /* Removes the key from the device; obj must still be freed. */
         int (*remove)(void *obj);
-        /* Flushes what hsm_options.hold kept loaded; NULL if never any. */
-        void (*release)(void *obj);
+        /* Flushes what hsm_options.hold kept loaded; NULL if never any.
+         * Fails (-HWID_E_TPM_UNREACHABLE) when the device went away before
+         * a flush: what it names may still be loaded there. */
+        int (*release)(void *obj);
         void (*free)(void *obj);
 } hsm_backend;
 

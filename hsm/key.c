@@ -189,9 +189,10 @@ int hwid_fail_signing(const char *what) {
         return hwid_fail_ossl(HWID_E_CRYPTO, "signing %s failed", what);
 }
 
-void hwid_key_release(hwid_key *k) {
+int hwid_key_release(hwid_key *k) {
         if (k && k->obj->backend->release)
-                k->obj->backend->release(k->obj->obj);
+                return k->obj->backend->release(k->obj->obj);
+        return 0;
 }
 
 void hwid_key_free(hwid_key *k) {

@@ -219,7 +219,11 @@ static int request_one(client_session *s, const char *method, const char *path, 
         curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, ret);
         curl_easy_setopt(s->curl, CURLOPT_HEADERDATA, ret);
         r = perform(s->curl, url, ret);
-        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL); /* the list dies here */
+        /* The header list dies here and the body with the caller: the
+         * handle keeps no pointer to either (curl copies neither). */
+        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL);
+        if (body)
+                curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, NULL);
         s->sent = request_sent(s->curl);
         return r;
 }

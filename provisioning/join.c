@@ -26,6 +26,18 @@
 
 #define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
 
+int device_key_release(hwid_key *k, int r, progress_fn fn, void *userdata) {
+        char detail[1024];
+        int q;
+
+        snprintf(detail, sizeof(detail), "%s", r < 0 ? hwid_strerror(r) : "");
+        q = hwid_key_release(k);
+        if (q >= 0)
+                return r;
+        progress_say(fn, userdata, "warning: %s", hwid_strerror(q));
+        return r < 0 ? hwid_fail((hwid_err) -r, "%s", detail) : r;
+}
+
 bool ca_hash_valid(const char *s) {
         if (!s || strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
                 return false;
@@ -251,13 +263,15 @@ static int request_body(const join_opts *o, join_ctx *c, device_attest *att, cha
         int r = make_csr(o, c->key, &csr);
 
         if (r < 0 || !att) {
-                hwid_key_release(c->key); /* signed: nothing left for it to do in the TPM */
+                /* signed: nothing left for it to do in the TPM */
+                r = device_key_release(c->key, r, o->progress, o->progress_data);
                 if (r >= 0)
                         *ret_body = TAKE_PTR(csr);
                 return r;
         }
         r = device_attest_body(att, c->key, csr, ret_body);
-        hwid_key_release(c->key); /* signed and certified: nothing left for it to do in the TPM */
+        /* signed and certified: nothing left for it to do in the TPM */
+        r = device_key_release(c->key, r, o->progress, o->progress_data);
         if (r >= 0)
                 say(o, "the TPM activated the CA's credential and certified the key");
         return r;

@@ -21,6 +21,13 @@
  * expired only this long after its notAfter by the device's clock. */
 #define DEVICE_CLOCK_SKEW_DEFAULT 300
 
+/* Flushes what a join or renewal held loaded in the device
+ * (hwid_key_release()) once the key has signed its last.  A flush the
+ * TPM's going away lost is said as a warning naming what the TPM may
+ * still hold, and fails nothing (the signatures stand).  Returns r with
+ * its detail kept. */
+int device_key_release(hwid_key *k, int r, progress_fn fn, void *userdata);
+
 typedef struct join_opts {
         const char *server;    /* https://host:port */
         /* Several servers (replicas of one CA), NULL-terminated, tried in

@@ -236,7 +236,8 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
                 r = csr_to_pem(req, &csr);
         if (r >= 0 && att)
                 r = device_attest_body(att, k, csr, &body);
-        hwid_key_release(k); /* signed (and certified): nothing left for it to do in the TPM */
+        /* signed (and certified): nothing left for it to do in the TPM */
+        r = device_key_release(k, r, o->progress, o->progress_data);
         if (r < 0)
                 return r;
         if (att)
@@ -327,7 +328,7 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         /* Held since the handshake; a key being replaced has signed its
          * last, and the new key (and the AK) need the TPM's room. */
         if (plan.rotate)
-                hwid_key_release(current);
+                (void) device_key_release(current, 0, o->progress, o->progress_data);
         if (plan.attest) {
                 say(o, "asking %s for an attestation challenge for this TPM", client_session_server(cs));
                 if ((r = device_attest_begin(cs, NULL, o->tcti, (tpm_ek_alg) o->ek, &att)) < 0)

@@ -75,15 +75,15 @@ static int enroll_pending(ca_service *ca, const ca_auth *a, const csr_info *csr,
 }
 
 /* Who enrolled, for the log: "token abc", "EK allowlist entry x", "certificate 1f.. of x". */
-static const char *enroller(const ca_auth *a, char *buf, size_t size) {
+static const char *enroller(const ca_auth *a, char *out, size_t size) {
         if (a->who.role == ROLE_EK)
-                snprintf(buf, size, "EK allowlist entry %s", a->ek.identity);
+                snprintf(out, size, "EK allowlist entry %s", a->ek.identity);
         else if (a->who.role == ROLE_TOKEN)
-                snprintf(buf, size, "token %s", a->token.id);
+                snprintf(out, size, "token %s", a->token.id);
         else
-                snprintf(buf, size, "certificate %s of %s, profile %s", a->cert.serial, a->cert.identity,
+                snprintf(out, size, "certificate %s of %s, profile %s", a->cert.serial, a->cert.identity,
                          a->cert.profile);
-        return buf;
+        return out;
 }
 
 static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,

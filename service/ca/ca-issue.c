@@ -115,6 +115,8 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
         how->dns_names = (const char *const *) dns;
         how->n_dns_names = n_dns;
         r = commit_timed(ca, how, now);
+        /* Nothing of this frame stays in the caller's how. */
+        how->cert = NULL;
         how->dns_names = NULL;
         how->n_dns_names = 0;
         if (r < 0)

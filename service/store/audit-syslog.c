@@ -83,8 +83,8 @@ static void hex(const uint8_t *h, char out_hex[65]) {
                 snprintf(out_hex + 2 * i, 3, "%02x", h ? h[i] : 0);
 }
 
-size_t audit_syslog_format(const store_audit *a, char *buf, size_t size) {
-        out o = { .p = buf, .left = size ? size - 1 : 0 };
+size_t audit_syslog_format(const store_audit *a, char *line, size_t size) {
+        out o = { .p = line, .left = size ? size - 1 : 0 };
         char head[200], prev[65], hash[65], when[32];
         time_t at = (time_t) a->at;
         struct tm tm;
@@ -103,7 +103,7 @@ size_t audit_syslog_format(const store_audit *a, char *buf, size_t size) {
         put_pair(&o, "reason", a->reason);
         if (size)
                 *o.p = '\0';
-        return (size_t) (o.p - buf);
+        return (size_t) (o.p - line);
 }
 
 static int send_record(const store_audit *a, void *userdata) {

@@ -165,6 +165,10 @@ typedef struct store_audit_link {
         bool set;
         int64_t id;
         int64_t at;
+        /* All zeros when unset: what a first record's prev_hash stores.  A
+         * statement binds it as it is, never a temporary in its place (a
+         * compound literal in an if's branch dies before the step reads
+         * it: SQLite's binds are SQLITE_STATIC). */
         uint8_t hash[STORE_AUDIT_HASH_LEN];
 } store_audit_link;
 

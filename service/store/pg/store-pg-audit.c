@@ -124,8 +124,8 @@ static int audit_store(pg_slot *c, store_audit *rec, const store_audit_link *hea
                         "INSERT INTO audit (at, actor, action, target, outcome, reason, token_id, prev_hash, hash) "
                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
                         "Ittttttbb", rec->at, rec->actor, rec->action, rec->target, rec->outcome, rec->reason,
-                        rec->token_id, head->set ? head->hash : (const uint8_t[STORE_AUDIT_HASH_LEN]) { 0 },
-                        (size_t) STORE_AUDIT_HASH_LEN, hash, (size_t) STORE_AUDIT_HASH_LEN);
+                        rec->token_id, head->hash, (size_t) STORE_AUDIT_HASH_LEN, hash,
+                        (size_t) STORE_AUDIT_HASH_LEN);
 
         if (r >= 0)
                 rec->id = pg_i64(res, 0, 0);

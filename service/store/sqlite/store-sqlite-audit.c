@@ -114,8 +114,8 @@ int store_audit_insert(store *s, const store_audit *a, int64_t now) {
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", &st);
         if (r >= 0)
                 r = store_bind(s, st, "Ittttttbb", rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.reason,
-                               rec.token_id, head.set ? head.hash : (const uint8_t[STORE_AUDIT_HASH_LEN]) { 0 },
-                               (size_t) STORE_AUDIT_HASH_LEN, hash, (size_t) STORE_AUDIT_HASH_LEN);
+                               rec.token_id, head.hash, (size_t) STORE_AUDIT_HASH_LEN, hash,
+                               (size_t) STORE_AUDIT_HASH_LEN);
         if (r >= 0)
                 r = store_step(s, st, "append to the audit log");
         if (r < 0)
@@ -313,8 +313,8 @@ static int backfill_one(store *s, sqlite3_stmt *sel, sqlite3_stmt *upd, store_au
                 return r;
         audit_from_row(sel, &a);
         if ((r = store_audit_hash(head->set ? head->hash : NULL, &a, hash)) < 0 ||
-            (r = store_bind(s, upd, "Ibb", a.id, head->set ? head->hash : (const uint8_t[STORE_AUDIT_HASH_LEN]) { 0 },
-                            (size_t) STORE_AUDIT_HASH_LEN, hash, (size_t) STORE_AUDIT_HASH_LEN)) < 0 ||
+            (r = store_bind(s, upd, "Ibb", a.id, head->hash, (size_t) STORE_AUDIT_HASH_LEN, hash,
+                            (size_t) STORE_AUDIT_HASH_LEN)) < 0 ||
             (r = store_step(s, upd, "chain an audit record")) < 0)
                 return r;
         *head = (store_audit_link) { .set = true, .id = a.id, .at = a.at };
