@@ -172,6 +172,63 @@ void policy_check_token_create(const policy *p, const policy_requester *who, con
                 (void) check_scope(p, who, prof, name_pattern, ret);
 }
 
+/* ---------- four eyes: who may decide a held request ---------- */
+
+/* Returns -1, for `return four_eyes_deny(...)`, as scope_deny(). */
+static int four_eyes_deny(policy_decision *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int four_eyes_deny(policy_decision *d, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        decision_vset(d, VERDICT_DENY, -HWID_E_FORBIDDEN, "request.four_eyes", fmt, ap);
+        va_end(ap);
+        return -1;
+}
+
+/* The role certificates of the request's profile would carry; -1 when the
+ * profile is gone from the configuration. */
+static int pending_role(const policy *p, const policy_pending *rq) {
+        const policy_profile *prof = rq->profile ? policy_profile_find(p, rq->profile) : NULL;
+
+        return prof ? (int) policy_profile_role(p, prof) : -1;
+}
+
+/* The approval of rq by who, already allowed by its role; the decision
+ * is left alone when four eyes allow it too. */
+static int four_eyes(const policy *p, const policy_requester *who, const policy_pending *rq, policy_decision *d) {
+        const char *me = who->identity ? who->identity : "?";
+        char q[QUOTE_BUF];
+        int role;
+
+        if (who->cert_spki_sha256 && rq->spki_sha256 && strcasecmp(who->cert_spki_sha256, rq->spki_sha256) == 0)
+                return four_eyes_deny(d, "'%s' may not approve a request for its own key (the request's key is "
+                                      "the one of the certificate asking): another operator must", me);
+        if (who->identity && rq->identity && strcasecmp(who->identity, rq->identity) == 0)
+                return four_eyes_deny(d, "'%s' may not approve a request for its own identity: another operator "
+                                      "must", me);
+        if (who->role == ROLE_ADMIN)
+                return 0;
+        role = pending_role(p, rq);
+        if (role < 0)
+                return four_eyes_deny(d, "the request's profile '%s' is no longer configured: only an admin may "
+                                      "approve it", rq->profile ? name_quote(q, sizeof(q), rq->profile,
+                                                                             strlen(rq->profile)) : "");
+        if ((policy_role) role != ROLE_NODE)
+                return four_eyes_deny(d, "profile '%s' issues %s certificates: only an admin may approve a "
+                                      "request for an operator role", rq->profile,
+                                      policy_cert_role_name((policy_role) role));
+        return 0;
+}
+
+void policy_check_request_decide(const policy *p, const policy_requester *who, policy_action action,
+                                 const policy_pending *rq, policy_decision *ret) {
+        policy_authorize(p, who, action, NULL, ret);
+        /* Even when audit-only mode let the role through: four eyes is a
+         * privilege, never merely reported. */
+        if (ret->verdict == VERDICT_ALLOW && action == ACTION_REQUEST_APPROVE)
+                (void) four_eyes(p, who, rq, ret);
+}
+
 /* ---------- the scopes in a configuration ---------- */
 
 static int check_profile_scope(const policy *p, const policy_profile *prof) {
