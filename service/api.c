@@ -7,6 +7,7 @@
 #include "attest-api.h"
 #include "ca-internal.h"
 #include "error.h"
+#include "json-read.h"
 #include "log.h"
 
 void ca_respond_pem(http_response *resp, int status, const char *pem) {
@@ -53,8 +54,14 @@ void ca_respond_error(ca_service *ca, http_response *resp, int r) {
                 http_error_from(resp, r);
 }
 
+json_object *ca_response_json(const http_response *resp) {
+        json_object *o = NULL;
+
+        return json_read(resp->body.data, resp->body.len, 8, 0, "the answer", &o) >= 0 ? o : NULL;
+}
+
 void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *o = ca_response_json(resp);
         const char *s;
 
         resp->retry_after = at > now ? at - now : 1;

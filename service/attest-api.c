@@ -19,6 +19,7 @@
 #include "attest-verify.h"
 #include "base64.h"
 #include "error.h"
+#include "json-read.h"
 #include "log.h"
 #include "ossl-util.h"
 #include "secret.h"
@@ -31,28 +32,9 @@
 
 /* ---------- JSON ---------- */
 
-/* body is exactly one JSON object (UTF-8, strict, shallow). */
+/* body is exactly one JSON object (UTF-8, strict, shallow, no member twice). */
 static int json_body(const uint8_t *body, size_t len, const char *what, json_object **ret) {
-        struct json_tokener *tok = json_tokener_new_ex(JSON_DEPTH);
-        json_object *o = NULL;
-        size_t end = 0;
-
-        if (!tok)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        if (len > 0 && len <= INT32_MAX && !memchr(body, '\0', len))
-                o = json_tokener_parse_ex(tok, (const char *) body, (int) len);
-        if (o)
-                end = json_tokener_get_parse_end(tok);
-        json_tokener_free(tok);
-        while (o && end < len && strchr(" \t\r\n", body[end]))
-                end++;
-        if (!o || end != len || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return hwid_fail(HWID_E_INVALID, "%s is not one JSON object", what);
-        }
-        *ret = o;
-        return 0;
+        return json_read(body, len, JSON_DEPTH, 0, what, ret);
 }
 
 /* One member of a JSON object: a string, or base64 decoded into bytes. */

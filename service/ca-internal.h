@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <json-c/json.h>
+
 #include "ca.h"
 #include "csr-check.h"
 #include "issuer.h"
@@ -123,6 +125,8 @@ void ca_respond_error(ca_service *ca, http_response *resp, int r);
 /* Adds to an error response the moment (Unix seconds) from which asking
  * again can succeed: as "<key>": at in its JSON body, and Retry-After. */
 void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now);
+/* The JSON object an answer carries (read back to be amended), or NULL. */
+json_object *ca_response_json(const http_response *resp);
 
 /* The current CRL (DER), regenerated on change. */
 int ca_crl(ca_service *ca, int64_t now, buf *out);

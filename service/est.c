@@ -32,7 +32,7 @@
 
 /* The message of a JSON error body (or the body itself), as text. */
 static void error_to_text(http_response *resp) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *o = ca_response_json(resp);
         json_object *m = NULL;
         char text[1024];
 
@@ -49,7 +49,7 @@ static void error_to_text(http_response *resp) {
 /* 202: the request waits for an administrator; the client asks again
  * with the same request after Retry-After (RFC 7030 §4.2.3). */
 static void pending_to_text(http_response *resp) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *o = ca_response_json(resp);
         json_object *id = NULL, *name = NULL, *spki = NULL;
 
         json_object_object_get_ex(o, "request_id", &id);
