@@ -209,24 +209,11 @@ static int check_pop(const http_request *req, const policy_profile *p) {
 static int answer_earlier_request(ca_service *ca, const http_request *inner, const ca_auth *a,
                                   http_response *resp, bool *ret_done) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
-        _cleanup_(store_request_clear) store_request rq = { 0 };
-        const policy_attr *cn;
-        int r;
 
         *ret_done = false;
         if (csr_info_parse(inner->body, inner->body_len, &csr) < 0)
                 return 0; /* the native handler says why */
-        r = store_request_find(ca->store, a->token.id, csr_info_facts(csr)->spki_sha256, &rq);
-        if (r == -HWID_E_NOT_FOUND)
-                return 0;
-        if (r < 0)
-                return r;
-        cn = policy_csr_cn(csr_info_facts(csr));
-        if (!cn || !policy_identity_equal(cn->value, cn->len, rq.identity))
-                return 0;
-        ca_poll(ca, rq.id, resp);
-        *ret_done = true;
-        return 0;
+        return ca_answer_request_of(ca, a->token.id, csr, resp, ret_done);
 }
 
 /* What only EST adds before the native enrollment: a label must be the
