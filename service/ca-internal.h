@@ -32,6 +32,9 @@ struct ca_service {
         refusals *refusals;
         /* Audit retention: when the next pruning pass is due. */
         int64_t prune_at;
+        /* The last signed checkpoint of the audit chain's head (record id,
+         * and when); the main thread's alone (ca-maintain.c). */
+        int64_t checkpoint_id, checkpoint_at;
         /* Prometheus counters. */
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
         /* Histograms and the rest (metrics.c). */

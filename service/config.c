@@ -180,6 +180,8 @@ static const cfg_field limit_fields[] = {
 
 static const cfg_field audit_fields[] = {
         FIELD("retention", cfg_fn_duration, CFG(audit_retention), .min = DAY, .max = 36500LL * DAY),
+        FIELD("checkpoint_records", cfg_fn_uint, CFG(audit_checkpoint_records), .min = 1, .max = 1000000),
+        FIELD("checkpoint_interval", cfg_fn_duration, CFG(audit_checkpoint_interval), .min = 1, .max = DAY),
         FIELD("syslog", cfg_fn_bool, CFG(audit_syslog)),
         FIELD("syslog_socket", cfg_fn_path, CFG(audit_syslog_socket)),
         FIELD_END,
@@ -261,6 +263,8 @@ static void set_defaults(hwidd_config *c) {
         c->retry_after = 5;
         c->clock_skew = 5 * MINUTE;
         c->audit_retention = 365 * DAY;
+        c->audit_checkpoint_records = 1000;
+        c->audit_checkpoint_interval = MINUTE;
         c->attest_ttl = MINUTE;
         c->attest_max_pending = 1000;
 }

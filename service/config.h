@@ -40,6 +40,11 @@ typedef struct hwidd_config {
         int64_t clock_skew;
         /* audit */
         int64_t audit_retention; /* seconds an audit record is kept, default 365 days */
+        /* A signed checkpoint of the chain's head (store.h) once this many
+         * records were appended (default 1000) or this many seconds passed
+         * (default 60) since the last, and at shutdown. */
+        unsigned audit_checkpoint_records;
+        int64_t audit_checkpoint_interval;
         bool audit_syslog;       /* a copy of every audit record to syslog, default off */
         char *audit_syslog_socket; /* the syslog datagram socket, default /dev/log */
         /* TPM attestation (attestation:, docs/ATTESTATION.md); none
