@@ -35,6 +35,12 @@ struct ca_service {
         /* The last signed checkpoint of the audit chain's head (record id,
          * and when); the main thread's alone (ca-maintain.c). */
         int64_t checkpoint_id, checkpoint_at;
+        /* Attestation challenges replaced (a requester past its bound) or
+         * refused (max_pending) since the last summary (ca-maintain.c). */
+        pthread_mutex_t chal_lock;
+        unsigned long chal_replaced, chal_refused;
+        char chal_last[80];   /* the requester of the last one */
+        int64_t chal_since;   /* 0: nothing to report */
         /* Prometheus counters. */
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
         /* Histograms and the rest (metrics.c). */
@@ -132,6 +138,11 @@ void ca_respond_error(ca_service *ca, http_response *resp, int r);
 /* Adds to an error response the moment (Unix seconds) from which asking
  * again can succeed: as "<key>": at in its JSON body, and Retry-After. */
 void ca_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now);
+/* A challenge requester asked for: made (r >= 0) after replacing
+ * `replaced` of its older ones, or refused with r; counted in /metrics,
+ * and what was replaced or refused summed up in one audit record a
+ * minute (ca-maintain.c). */
+void ca_challenge_note(ca_service *ca, const char *requester, int r, size_t replaced, int64_t now);
 /* The JSON object an answer carries (read back to be amended), or NULL. */
 json_object *ca_response_json(const http_response *resp);
 

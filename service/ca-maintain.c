@@ -97,10 +97,43 @@ static void checkpoint_head(ca_service *ca, int64_t now, bool force) {
         checkpoint_log(&cp);
 }
 
-void ca_service_checkpoint(ca_service *ca, int64_t now) {
-        /* The last summary of refusals first: the checkpoint covers it. */
-        ca_refusals_flush(ca, now, true);
-        checkpoint_head(ca, now, true);
+/* ---- attestation challenges past a bound ---- */
+
+void ca_challenge_note(ca_service *ca, const char *requester, int r, size_t replaced, int64_t now) {
+        bool refused = r == -HWID_E_RATE_LIMITED;
+
+        if (r >= 0)
+                metrics_challenge_count(ca->metrics, CHALLENGE_ISSUED, 1);
+        metrics_challenge_count(ca->metrics, CHALLENGE_REPLACED, replaced);
+        if (refused)
+                metrics_challenge_count(ca->metrics, CHALLENGE_REFUSED, 1);
+        if (!replaced && !refused)
+                return;
+        pthread_mutex_lock(&ca->chal_lock);
+        ca->chal_replaced += replaced;
+        ca->chal_refused += refused;
+        snprintf(ca->chal_last, sizeof(ca->chal_last), "%s", requester);
+        if (!ca->chal_since)
+                ca->chal_since = now;
+        pthread_mutex_unlock(&ca->chal_lock);
+}
+
+/* One audit record a minute (and at shutdown) for what the bounds did. */
+static void challenges_flush(ca_service *ca, int64_t now, bool force) {
+        char reason[256] = "";
+
+        pthread_mutex_lock(&ca->chal_lock);
+        if (ca->chal_since && (force || now >= ca->chal_since + 60)) {
+                snprintf(reason, sizeof(reason), "in %llds: %lu attestation challenge(s) replaced by a newer one of "
+                         "the same requester (over attestation.max_pending_per_requester), %lu refused "
+                         "(attestation.max_pending); the last by %s", (long long) (now - ca->chal_since),
+                         ca->chal_replaced, ca->chal_refused, ca->chal_last);
+                ca->chal_replaced = ca->chal_refused = 0;
+                ca->chal_since = 0;
+        }
+        pthread_mutex_unlock(&ca->chal_lock);
+        if (reason[0])
+                ca_audit(ca, "hwidd", "attest.bounds", NULL, "deny", reason, NULL);
 }
 
 /* ---- retention ---- */
@@ -146,6 +179,14 @@ static void prune_audit(ca_service *ca, int64_t now) {
 
 void ca_service_tick(ca_service *ca, int64_t now) {
         ca_refusals_flush(ca, now, false);
+        challenges_flush(ca, now, false);
         prune_audit(ca, now);
         checkpoint_head(ca, now, false);
+}
+
+void ca_service_checkpoint(ca_service *ca, int64_t now) {
+        /* The last summaries first: the checkpoint covers them. */
+        ca_refusals_flush(ca, now, true);
+        challenges_flush(ca, now, true);
+        checkpoint_head(ca, now, true);
 }

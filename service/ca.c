@@ -62,6 +62,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         pthread_rwlock_init(&ca->cfg_lock, NULL);
         pthread_mutex_init(&ca->crl_lock, NULL);
+        pthread_mutex_init(&ca->chal_lock, NULL);
         pthread_mutex_init(&ca->ready_lock, NULL);
         ca->cfg = cfg;
         if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0 ||
@@ -94,6 +95,7 @@ void ca_service_free(ca_service *ca) {
         metrics_free(ca->metrics);
         pthread_rwlock_destroy(&ca->cfg_lock);
         pthread_mutex_destroy(&ca->crl_lock);
+        pthread_mutex_destroy(&ca->chal_lock);
         pthread_mutex_destroy(&ca->ready_lock);
         free(ca);
 }

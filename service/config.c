@@ -233,6 +233,7 @@ static const cfg_field attestation_fields[] = {
         FIELD("ek_roots", fn_ek_roots, 0, .required = true),
         FIELD("challenge_ttl", cfg_fn_duration, CFG(attest_ttl), .min = 10, .max = 10 * MINUTE),
         FIELD("max_pending", cfg_fn_size, CFG(attest_max_pending), .min = 1, .max = 1000000),
+        FIELD("max_pending_per_requester", cfg_fn_size, CFG(attest_max_per_requester), .min = 1, .max = 1000),
         FIELD_END,
 };
 
@@ -267,6 +268,7 @@ static void set_defaults(hwidd_config *c) {
         c->audit_checkpoint_interval = MINUTE;
         c->attest_ttl = MINUTE;
         c->attest_max_pending = 1000;
+        c->attest_max_per_requester = 4;
 }
 
 static int syntax_error(cfg_ctx *x, const yaml_parser_t *p) {

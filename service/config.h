@@ -53,6 +53,7 @@ typedef struct hwidd_config {
         struct attest_roots *ek_roots; /* the TPM manufacturers' CA certificates, loaded */
         int64_t attest_ttl;            /* seconds a challenge may be answered in, default 60 */
         size_t attest_max_pending;     /* challenges waiting at once, default 1000 */
+        size_t attest_max_per_requester; /* of one token, certificate or EK, default 4 */
         /* policy (profiles, audit-only mode, admin group) */
         policy *policy;
 } hwidd_config;

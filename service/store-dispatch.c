@@ -236,10 +236,11 @@ void store_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*fr
                 store_sqlite_set_audit_sink(s, fn, userdata, free_userdata);
 }
 
-int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending) {
+int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                        size_t max_per_requester, size_t *ret_replaced) {
         if (s->pg)
-                return store_pg_challenge_put(s->pg, c, now, max_pending);
-        return store_sqlite_challenge_put(s, c, now, max_pending);
+                return store_pg_challenge_put(s->pg, c, now, max_pending, max_per_requester, ret_replaced);
+        return store_sqlite_challenge_put(s, c, now, max_pending, max_per_requester, ret_replaced);
 }
 
 int store_challenge_take(store *s, const char *id, store_challenge *ret) {

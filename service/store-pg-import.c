@@ -37,7 +37,7 @@ static const copy_table tables[] = {
         { "audit", "id, at, actor, action, target, outcome, reason, token_id, prev_hash, hash", 10 },
         { "audit_chain", "role, id, at, hash", 4 },
         { "audit_checkpoints", "kind, id, record_at, hash, at, sig", 6 },
-        { "attest_challenges", "id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at", 7 },
+        { "attest_challenges", "id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at, requester", 8 },
         { "ek_allowlist", "ek_cert_sha256, ek_pub_sha256, identity, profile, added_at", 5 },
 };
 

@@ -111,6 +111,10 @@ static const char *const migrations[] = {
         "  seq bigserial PRIMARY KEY, kind text NOT NULL CHECK (kind IN ('H', 'P')), id bigint NOT NULL,"
         "  record_at bigint NOT NULL, hash bytea NOT NULL CHECK (length(hash) = 32), at bigint NOT NULL,"
         "  sig bytea NOT NULL CHECK (length(sig) BETWEEN 1 AND 512));",
+        /* 3 -> 4: who asked for each attestation challenge (SQLite's 10). */
+        "ALTER TABLE attest_challenges ADD COLUMN requester text NOT NULL DEFAULT ''"
+        "  CHECK (length(requester) <= 80);"
+        "CREATE INDEX attest_challenges_requester ON attest_challenges(requester, created_at);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

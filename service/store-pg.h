@@ -121,7 +121,8 @@ int pg_audit_prune_checkpoint(pg_slot *c, const store_audit_link *anchor, store_
 /* Within a read transaction: every checkpoint, oldest first. */
 int pg_audit_checkpoints_each(pg_slot *c, store_audit_checkpoint_fn fn, void *userdata);
 void store_pg_set_audit_sink(store_pg *p, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
-int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending);
+int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending,
+                           size_t max_per_requester, size_t *ret_replaced);
 int store_pg_challenge_take(store_pg *p, const char *id, store_challenge *ret);
 int store_pg_ek_add(store_pg *p, const store_ek *v, size_t n, const store_audit *audit, int64_t now);
 int store_pg_ek_find(store_pg *p, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);

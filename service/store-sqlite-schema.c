@@ -254,6 +254,12 @@ static const char *const migrations[] = {
         "  hash BLOB NOT NULL CHECK (length(hash) = 32),"
         "  at INTEGER NOT NULL,"
         "  sig BLOB NOT NULL CHECK (length(sig) BETWEEN 1 AND 512)) STRICT;",
+        /* 9 -> 10: who asked for each attestation challenge (the token,
+         * certificate or EK it came with), so that each requester's
+         * challenges are bounded on their own (attestation.max_pending_per_requester). */
+        "ALTER TABLE attest_challenges ADD COLUMN requester TEXT NOT NULL DEFAULT ''"
+        "  CHECK (length(requester) <= 80);"
+        "CREATE INDEX attest_challenges_requester ON attest_challenges(requester, created_at);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

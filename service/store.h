@@ -439,12 +439,19 @@ typedef struct store_challenge {
         uint8_t *ek_cert;          /* the verified EK certificate, DER, 1..4096 bytes */
         size_t ek_cert_len;
         int64_t expires_at;
+        /* Who asked for it, the credential it came with: "token:ID",
+         * "cert:SERIAL", "ek:SHA256 of the EK" (1..80 bytes). */
+        const char *requester;
 } store_challenge;
 
-/* Records c.  Challenges expired at now are deleted first; if max_pending
- * unexpired ones still wait: -HWID_E_RATE_LIMITED.  -HWID_E_EXISTS if the
- * id is taken. */
-int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending);
+/* Records c.  Challenges expired at now are deleted first; then, when
+ * c's requester already has max_per_requester waiting, its oldest ones
+ * go (*ret_replaced: how many) so that it has room for this one: a
+ * requester can only ever crowd out itself.  If max_pending unexpired
+ * ones still wait, all requesters together: -HWID_E_RATE_LIMITED.
+ * -HWID_E_EXISTS if the id is taken. */
+int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                        size_t max_per_requester, size_t *ret_replaced);
 /* Deletes challenge id and returns it, in one step (of two concurrent
  * takers one gets it, the other -HWID_E_NOT_FOUND, as for an unknown id).
  * Expired or not: the caller checks expires_at. */

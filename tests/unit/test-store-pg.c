@@ -151,8 +151,8 @@ static void test_attest(void) {
                        .identity = (char *) "Ek-Node", .profile = (char *) "edge" }, f = { 0 };
         store_ek e2 = e;
 
-        CHECK(store_challenge_put(a, &c, NOW, 10) == 0);
-        CHECK(store_challenge_put(b, &c, NOW, 10) == -HWID_E_EXISTS);
+        CHECK(store_challenge_put(a, &c, NOW, 10, 0, NULL) == 0);
+        CHECK(store_challenge_put(b, &c, NOW, 10, 0, NULL) == -HWID_E_EXISTS);
         CHECK(store_challenge_take(b, c.id, &got) == 0 && got.ak_public_len == sizeof(der));
         store_challenge_clear(&got);
         CHECK(store_challenge_take(a, c.id, &got) == -HWID_E_NOT_FOUND);
