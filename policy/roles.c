@@ -101,16 +101,20 @@ static const char *strv_join(const char *const *v, char *buf, size_t size) {
         return buf;
 }
 
-/* Returns -1, for `return scope_deny(...)` in checks that stop at the first. */
-static int scope_deny(policy_decision *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int scope_deny(policy_decision *d, const char *fmt, ...) {
+/* A denial decided by rule `by`; returns -1, for `return deny_by(...)` in
+ * checks that stop at the first. */
+static int deny_by(policy_decision *d, const char *by, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int deny_by(policy_decision *d, const char *by, const char *fmt, ...) {
         va_list ap;
 
         va_start(ap, fmt);
-        decision_vset(d, VERDICT_DENY, -HWID_E_FORBIDDEN, "provisioner.scope", fmt, ap);
+        decision_vset(d, VERDICT_DENY, -HWID_E_FORBIDDEN, by, fmt, ap);
         va_end(ap);
         return -1;
 }
+
+#define scope_deny(d, ...) deny_by(d, "provisioner.scope", __VA_ARGS__)
+#define four_eyes_deny(d, ...) deny_by(d, "request.four_eyes", __VA_ARGS__)
 
 /* The scope recorded with a provisioner's certificate against the token
  * it asks for; the decision is left alone when within. */
@@ -173,17 +177,6 @@ void policy_check_token_create(const policy *p, const policy_requester *who, con
 }
 
 /* ---------- four eyes: who may decide a held request ---------- */
-
-/* Returns -1, for `return four_eyes_deny(...)`, as scope_deny(). */
-static int four_eyes_deny(policy_decision *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int four_eyes_deny(policy_decision *d, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        decision_vset(d, VERDICT_DENY, -HWID_E_FORBIDDEN, "request.four_eyes", fmt, ap);
-        va_end(ap);
-        return -1;
-}
 
 /* The role certificates of the request's profile would carry; -1 when the
  * profile is gone from the configuration. */
