@@ -14,6 +14,10 @@
  * cannot be delivered are counted in m (may be NULL).  0 when off. */
 int audit_syslog_attach(store *s, const hwidd_config *cfg, const char *ident, metrics *m);
 
+/* When cfg asks for audit.syslog: one more line to that socket (an audit
+ * checkpoint's, docs/OPERATIONS.md), as program `ident`, never waiting. */
+void audit_syslog_send_line(const hwidd_config *cfg, const char *ident, metrics *m, const char *line);
+
 /* The line for a record (without the syslog header): key=value pairs,
  * values quoted and escaped (see docs/OPERATIONS.md).  Returns the length
  * written to out (cut to size, never mid-escape). */

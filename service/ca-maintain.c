@@ -13,6 +13,7 @@
 
 #include <openssl/evp.h>
 
+#include "audit-syslog.h"
 #include "base64.h"
 #include "ca-internal.h"
 #include "error.h"
@@ -32,6 +33,25 @@ static int64_t mono_ms(void) {
 
 /* ---- checkpoints ---- */
 
+/* The checkpoint in hwidd's log (the journal) and, with audit.syslog, to
+ * the audit records' syslog socket: a copy off the database for whoever
+ * checks it against a rewritten one. */
+static void checkpoint_log(ca_service *ca, const store_audit_checkpoint *cp) {
+        _cleanup_free_ char *sig = NULL;
+        char hash[2 * STORE_AUDIT_HASH_LEN + 1], line[1024];
+
+        for (size_t i = 0; i < STORE_AUDIT_HASH_LEN; i++)
+                snprintf(hash + 2 * i, 3, "%02x", cp->hash[i]);
+        (void) base64_encode(cp->sig, cp->sig_len, false, &sig);
+        snprintf(line, sizeof(line), "hwid-audit-checkpoint kind=%c id=%lld record_at=%lld hash=%s at=%lld sig=%s",
+                 cp->kind, (long long) cp->id, (long long) cp->record_at, hash, (long long) cp->at, sig ? sig : "?");
+        log_notice("%s", line);
+        pthread_rwlock_rdlock(&ca->cfg_lock);
+        if (ca->cfg)
+                audit_syslog_send_line(ca->cfg, "hwidd", ca->metrics, line);
+        pthread_rwlock_unlock(&ca->cfg_lock);
+}
+
 /* store_audit_sign_fn: the CA key signs the checkpoint, through hsm/'s
  * one signing path. */
 static int checkpoint_sign(store_audit_checkpoint *cp, void *userdata) {
@@ -50,20 +70,11 @@ static int checkpoint_sign(store_audit_checkpoint *cp, void *userdata) {
         if (EVP_DigestSign(md, cp->sig, &len, msg, sizeof(msg)) <= 0)
                 return hwid_fail_signing("an audit checkpoint");
         cp->sig_len = len;
+        /* A pruning's, signed in its transaction: logged here (the head's
+         * once stored, by checkpoint_head()). */
+        if (cp->kind == STORE_CHECKPOINT_PRUNE)
+                checkpoint_log(ca, cp);
         return 0;
-}
-
-/* The checkpoint in hwidd's log too (the journal, syslog): a copy off
- * the database for whoever checks it against a rewritten one. */
-static void checkpoint_log(const store_audit_checkpoint *cp) {
-        _cleanup_free_ char *sig = NULL;
-        char hash[2 * STORE_AUDIT_HASH_LEN + 1];
-
-        for (size_t i = 0; i < STORE_AUDIT_HASH_LEN; i++)
-                snprintf(hash + 2 * i, 3, "%02x", cp->hash[i]);
-        (void) base64_encode(cp->sig, cp->sig_len, false, &sig);
-        log_notice("hwid-audit-checkpoint kind=%c id=%lld record_at=%lld hash=%s at=%lld sig=%s", cp->kind,
-                   (long long) cp->id, (long long) cp->record_at, hash, (long long) cp->at, sig ? sig : "?");
 }
 
 /* A checkpoint of the head, if it moved since the last one (force: at
@@ -94,7 +105,7 @@ static void checkpoint_head(ca_service *ca, int64_t now, bool force) {
         }
         ca->checkpoint_id = head.id;
         ca->checkpoint_at = now;
-        checkpoint_log(&cp);
+        checkpoint_log(ca, &cp);
 }
 
 /* ---- attestation challenges past a bound ---- */
