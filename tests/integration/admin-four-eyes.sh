@@ -10,7 +10,9 @@
 #   - a request under an operator profile (role approver) is refused to an
 #     approver (403: only an admin) and approved by an admin;
 #   - an approver still approves another's node request, and may deny any
-#     request, its own included (a denial grants nothing).
+#     request, its own included (a denial grants nothing);
+#   - a body naming a member twice ({"reason":"a","reason":"b"}) is 400 and
+#     changes nothing (json_read(), for every JSON the admin API reads).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
@@ -78,8 +80,13 @@ test_four_eyes() {
         held node-4e manual
         approve_as "$me" "$TARGET"
         expect_status 200 "$DEV/decide"
-        # A denial grants nothing: its own request, it may.
+        # A denial grants nothing: its own request, it may.  With the
+        # reason given twice (which one would be recorded?) it is 400.
         held "$me" again
+        approve_as "$me" "$TARGET" deny --data-binary '{"reason":"withdrawn","reason":"approved"}'
+        expect_error 400 invalid_argument "$DEV/decide" \
+                "the request body is not valid JSON: an object names a member twice (line 1, column"
+        assert_eq "$(request_state "$TARGET")" pending "a request after a body with a member twice"
         approve_as "$me" "$TARGET" deny --data-binary '{"reason":"withdrawn"}'
         expect_status 200 "$DEV/decide"
         assert_eq "$(request_state "$TARGET")" denied "its own request denied"
