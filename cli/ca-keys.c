@@ -6,6 +6,7 @@
 #include <p11-kit/uri.h>
 
 #include "ca-setup.h"
+#include "ca-stage.h"
 #include "error.h"
 #include "fsutil.h"
 #include "secret.h"
@@ -63,7 +64,7 @@ int ca_tls_uri(const char *ca_uri, const char *dir, char **ret) {
 /* The PIN of a pin-value= into DIR/pin_name (0600): hwidd.yaml then names
  * it with pin-source=, the way production URIs name a PIN. */
 static int pin_to_file(const ca_setup *s, key_uri *u, const char *pin_name) {
-        _cleanup_free_ char *staged = ca_setup_path(s, pin_name), *final = path_join(s->dir, pin_name);
+        _cleanup_free_ char *staged = ca_stage_path(s->stage, pin_name), *final = path_join(s->dir, pin_name);
         _cleanup_free_ char *source = NULL;
         int r;
 

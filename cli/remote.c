@@ -10,6 +10,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "join.h"
+#include "json-read.h"
 #include "ossl-util.h"
 #include "pinned.h"
 #include "remote.h"
@@ -221,19 +222,7 @@ int remote_open(const remote_opts *o, remote **ret) {
 }
 
 static int parse_answer(client_response *resp, json_object **ret) {
-        json_tokener *tok = json_tokener_new();
-        json_object *o;
-
-        if (!tok)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        o = json_tokener_parse_ex(tok, resp->body.data ? (const char *) resp->body.data : "", (int) resp->body.len);
-        json_tokener_free(tok);
-        if (!o || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return hwid_fail(HWID_E_INVALID, "the server's answer is not a JSON object");
-        }
-        *ret = o;
-        return 0;
+        return json_read(resp->body.data, resp->body.len, 16, 0, "the server's answer", ret);
 }
 
 int remote_call(remote *r, const char *method, const char *path, json_object *body, json_object **ret) {

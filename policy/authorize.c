@@ -287,3 +287,14 @@ void policy_check_token_create(const policy *p, const policy_requester *who, con
         if (who->role == ROLE_PROVISIONER)
                 (void) provisioner_scope_check(p, who, prof, name_pattern, ret);
 }
+
+/* ---------- a held request: who may approve or deny it ---------- */
+
+void policy_check_request_decide(const policy *p, const policy_requester *who, policy_action action,
+                                 const policy_pending *rq, policy_decision *ret) {
+        policy_authorize(p, who, action, NULL, ret);
+        /* Even when audit-only mode let the role through: four eyes is a
+         * privilege, never merely reported. */
+        if (ret->verdict == VERDICT_ALLOW && action == ACTION_REQUEST_APPROVE)
+                (void) request_four_eyes_check(p, who, rq, ret);
+}

@@ -83,11 +83,12 @@ static int make_csr(const join_opts *o, hwid_key *k, char **ret_pem) {
 
 /* The request id and fingerprint of a 202 answer. */
 static int parse_pending(const client_response *resp, char **ret_id, char *spki, size_t n) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
-        json_object *id = NULL, *fp = NULL;
-        int r = 0;
+        json_object *o = NULL, *id = NULL, *fp = NULL;
+        int r = client_response_json(resp, &o);
 
-        if (!o || !json_object_object_get_ex(o, "request_id", &id) || !json_object_is_type(id, json_type_string))
+        if (r < 0)
+                return r;
+        if (!json_object_object_get_ex(o, "request_id", &id) || !json_object_is_type(id, json_type_string))
                 r = hwid_fail(HWID_E_NETWORK, "the server answered 202 without a request id");
         else if (!(*ret_id = strdup(json_object_get_string(id))))
                 r = hwid_fail(HWID_E_NOMEM, NULL);

@@ -8,6 +8,7 @@
 #include "base64.h"
 #include "error.h"
 #include "hsm.h"
+#include "json-read.h"
 #include "jws.h"
 #include "ossl-util.h"
 
@@ -103,24 +104,7 @@ int jws_ecdsa_jose_to_der(const uint8_t *sig, size_t len, size_t n, uint8_t **re
 }
 
 int jws_json_object(const char *text, size_t len, bool trailing_space, const char *what, json_object **ret) {
-        struct json_tokener *tok = json_tokener_new_ex(16);
-        json_object *o;
-        size_t end;
-
-        if (!tok)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        o = memchr(text, '\0', len) ? NULL : json_tokener_parse_ex(tok, text, (int) len);
-        end = o ? json_tokener_get_parse_end(tok) : 0;
-        json_tokener_free(tok);
-        while (o && trailing_space && end < len && strchr(" \t\r\n", text[end]))
-                end++;
-        if (!o || end != len || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return hwid_fail(HWID_E_INVALID, "%s is not one JSON object", what);
-        }
-        *ret = o;
-        return 0;
+        return json_read(text, len, 16, trailing_space ? 0 : JSON_READ_NO_TRAILING_SPACE, what, ret);
 }
 
 static const char *json_text(json_object *o) {

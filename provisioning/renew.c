@@ -102,7 +102,10 @@ static int identity_status(const renew_opts *o, client_session *cs, const device
                 client_response_clear(&resp);
                 return r;
         }
-        j = json_tokener_parse(resp.body.data ? (const char *) resp.body.data : "");
+        r = client_response_json(&resp, &j);
+        client_response_clear(&resp);
+        if (r < 0)
+                return r;
         ret->rotate_key = j && json_object_object_get_ex(j, "rotate_key", &v) && json_object_get_boolean(v);
         ret->renew_after = j && json_object_object_get_ex(j, "renew_after", &v) ? json_object_get_int64(v) : -1;
         ret->attested = j && json_object_object_get_ex(j, "attested", &v) && json_object_get_boolean(v);
@@ -112,7 +115,6 @@ static int identity_status(const renew_opts *o, client_session *cs, const device
                                    : strcmp(json_object_get_string(v), "optional") == 0 ? 1
                                                                                          : 0;
         json_object_put(j);
-        client_response_clear(&resp);
         return 0;
 }
 
@@ -186,10 +188,10 @@ int renew_cleanup(const renew_opts *o) {
 /* When a "too early" answer says the window opens: its renewal_opens_at,
  * else now + Retry-After, else 0 (unknown). */
 static int64_t window_opens_at(const client_response *resp) {
-        json_object *j = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
-        json_object *v;
+        json_object *j = NULL, *v;
         int64_t at = 0;
 
+        (void) client_response_json(resp, &j);
         if (j && json_object_object_get_ex(j, "renewal_opens_at", &v) && json_object_is_type(v, json_type_int))
                 at = json_object_get_int64(v);
         json_object_put(j);

@@ -136,6 +136,8 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
         }
         http_server_stop(plain);
         http_server_stop(srv);
+        /* Nothing is appended any more: the head as it is, signed. */
+        ca_service_checkpoint(ca, (int64_t) time(NULL));
         return 0;
 }
 

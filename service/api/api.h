@@ -35,4 +35,8 @@ void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
  * as est.enroll_by_certificate allows (policy_check_enroll()). */
 void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp);
 void ca_poll(ca_service *ca, const char *id, http_response *resp);
+/* The request token_id made for csr's key and name, if any, answered as a
+ * poll of it would be (*ret_done); nothing and *ret_done false otherwise. */
+int ca_answer_request_of(ca_service *ca, const char *token_id, const csr_info *csr, http_response *resp,
+                         bool *ret_done);
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp);

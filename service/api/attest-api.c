@@ -19,6 +19,7 @@
 #include "attest-verify.h"
 #include "base64.h"
 #include "error.h"
+#include "json-read.h"
 #include "log.h"
 #include "ossl-util.h"
 #include "secret.h"
@@ -31,28 +32,9 @@
 
 /* ---------- JSON ---------- */
 
-/* body is exactly one JSON object (UTF-8, strict, shallow). */
+/* body is exactly one JSON object (UTF-8, strict, shallow, no member twice). */
 static int json_body(const uint8_t *body, size_t len, const char *what, json_object **ret) {
-        struct json_tokener *tok = json_tokener_new_ex(JSON_DEPTH);
-        json_object *o = NULL;
-        size_t end = 0;
-
-        if (!tok)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        if (len > 0 && len <= INT32_MAX && !memchr(body, '\0', len))
-                o = json_tokener_parse_ex(tok, (const char *) body, (int) len);
-        if (o)
-                end = json_tokener_get_parse_end(tok);
-        json_tokener_free(tok);
-        while (o && end < len && strchr(" \t\r\n", body[end]))
-                end++;
-        if (!o || end != len || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return hwid_fail(HWID_E_INVALID, "%s is not one JSON object", what);
-        }
-        *ret = o;
-        return 0;
+        return json_read(body, len, JSON_DEPTH, 0, what, ret);
 }
 
 /* One member of a JSON object: a string, or base64 decoded into bytes. */
@@ -212,14 +194,19 @@ static int not_configured(void) {
 }
 
 /* A verifier for this request, with the roots of the configuration it
- * runs under and the store's table of challenges. */
-static int verifier(ca_service *ca, attest_fresh **ret_fresh, attest_verifier **ret) {
+ * runs under and the store's table of challenges; a new challenge is
+ * requester's (NULL: an answer), *replaced how many of its older ones
+ * it replaced. */
+static int verifier(ca_service *ca, const char *requester, size_t *replaced, attest_fresh **ret_fresh,
+                    attest_verifier **ret) {
         const hwidd_config *cfg = ca->cfg;
+        attest_bounds b = { .max = cfg->attest_max_pending, .max_per_requester = cfg->attest_max_per_requester,
+                            .requester = requester, .replaced = replaced };
         int r;
 
         if (!cfg->ek_roots)
                 return not_configured();
-        r = attest_fresh_new_store(ca->store, cfg->attest_max_pending, ret_fresh);
+        r = attest_fresh_new_store(ca->store, &b, ret_fresh);
         if (r >= 0)
                 r = attest_verifier_new(cfg->ek_roots, *ret_fresh, (unsigned) cfg->attest_ttl, ret);
         return r;
@@ -236,7 +223,7 @@ int ca_attest_verify(ca_service *ca, const ca_body *b, const csr_info *csr, int6
         };
         attest_fact f;
         ca_attested a = { .present = true };
-        int r = verifier(ca, &fresh, &v);
+        int r = verifier(ca, NULL, NULL, &fresh, &v);
 
         if (r >= 0)
                 r = attest_evidence_verify(v, &ev, csr_info_pubkey(csr), (uint64_t) now, &f);
@@ -306,17 +293,25 @@ static int attest_in_parse(const http_request *req, attest_in *in) {
         return r;
 }
 
+#define REQUESTER_MAX 80
+
 /* The bootstrap token, the client certificate (a renewal), or else the
- * EK allowlist (looked up before the CA spends a MakeCredential on it). */
-static int attest_auth(ca_service *ca, const http_request *req, const attest_in *in, int64_t now, ca_auth *a) {
+ * EK allowlist (looked up before the CA spends a MakeCredential on it).
+ * ret_requester: the credential, which bounds its challenges. */
+static int attest_auth(ca_service *ca, const http_request *req, const attest_in *in, int64_t now, ca_auth *a,
+                       char ret_requester[REQUESTER_MAX]) {
         uint8_t cert_sha[32], pub_sha[32];
         char cert_hex[65], pub_hex[65];
         int r;
 
-        if (req->authorization)
-                return ca_auth_token(ca, req, now, a);
+        if (req->authorization) {
+                r = ca_auth_token(ca, req, now, a);
+                snprintf(ret_requester, REQUESTER_MAX, "token:%s", a->token.id);
+                return r;
+        }
         if (req->peer_cert) {
                 r = ca_auth_peer(ca, req, now, a);
+                snprintf(ret_requester, REQUESTER_MAX, "cert:%s", a->cert.serial ? a->cert.serial : "");
                 return r < 0 || a->who.role != ROLE_ANONYMOUS ? r : 0;
         }
         if ((r = attest_ek_pub_sha256(in->ek_cert, in->ek_cert_len, pub_sha)) < 0)
@@ -324,6 +319,7 @@ static int attest_auth(ca_service *ca, const http_request *req, const attest_in 
         SHA256(in->ek_cert, in->ek_cert_len, cert_sha);
         hex(cert_sha, sizeof(cert_sha), cert_hex);
         hex(pub_sha, sizeof(pub_sha), pub_hex);
+        snprintf(ret_requester, REQUESTER_MAX, "ek:%s", pub_hex);
         return auth_by_ek(ca, cert_hex, pub_hex, a);
 }
 
@@ -357,6 +353,8 @@ static int do_attest(ca_service *ca, const http_request *req, int64_t now, ca_au
         _cleanup_(attest_fresh_freep) attest_fresh *fresh = NULL;
         _cleanup_(attest_verifier_freep) attest_verifier *v = NULL;
         _cleanup_(attest_in_clear) attest_in in = { 0 };
+        char requester[REQUESTER_MAX] = "";
+        size_t replaced = 0;
         attest_request areq;
         attest_challenge c;
         policy_decision d;
@@ -364,14 +362,16 @@ static int do_attest(ca_service *ca, const http_request *req, int64_t now, ca_au
 
         if (!ca->cfg->ek_roots)
                 return not_configured();
-        if ((r = attest_in_parse(req, &in)) < 0 || (r = attest_auth(ca, req, &in, now, a)) < 0)
+        if ((r = attest_in_parse(req, &in)) < 0 || (r = attest_auth(ca, req, &in, now, a, requester)) < 0)
                 return r;
         policy_authorize(ca->cfg->policy, &a->who, ACTION_ATTEST, NULL, &d);
-        if ((r = ca_decision(ca, a, "attest", NULL, &d)) < 0 || (r = verifier(ca, &fresh, &v)) < 0)
+        if ((r = ca_decision(ca, a, "attest", NULL, &d)) < 0 || (r = verifier(ca, requester, &replaced, &fresh, &v)) < 0)
                 return r;
         areq = (attest_request) { in.ek_cert, in.ek_cert_len, in.ek_public, in.ek_public_len, in.ak_public,
                                   in.ak_public_len };
-        if ((r = attest_challenge_new(v, &areq, (uint64_t) now, &c)) < 0)
+        r = attest_challenge_new(v, &areq, (uint64_t) now, &c);
+        ca_challenge_note(ca, requester, r, replaced, now);
+        if (r < 0)
                 return r;
         return respond_challenge(&c, resp);
 }

@@ -163,6 +163,39 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issu
         return r < 0 ? r : 0;
 }
 
+int ca_answer_request_of(ca_service *ca, const char *token_id, const csr_info *csr, http_response *resp,
+                         bool *ret_done) {
+        _cleanup_(store_request_clear) store_request rq = { 0 };
+        const policy_attr *cn = policy_csr_cn(csr_info_facts(csr));
+        int r;
+
+        *ret_done = false;
+        r = store_request_find(ca->store, token_id, csr_info_facts(csr)->spki_sha256, &rq);
+        if (r == -HWID_E_NOT_FOUND)
+                return 0;
+        if (r < 0)
+                return r;
+        if (!cn || !policy_identity_equal(cn->value, cn->len, rq.identity))
+                return 0;
+        ca_poll(ca, rq.id, resp);
+        *ret_done = true;
+        return 0;
+}
+
+/* The same enrollment (the same token or TPM, key and name) made before,
+ * or a moment ago by an identical request that committed first: its
+ * answer is this one's too — the live certificate it got (200), or the
+ * request it is held as (that request's state, as a poll answers it). */
+static int answer_same_enrollment(ca_service *ca, const ca_auth *a, const policy_issue *iss, const csr_info *csr,
+                                  const char *cn, int64_t now, http_response *resp, bool *ret_done) {
+        int r = replay_enrollment(ca, a, iss, csr, cn, now, resp, ret_done, NULL);
+
+        /* A token used up has no role, but its secret matched. */
+        if (r < 0 || *ret_done || !a->token_genuine)
+                return r;
+        return ca_answer_request_of(ca, a->token.id, csr, resp, ret_done);
+}
+
 /* A genuine token whose uses are spent may still replay its enrollment;
  * anything else gets the token's refusal (refused). */
 static int enroll_spent(ca_service *ca, const ca_body *body, int64_t now, ca_auth *a, int refused,
@@ -174,9 +207,27 @@ static int enroll_spent(ca_service *ca, const ca_body *body, int64_t now, ca_aut
 
         snprintf(why, sizeof(why), "%s", hwid_strerror(refused));
         if (csr_info_parse(body->csr, body->csr_len, &csr) >= 0 &&
-            (r = replay_enrollment(ca, a, NULL, csr, request_cn(csr, cn, sizeof(cn)), now, resp, &done, NULL)) < 0)
+            (r = answer_same_enrollment(ca, a, NULL, csr, request_cn(csr, cn, sizeof(cn)), now, resp, &done)) < 0)
                 return r;
         return done ? 0 : hwid_fail((hwid_err) -refused, "%s", why);
+}
+
+/* The commit of an enrollment failed with r.  When an identical request
+ * committed between our checks and our commit, spending the token's last
+ * use (401) or taking the name (409), its answer is ours: retries sent
+ * at once get what the first one got, never "used up". */
+static int enroll_lost_race(ca_service *ca, const ca_auth *a, const policy_issue *iss, const csr_info *csr,
+                            const char *cn, int64_t now, http_response *resp, int r) {
+        char why[512];
+        bool done = false;
+        int r2;
+
+        if (r != -HWID_E_TOKEN_INVALID && r != -HWID_E_CONFLICT)
+                return r;
+        snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        if ((r2 = answer_same_enrollment(ca, a, iss, csr, cn, now, resp, &done)) < 0)
+                return r2;
+        return done ? 0 : hwid_fail((hwid_err) -r, "%s", why);
 }
 
 /* Cheap early answers (the store enforces both again at commit): the
@@ -303,9 +354,9 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
                 return r;
         if ((r = check_names_free(ca, &iss, cn, live, now)) < 0)
                 return r;
-        if (iss.manual_approval)
-                return enroll_pending(ca, a, csr, &iss, cn, now, resp);
-        return enroll_issue(ca, a, csr, &iss, cn, now, resp);
+        r = iss.manual_approval ? enroll_pending(ca, a, csr, &iss, cn, now, resp)
+                                : enroll_issue(ca, a, csr, &iss, cn, now, resp);
+        return r < 0 ? enroll_lost_race(ca, a, &iss, csr, cn, now, resp, r) : 0;
 }
 
 void ca_enroll(ca_service *ca, const http_request *req, http_response *resp) {
@@ -445,6 +496,29 @@ void ca_poll(ca_service *ca, const char *id, http_response *resp) {
                 ca_respond_error(ca, resp, r);
 }
 
+/* The identity's live certificate again (200), if it is for csr's key:
+ * *ret_done false (nothing sent) otherwise. */
+static int renewal_again(ca_service *ca, const csr_info *csr, int64_t now, ca_auth *a, http_response *resp,
+                         bool *ret_done) {
+        _cleanup_free_ char *pem = NULL;
+        store_cert live = { 0 };
+        int r = store_cert_live_for(ca->store, a->cert.identity, now, &live);
+
+        *ret_done = false;
+        if (r < 0 || strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) != 0) {
+                store_cert_clear(&live);
+                return r >= 0 || r == -HWID_E_NOT_FOUND ? 0 : r;
+        }
+        r = cert_der_to_pem(live.der, live.der_len, &pem);
+        if (r >= 0) {
+                ca_audit(ca, a->actor, "renew-replay", a->cert.identity, "allow", live.serial, NULL);
+                http_respond_pem(resp, 200, pem);
+                *ret_done = true;
+        }
+        store_cert_clear(&live);
+        return r;
+}
+
 /* A device whose renewal answer was lost comes back with the certificate
  * that renewal superseded.  If its CSR carries the key of the identity's
  * live certificate -- proof it holds both keys -- it gets that
@@ -452,25 +526,31 @@ void ca_poll(ca_service *ca, const char *id, http_response *resp) {
  * connection. */
 static int replay_renewal(ca_service *ca, const ca_body *body, int64_t now, ca_auth *a, http_response *resp) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
-        _cleanup_free_ char *pem = NULL;
-        store_cert live = { 0 };
+        bool done = false;
         int r;
 
-        if ((r = csr_info_parse(body->csr, body->csr_len, &csr)) < 0)
+        if ((r = csr_info_parse(body->csr, body->csr_len, &csr)) < 0 ||
+            (r = renewal_again(ca, csr, now, a, resp, &done)) < 0 || done)
                 return r;
-        r = store_cert_live_for(ca->store, a->cert.identity, now, &live);
-        if (r < 0 || strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) != 0) {
-                store_cert_clear(&live);
-                return hwid_fail(HWID_E_REVOKED, "certificate %s of %s was replaced by one for a key this request "
-                                 "does not carry: bootstrap again with a new token", a->cert.serial, a->cert.identity);
-        }
-        r = cert_der_to_pem(live.der, live.der_len, &pem);
-        if (r >= 0) {
-                ca_audit(ca, a->actor, "renew-replay", a->cert.identity, "allow", live.serial, NULL);
-                http_respond_pem(resp, 200, pem);
-        }
-        store_cert_clear(&live);
-        return r;
+        return hwid_fail(HWID_E_REVOKED, "certificate %s of %s was replaced by one for a key this request does not "
+                         "carry: bootstrap again with a new token", a->cert.serial, a->cert.identity);
+}
+
+/* The renewal's commit failed with r.  When an identical renewal (the
+ * same certificate, the same new key) committed first, its certificate
+ * is this one's answer too; one for another key leaves r (409). */
+static int renew_lost_race(ca_service *ca, const csr_info *csr, int64_t now, ca_auth *a, http_response *resp,
+                           int r) {
+        char why[512];
+        bool done = false;
+        int r2;
+
+        if (r != -HWID_E_CONFLICT)
+                return r;
+        snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+        if ((r2 = renewal_again(ca, csr, now, a, resp, &done)) < 0)
+                return r2;
+        return done ? 0 : hwid_fail((hwid_err) -r, "%s", why);
 }
 
 /* Who renews: the node (or admin) whose certificate is presented, with
@@ -544,7 +624,8 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
         }
         if (!iss.profile)
                 return hwid_fail(HWID_E_FORBIDDEN, "no profile to renew %s under", cn);
-        return renew_issue(ca, a, csr, &iss, cn, now, resp);
+        r = renew_issue(ca, a, csr, &iss, cn, now, resp);
+        return r < 0 ? renew_lost_race(ca, csr, now, a, resp, r) : 0;
 }
 
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp) {

@@ -32,7 +32,7 @@
 
 /* The message of a JSON error body (or the body itself), as text. */
 static void error_to_text(http_response *resp) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *o = http_response_json(resp);
         json_object *m = NULL;
         char text[1024];
 
@@ -49,7 +49,7 @@ static void error_to_text(http_response *resp) {
 /* 202: the request waits for an administrator; the client asks again
  * with the same request after Retry-After (RFC 7030 §4.2.3). */
 static void pending_to_text(http_response *resp) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *o = http_response_json(resp);
         json_object *id = NULL, *name = NULL, *spki = NULL;
 
         json_object_object_get_ex(o, "request_id", &id);
@@ -209,24 +209,11 @@ static int check_pop(const http_request *req, const policy_profile *p) {
 static int answer_earlier_request(ca_service *ca, const http_request *inner, const ca_auth *a,
                                   http_response *resp, bool *ret_done) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
-        _cleanup_(store_request_clear) store_request rq = { 0 };
-        const policy_attr *cn;
-        int r;
 
         *ret_done = false;
         if (csr_info_parse(inner->body, inner->body_len, &csr) < 0)
                 return 0; /* the native handler says why */
-        r = store_request_find(ca->store, a->token.id, csr_info_facts(csr)->spki_sha256, &rq);
-        if (r == -HWID_E_NOT_FOUND)
-                return 0;
-        if (r < 0)
-                return r;
-        cn = policy_csr_cn(csr_info_facts(csr));
-        if (!cn || !policy_identity_equal(cn->value, cn->len, rq.identity))
-                return 0;
-        ca_poll(ca, rq.id, resp);
-        *ret_done = true;
-        return 0;
+        return ca_answer_request_of(ca, a->token.id, csr, resp, ret_done);
 }
 
 /* What only EST adds before the native enrollment: a label must be the

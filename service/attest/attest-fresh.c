@@ -154,7 +154,7 @@ int attest_fresh_new_memory(size_t max, attest_fresh **ret) {
 
 typedef struct store_table {
         store *s;
-        size_t max;
+        attest_bounds b;
 } store_table;
 
 static void id_hex(const uint8_t id[ATTEST_ID_LEN], char out[2 * ATTEST_ID_LEN + 1]) {
@@ -178,7 +178,8 @@ static int store_put(void *impl, const attest_pending *p, uint64_t now) {
         id_hex(p->id, c.id);
         memcpy(c.secret_sha256, p->secret_sha256, sizeof(c.secret_sha256));
         memcpy(c.nonce, p->nonce, sizeof(c.nonce));
-        return store_challenge_put(t->s, &c, (int64_t) now, t->max);
+        c.requester = t->b.requester;
+        return store_challenge_put(t->s, &c, (int64_t) now, t->b.max, t->b.max_per_requester, t->b.replaced);
 }
 
 static int store_take(void *impl, const uint8_t id[ATTEST_ID_LEN], uint64_t now, attest_pending *ret) {
@@ -222,14 +223,14 @@ static const attest_fresh_ops store_ops = {
         .free = store_table_free,
 };
 
-int attest_fresh_new_store(store *s, size_t max, attest_fresh **ret) {
+int attest_fresh_new_store(store *s, const attest_bounds *b, attest_fresh **ret) {
         store_table *t;
 
-        if (!s || max == 0)
+        if (!s || b->max == 0)
                 return hwid_fail(HWID_E_INVALID, "an attestation table needs a store and room for a challenge");
         t = calloc(1, sizeof(*t));
         if (!t)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        *t = (store_table) { .s = s, .max = max };
+        *t = (store_table) { .s = s, .b = *b };
         return attest_fresh_new(&store_ops, t, ret);
 }

@@ -128,10 +128,20 @@ typedef struct attest_fresh attest_fresh;
 int attest_fresh_new(const attest_fresh_ops *ops, void *impl, attest_fresh **ret);
 /* The in-memory table, holding at most max challenges. */
 int attest_fresh_new_memory(size_t max, attest_fresh **ret);
-/* The store's table (store_challenge_put/take), holding at most max
- * unexpired challenges; s is borrowed and must outlive the table. */
+/* The store's table (store_challenge_put/take) for one requester's
+ * challenges: at most max unexpired challenges of all requesters, and of
+ * this requester at most max_per_requester (0: no bound), its oldest
+ * replaced beyond that (store_challenge_put()); each put sets *replaced
+ * (may be NULL) to how many it replaced.  s and the strings are borrowed and
+ * must outlive the table. */
+typedef struct attest_bounds {
+        size_t max;
+        size_t max_per_requester;
+        const char *requester; /* "token:ID", "cert:SERIAL", "ek:SHA256" */
+        size_t *replaced;
+} attest_bounds;
 struct store;
-int attest_fresh_new_store(struct store *s, size_t max, attest_fresh **ret);
+int attest_fresh_new_store(struct store *s, const attest_bounds *b, attest_fresh **ret);
 int attest_fresh_put(attest_fresh *f, const attest_pending *p, uint64_t now);
 int attest_fresh_take(attest_fresh *f, const uint8_t id[ATTEST_ID_LEN], uint64_t now, attest_pending *ret);
 void attest_fresh_free(attest_fresh *f);

@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <json-c/json.h>
+
 #include "ca.h"
 #include "csr-check.h"
 #include "issuer.h"
@@ -30,6 +32,15 @@ struct ca_service {
         refusals *refusals;
         /* Audit retention: when the next pruning pass is due. */
         int64_t prune_at;
+        /* The last signed checkpoint of the audit chain's head (record id,
+         * and when); the main thread's alone (ca-maintain.c). */
+        int64_t checkpoint_id, checkpoint_at;
+        /* Attestation challenges replaced (a requester past its bound) or
+         * refused (max_pending) since the last summary (ca-maintain.c). */
+        pthread_mutex_t chal_lock;
+        unsigned long chal_replaced, chal_refused;
+        char chal_last[80];   /* the requester of the last one */
+        int64_t chal_since;   /* 0: nothing to report */
         /* Prometheus counters. */
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
         /* Histograms and the rest (metrics.c). */
@@ -97,6 +108,15 @@ int ca_allow_read(ca_service *ca, const http_request *req, policy_action action)
 /* An error response (http_respond_error()), counted and logged when it
  * is the CA's fault (5xx). */
 void ca_respond_error(ca_service *ca, http_response *resp, int r);
+/* An audit line the syslog collector did not take (userdata: the
+ * metrics): counted in /metrics. */
+void ca_syslog_dropped(void *userdata);
+
+/* A challenge requester asked for: made (r >= 0) after replacing
+ * `replaced` of its older ones, or refused with r; counted in /metrics,
+ * and what was replaced or refused summed up in one audit record a
+ * minute (ca-maintain.c). */
+void ca_challenge_note(ca_service *ca, const char *requester, int r, size_t replaced, int64_t now);
 
 /* The current CRL (DER), regenerated on change. */
 int ca_crl(ca_service *ca, int64_t now, buf *out);

@@ -55,7 +55,7 @@ static int record_old_dns_names(ca_service *ca) {
 
 /* The syslog copy of the audit records counts what it could not deliver
  * (audit-syslog.h). */
-static void syslog_dropped(void *userdata) {
+void ca_syslog_dropped(void *userdata) {
         metrics_syslog_dropped(userdata);
 }
 
@@ -68,6 +68,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         pthread_rwlock_init(&ca->cfg_lock, NULL);
         pthread_mutex_init(&ca->crl_lock, NULL);
+        pthread_mutex_init(&ca->chal_lock, NULL);
         pthread_mutex_init(&ca->ready_lock, NULL);
         ca->cfg = cfg;
         if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0 ||
@@ -76,7 +77,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
             (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
             (r = store_open(cfg->database, &ca->store)) < 0 ||
             (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
-                                     syslog_dropped, ca->metrics)) < 0 ||
+                                     ca_syslog_dropped, ca->metrics)) < 0 ||
             (r = record_old_dns_names(ca)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);
@@ -101,6 +102,7 @@ void ca_service_free(ca_service *ca) {
         metrics_free(ca->metrics);
         pthread_rwlock_destroy(&ca->cfg_lock);
         pthread_mutex_destroy(&ca->crl_lock);
+        pthread_mutex_destroy(&ca->chal_lock);
         pthread_mutex_destroy(&ca->ready_lock);
         free(ca);
 }

@@ -4,6 +4,7 @@
 
 #include "cert-scope.h"
 #include "error.h"
+#include "json-read.h"
 
 #define SCOPE_LIST_MAX 32
 
@@ -79,8 +80,7 @@ int cert_scope_decode(const char *json, char ***ret_profiles, char ***ret_name_p
                 *ret_profiles = *ret_name_patterns = NULL;
                 return 0;
         }
-        o = json_tokener_parse(json);
-        if (!o || !json_object_is_type(o, json_type_object))
+        if (json_read(json, strlen(json), 4, 0, "the recorded scope", &o) < 0)
                 return hwid_fail(HWID_E_INVALID, "the recorded scope is not a JSON object");
         if ((r = json_to_strv(o, "profiles", &profiles)) < 0)
                 return r;

@@ -22,6 +22,7 @@
 #include "base64.h"
 #include "ek-entry.h"
 #include "error.h"
+#include "json-read.h"
 
 #define WHAT_MAX 320
 
@@ -112,11 +113,13 @@ static int json_fields(json_object *o, const char *what, ek_fields *f) {
 /* *v is allocated for the devices listed (*n of them filled, also on failure). */
 static int json_manifest(const hwidd_config *cfg, const char *path, const char *text, const char *profile,
                          store_ek **v, size_t *n) {
-        json_object *o = json_tokener_parse(text), *devices = NULL;
+        json_object *o = NULL, *devices = NULL;
         size_t count;
-        int r = 0;
+        int r = json_read(text, strlen(text), 8, 0, path, &o);
 
-        if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "devices", &devices) ||
+        if (r < 0)
+                return r;
+        if (!json_object_object_get_ex(o, "devices", &devices) ||
             !json_object_is_type(devices, json_type_array) || json_object_object_length(o) != 1)
                 r = hwid_fail(HWID_E_INVALID, "%s is not a JSON manifest {\"devices\": [...]}", path);
         count = r < 0 ? 0 : json_object_array_length(devices);

@@ -37,6 +37,7 @@ struct metrics {
         size_t n_slugs;
         _Atomic uint64_t errors[SLUGS_MAX + 1];
         _Atomic uint64_t syslog_dropped;
+        _Atomic uint64_t challenges[_CHALLENGE_MAX];
 };
 
 static void add_slug(metrics *m, const char *slug) {
@@ -125,6 +126,11 @@ void metrics_refusal(metrics *m, const char *error) {
 void metrics_commit_observe(metrics *m, metrics_commit op, uint64_t ns) {
         if ((unsigned) op < _COMMIT_MAX)
                 histogram_observe(&m->commits[op], &histogram_bounds_request, ns);
+}
+
+void metrics_challenge_count(metrics *m, metrics_challenge what, unsigned long n) {
+        if (m && what < _CHALLENGE_MAX)
+                atomic_fetch_add_explicit(&m->challenges[what], n, memory_order_relaxed);
 }
 
 void metrics_syslog_dropped(metrics *m) {
@@ -247,6 +253,18 @@ static int gauge(buf *out, const char *name, const char *help, double v) {
         return r < 0 ? r : buf_printf(out, "%s %.0f\n", name, v);
 }
 
+static int render_challenges(metrics *m, buf *out) {
+        static const char *const results[_CHALLENGE_MAX] = { "issued", "replaced", "refused" };
+        int r = header(out, "hwid_attest_challenges_total", "counter",
+                       "Attestation challenges made, replacing an older one of the same requester (its bound), "
+                       "or refused (max_pending).");
+
+        for (size_t i = 0; r >= 0 && i < _CHALLENGE_MAX; i++)
+                r = buf_printf(out, "hwid_attest_challenges_total{result=\"%s\"} %llu\n", results[i],
+                               (unsigned long long) atomic_load_explicit(&m->challenges[i], memory_order_relaxed));
+        return r;
+}
+
 static int render_gauges(metrics *m, buf *out, const metrics_sources *src) {
         int r = 0;
 
@@ -271,6 +289,8 @@ static int render_gauges(metrics *m, buf *out, const metrics_sources *src) {
         if (r >= 0)
                 r = buf_printf(out, "hwid_audit_syslog_dropped_total %llu\n",
                                (unsigned long long) atomic_load_explicit(&m->syslog_dropped, memory_order_relaxed));
+        if (r >= 0)
+                r = render_challenges(m, out);
         return r;
 }
 

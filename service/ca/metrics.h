@@ -55,6 +55,17 @@ void metrics_commit_observe(metrics *m, metrics_commit op, uint64_t ns);
 /* Audit records the syslog sink could not deliver (audit-syslog.c). */
 void metrics_syslog_dropped(metrics *m);
 
+/* Attestation challenges (POST /v1/attest): made, older ones of the same
+ * requester replaced by the per-requester bound, refused (all requesters'
+ * max_pending reached). */
+typedef enum metrics_challenge {
+        CHALLENGE_ISSUED,
+        CHALLENGE_REPLACED,
+        CHALLENGE_REFUSED,
+        _CHALLENGE_MAX,
+} metrics_challenge;
+void metrics_challenge_count(metrics *m, metrics_challenge what, unsigned long n);
+
 /* Everything else the exposition shows, gathered by the caller. */
 typedef struct metrics_sources {
         int64_t now;

@@ -51,6 +51,8 @@ static const cfg_field limit_fields[] = {
 
 static const cfg_field audit_fields[] = {
         FIELD("retention", cfg_fn_duration, CFG(audit_retention), .min = DAY, .max = 36500LL * DAY),
+        FIELD("checkpoint_records", cfg_fn_uint, CFG(audit_checkpoint_records), .min = 1, .max = 1000000),
+        FIELD("checkpoint_interval", cfg_fn_duration, CFG(audit_checkpoint_interval), .min = 1, .max = DAY),
         FIELD("syslog", cfg_fn_bool, CFG(audit_syslog)),
         FIELD("syslog_socket", cfg_fn_path, CFG(audit_syslog_socket)),
         FIELD_END,
@@ -102,6 +104,7 @@ static const cfg_field attestation_fields[] = {
         FIELD("ek_roots", fn_ek_roots, 0, .required = true),
         FIELD("challenge_ttl", cfg_fn_duration, CFG(attest_ttl), .min = 10, .max = 10 * MINUTE),
         FIELD("max_pending", cfg_fn_size, CFG(attest_max_pending), .min = 1, .max = 1000000),
+        FIELD("max_pending_per_requester", cfg_fn_size, CFG(attest_max_per_requester), .min = 1, .max = 1000),
         FIELD_END,
 };
 
@@ -132,8 +135,11 @@ static void set_defaults(hwidd_config *c) {
         c->retry_after = 5;
         c->clock_skew = 5 * MINUTE;
         c->audit_retention = 365 * DAY;
+        c->audit_checkpoint_records = 1000;
+        c->audit_checkpoint_interval = MINUTE;
         c->attest_ttl = MINUTE;
         c->attest_max_pending = 1000;
+        c->attest_max_per_requester = 4;
 }
 
 static int syntax_error(cfg_ctx *x, const yaml_parser_t *p) {

@@ -40,6 +40,11 @@ typedef struct hwidd_config {
         int64_t clock_skew;
         /* audit */
         int64_t audit_retention; /* seconds an audit record is kept, default 365 days */
+        /* A signed checkpoint of the chain's head (store.h) once this many
+         * records were appended (default 1000) or this many seconds passed
+         * (default 60) since the last, and at shutdown. */
+        unsigned audit_checkpoint_records;
+        int64_t audit_checkpoint_interval;
         bool audit_syslog;       /* a copy of every audit record to syslog, default off */
         char *audit_syslog_socket; /* the syslog datagram socket, default /dev/log */
         /* TPM attestation (attestation:, docs/ATTESTATION.md); none
@@ -48,6 +53,7 @@ typedef struct hwidd_config {
         struct attest_roots *ek_roots; /* the TPM manufacturers' CA certificates, loaded */
         int64_t attest_ttl;            /* seconds a challenge may be answered in, default 60 */
         size_t attest_max_pending;     /* challenges waiting at once, default 1000 */
+        size_t attest_max_per_requester; /* of one token, certificate or EK, default 4 */
         /* policy (profiles, audit-only mode, admin group) */
         policy *policy;
 } hwidd_config;

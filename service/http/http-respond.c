@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "http.h"
+#include "json-read.h"
 
 #define HTTP_ERROR_MESSAGE_MAX 1024 /* longer messages are cut */
 
@@ -88,8 +89,14 @@ void http_respond_error(http_response *resp, int r) {
                 http_error_from(resp, r);
 }
 
+json_object *http_response_json(const http_response *resp) {
+        json_object *o = NULL;
+
+        return json_read(resp->body.data, resp->body.len, 8, 0, "the answer", &o) >= 0 ? o : NULL;
+}
+
 void http_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *o = http_response_json(resp);
         const char *s;
 
         resp->retry_after = at > now ? at - now : 1;

@@ -77,6 +77,9 @@ void http_respond_json(http_response *resp, int status, const char *json);
  * valid" adds the server's clock ("server_time": Unix seconds), so that a
  * device can tell its clock from ours. */
 void http_respond_error(http_response *resp, int r);
+/* The JSON object an answer carries (read back to be amended), or NULL;
+ * read as every JSON hwidd reads is (json_read(): no duplicate members). */
+struct json_object *http_response_json(const http_response *resp);
 /* Adds to an error response the moment (Unix seconds) from which asking
  * again can succeed: as "<key>": at in its JSON body, and Retry-After. */
 void http_error_retry_at(http_response *resp, const char *key, int64_t at, int64_t now);

@@ -106,25 +106,41 @@ size_t audit_syslog_format(const store_audit *a, char *line, size_t size) {
         return (size_t) (o.p - line);
 }
 
-static int send_record(const store_audit *a, void *userdata) {
-        sink *k = userdata;
+/* One datagram: the syslog header, then what fill writes (a record, or
+ * a checkpoint's line). */
+static void sink_send(const sink *k, int sev, size_t (*fill)(const void *what, char *buf, size_t size),
+                      const void *what) {
         char line[LINE_MAX_BYTES], stamp[32];
         time_t now = time(NULL);
         struct tm tm;
-        int sev = a->outcome && strcmp(a->outcome, "allow") == 0 ? SEVERITY_INFO : SEVERITY_NOTICE;
         int n;
 
         strftime(stamp, sizeof(stamp), "%b %e %H:%M:%S", localtime_r(&now, &tm));
         n = snprintf(line, sizeof(line), "<%d>%s %s[%ld]: ", FACILITY_AUTHPRIV | sev, stamp, k->ident,
                      (long) getpid());
         if (n < 0 || (size_t) n >= sizeof(line))
-                return 0;
-        n += (int) audit_syslog_format(a, line + n, sizeof(line) - (size_t) n);
+                return;
+        n += (int) fill(what, line + n, sizeof(line) - (size_t) n);
         /* Never waits: a collector that is gone or slow costs a copy, not
          * an issuance (the database has the record either way). */
         if (sendto(k->fd, line, (size_t) n, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *) &k->addr,
                    k->addr_len) < 0 && k->on_dropped)
                 k->on_dropped(k->userdata);
+}
+
+static size_t fill_record(const void *what, char *buf, size_t size) {
+        return audit_syslog_format(what, buf, size);
+}
+
+static size_t fill_text(const void *what, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%s", (const char *) what);
+
+        return n < 0 ? 0 : (size_t) n < size ? (size_t) n : size - 1;
+}
+
+static int send_record(const store_audit *a, void *userdata) {
+        sink_send(userdata, a->outcome && strcmp(a->outcome, "allow") == 0 ? SEVERITY_INFO : SEVERITY_NOTICE,
+                  fill_record, a);
         return 0;
 }
 
@@ -138,12 +154,10 @@ static void sink_free(void *userdata) {
         free(k);
 }
 
-int audit_syslog_attach(store *s, const char *socket_path, const char *ident, void (*on_dropped)(void *userdata),
-                        void *userdata) {
+static int sink_new(const char *socket_path, const char *ident, void (*on_dropped)(void *userdata), void *userdata,
+                    sink **ret) {
         sink *k;
 
-        if (!socket_path)
-                return 0;
         if (strlen(socket_path) >= sizeof(k->addr.sun_path))
                 return hwid_fail(HWID_E_CONFIG, "audit.syslog_socket %s is too long for a socket path", socket_path);
         k = calloc(1, sizeof(*k));
@@ -160,6 +174,29 @@ int audit_syslog_attach(store *s, const char *socket_path, const char *ident, vo
         snprintf(k->ident, sizeof(k->ident), "%s", ident);
         k->on_dropped = on_dropped;
         k->userdata = userdata;
+        *ret = k;
+        return 0;
+}
+
+int audit_syslog_attach(store *s, const char *socket_path, const char *ident, void (*on_dropped)(void *userdata),
+                        void *userdata) {
+        sink *k = NULL;
+        int r;
+
+        if (!socket_path)
+                return 0;
+        if ((r = sink_new(socket_path, ident, on_dropped, userdata, &k)) < 0)
+                return r;
         store_set_audit_sink(s, send_record, k, sink_free);
         return 0;
+}
+
+void audit_syslog_send_line(const char *socket_path, const char *ident, void (*on_dropped)(void *userdata),
+                            void *userdata, const char *line) {
+        sink *k = NULL;
+
+        if (!socket_path || sink_new(socket_path, ident, on_dropped, userdata, &k) < 0)
+                return;
+        sink_send(k, SEVERITY_NOTICE, fill_text, line);
+        sink_free(k);
 }

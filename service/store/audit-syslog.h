@@ -14,6 +14,12 @@
 int audit_syslog_attach(store *s, const char *socket_path, const char *ident, void (*on_dropped)(void *userdata),
                         void *userdata);
 
+/* One more line to the socket at socket_path (an audit checkpoint's,
+ * docs/OPERATIONS.md), as program `ident`, never waiting; on_dropped as
+ * above.  socket_path NULL: nothing. */
+void audit_syslog_send_line(const char *socket_path, const char *ident, void (*on_dropped)(void *userdata),
+                            void *userdata, const char *line);
+
 /* The line for a record (without the syslog header): key=value pairs,
  * values quoted and escaped (see docs/OPERATIONS.md).  Returns the length
  * written to out (cut to size, never mid-escape). */

@@ -203,17 +203,30 @@ int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdat
         return store_sqlite_audit_foreach(s, limit, fn, userdata);
 }
 
-int store_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n) {
+int store_audit_prune(store *s, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
+                      size_t *ret_n) {
         if (s->pg)
-                return store_pg_audit_prune(s->pg, before, max_rows, ret_n);
-        return store_sqlite_audit_prune(s, before, max_rows, ret_n);
+                return store_pg_audit_prune(s->pg, before, max_rows, sign, userdata, ret_n);
+        return store_sqlite_audit_prune(s, before, max_rows, sign, userdata, ret_n);
 }
 
-int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn,
-                           void *userdata) {
+int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head,
+                           store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata) {
         if (s->pg)
-                return store_pg_audit_chain_read(s->pg, ret_anchor, ret_head, fn, userdata);
-        return store_sqlite_audit_chain_read(s, ret_anchor, ret_head, fn, userdata);
+                return store_pg_audit_chain_read(s->pg, ret_anchor, ret_head, cpfn, fn, userdata);
+        return store_sqlite_audit_chain_read(s, ret_anchor, ret_head, cpfn, fn, userdata);
+}
+
+int store_audit_head(store *s, store_audit_link *ret) {
+        if (s->pg)
+                return store_pg_audit_head(s->pg, ret);
+        return store_sqlite_audit_head(s, ret);
+}
+
+int store_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp) {
+        if (s->pg)
+                return store_pg_audit_checkpoint_add(s->pg, cp);
+        return store_sqlite_audit_checkpoint_add(s, cp);
 }
 
 void store_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {
@@ -223,10 +236,11 @@ void store_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*fr
                 store_sqlite_set_audit_sink(s, fn, userdata, free_userdata);
 }
 
-int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending) {
+int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                        size_t max_per_requester, size_t *ret_replaced) {
         if (s->pg)
-                return store_pg_challenge_put(s->pg, c, now, max_pending);
-        return store_sqlite_challenge_put(s, c, now, max_pending);
+                return store_pg_challenge_put(s->pg, c, now, max_pending, max_per_requester, ret_replaced);
+        return store_sqlite_challenge_put(s, c, now, max_pending, max_per_requester, ret_replaced);
 }
 
 int store_challenge_take(store *s, const char *id, store_challenge *ret) {

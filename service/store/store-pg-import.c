@@ -36,7 +36,8 @@ static const copy_table tables[] = {
         { "blocked_keys", "spki_sha256, serial, blocked_at", 3 },
         { "audit", "id, at, actor, action, target, outcome, reason, token_id, prev_hash, hash", 10 },
         { "audit_chain", "role, id, at, hash", 4 },
-        { "attest_challenges", "id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at", 7 },
+        { "audit_checkpoints", "kind, id, record_at, hash, at, sig", 6 },
+        { "attest_challenges", "id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at, requester", 8 },
         { "ek_allowlist", "ek_cert_sha256, ek_pub_sha256, identity, profile, added_at", 5 },
 };
 
@@ -177,7 +178,7 @@ int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, si
                 r = pg_tx(dst->pg, copy_run, &(copy_q) { .db = db, .path = path, .summary = summary, .size = size },
                           "commit the migration");
         sqlite3_close(db);
-        if (r >= 0 && (r = store_audit_verify(dst, &rep)) >= 0 && rep.problem != AUDIT_OK)
+        if (r >= 0 && (r = store_audit_verify(dst, NULL, 0, &rep)) >= 0 && rep.problem != AUDIT_OK)
                 r = hwid_fail(HWID_E_STORE, "the audit chain copied into PostgreSQL does not verify: %s", rep.detail);
         return r;
 }

@@ -45,7 +45,14 @@ near() {
 
 ca_setup
 public_metrics
+# The CA key's signatures are counted below: hwidd signs an audit
+# checkpoint when it starts, and then not again while this test runs.
+sed -i 's/^profiles:$/audit:\n  checkpoint_interval: 1d\n  checkpoint_records: 1000000\n&/' "$CFG"
 hwidd_start
+for _ in $(seq 100); do
+        [ "$(store_sql "SELECT count(*) FROM audit_checkpoints")" -ge 1 ] && break
+        sleep 0.1
+done
 
 scrape "$T/m0"
 # A fresh hwidd: nothing enrolled yet, the gauges there already.

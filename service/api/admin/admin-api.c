@@ -11,6 +11,7 @@
 
 #include "admin-internal.h"
 #include "error.h"
+#include "json-read.h"
 #include "log.h"
 
 #define ADMIN_PREFIX "/v1/admin/"
@@ -63,24 +64,11 @@ static bool path_matches(const admin_route *rt, const char *path, char *arg, siz
 /* ---------- the body ---------- */
 
 static int parse_body(admin_call *c) {
-        json_tokener *tok;
-        json_object *o;
-
         if (c->req->body_len == 0) {
                 c->body = json_object_new_object();
                 return c->body ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
         }
-        if (!(tok = json_tokener_new_ex(BODY_DEPTH)))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        o = json_tokener_parse_ex(tok, (const char *) c->req->body, (int) c->req->body_len);
-        if (!o || json_tokener_get_parse_end(tok) != c->req->body_len || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                json_tokener_free(tok);
-                return hwid_fail(HWID_E_INVALID, "the request body is not a JSON object");
-        }
-        json_tokener_free(tok);
-        c->body = o;
-        return 0;
+        return json_read(c->req->body, c->req->body_len, BODY_DEPTH, 0, "the request body", &c->body);
 }
 
 /* ---------- one call ---------- */

@@ -4,6 +4,7 @@
 
 #include "admin-json.h"
 #include "error.h"
+#include "json-read.h"
 #include "ossl-util.h"
 #include "secret.h"
 #include "x509-util.h"
@@ -114,6 +115,13 @@ static json_object *attestation_json(const store_attestation *a) {
         return o;
 }
 
+/* The scope recorded with a provisioner's certificate, or null. */
+static json_object *scope_json(const char *scope) {
+        json_object *o = NULL;
+
+        return scope && json_read(scope, strlen(scope), 4, 0, "the recorded scope", &o) >= 0 ? o : NULL;
+}
+
 json_object *admin_json_cert(const store_cert *c, bool with_pem) {
         json_object *o = json_object_new_object();
         _cleanup_free_ char *pem = NULL;
@@ -126,7 +134,7 @@ json_object *admin_json_cert(const store_cert *c, bool with_pem) {
         json_set_str(o, "subject", c->subject);
         json_set_str(o, "profile", c->profile);
         json_set_str(o, "role", c->role);
-        json_object_object_add(o, "scope", c->scope ? json_tokener_parse(c->scope) : NULL);
+        json_object_object_add(o, "scope", scope_json(c->scope));
         json_set_str(o, "spki_sha256", c->spki_sha256);
         set_int(o, "not_before", c->not_before);
         set_int(o, "not_after", c->not_after);

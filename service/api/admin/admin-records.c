@@ -51,6 +51,22 @@ static int state_error(int r) {
         return hwid_fail(HWID_E_WRONG_STATE, "%s", why);
 }
 
+/* Four eyes (policy_check_request_decide()): who may decide this request,
+ * by its key, identity and profile; a refusal is audited. */
+static int may_decide(admin_call *c, bool approve) {
+        _cleanup_(store_request_clear) store_request rq = { 0 };
+        policy_decision d;
+        int r;
+
+        if ((r = store_request_get(c->ca->store, c->arg, &rq)) < 0)
+                return r;
+        policy_check_request_decide(c->ca->cfg->policy, &c->auth.who,
+                                    approve ? ACTION_REQUEST_APPROVE : ACTION_REQUEST_DENY,
+                                    &(policy_pending) { .identity = rq.identity, .profile = rq.profile,
+                                                        .spki_sha256 = rq.spki_sha256 }, &d);
+        return ca_decision(c->ca, &c->auth, approve ? "request.approve" : "request.deny", c->target, &d);
+}
+
 static int decide(admin_call *c, bool approve) {
         static const char *const keys[] = { "reason", NULL };
         const char *reason = NULL;
@@ -58,7 +74,7 @@ static int decide(admin_call *c, bool approve) {
         int r;
 
         if ((r = admin_body_keys(c, approve ? no_keys : keys)) < 0 ||
-            (r = admin_body_str(c, "reason", REASON_MAX, &reason)) < 0)
+            (r = admin_body_str(c, "reason", REASON_MAX, &reason)) < 0 || (r = may_decide(c, approve)) < 0)
                 return r;
         r = store_request_decide(c->ca->store, c->arg, approve, reason, c->now);
         if (r < 0)

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/types.h>
+
 #include "cleanup.h"
 
 typedef struct store store;
@@ -171,6 +173,46 @@ typedef struct store_audit_link {
          * it: SQLite's binds are SQLITE_STATIC). */
         uint8_t hash[STORE_AUDIT_HASH_LEN];
 } store_audit_link;
+
+/* ---- signed checkpoints of the chain ----
+ *
+ * The head and the anchor are only rows: whoever can write the database
+ * can move them.  A checkpoint says, under the CA key's signature, which
+ * record (id, time, hash) the chain had reached at a time: of the head
+ * (hwidd, every audit.checkpoint_records records or checkpoint_interval,
+ * and when it stops), or of the anchor a pruning left (made and stored in
+ * the pruning's own transaction).  The signature covers, byte by byte
+ * (docs/OPERATIONS.md):
+ *
+ *   "hwid-audit-checkpoint-v1" 0x00     25 bytes
+ *   kind                                 1 byte: 'H' the head, 'P' a pruning's anchor
+ *   id, record_at                        8 bytes each, signed, big-endian
+ *   hash                                 32 bytes: that record's
+ *   at                                   8 bytes, signed, big-endian: when it was made
+ *
+ * signed with SHA-256 (ECDSA: DER; RSA: PKCS#1 v1.5).  The first byte is
+ * never DER's 0x30, so no checkpoint reads as a certificate or a CRL. */
+#define STORE_CHECKPOINT_HEAD 'H'
+#define STORE_CHECKPOINT_PRUNE 'P'
+#define STORE_CHECKPOINT_MSG_LEN (25 + 1 + 8 + 8 + STORE_AUDIT_HASH_LEN + 8)
+#define STORE_CHECKPOINT_SIG_MAX 512
+
+typedef struct store_audit_checkpoint {
+        char kind;
+        int64_t id;
+        int64_t record_at;
+        uint8_t hash[STORE_AUDIT_HASH_LEN];
+        int64_t at;
+        uint8_t sig[STORE_CHECKPOINT_SIG_MAX];
+        size_t sig_len;
+} store_audit_checkpoint;
+
+/* The bytes the signature covers. */
+void store_audit_checkpoint_message(const store_audit_checkpoint *cp, uint8_t ret[STORE_CHECKPOINT_MSG_LEN]);
+/* Signs cp (fills sig and sig_len), or -hwid_err: hwidd's signer uses the
+ * CA key. */
+typedef int (*store_audit_sign_fn)(store_audit_checkpoint *cp, void *userdata);
+typedef int (*store_audit_checkpoint_fn)(const store_audit_checkpoint *cp, void *userdata);
 
 /* Opens (creating if needed) and migrates the schema.  A path: SQLite,
  * WAL mode, durable commits (synchronous=FULL), busy timeout so concurrent
@@ -333,12 +375,21 @@ int store_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdat
  * deleted; *ret_n: how many (0 when none is left).  Refuses (-HWID_E_STORE)
  * to delete records whose chain does not verify: tampering is never
  * pruned away.  The only way audit records are ever removed. */
-int store_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);
+/* With sign (NULL: none, for tests and tools), the new anchor gets a
+ * pruning checkpoint, signed and stored in the pruning's transaction;
+ * checkpoints of records now pruned, and older pruning ones, go with it. */
+int store_audit_prune(store *s, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
+                      size_t *ret_n);
 /* The chain as one consistent snapshot: its anchor and head (unset when
- * there is none; both filled in before fn is first called) and every
- * record, oldest first, with its id and hashes. */
-int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn,
-                           void *userdata);
+ * there is none; both filled in before anything is called), every
+ * checkpoint to cpfn (oldest first; cpfn may be NULL), then every record,
+ * oldest first, with its id and hashes, to fn. */
+int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head,
+                           store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata);
+/* The chain's head now (unset: an empty log). */
+int store_audit_head(store *s, store_audit_link *ret);
+/* Stores a signed checkpoint (of the head). */
+int store_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp);
 /* Gives every record, once it is durable (committed), to fn -- with its
  * id and hashes -- e.g. to send it to syslog.  fn runs on the committing
  * thread with the store locked: it must be quick and must not call the
@@ -353,6 +404,7 @@ typedef enum store_audit_problem {
         AUDIT_DELETED,   /* records missing before `id` (or after it, at the head) */
         AUDIT_REORDERED, /* a record stored out of the order it was written in */
         AUDIT_HEAD,      /* the chain's head does not match the newest record */
+        AUDIT_CHECKPOINT, /* a checkpoint is forged, or the chain does not reach what one signed */
 } store_audit_problem;
 
 typedef struct store_audit_report {
@@ -363,12 +415,19 @@ typedef struct store_audit_report {
         int64_t first_id, last_id;
         bool anchored;        /* the oldest records were pruned: verified from the anchor */
         int64_t anchor_id;
+        size_t n_checkpoints; /* signatures checked */
+        store_audit_checkpoint last; /* the newest checkpoint of the head (kind 0: none) */
 } store_audit_report;
 
 /* Walks the whole chain: the first modified, deleted or reordered record
  * is reported in *ret (problem != AUDIT_OK); returns 0 either way, and
- * -hwid_err only when the store cannot be read. */
-int store_audit_verify(store *s, store_audit_report *ret);
+ * -hwid_err only when the store cannot be read.  With ca_key (the CA
+ * certificate's public key; NULL: the chain alone, as a backup's check):
+ * every checkpoint's signature, the newest checkpoint of the head reached
+ * by the chain with the hash it signed, and an anchor only as a signed
+ * pruning checkpoint left it, its record older than retention (seconds,
+ * 0: not checked) when it was pruned. */
+int store_audit_verify(store *s, EVP_PKEY *ca_key, int64_t retention, store_audit_report *ret);
 
 /* ---- TPM attestation (service/attest-*.c, docs/ATTESTATION.md) ---- */
 
@@ -384,12 +443,19 @@ typedef struct store_challenge {
         uint8_t *ek_cert;          /* the verified EK certificate, DER, 1..4096 bytes */
         size_t ek_cert_len;
         int64_t expires_at;
+        /* Who asked for it, the credential it came with: "token:ID",
+         * "cert:SERIAL", "ek:SHA256 of the EK" (1..80 bytes). */
+        const char *requester;
 } store_challenge;
 
-/* Records c.  Challenges expired at now are deleted first; if max_pending
- * unexpired ones still wait: -HWID_E_RATE_LIMITED.  -HWID_E_EXISTS if the
- * id is taken. */
-int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending);
+/* Records c.  Challenges expired at now are deleted first; then, when
+ * c's requester already has max_per_requester waiting, its oldest ones
+ * go (*ret_replaced: how many) so that it has room for this one: a
+ * requester can only ever crowd out itself.  If max_pending unexpired
+ * ones still wait, all requesters together: -HWID_E_RATE_LIMITED.
+ * -HWID_E_EXISTS if the id is taken. */
+int store_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                        size_t max_per_requester, size_t *ret_replaced);
 /* Deletes challenge id and returns it, in one step (of two concurrent
  * takers one gets it, the other -HWID_E_NOT_FOUND, as for an unknown id).
  * Expired or not: the caller checks expires_at. */

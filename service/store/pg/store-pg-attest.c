@@ -14,9 +14,34 @@ typedef struct chal_q {
         const store_challenge *in;
         const char *id;
         int64_t now;
-        size_t max;
+        size_t max, max_per_requester, replaced;
         store_challenge *out;
 } chal_q;
+
+/* The requester's oldest challenges go while it has its bound or more. */
+static int requester_room(pg_slot *c, chal_q *q) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        const char *who = q->in->requester;
+        int64_t n;
+        int r;
+
+        q->replaced = 0;
+        if (!who || !who[0] || q->max_per_requester == 0)
+                return 0;
+        if ((r = pg_exec(c, &res, "count a requester's attestation challenges",
+                         "SELECT count(*) FROM attest_challenges WHERE requester = $1", "t", who)) < 0)
+                return r;
+        n = pg_i64(res, 0, 0);
+        if (n < (int64_t) q->max_per_requester)
+                return 0;
+        PQclear(TAKE_PTR(res));
+        r = pg_exec(c, &res, "replace a requester's oldest attestation challenge",
+                    "DELETE FROM attest_challenges WHERE id IN (SELECT id FROM attest_challenges WHERE requester = $1 "
+                    "ORDER BY created_at LIMIT $2)", "tI", who, n - (int64_t) q->max_per_requester + 1);
+        if (r >= 0)
+                q->replaced = (size_t) pg_changes(res);
+        return r;
+}
 
 static int put_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
@@ -26,27 +51,36 @@ static int put_run(pg_slot *c, void *userdata) {
 
         if ((r = pg_exec(c, NULL, "delete expired attestation challenges",
                          "DELETE FROM attest_challenges WHERE expires_at <= $1", "I", q->now)) < 0 ||
+            (r = requester_room(c, q)) < 0 ||
             (r = pg_exec(c, &res, "count attestation challenges", "SELECT count(*) FROM attest_challenges", NULL)) < 0)
                 return r;
         if ((uint64_t) pg_i64(res, 0, 0) >= q->max)
                 return hwid_fail(HWID_E_RATE_LIMITED, "%zu attestation challenges are already waiting for an answer",
                                  q->max);
         r = pg_exec(c, NULL, "record an attestation challenge",
-                    "INSERT INTO attest_challenges (id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    "tbbbbII", x->id, x->secret_sha256, sizeof(x->secret_sha256), x->nonce, sizeof(x->nonce),
-                    x->ak_public, x->ak_public_len, x->ek_cert, x->ek_cert_len, x->expires_at, q->now);
+                    "INSERT INTO attest_challenges (id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at, "
+                    "requester) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    "tbbbbIIt", x->id, x->secret_sha256, sizeof(x->secret_sha256), x->nonce, sizeof(x->nonce),
+                    x->ak_public, x->ak_public_len, x->ek_cert, x->ek_cert_len, x->expires_at, q->now,
+                    x->requester ? x->requester : "");
         if (r == -HWID_E_INVALID && strcmp(c->sqlstate, "23505") == 0)
                 return hwid_fail(HWID_E_EXISTS, "attestation challenge %.8s... exists already", x->id);
         return r;
 }
 
-int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending) {
+int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending,
+                           size_t max_per_requester, size_t *ret_replaced) {
+        chal_q q = { .in = c, .now = now, .max = max_pending, .max_per_requester = max_per_requester };
+        int r;
+
         if (!c || !store_hex_ok(c->id, 32, 32) || !c->ak_public || c->ak_public_len == 0 || c->ak_public_len > 1024 ||
             !c->ek_cert || c->ek_cert_len == 0 || c->ek_cert_len > 4096)
                 return hwid_fail(HWID_E_INVALID, "attestation challenge to store has a bad id, AK or EK certificate");
-        return pg_tx(p, put_run, &(chal_q) { .in = c, .now = now, .max = max_pending },
-                     "commit the attestation challenge");
+        if ((r = pg_tx(p, put_run, &q, "commit the attestation challenge")) < 0)
+                return r;
+        if (ret_replaced)
+                *ret_replaced = q.replaced;
+        return 0;
 }
 
 static int take_run(pg_slot *c, void *userdata) {

@@ -167,6 +167,8 @@ typedef struct audit_q {
         int64_t before;
         size_t n;
         store_audit_fn fn;
+        store_audit_checkpoint_fn cpfn;
+        store_audit_sign_fn sign;
         void *userdata;
         store_audit_link *anchor, *head;
 } audit_q;
@@ -230,6 +232,7 @@ static int chain_run(pg_slot *c, void *userdata) {
         r = pg_exec(c, NULL, "read the audit log", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL);
         if (r >= 0 &&
             (r = link_read(c, "anchor", q->anchor)) >= 0 && (r = link_read(c, "head", q->head)) >= 0 &&
+            (!q->cpfn || (r = pg_audit_checkpoints_each(c, q->cpfn, q->userdata)) == 0) &&
             (r = pg_exec(c, &res, "read the audit log", "SELECT " AUDIT_COLS " FROM audit ORDER BY id", NULL)) >= 0)
                 r = rows_each(res, q->fn, q->userdata);
         if (c->conn)
@@ -238,10 +241,18 @@ static int chain_run(pg_slot *c, void *userdata) {
 }
 
 int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head,
-                              store_audit_fn fn, void *userdata) {
-        audit_q q = { .anchor = ret_anchor, .head = ret_head, .fn = fn, .userdata = userdata };
+                              store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata) {
+        audit_q q = { .anchor = ret_anchor, .head = ret_head, .cpfn = cpfn, .fn = fn, .userdata = userdata };
 
         return pg_read(p, chain_run, &q);
+}
+
+static int head_run(pg_slot *c, void *userdata) {
+        return link_read(c, "head", userdata);
+}
+
+int store_pg_audit_head(store_pg *p, store_audit_link *ret) {
+        return pg_read(p, head_run, ret);
 }
 
 /* ---- retention ---- */
@@ -287,13 +298,15 @@ static int prune_run(pg_slot *c, void *userdata) {
         q->n = s.n;
         if (s.n == 0)
                 return 0;
-        if ((r = pg_exec(c, NULL, "prune the audit log", "DELETE FROM audit WHERE id <= $1", "I", s.anchor.id)) < 0)
+        if ((r = pg_exec(c, NULL, "prune the audit log", "DELETE FROM audit WHERE id <= $1", "I", s.anchor.id)) < 0 ||
+            (r = link_write(c, "anchor", s.anchor.id, s.anchor.at, s.anchor.hash)) < 0)
                 return r;
-        return link_write(c, "anchor", s.anchor.id, s.anchor.at, s.anchor.hash);
+        return q->sign ? pg_audit_prune_checkpoint(c, &s.anchor, q->sign, q->userdata) : 0;
 }
 
-int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, size_t *ret_n) {
-        audit_q q = { .before = before, .limit = max_rows };
+int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
+                         size_t *ret_n) {
+        audit_q q = { .before = before, .limit = max_rows, .sign = sign, .userdata = userdata };
         int r;
 
         if (max_rows == 0 || max_rows > PRUNE_BATCH_MAX)

@@ -106,6 +106,15 @@ static const char *const migrations[] = {
         "CREATE UNIQUE INDEX ek_allowlist_pub ON ek_allowlist(ek_pub_sha256);",
         /* 1 -> 2: an EST client asks again with the same token and key. */
         "CREATE INDEX requests_token_key ON requests(token_id, spki_sha256);",
+        /* 2 -> 3: signed checkpoints of the audit chain (store.h). */
+        "CREATE TABLE audit_checkpoints ("
+        "  seq bigserial PRIMARY KEY, kind text NOT NULL CHECK (kind IN ('H', 'P')), id bigint NOT NULL,"
+        "  record_at bigint NOT NULL, hash bytea NOT NULL CHECK (length(hash) = 32), at bigint NOT NULL,"
+        "  sig bytea NOT NULL CHECK (length(sig) BETWEEN 1 AND 512));",
+        /* 3 -> 4: who asked for each attestation challenge (SQLite's 10). */
+        "ALTER TABLE attest_challenges ADD COLUMN requester text NOT NULL DEFAULT ''"
+        "  CHECK (length(requester) <= 80);"
+        "CREATE INDEX attest_challenges_requester ON attest_challenges(requester, created_at);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

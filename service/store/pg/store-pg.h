@@ -108,11 +108,21 @@ int store_pg_revocation_seq(store_pg *p, int64_t *ret);
 int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret);
 int store_pg_audit_append(store_pg *p, const store_audit *a);
 int store_pg_audit_foreach(store_pg *p, size_t limit, store_audit_fn fn, void *userdata);
-int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, size_t *ret_n);
+int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
+                         size_t *ret_n);
 int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head,
-                              store_audit_fn fn, void *userdata);
+                              store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata);
+int store_pg_audit_head(store_pg *p, store_audit_link *ret);
+/* store-pg-audit-checkpoint.c: signed checkpoints of the chain. */
+int store_pg_audit_checkpoint_add(store_pg *p, const store_audit_checkpoint *cp);
+/* Within a pruning's transaction: signs and stores the new anchor's
+ * checkpoint, dropping those it makes stale. */
+int pg_audit_prune_checkpoint(pg_slot *c, const store_audit_link *anchor, store_audit_sign_fn sign, void *userdata);
+/* Within a read transaction: every checkpoint, oldest first. */
+int pg_audit_checkpoints_each(pg_slot *c, store_audit_checkpoint_fn fn, void *userdata);
 void store_pg_set_audit_sink(store_pg *p, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
-int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending);
+int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending,
+                           size_t max_per_requester, size_t *ret_replaced);
 int store_pg_challenge_take(store_pg *p, const char *id, store_challenge *ret);
 int store_pg_ek_add(store_pg *p, const store_ek *v, size_t n, const store_audit *audit, int64_t now);
 int store_pg_ek_find(store_pg *p, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);

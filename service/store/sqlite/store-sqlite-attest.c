@@ -27,18 +27,50 @@ static bool challenge_ok(const store_challenge *c) {
                c->ek_cert_len <= CHALLENGE_EK_MAX;
 }
 
-/* Expired challenges go, then the count of those left is checked. */
-static int challenge_room(store *s, int64_t now, size_t max_pending) {
-        _cleanup_stmt_ sqlite3_stmt *purge = NULL, *count = NULL;
+/* The requester's oldest challenges go while it has max or more waiting. */
+static int requester_room(store *s, const store_challenge *c, size_t max, size_t *ret_replaced) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *count = NULL, *drop = NULL;
+        int64_t n;
         int r;
 
-        r = store_stmt(s, ST_CHAL_PURGE, "DELETE FROM attest_challenges WHERE expires_at <= ?1", &purge);
+        *ret_replaced = 0;
+        if (!c->requester || !c->requester[0] || max == 0)
+                return 0;
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM attest_challenges WHERE requester = ?1", -1, &count,
+                               NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->db, "DELETE FROM attest_challenges WHERE rowid IN (SELECT rowid FROM "
+                               "attest_challenges WHERE requester = ?1 ORDER BY created_at, rowid LIMIT ?2)", -1,
+                               &drop, NULL) != SQLITE_OK)
+                return store_sql_fail(s, "bound a requester's attestation challenges");
+        if ((r = store_bind(s, count, "t", c->requester)) < 0 ||
+            (r = store_step(s, count, "count a requester's attestation challenges")) < 0)
+                return r;
+        n = sqlite3_column_int64(count, 0);
+        if (n < (int64_t) max)
+                return 0;
+        if ((r = store_bind(s, drop, "tI", c->requester, n - (int64_t) max + 1)) < 0 ||
+            (r = store_step(s, drop, "replace a requester's oldest attestation challenge")) < 0)
+                return r;
+        *ret_replaced = (size_t) sqlite3_changes(s->db);
+        return 0;
+}
+
+static int challenge_purge(store *s, int64_t now) {
+        _cleanup_stmt_ sqlite3_stmt *purge = NULL;
+        int r = store_stmt(s, ST_CHAL_PURGE, "DELETE FROM attest_challenges WHERE expires_at <= ?1", &purge);
+
         if (r >= 0)
                 r = store_bind(s, purge, "I", now);
         if (r >= 0)
                 r = store_step(s, purge, "delete expired attestation challenges");
-        if (r >= 0)
-                r = store_stmt(s, ST_CHAL_COUNT, "SELECT count(*) FROM attest_challenges", &count);
+        return r < 0 ? r : 0;
+}
+
+/* Whether all requesters together leave room for one more. */
+static int challenge_room(store *s, size_t max_pending) {
+        _cleanup_stmt_ sqlite3_stmt *count = NULL;
+        int r = store_stmt(s, ST_CHAL_COUNT, "SELECT count(*) FROM attest_challenges", &count);
+
         if (r >= 0)
                 r = store_step(s, count, "count attestation challenges");
         if (r < 0)
@@ -49,31 +81,39 @@ static int challenge_room(store *s, int64_t now, size_t max_pending) {
         return 0;
 }
 
-int store_sqlite_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending) {
+int store_sqlite_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                               size_t max_per_requester, size_t *ret_replaced) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        size_t replaced = 0;
         int r;
 
         if (!challenge_ok(c))
                 return hwid_fail(HWID_E_INVALID, "attestation challenge to store has a bad id, AK or EK certificate");
         r = store_enter(s, true, &g);
         if (r >= 0)
-                r = challenge_room(s, now, max_pending);
+                r = challenge_purge(s, now);
+        if (r >= 0)
+                r = requester_room(s, c, max_per_requester, &replaced);
+        if (r >= 0)
+                r = challenge_room(s, max_pending);
         if (r >= 0)
                 r = store_stmt(s, ST_CHAL_INSERT,
                                "INSERT INTO attest_challenges (id, secret_sha256, nonce, ak_public, ek_cert, "
-                               "expires_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
+                               "expires_at, created_at, requester) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st);
         if (r >= 0)
-                r = store_bind(s, st, "tbbbbII", c->id, c->secret_sha256, sizeof(c->secret_sha256), c->nonce,
+                r = store_bind(s, st, "tbbbbIIt", c->id, c->secret_sha256, sizeof(c->secret_sha256), c->nonce,
                                sizeof(c->nonce), c->ak_public, c->ak_public_len, c->ek_cert, c->ek_cert_len,
-                               c->expires_at, now);
+                               c->expires_at, now, c->requester ? c->requester : "");
         if (r >= 0)
                 r = store_step(s, st, "record an attestation challenge");
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
                 return hwid_fail(HWID_E_EXISTS, "attestation challenge %.8s... exists already", c->id);
-        if (r < 0)
+        if (r < 0 || (r = store_commit(s, "commit the attestation challenge")) < 0)
                 return r;
-        return store_commit(s, "commit the attestation challenge");
+        if (ret_replaced)
+                *ret_replaced = replaced;
+        return 0;
 }
 
 static int challenge_from_row(sqlite3_stmt *st, const char *id, store_challenge *ret) {

@@ -6,7 +6,8 @@
  * and moves the head, in the write transaction it belongs to.
  * store_sqlite_audit_prune() is the one place records are ever deleted: the
  * oldest first, in id order, after checking their chain, and the anchor
- * moves to the last one deleted in the same transaction.  Records reach
+ * moves to the last one deleted in the same transaction, with its signed
+ * checkpoint (store.h) when the caller signs one.  Records reach
  * the audit sink (syslog) only once their transaction has committed
  * (store-sqlite-audit-sink.c). */
 #include <string.h>
@@ -59,6 +60,83 @@ static int link_write(store *s, stmt_id id, const char *role, int64_t rec_id, in
         if (r >= 0)
                 r = store_step(s, st, "move the audit chain");
         return r < 0 ? r : 0;
+}
+
+/* ---- signed checkpoints ---- */
+
+static int checkpoint_insert(store *s, const store_audit_checkpoint *cp) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        char kind[2] = { cp->kind, 0 };
+        int r;
+
+        if (sqlite3_prepare_v2(s->db, "INSERT INTO audit_checkpoints (kind, id, record_at, hash, at, sig) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1, &st, NULL) != SQLITE_OK)
+                return store_sql_fail(s, "store an audit checkpoint");
+        r = store_bind(s, st, "tIIbIb", kind, cp->id, cp->record_at, cp->hash, (size_t) STORE_AUDIT_HASH_LEN, cp->at,
+                       cp->sig, cp->sig_len);
+        if (r >= 0)
+                r = store_step(s, st, "store an audit checkpoint");
+        return r < 0 ? r : 0;
+}
+
+int store_sqlite_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int r = store_enter(s, true, &g);
+
+        if (r >= 0)
+                r = checkpoint_insert(s, cp);
+        return r < 0 ? r : store_commit(s, "commit an audit checkpoint");
+}
+
+int store_sqlite_audit_head(store *s, store_audit_link *ret) {
+        _cleanup_(store_leavep) store *g = NULL;
+        int r = store_read_enter(&s, &g);
+
+        return r < 0 ? r : link_read(s, ST_AUDIT_HEAD, "head", ret);
+}
+
+/* A pruning's checkpoint of its new anchor, in its transaction; those of
+ * records now gone, and the pruning ones before it, are dropped. */
+static int prune_checkpoint(store *s, const store_audit_link *anchor, store_audit_sign_fn sign, void *userdata) {
+        store_audit_checkpoint cp = { .kind = STORE_CHECKPOINT_PRUNE, .id = anchor->id, .record_at = anchor->at,
+                                      .at = (int64_t) time(NULL) };
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        int r;
+
+        memcpy(cp.hash, anchor->hash, STORE_AUDIT_HASH_LEN);
+        if ((r = sign(&cp, userdata)) < 0)
+                return r;
+        if (sqlite3_prepare_v2(s->db, "DELETE FROM audit_checkpoints WHERE kind = 'P' OR id <= ?1", -1, &st, NULL) !=
+            SQLITE_OK)
+                return store_sql_fail(s, "drop stale audit checkpoints");
+        if ((r = store_bind(s, st, "I", anchor->id)) < 0 || (r = store_step(s, st, "drop stale audit checkpoints")) < 0)
+                return r;
+        return checkpoint_insert(s, &cp);
+}
+
+static int checkpoints_each(store *s, store_audit_checkpoint_fn fn, void *userdata) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
+        int r;
+
+        if (sqlite3_prepare_v2(s->db, "SELECT kind, id, record_at, hash, at, sig FROM audit_checkpoints "
+                               "ORDER BY at, seq", -1, &st, NULL) != SQLITE_OK)
+                return store_sql_fail(s, "read the audit checkpoints");
+        while ((r = store_step(s, st, "read the audit checkpoints")) == 1) {
+                store_audit_checkpoint cp = { .kind = ((const char *) sqlite3_column_text(st, 0))[0],
+                                              .id = sqlite3_column_int64(st, 1),
+                                              .record_at = sqlite3_column_int64(st, 2),
+                                              .at = sqlite3_column_int64(st, 4) };
+                size_t n = (size_t) sqlite3_column_bytes(st, 5);
+
+                if (sqlite3_column_bytes(st, 3) == STORE_AUDIT_HASH_LEN)
+                        memcpy(cp.hash, sqlite3_column_blob(st, 3), STORE_AUDIT_HASH_LEN);
+                cp.sig_len = n <= sizeof(cp.sig) ? n : 0;
+                if (cp.sig_len)
+                        memcpy(cp.sig, sqlite3_column_blob(st, 5), cp.sig_len);
+                if ((r = fn(&cp, userdata)) != 0)
+                        return r;
+        }
+        return r;
 }
 
 /* ---- appending ---- */
@@ -189,14 +267,15 @@ int store_sqlite_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *
         return r < 0 ? r : 0;
 }
 
-static int chain_walk(store *s, store_audit_link *anchor, store_audit_link *head, store_audit_fn fn,
-                      void *userdata) {
+static int chain_walk(store *s, store_audit_link *anchor, store_audit_link *head, store_audit_checkpoint_fn cpfn,
+                      store_audit_fn fn, void *userdata) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         store_audit a;
         int r;
 
         if ((r = link_read(s, ST_AUDIT_ANCHOR, "anchor", anchor)) < 0 ||
             (r = link_read(s, ST_AUDIT_HEAD, "head", head)) < 0 ||
+            (cpfn && (r = checkpoints_each(s, cpfn, userdata)) != 0) ||
             (r = store_stmt(s, ST_AUDIT_ALL, "SELECT " AUDIT_COLS " FROM audit ORDER BY id", &st)) < 0)
                 return r;
         while ((r = store_step(s, st, "read the audit log")) == 1) {
@@ -210,8 +289,8 @@ static int chain_walk(store *s, store_audit_link *anchor, store_audit_link *head
 
 /* One read transaction: the ends and the records are one snapshot, while
  * hwidd goes on appending. */
-int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head, store_audit_fn fn,
-                           void *userdata) {
+int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head,
+                                  store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata) {
         _cleanup_(store_leavep) store *g = NULL;
         int r = store_read_enter(&s, &g);
 
@@ -219,7 +298,7 @@ int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_
                 return r;
         if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
                 return store_sql_fail(s, "start reading the audit log");
-        r = chain_walk(s, ret_anchor, ret_head, fn, userdata);
+        r = chain_walk(s, ret_anchor, ret_head, cpfn, fn, userdata);
         /* store_leavep() rolls the read transaction back. */
         return r < 0 ? r : 0;
 }
@@ -269,7 +348,8 @@ static int prune_scan_run(store *s, prune_scan *p) {
         return r < 0 ? r : 0;
 }
 
-int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n) {
+int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
+                             size_t *ret_n) {
         _cleanup_(store_leavep) store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         prune_scan p = { .before = before, .max = max_rows };
@@ -291,6 +371,8 @@ int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, size_t *
                 r = store_step(s, st, "prune the audit log");
         if (r >= 0)
                 r = link_write(s, ST_AUDIT_SET_ANCHOR, "anchor", p.anchor.id, p.anchor.at, p.anchor.hash);
+        if (r >= 0 && sign)
+                r = prune_checkpoint(s, &p.anchor, sign, userdata);
         if (r >= 0)
                 r = store_commit(s, "commit the audit pruning");
         if (r < 0)

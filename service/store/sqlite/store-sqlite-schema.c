@@ -243,6 +243,23 @@ static const char *const migrations[] = {
         /* 7 -> 8: an EST client asks again with the same token and key
          * (RFC 7030 §4.2.3): its request is found without reading them all. */
         "CREATE INDEX requests_token_key ON requests(token_id, spki_sha256);",
+        /* 8 -> 9: signed checkpoints of the audit chain (store.h): which
+         * record the head had reached, or the anchor a pruning left, under
+         * the CA key's signature.  Pruning removes those it makes stale. */
+        "CREATE TABLE audit_checkpoints ("
+        "  seq INTEGER PRIMARY KEY,"
+        "  kind TEXT NOT NULL CHECK (kind IN ('H', 'P')),"
+        "  id INTEGER NOT NULL,"
+        "  record_at INTEGER NOT NULL,"
+        "  hash BLOB NOT NULL CHECK (length(hash) = 32),"
+        "  at INTEGER NOT NULL,"
+        "  sig BLOB NOT NULL CHECK (length(sig) BETWEEN 1 AND 512)) STRICT;",
+        /* 9 -> 10: who asked for each attestation challenge (the token,
+         * certificate or EK it came with), so that each requester's
+         * challenges are bounded on their own (attestation.max_pending_per_requester). */
+        "ALTER TABLE attest_challenges ADD COLUMN requester TEXT NOT NULL DEFAULT ''"
+        "  CHECK (length(requester) <= 80);"
+        "CREATE INDEX attest_challenges_requester ON attest_challenges(requester, created_at);",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

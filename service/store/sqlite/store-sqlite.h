@@ -184,11 +184,15 @@ int store_sqlite_revocation_seq(store *s, int64_t *ret);
 int store_sqlite_crl_number_next(store *s, int64_t now, int64_t *ret);
 int store_sqlite_audit_append(store *s, const store_audit *a);
 int store_sqlite_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
-int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, size_t *ret_n);
+int store_sqlite_audit_prune(store *s, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
+                             size_t *ret_n);
+int store_sqlite_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp);
+int store_sqlite_audit_head(store *s, store_audit_link *ret);
 int store_sqlite_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head,
-                                  store_audit_fn fn, void *userdata);
+                                  store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata);
 void store_sqlite_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
-int store_sqlite_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending);
+int store_sqlite_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                               size_t max_per_requester, size_t *ret_replaced);
 int store_sqlite_challenge_take(store *s, const char *id, store_challenge *ret);
 int store_sqlite_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit, int64_t now);
 int store_sqlite_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);
