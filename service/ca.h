@@ -40,6 +40,10 @@ void ca_service_handle_public(void *userdata, const http_request *req, http_resp
  * show when the certificate expires. */
 int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem);
 
+/* The HTTPS listener whose connections /metrics shows (NULL: none);
+ * unset only once it has stopped. */
+void ca_service_set_transport(ca_service *ca, http_server *srv);
+
 /* Counts a refusal the transport made before any handler ran (413, 429,
  * 431): an http_options.on_refusal for the service's listeners. */
 void ca_service_on_refusal(void *userdata, int status, const char *error);
