@@ -11,9 +11,10 @@
  *   request.
  * - Handshaking connections (accepted, TLS handshake not done) have a cap
  *   of their own, `handshake_cap`, and a deadline of their own,
- *   `handshake_timeout`: the oldest is evicted when a new one would pass
- *   the cap, so that half-open handshakes never take the slots completed
- *   ones need, and every honest handshake gets its turn.
+ *   `handshake_timeout` (unless what the client sent waits unread: then
+ *   the server is the slow one): the oldest is evicted when a new one
+ *   would pass the cap, so that half-open handshakes never take the slots
+ *   completed ones need, and every honest handshake gets its turn.
  * - Every connection has a deadline per phase: receiving a request (from
  *   the accept, or from the end of the previous response: TLS handshake,
  *   headers and body) and sending a response must each end within
@@ -30,6 +31,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -76,6 +78,7 @@ struct http_conn {
 typedef struct conn_list {
         http_conn *oldest, *newest;
         unsigned n;
+        unsigned evicted; /* of n: evicted, not closed yet */
 } conn_list;
 
 struct http_guard {
@@ -134,8 +137,17 @@ static void list_del(conn_list *l, http_conn *c) {
 
 static void move_to(http_guard *g, http_conn *c, list_kind k) {
         list_del(&g->lists[c->list], c);
+        if (c->reaped) {
+                g->lists[c->list].evicted--;
+                g->lists[k].evicted++;
+        }
         c->list = k;
         list_add(&g->lists[k], c);
+}
+
+/* Connections of l not evicted. */
+static unsigned live(const conn_list *l) {
+        return l->n - l->evicted;
 }
 
 /* --- addresses ------------------------------------------------------------------ */
@@ -259,14 +271,33 @@ static void evict(http_guard *g, http_conn *c, http_evict why) {
                 return;
         c->reaped = true;
         g->reaped++;
+        g->lists[c->list].evicted++;
         atomic_fetch_add_explicit(&g->evicted[why], 1, memory_order_relaxed);
         (void) shutdown(c->fd, SHUT_RDWR);
 }
 
+/* A handshake past its deadline whose socket holds bytes the server has
+ * not read yet is late by the server's doing (its I/O threads busy with
+ * other handshakes), not the client's: it gets another second, within
+ * the request's deadline from the accept. */
+static bool server_behind(http_guard *g, http_conn *c, int64_t now) {
+        int unread = 0;
+
+        if (now >= c->accepted_ms + (int64_t) g->b.timeout * 1000 || ioctl(c->fd, FIONREAD, &unread) < 0 ||
+            unread <= 0)
+                return false;
+        c->deadline_ms = now + 1000;
+        return true;
+}
+
 static void reap_list(http_guard *g, list_kind k, int64_t now) {
-        for (http_conn *c = g->lists[k].oldest; c; c = c->next)
-                if (c->deadline_ms && now >= c->deadline_ms && !c->reaped)
-                        evict(g, c, k == LIST_HANDSHAKING ? HTTP_EVICT_HANDSHAKE_TIMEOUT : HTTP_EVICT_DEADLINE);
+        for (http_conn *c = g->lists[k].oldest; c; c = c->next) {
+                if (!c->deadline_ms || now < c->deadline_ms || c->reaped)
+                        continue;
+                if (k == LIST_HANDSHAKING && server_behind(g, c, now))
+                        continue;
+                evict(g, c, k == LIST_HANDSHAKING ? HTTP_EVICT_HANDSHAKE_TIMEOUT : HTTP_EVICT_DEADLINE);
+        }
 }
 
 static void *reaper_main(void *arg) {
@@ -332,7 +363,7 @@ static bool admit(http_guard *g, const uint8_t *raw, size_t len) {
                 return atomic_fetch_add(&g->refused[HTTP_REFUSE_LIMIT], 1), false;
         if (g->total - g->reaped >= g->b.max_connections && !make_room(g, a))
                 return atomic_fetch_add(&g->refused[HTTP_REFUSE_LIMIT], 1), false;
-        if (g->b.tls && g->lists[LIST_HANDSHAKING].n >= g->b.handshake_cap &&
+        if (g->b.tls && live(&g->lists[LIST_HANDSHAKING]) >= g->b.handshake_cap &&
             (c = oldest_live(&g->lists[LIST_HANDSHAKING])))
                 evict(g, c, HTTP_EVICT_HANDSHAKE_CAP);
         return true;
@@ -411,9 +442,10 @@ void http_guard_free(http_guard *g) {
 
 void http_guard_stats(http_guard *g, http_stats *ret) {
         pthread_mutex_lock(&g->lock);
-        ret->handshaking = g->lists[LIST_HANDSHAKING].n;
-        ret->idle = g->lists[LIST_IDLE].n;
-        ret->active = g->lists[LIST_ACTIVE].n;
+        ret->handshaking = live(&g->lists[LIST_HANDSHAKING]);
+        ret->idle = live(&g->lists[LIST_IDLE]);
+        ret->active = live(&g->lists[LIST_ACTIVE]);
+        ret->closing = g->reaped;
         pthread_mutex_unlock(&g->lock);
         for (int i = 0; i < _HTTP_EVICT_MAX; i++)
                 ret->evicted[i] = atomic_load_explicit(&g->evicted[i], memory_order_relaxed);
@@ -458,12 +490,23 @@ void http_guard_conn_free(http_conn *c) {
         list_del(&g->lists[c->list], c);
         addr_unlink(g, c);
         g->total--;
-        if (c->reaped)
+        if (c->reaped) {
                 g->reaped--;
+                g->lists[c->list].evicted--;
+        }
         pthread_mutex_unlock(&g->lock);
         if (current == c)
                 current = NULL;
         free(c);
+}
+
+bool http_conn_evicted(http_conn *c) {
+        bool r;
+
+        pthread_mutex_lock(&c->guard->lock);
+        r = c->reaped;
+        pthread_mutex_unlock(&c->guard->lock);
+        return r;
 }
 
 void *http_conn_owner(const http_conn *c) {

@@ -148,6 +148,8 @@ http_conn *http_guard_conn_new(http_guard *g, void *owner, struct MHD_Connection
 /* Before MHD closes the socket. */
 void http_guard_conn_free(http_conn *c);
 void *http_conn_owner(const http_conn *c);
+/* The guard closed it (a deadline, a budget). */
+bool http_conn_evicted(http_conn *c);
 void *http_conn_tls(const http_conn *c);
 int http_conn_fd(const http_conn *c);
 void http_conn_phase(http_conn *c, http_phase phase);

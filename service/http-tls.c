@@ -363,7 +363,7 @@ const char *http_tls_refuse(gnutls_session_t s, const http_conn *c) {
 
         http_conn_tls_where(c, &hello, &version_ok);
         if (!hello)
-                return "no TLS ClientHello came";
+                return "no TLS ClientHello came"; /* nothing to answer */
         /* libmicrohttpd sends no alert: the client would see the
          * connection closed and guess why. */
         if (!version_ok) {

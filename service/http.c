@@ -508,8 +508,15 @@ static int on_certificate(gnutls_session_t session, const gnutls_datum_t *req_ca
 static void tls_failed(http_server *srv, http_conn *c) {
         gnutls_session_t s = http_conn_tls(c);
         req_state peer = { 0 };
-        const char *why = http_tls_refuse(s, c);
+        bool hello, version_ok;
+        const char *why;
 
+        /* Evicted (our doing), or gone before it said anything (a port
+         * scan, a TCP health check): nothing to tell anyone. */
+        http_conn_tls_where(c, &hello, &version_ok);
+        if (http_conn_evicted(c) || !hello)
+                return;
+        why = http_tls_refuse(s, c);
         atomic_fetch_add(&srv->tls_failures, 1);
         if (!srv->on_tls_failure)
                 return;

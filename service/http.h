@@ -126,6 +126,7 @@ typedef enum http_refuse {
 
 typedef struct http_stats {
         unsigned handshaking, idle, active; /* open connections by state */
+        unsigned closing;                   /* evicted, their I/O thread closing them */
         unsigned signing;                   /* handshakes waiting for the TLS key's signature */
         unsigned queued, working;           /* requests waiting for a worker, being handled */
         uint64_t evicted[_HTTP_EVICT_MAX];

@@ -302,10 +302,10 @@ static int render_counters(buf *out, const metrics_sources *src) {
 
 /* The HTTPS listener's connections (http-guard.c says what each means). */
 static int render_transport(buf *out, const http_stats *t) {
-        static const char *const states[] = { "handshaking", "idle", "active" };
-        const unsigned n[] = { t->handshaking, t->idle, t->active };
+        static const char *const states[] = { "handshaking", "idle", "active", "closing" };
+        const unsigned n[] = { t->handshaking, t->idle, t->active, t->closing };
         int r = header(out, "hwid_connections", "gauge", "Open connections by state: in their TLS handshake, "
-                       "waiting for a request, in a request.");
+                       "waiting for a request, in a request, evicted and being closed.");
 
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(states); i++)
                 r = buf_printf(out, "hwid_connections{state=\"%s\"} %u\n", states[i], n[i]);
