@@ -141,20 +141,19 @@ static int header(buf *out, const char *name, const char *type, const char *help
         return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* One histogram's series; labels is "k=\"v\",..." (without braces). */
+/* One histogram's series; labels is "k=\"v\",..." (without braces), or "". */
 static int histogram_series(buf *out, const char *name, const char *labels, const histogram_snapshot *h,
                             const histogram_bounds *b) {
+        const char *sep = *labels ? "," : "", *open = *labels ? "{" : "", *close = *labels ? "}" : "";
         int r = 0;
-
-        const char *sep = *labels ? "," : "";
 
         for (size_t i = 0; r >= 0 && i < b->n; i++)
                 r = buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, (double) b->le_ns[i] / 1e9,
                                (unsigned long long) h->cumulative[i]);
         if (r >= 0)
-                r = buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name,
-                               labels, sep, (unsigned long long) h->count, name, labels, h->sum_seconds, name, labels,
-                               (unsigned long long) h->count);
+                r = buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n%s_sum%s%s%s %.9f\n%s_count%s%s%s %llu\n", name,
+                               labels, sep, (unsigned long long) h->count, name, open, labels, close, h->sum_seconds,
+                               name, open, labels, close, (unsigned long long) h->count);
         return r;
 }
 
