@@ -34,7 +34,7 @@
  * revocations make some 5 MB (bench/run.sh serves one). */
 #define HTTP_RESPONSE_MAX (64u << 20)
 #define HTTP_ERROR_MESSAGE_MAX 1024     /* longer messages are cut */
-#define HTTP_POOL_SLACK (16u << 10)     /* MHD pool beyond max_header */
+#define HTTP_POOL_SLACK (4u << 10)      /* MHD pool beyond max_header */
 #define HTTP_DISCARD_MIN (1u << 20)     /* see on_body() */
 
 struct http_server {
