@@ -148,7 +148,7 @@ static const row rows[] = {
           .reason = "'metrics' needs mutual TLS with the certificate of an operator (admin role)" },
         { "anonymous administers", AUTHZ, .role = ROLE_ANONYMOUS, .action = ACTION_ADMIN, DENY(HWID_E_UNAUTHENTICATED),
           .reason = "admin role" },
-        { "token holder administers", AUTHZ, TOKEN("edge"), .action = ACTION_ADMIN, DENY(HWID_E_FORBIDDEN),
+        { "token holder administers", AUTHZ, TOKEN("edge"), .action = ACTION_ADMIN, DENY(HWID_E_UNAUTHENTICATED),
           .reason = "admin role" },
         { "admin administers", AUTHZ, .role = ROLE_ADMIN, .identity = "root", .action = ACTION_ADMIN, ALLOW,
           .reason = "'root' has the admin role", .by = "admin" },
