@@ -1,5 +1,6 @@
-/* Our answer to what libmicrohttpd refuses on its own, and the lingering
- * close after it.
+/* The transport's JSON error answers: http_error() for every error of the
+ * transport and the handlers, our answer to what libmicrohttpd refuses on
+ * its own, and the lingering close after it.
  *
  * MHD 0.9 answers some malformed requests itself, with an HTML body,
  * before any callback of ours sees the request (a header block larger
@@ -30,12 +31,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <microhttpd.h>
 
 #include "error.h"
 #include "http-internal.h"
 #include "http.h"
 
+#define HTTP_ERROR_MESSAGE_MAX 1024 /* longer messages are cut */
 #define LINGER_MS 2000
 #define LINGER_MAX_BYTES (8u << 20)
 #define LINGER_MAX_FDS 256 /* more at once: closed without lingering */
@@ -56,6 +59,44 @@ struct http_linger {
         int epfd, stop_fd;
         lingering slots[LINGER_MAX_FDS];
 };
+
+/* --- JSON errors (every error answer of the transport and the handlers) ------- */
+
+static void set_static_error(http_response *resp) {
+        buf_reset(&resp->body);
+        (void) buf_append_str(&resp->body, "{\"error\":\"internal\",\"message\":\"internal error\"}");
+}
+
+void http_error(http_response *resp, int status, const char *slug, const char *message) {
+        char msg[HTTP_ERROR_MESSAGE_MAX + 1];
+        json_object *o;
+        const char *s;
+
+        resp->status = status;
+        resp->content_type = "application/json";
+        resp->error = slug ? slug : "internal";
+        if (resp->body.max == 0)
+                resp->body.max = HTTP_ERROR_MESSAGE_MAX * 8;
+        snprintf(msg, sizeof(msg), "%s", message ? message : "");
+        o = json_object_new_object();
+        if (!o || json_object_object_add(o, "error", json_object_new_string(slug ? slug : "internal")) < 0 ||
+            json_object_object_add(o, "message", json_object_new_string(msg)) < 0) {
+                json_object_put(o);
+                set_static_error(resp);
+                return;
+        }
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        buf_reset(&resp->body);
+        if (!s || buf_append_str(&resp->body, s) < 0)
+                set_static_error(resp);
+        json_object_put(o);
+}
+
+void http_error_from(http_response *resp, int r) {
+        if (r >= 0)
+                r = -HWID_E_INTERNAL;
+        http_error(resp, hwid_err_http_status(r), hwid_err_slug(r), hwid_strerror(r));
+}
 
 /* --- the lingering close ------------------------------------------------------ */
 

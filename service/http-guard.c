@@ -262,6 +262,23 @@ static bool sockaddr_raw(const struct sockaddr *sa, socklen_t len, uint8_t raw[1
         return false;
 }
 
+static const char *const evict_names[_HTTP_EVICT_MAX] = {
+        [HTTP_EVICT_HANDSHAKE_TIMEOUT] = "handshake_timeout", [HTTP_EVICT_HANDSHAKE_CAP] = "handshake_cap",
+        [HTTP_EVICT_FAIR_SHARE] = "fair_share",               [HTTP_EVICT_IDLE_AT_LIMIT] = "idle_at_limit",
+        [HTTP_EVICT_DEADLINE] = "deadline",
+};
+static const char *const refuse_names[_HTTP_REFUSE_MAX] = {
+        [HTTP_REFUSE_RATE] = "rate", [HTTP_REFUSE_PER_ADDRESS] = "per_address", [HTTP_REFUSE_LIMIT] = "limit",
+};
+
+const char *http_evict_name(http_evict e) {
+        return (unsigned) e < _HTTP_EVICT_MAX ? evict_names[e] : "unknown";
+}
+
+const char *http_refuse_name(http_refuse r) {
+        return (unsigned) r < _HTTP_REFUSE_MAX ? refuse_names[r] : "unknown";
+}
+
 /* --- evictions ---------------------------------------------------------------- */
 
 /* Called with the lock held.  The socket is still open: MHD tells us a

@@ -21,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
 #include <microhttpd.h>
 
 #include "error.h"
@@ -33,7 +32,6 @@
  * largest is the CRL, about 50 bytes per revoked certificate: 100,000
  * revocations make some 5 MB (bench/run.sh serves one). */
 #define HTTP_RESPONSE_MAX (64u << 20)
-#define HTTP_ERROR_MESSAGE_MAX 1024     /* longer messages are cut */
 #define HTTP_POOL_SLACK (4u << 10)      /* MHD pool beyond max_header */
 #define HTTP_DISCARD_MIN (1u << 20)     /* see on_body() */
 
@@ -79,44 +77,6 @@ typedef struct req_state {
         uint8_t peer_raw[16];
         size_t peer_raw_len;
 } req_state;
-
-/* --- JSON errors ------------------------------------------------------------ */
-
-static void set_static_error(http_response *resp) {
-        buf_reset(&resp->body);
-        (void) buf_append_str(&resp->body, "{\"error\":\"internal\",\"message\":\"internal error\"}");
-}
-
-void http_error(http_response *resp, int status, const char *slug, const char *message) {
-        char msg[HTTP_ERROR_MESSAGE_MAX + 1];
-        json_object *o;
-        const char *s;
-
-        resp->status = status;
-        resp->content_type = "application/json";
-        resp->error = slug ? slug : "internal";
-        if (resp->body.max == 0)
-                resp->body.max = HTTP_ERROR_MESSAGE_MAX * 8;
-        snprintf(msg, sizeof(msg), "%s", message ? message : "");
-        o = json_object_new_object();
-        if (!o || json_object_object_add(o, "error", json_object_new_string(slug ? slug : "internal")) < 0 ||
-            json_object_object_add(o, "message", json_object_new_string(msg)) < 0) {
-                json_object_put(o);
-                set_static_error(resp);
-                return;
-        }
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        buf_reset(&resp->body);
-        if (!s || buf_append_str(&resp->body, s) < 0)
-                set_static_error(resp);
-        json_object_put(o);
-}
-
-void http_error_from(http_response *resp, int r) {
-        if (r >= 0)
-                r = -HWID_E_INTERNAL;
-        http_error(resp, hwid_err_http_status(r), hwid_err_slug(r), hwid_strerror(r));
-}
 
 /* --- responses ---------------------------------------------------------------- */
 
@@ -709,23 +669,6 @@ static void drain(http_server *s) {
                         break;
                 nanosleep(&tick, NULL);
         }
-}
-
-static const char *const evict_names[_HTTP_EVICT_MAX] = {
-        [HTTP_EVICT_HANDSHAKE_TIMEOUT] = "handshake_timeout", [HTTP_EVICT_HANDSHAKE_CAP] = "handshake_cap",
-        [HTTP_EVICT_FAIR_SHARE] = "fair_share",               [HTTP_EVICT_IDLE_AT_LIMIT] = "idle_at_limit",
-        [HTTP_EVICT_DEADLINE] = "deadline",
-};
-static const char *const refuse_names[_HTTP_REFUSE_MAX] = {
-        [HTTP_REFUSE_RATE] = "rate", [HTTP_REFUSE_PER_ADDRESS] = "per_address", [HTTP_REFUSE_LIMIT] = "limit",
-};
-
-const char *http_evict_name(http_evict e) {
-        return (unsigned) e < _HTTP_EVICT_MAX ? evict_names[e] : "unknown";
-}
-
-const char *http_refuse_name(http_refuse r) {
-        return (unsigned) r < _HTTP_REFUSE_MAX ? refuse_names[r] : "unknown";
 }
 
 void http_server_stats(http_server *s, http_stats *ret) {
