@@ -29,6 +29,7 @@
  * per-process random key. */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -48,13 +49,23 @@
 
 typedef enum list_kind { LIST_HANDSHAKING, LIST_IDLE, LIST_ACTIVE, _LIST_MAX } list_kind;
 
+/* Connections in age order, oldest first: each connection is in two such
+ * chains at once (its state's, its address's), through a link of each. */
+typedef struct conn_link {
+        http_conn *prev, *next;
+} conn_link;
+
+typedef struct chain {
+        http_conn *oldest, *newest;
+} chain;
+
 typedef struct http_addr http_addr;
 struct http_addr {
         uint8_t raw[16];
         size_t len;
         unsigned count;
-        http_conn *oldest, *newest; /* its connections */
-        http_addr *next;            /* hash chain */
+        chain conns;     /* its connections (through http_conn.in_addr) */
+        http_addr *next; /* hash chain */
 };
 
 struct http_conn {
@@ -71,12 +82,12 @@ struct http_conn {
         bool reaped;
         bool hello_seen, version_ok; /* the TLS handshake got that far */
         http_addr *addr;
-        http_conn *prev, *next;   /* its state's list */
-        http_conn *aprev, *anext; /* its address's list */
+        conn_link in_list; /* its state's list */
+        conn_link in_addr; /* its address's connections */
 };
 
 typedef struct conn_list {
-        http_conn *oldest, *newest;
+        chain conns; /* through http_conn.in_list */
         unsigned n;
         unsigned evicted; /* of n: evicted, not closed yet */
 } conn_list;
@@ -111,27 +122,39 @@ int64_t http_now_ms(void) {
 
 /* --- lists ------------------------------------------------------------------ */
 
-static void list_add(conn_list *l, http_conn *c) {
-        c->prev = l->newest;
-        c->next = NULL;
-        if (l->newest)
-                l->newest->next = c;
+#define LINK(c, off) ((conn_link *) ((char *) (c) + (off)))
+
+static void chain_add(chain *ch, http_conn *c, size_t off) {
+        LINK(c, off)->prev = ch->newest;
+        LINK(c, off)->next = NULL;
+        if (ch->newest)
+                LINK(ch->newest, off)->next = c;
         else
-                l->oldest = c;
-        l->newest = c;
+                ch->oldest = c;
+        ch->newest = c;
+}
+
+static void chain_del(chain *ch, http_conn *c, size_t off) {
+        conn_link *l = LINK(c, off);
+
+        if (l->prev)
+                LINK(l->prev, off)->next = l->next;
+        else
+                ch->oldest = l->next;
+        if (l->next)
+                LINK(l->next, off)->prev = l->prev;
+        else
+                ch->newest = l->prev;
+        l->prev = l->next = NULL;
+}
+
+static void list_add(conn_list *l, http_conn *c) {
+        chain_add(&l->conns, c, offsetof(http_conn, in_list));
         l->n++;
 }
 
 static void list_del(conn_list *l, http_conn *c) {
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                l->oldest = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        else
-                l->newest = c->prev;
-        c->prev = c->next = NULL;
+        chain_del(&l->conns, c, offsetof(http_conn, in_list));
         l->n--;
 }
 
@@ -204,12 +227,7 @@ static void addr_put(http_guard *g, http_addr *a) {
 
 static void addr_link(http_guard *g, http_addr *a, http_conn *c) {
         c->addr = a;
-        c->aprev = a->newest;
-        if (a->newest)
-                a->newest->anext = c;
-        else
-                a->oldest = c;
-        a->newest = c;
+        chain_add(&a->conns, c, offsetof(http_conn, in_addr));
         a->count++;
         if (!g->heaviest || a->count > g->heaviest->count)
                 g->heaviest = a;
@@ -220,14 +238,7 @@ static void addr_unlink(http_guard *g, http_conn *c) {
 
         if (!a)
                 return;
-        if (c->aprev)
-                c->aprev->anext = c->anext;
-        else
-                a->oldest = c->anext;
-        if (c->anext)
-                c->anext->aprev = c->aprev;
-        else
-                a->newest = c->aprev;
+        chain_del(&a->conns, c, offsetof(http_conn, in_addr));
         a->count--;
         c->addr = NULL;
         addr_put(g, a);
@@ -308,7 +319,7 @@ static bool server_behind(http_guard *g, http_conn *c, int64_t now) {
 }
 
 static void reap_list(http_guard *g, list_kind k, int64_t now) {
-        for (http_conn *c = g->lists[k].oldest; c; c = c->next) {
+        for (http_conn *c = g->lists[k].conns.oldest; c; c = c->in_list.next) {
                 if (!c->deadline_ms || now < c->deadline_ms || c->reaped)
                         continue;
                 if (k == LIST_HANDSHAKING && server_behind(g, c, now))
@@ -341,7 +352,7 @@ static void *reaper_main(void *arg) {
 
 /* The oldest connection of l that is not evicted yet, or NULL. */
 static http_conn *oldest_live(conn_list *l) {
-        for (http_conn *c = l->oldest; c; c = c->next)
+        for (http_conn *c = l->conns.oldest; c; c = c->in_list.next)
                 if (!c->reaped)
                         return c;
         return NULL;
@@ -356,7 +367,7 @@ static bool make_room(http_guard *g, http_addr *newcomer) {
         http_conn *c;
 
         if (h && h != newcomer && h->count > mine + 1)
-                for (c = h->oldest; c; c = c->anext)
+                for (c = h->conns.oldest; c; c = c->in_addr.next)
                         if (!c->reaped && c->list != LIST_ACTIVE) {
                                 evict(g, c, HTTP_EVICT_FAIR_SHARE);
                                 return true;
