@@ -105,16 +105,21 @@ class Flood:
             g.closed += 1
 
     def top_up(self):
-        """One new connection per group in turn, so that no group's churn
-        takes the whole rate."""
+        """New connections for each group in proportion to what it lacks,
+        so that no group's churn takes the whole rate, and the largest
+        group is not starved by the small ones either."""
         self.refill()
-        more = True
-        while more and self.tokens >= 1:
-            more = False
-            for g in self.groups:
-                if g.open + g.pending < g.count and self.tokens >= 1:
-                    self.tokens -= 1
-                    more = self.connect(g) or more
+        lacking = [max(0, g.count - g.open - g.pending) for g in self.groups]
+        total = sum(lacking)
+        budget = int(self.tokens)
+        if total == 0 or budget == 0:
+            return
+        for g, lack in zip(self.groups, lacking):
+            share = min(lack, max(1, budget * lack // total)) if lack else 0
+            for _ in range(share):
+                if self.tokens < 1 or not self.connect(g):
+                    break
+                self.tokens -= 1
 
     def write_status(self):
         tmp = self.status + ".tmp"
