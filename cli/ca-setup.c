@@ -43,7 +43,18 @@
         "\n"                                                                                     \
         "limits:\n"                                                                              \
         "  max_body: 64KiB\n"                                                                    \
+        "  max_header: 8KiB\n"                                                                   \
         "  timeout: 30s\n"                                                                       \
+        "  # Connections: docs/CONFIG.md says what each costs in memory.\n"                      \
+        "  max_connections: 16384\n"                                                             \
+        "  max_connections_per_ip: 1024\n"                                                       \
+        "  handshake_cap: 1024\n"                                                                \
+        "  handshake_timeout: 10s\n"                                                             \
+        "  workers: 32\n"                                                                        \
+        "  # Requests per second per client address, and new connections (burst x2).\n"        \
+        "  # A factory station enrolling faster: raise it, or 0 to turn it off.\n"              \
+        "  rate_per_ip: 200\n"                                                                   \
+        "  rate_burst: 500\n"                                                                    \
         "  retry_after: 5s\n"                                                                    \
         "\n"                                                                                     \
         "policy:\n"                                                                              \

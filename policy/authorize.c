@@ -198,7 +198,10 @@ static policy_verdict authz_anonymous(authz *a) {
                 return deny(a, -HWID_E_UNAUTHENTICATED, true,
                             "reading an identity needs mutual TLS with that identity's certificate");
         default:
-                if (has_cert || !policy_action_is_admin_api(a->action))
+                /* Every operators' action, /metrics included: a client
+                 * without credentials is told to bring them (401), as
+                 * for the admin API, not that it may not (403). */
+                if (has_cert || !operators_only(a->action))
                         return VERDICT_NO_OPINION;
                 snprintf(reason, sizeof(reason), "'%s' needs mutual TLS with the certificate of an operator (%s role)",
                          policy_action_name(a->action), policy_roles_allowed(a->action, roles, sizeof(roles)));

@@ -158,6 +158,7 @@ void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp
                 .tls_key = ca->tls_key,
                 .tls_not_after = ca->tls_not_after,
         };
+        http_server *srv = atomic_load(&ca->transport);
         int r = ca_allow_read(ca, req, ACTION_METRICS);
 
         if (r >= 0)
@@ -167,6 +168,10 @@ void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp
         pthread_mutex_lock(&ca->crl_lock);
         src.crl_made_at = ca->crl_made_at;
         pthread_mutex_unlock(&ca->crl_lock);
+        if (srv) {
+                http_server_stats(srv, &src.transport);
+                src.have_transport = true;
+        }
         if (r >= 0)
                 r = metrics_render(ca->metrics, &src, &resp->body);
         if (r < 0) {

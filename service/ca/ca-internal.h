@@ -49,6 +49,8 @@ struct ca_service {
         /* hwidd's TLS identity (ca_service_set_tls()), for /readyz and metrics. */
         hwid_key *tls_key;
         int64_t tls_not_after;
+        /* The HTTPS listener, for its connection metrics (ca_service_set_transport()). */
+        _Atomic(http_server *) transport;
         /* /readyz: the last verdict, reused for a second (health.c). */
         pthread_mutex_t ready_lock;
         uint64_t ready_checked_ms;

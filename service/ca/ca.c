@@ -132,6 +132,10 @@ int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem) {
         return 0;
 }
 
+void ca_service_set_transport(ca_service *ca, http_server *srv) {
+        atomic_store(&ca->transport, srv);
+}
+
 const char *ca_service_client_ca_pem(const ca_service *ca) {
         return ca->client_ca_pem;
 }

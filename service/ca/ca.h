@@ -37,6 +37,10 @@ void ca_service_checkpoint(ca_service *ca, int64_t now);
  * show when the certificate expires. */
 int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem);
 
+/* The HTTPS listener whose connections /metrics shows (NULL: none);
+ * unset only once it has stopped. */
+void ca_service_set_transport(ca_service *ca, http_server *srv);
+
 /* The PEM the TLS layer trusts for client certificates: the CA
  * certificate alone, never the root or other members of its chain (hwid
  * signs every client certificate with this CA directly). */

@@ -56,8 +56,12 @@ int metrics_new(metrics **ret) {
         for (int code = 1; code < _HWID_E_MAX; code++)
                 if (hwid_err_http_status(-code) >= 400)
                         add_slug(m, hwid_err_slug(-code));
-        /* The transport's own refusals (http.c). */
+        /* The transport's own refusals (http.c, http-answer.c). */
         add_slug(m, "headers_too_large");
+        add_slug(m, "uri_too_long");
+        add_slug(m, "bad_request");
+        add_slug(m, "not_implemented");
+        add_slug(m, "http_version_not_supported");
         *ret = m;
         return 0;
 }
@@ -143,18 +147,19 @@ static int header(buf *out, const char *name, const char *type, const char *help
         return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* One histogram's series; labels is "k=\"v\",..." (without braces). */
+/* One histogram's series; labels is "k=\"v\",..." (without braces), or "". */
 static int histogram_series(buf *out, const char *name, const char *labels, const histogram_snapshot *h,
                             const histogram_bounds *b) {
+        const char *sep = *labels ? "," : "", *open = *labels ? "{" : "", *close = *labels ? "}" : "";
         int r = 0;
 
         for (size_t i = 0; r >= 0 && i < b->n; i++)
-                r = buf_printf(out, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, (double) b->le_ns[i] / 1e9,
+                r = buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, (double) b->le_ns[i] / 1e9,
                                (unsigned long long) h->cumulative[i]);
         if (r >= 0)
-                r = buf_printf(out, "%s_bucket{%s,le=\"+Inf\"} %llu\n%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name,
-                               labels, (unsigned long long) h->count, name, labels, h->sum_seconds, name, labels,
-                               (unsigned long long) h->count);
+                r = buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n%s_sum%s%s%s %.9f\n%s_count%s%s%s %llu\n", name,
+                               labels, sep, (unsigned long long) h->count, name, open, labels, close, h->sum_seconds,
+                               name, open, labels, close, (unsigned long long) h->count);
         return r;
 }
 
@@ -314,6 +319,51 @@ static int render_counters(buf *out, const metrics_sources *src) {
         return r;
 }
 
+/* The HTTPS listener's connections (http-guard.c says what each means). */
+static int render_transport(buf *out, const http_stats *t) {
+        static const char *const states[] = { "handshaking", "idle", "active", "closing" };
+        const unsigned n[] = { t->handshaking, t->idle, t->active, t->closing };
+        int r = header(out, "hwid_connections", "gauge", "Open connections by state: in their TLS handshake, "
+                       "waiting for a request, in a request, evicted and being closed.");
+
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(states); i++)
+                r = buf_printf(out, "hwid_connections{state=\"%s\"} %u\n", states[i], n[i]);
+        if (r >= 0)
+                r = header(out, "hwid_connections_evicted_total", "counter",
+                           "Connections the server closed to keep its budgets, by reason.");
+        for (int i = 0; r >= 0 && i < _HTTP_EVICT_MAX; i++)
+                r = buf_printf(out, "hwid_connections_evicted_total{reason=\"%s\"} %llu\n", http_evict_name(i),
+                               (unsigned long long) t->evicted[i]);
+        if (r >= 0)
+                r = header(out, "hwid_connections_refused_total", "counter",
+                           "Connections refused when accepted (before TLS), by reason.");
+        for (int i = 0; r >= 0 && i < _HTTP_REFUSE_MAX; i++)
+                r = buf_printf(out, "hwid_connections_refused_total{reason=\"%s\"} %llu\n", http_refuse_name(i),
+                               (unsigned long long) t->refused[i]);
+        if (r >= 0)
+                r = header(out, "hwid_tls_handshake_duration_seconds", "histogram",
+                           "Time from accepting a connection to the end of its TLS handshake.");
+        if (r >= 0)
+                r = histogram_series(out, "hwid_tls_handshake_duration_seconds", "", &t->handshake,
+                                     &histogram_bounds_sign);
+        if (r >= 0)
+                r = buf_printf(out, "# HELP hwid_tls_handshake_failures_total TLS handshakes that failed.\n"
+                                    "# TYPE hwid_tls_handshake_failures_total counter\n"
+                                    "hwid_tls_handshake_failures_total %llu\n",
+                               (unsigned long long) t->tls_failures);
+        if (r >= 0)
+                r = gauge(out, "hwid_tls_handshakes_signing",
+                          "TLS handshakes waiting for the TLS key's signature now (at most one per I/O thread).",
+                          (double) t->signing);
+        if (r >= 0)
+                r = gauge(out, "hwid_http_requests_queued", "Complete requests waiting for a worker thread.",
+                          (double) t->queued);
+        if (r >= 0)
+                r = gauge(out, "hwid_http_requests_working", "Requests a worker thread is handling now.",
+                          (double) t->working);
+        return r;
+}
+
 int metrics_render(metrics *m, const metrics_sources *src, buf *out) {
         int r = render_counters(out, src);
 
@@ -327,5 +377,7 @@ int metrics_render(metrics *m, const metrics_sources *src, buf *out) {
                 r = render_signing(out, src);
         if (r >= 0)
                 r = render_gauges(m, out, src);
+        if (r >= 0 && src->have_transport)
+                r = render_transport(out, &src->transport);
         return r;
 }

@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "hsm.h"
+#include "http.h"
 #include "store.h"
 
 typedef struct metrics metrics;
@@ -78,6 +79,8 @@ typedef struct metrics_sources {
         int64_t ca_not_after;
         int64_t tls_not_after;    /* 0: unknown */
         int64_t crl_made_at;      /* 0: no CRL made yet */
+        bool have_transport;      /* the HTTPS listener's connections */
+        http_stats transport;
 } metrics_sources;
 
 int metrics_render(metrics *m, const metrics_sources *src, buf *out);

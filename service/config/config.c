@@ -42,7 +42,11 @@ static const cfg_field limit_fields[] = {
         FIELD("max_body", cfg_fn_size, CFG(max_body), .min = 1024, .max = 64 * 1024 * 1024),
         FIELD("max_header", cfg_fn_size, CFG(max_header), .min = 1024, .max = 1024 * 1024),
         FIELD("timeout", cfg_fn_duration_uint, CFG(timeout), .min = 1, .max = 3600),
-        FIELD("max_connections", cfg_fn_uint, CFG(max_connections), .min = 1, .max = 65536),
+        FIELD("max_connections", cfg_fn_uint, CFG(max_connections), .min = 1, .max = 1000000),
+        FIELD("max_connections_per_ip", cfg_fn_uint, CFG(max_connections_per_ip), .min = 1, .max = 1000000),
+        FIELD("handshake_cap", cfg_fn_uint, CFG(handshake_cap), .min = 1, .max = 1000000),
+        FIELD("handshake_timeout", cfg_fn_duration_uint, CFG(handshake_timeout), .min = 1, .max = 3600),
+        FIELD("workers", cfg_fn_uint, CFG(workers), .min = 1, .max = 1024),
         FIELD("rate_per_ip", cfg_fn_rate, CFG(rate_per_ip), .min = 0, .max = 1000000),
         FIELD("rate_burst", cfg_fn_uint, CFG(rate_burst), .min = 1, .max = 1000000),
         FIELD("retry_after", cfg_fn_duration, CFG(retry_after), .min = 1, .max = DAY),
@@ -129,9 +133,13 @@ static void set_defaults(hwidd_config *c) {
         c->max_body = 64 * 1024;
         c->max_header = 8 * 1024;
         c->timeout = 30;
-        c->max_connections = 1024;
-        c->rate_per_ip = 0;
-        c->rate_burst = 20;
+        c->max_connections = 16384;
+        c->max_connections_per_ip = 1024;
+        c->handshake_cap = 1024;
+        c->handshake_timeout = 10;
+        c->workers = 32;
+        c->rate_per_ip = 200;
+        c->rate_burst = 500;
         c->retry_after = 5;
         c->clock_skew = 5 * MINUTE;
         c->audit_retention = 365 * DAY;

@@ -30,8 +30,12 @@ typedef struct hwidd_config {
         size_t max_body;       /* bytes, default 64 KiB */
         size_t max_header;     /* bytes, default 8 KiB */
         unsigned timeout;      /* connection timeout, seconds, default 30 */
-        unsigned max_connections; /* default 1024 */
-        double rate_per_ip;    /* requests per second per client address, 0: off */
+        unsigned max_connections; /* default 16384 */
+        unsigned max_connections_per_ip; /* default 1024 */
+        unsigned handshake_cap;   /* connections in their TLS handshake, default 1024 */
+        unsigned handshake_timeout; /* seconds, default 10 */
+        unsigned workers;         /* threads running request handlers, default 32 */
+        double rate_per_ip;    /* requests per second per client address, 0: off; default 200 */
         unsigned rate_burst;
         int64_t retry_after;   /* seconds a pending device is told to wait, default 5 */
         /* How far clocks may disagree, seconds (default 300): issuance

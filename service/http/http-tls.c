@@ -1,6 +1,9 @@
 /* GnuTLS glue for hwidd: a server key that signs in the HSM/TPM, the
  * server certificate chain, and client certificate verification. */
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <openssl/core_names.h>
@@ -24,6 +27,7 @@ struct http_tls {
         int bits;
         hwid_key_type type;
         X509_STORE *client_ca;  /* NULL: no mutual TLS */
+        atomic_uint signing;    /* handshakes waiting for the HSM's signature now */
         gnutls_datum_t ticket_key; /* session tickets: made at start, never stored */
 };
 
@@ -138,7 +142,7 @@ static int device_sign(http_tls *t, const char *md, const char *pad,
  * and RSA-PSS get the bare digest; RSA PKCS#1 v1.5 arrives as
  * GNUTLS_SIGN_RSA_RAW with a DigestInfo (the TLS 1.0 MD5+SHA-1 form is
  * refused: those versions are disabled). */
-static int tls_sign_hash(gnutls_privkey_t key, gnutls_sign_algorithm_t algo, void *userdata,
+static int sign_hash(gnutls_privkey_t key, gnutls_sign_algorithm_t algo, void *userdata,
                          unsigned int flags, const gnutls_datum_t *hash, gnutls_datum_t *sig) {
         http_tls *t = userdata;
         const uint8_t *dgst = hash->data;
@@ -162,6 +166,24 @@ static int tls_sign_hash(gnutls_privkey_t key, gnutls_sign_algorithm_t algo, voi
         if (gnutls_sign_get_pk_algorithm(algo) == GNUTLS_PK_RSA_PSS)
                 return device_sign(t, md, OSSL_PKEY_RSA_PAD_MODE_PSS, dgst, dlen, sig);
         return device_sign(t, md, OSSL_PKEY_RSA_PAD_MODE_PKCSV15, dgst, dlen, sig);
+}
+
+/* Handshake signatures run on the I/O threads (GnuTLS has no way to wait
+ * for one without blocking), so no more than there are I/O threads wait
+ * for the HSM at once; counted for /metrics. */
+static int tls_sign_hash(gnutls_privkey_t key, gnutls_sign_algorithm_t algo, void *userdata,
+                         unsigned int flags, const gnutls_datum_t *hash, gnutls_datum_t *sig) {
+        http_tls *t = userdata;
+        int r;
+
+        atomic_fetch_add_explicit(&t->signing, 1, memory_order_relaxed);
+        r = sign_hash(key, algo, userdata, flags, hash, sig);
+        atomic_fetch_sub_explicit(&t->signing, 1, memory_order_relaxed);
+        return r;
+}
+
+unsigned http_tls_signing(http_tls *t) {
+        return t ? atomic_load_explicit(&t->signing, memory_order_relaxed) : 0;
 }
 
 static int tls_key_info(gnutls_privkey_t key, unsigned int flags, void *userdata) {
@@ -287,10 +309,70 @@ void http_tls_free(http_tls *t) {
         free(t);
 }
 
-void http_tls_session_start(http_tls *t, gnutls_session_t s) {
+/* --- the connection's transport and its handshake's progress --------------- */
+
+/* Every read and write of the connection marks it as its thread's current
+ * one: what libmicrohttpd logs next is about it (http-answer.c). */
+static ssize_t conn_pull(gnutls_transport_ptr_t p, void *data, size_t len) {
+        http_conn_set_current(p);
+        return recv(http_conn_fd(p), data, len, 0);
+}
+
+static ssize_t conn_vec_push(gnutls_transport_ptr_t p, const giovec_t *iov, int iovcnt) {
+        struct msghdr m = { .msg_iov = (struct iovec *) iov, .msg_iovlen = (size_t) iovcnt };
+
+        http_conn_set_current(p);
+        return sendmsg(http_conn_fd(p), &m, MSG_NOSIGNAL);
+}
+
+static int on_handshake_message(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,
+                                const gnutls_datum_t *msg) {
+        http_conn *c = gnutls_transport_get_ptr(s);
+
+        if (incoming && when == GNUTLS_HOOK_PRE && htype == GNUTLS_HANDSHAKE_CLIENT_HELLO)
+                http_conn_tls_progress(c, true, false);
+        /* The server's last message in: the client's Finished (full and
+         * resumed handshakes alike). */
+        if (incoming && when == GNUTLS_HOOK_POST && htype == GNUTLS_HANDSHAKE_FINISHED)
+                http_conn_handshake_done(c);
+        return 0;
+}
+
+/* After the ClientHello's version was agreed on, before the cipher suite. */
+static int on_client_hello(gnutls_session_t s) {
+        http_conn_tls_progress(gnutls_transport_get_ptr(s), true, true);
+        return 0;
+}
+
+void http_tls_session_start(http_tls *t, gnutls_session_t s, http_conn *c) {
+        if (!t || !s)
+                return;
         /* Resumption is an optimisation: without it, a full handshake. */
-        if (t && s)
-                (void) gnutls_session_ticket_enable_server(s, &t->ticket_key);
+        (void) gnutls_session_ticket_enable_server(s, &t->ticket_key);
+        if (!c)
+                return;
+        gnutls_transport_set_ptr(s, c);
+        gnutls_transport_set_pull_function(s, conn_pull);
+        gnutls_transport_set_vec_push_function(s, conn_vec_push);
+        gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_ANY, GNUTLS_HOOK_BOTH, on_handshake_message);
+        gnutls_handshake_set_post_client_hello_function(s, on_client_hello);
+}
+
+const char *http_tls_refuse(gnutls_session_t s, const http_conn *c) {
+        bool hello, version_ok;
+
+        http_conn_tls_where(c, &hello, &version_ok);
+        if (!hello)
+                return "no TLS ClientHello came"; /* nothing to answer */
+        /* libmicrohttpd sends no alert: the client would see the
+         * connection closed and guess why. */
+        if (!version_ok) {
+                (void) gnutls_alert_send(s, GNUTLS_AL_FATAL, GNUTLS_A_PROTOCOL_VERSION);
+                return "the client offers no TLS version served (TLS 1.2 and 1.3 are)";
+        }
+        (void) gnutls_alert_send(s, GNUTLS_AL_FATAL, GNUTLS_A_HANDSHAKE_FAILURE);
+        return "the handshake failed after the ClientHello (no cipher suite, group or signature scheme in "
+               "common, or a protocol error)";
 }
 
 int http_tls_retrieve(http_tls *t, gnutls_pcert_st **ret_pcert, unsigned *ret_n,

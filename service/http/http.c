@@ -1,7 +1,12 @@
 /* hwidd's HTTPS transport: libmicrohttpd over GnuTLS, with the server's TLS
- * key in the HSM/TPM (http-tls.c).  This file bounds and delivers requests:
- * header and body caps, per-address rate limiting, JSON errors, graceful
- * stop.  It never logs; start-up failures come back as -hwid_err. */
+ * key in the HSM/TPM (http-tls.c).  Connections are multiplexed by epoll
+ * on a few I/O threads (MHD's internal thread pool); a complete request is
+ * suspended there and handed to a worker thread (http-work.c), which runs
+ * the handler and resumes it with the answer: an idle or slow connection
+ * costs memory, never a thread.  This file bounds and delivers requests:
+ * header and body caps, message framing, per-address rate limiting, JSON
+ * errors, graceful stop; http-guard.c keeps the connection budgets.  It
+ * never logs; start-up failures come back as -hwid_err. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <malloc.h>
@@ -14,6 +19,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -26,7 +32,7 @@
  * largest is the CRL, about 50 bytes per revoked certificate: 100,000
  * revocations make some 5 MB (bench/run.sh serves one). */
 #define HTTP_RESPONSE_MAX (64u << 20)
-#define HTTP_POOL_SLACK (16u << 10)     /* MHD pool beyond max_header */
+#define HTTP_POOL_SLACK (4u << 10)      /* MHD pool beyond max_header */
 #define HTTP_DISCARD_MIN (1u << 20)     /* see on_body() */
 
 struct http_server {
@@ -34,9 +40,13 @@ struct http_server {
         http_tls *tls;
         ratelimit *rl;
         http_guard *guard;
+        http_work *work;
+        http_linger *linger;
         http_handler handler;
         void *userdata;
         void (*on_refusal)(void *userdata, int status, const char *error);
+        void (*on_tls_failure)(void *userdata, const char *peer, const char *why);
+        atomic_ullong tls_failures;
         size_t max_body;
         size_t max_header;
         size_t discard_max;
@@ -50,7 +60,13 @@ struct http_server {
 };
 
 typedef struct req_state {
+        http_job job;   /* first: the worker's queue entry */
+        http_server *srv;
+        struct MHD_Connection *conn;
+        http_request req;   /* while a worker handles it */
+        http_response resp; /* the worker's answer */
         bool started;   /* the access handler has seen the headers */
+        bool handled;   /* a worker answered: resp is ready to queue */
         bool responded; /* a response is queued */
         bool too_large; /* body over max_body: being discarded */
         bool bad_target; /* the raw request target holds a NUL or a control character */
@@ -181,48 +197,25 @@ static void peer_address(struct MHD_Connection *conn, req_state *st) {
         }
 }
 
-static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-        size_t *sum = cls;
+/* A Content-Length over max_body.  A client already sending its body
+ * would see the connection reset before our answer: a body of reasonable
+ * size is read and dropped, then answered 413.  One waiting for "100
+ * Continue" is answered at once. */
+static enum MHD_Result check_length(http_server *srv, struct MHD_Connection *conn, req_state *st, const char *cl) {
+        char *end = NULL, msg[128];
+        unsigned long long n;
 
-        *sum += (key ? strlen(key) : 0) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
-        return MHD_YES;
-}
-
-static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-        if (key && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
-                (*(unsigned *) cls)++;
-        return MHD_YES;
-}
-
-/* What MHD 0.9 lets through and HTTP does not: an HTTP/1.1 request has
- * exactly one Host header, an HTTP/1.0 one at most (RFC 9112 3.2); and a
- * target never holds a NUL, encoded or not (MHD decodes the path in place,
- * so "/ca%00x" would be routed as "/ca").  NULL if none of that. */
-static const char *request_problem(struct MHD_Connection *conn, const req_state *st, const char *version) {
-        unsigned hosts = 0;
-
-        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_host, &hosts);
-        if (hosts > 1)
-                return "the request has more than one Host header";
-        if (hosts == 0 && version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
-                return "an HTTP/1.1 request needs a Host header";
-        if (st->bad_target)
-                return "the request target holds a NUL or a control character";
-        return NULL;
-}
-
-/* The raw target (still percent-encoded): "%00" or a control character. */
-static bool target_bad(const char *uri) {
-        for (const char *p = uri; *p; p++)
-                if ((unsigned char) *p < 0x20 || *p == 0x7f || (p[0] == '%' && p[1] == '0' && p[2] == '0'))
-                        return true;
-        return false;
-}
-
-static bool expects_continue(struct MHD_Connection *conn) {
-        const char *e = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-
-        return e && strcasecmp(e, "100-continue") == 0;
+        errno = 0;
+        n = strtoull(cl, &end, 10);
+        /* A malformed length is MHD's to refuse (400); an overflowing one is too large. */
+        if (errno != ERANGE && (end == cl || n <= srv->max_body))
+                return MHD_YES;
+        if (errno != ERANGE && n <= srv->discard_max && !http_check_expects_continue(conn)) {
+                st->too_large = true;
+                return MHD_YES;
+        }
+        snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", srv->max_body);
+        return reply_error(srv, conn, st, 413, hwid_err_slug(-HWID_E_TOO_LARGE), msg, 0, true);
 }
 
 /* First call: the headers are in, the body is not.  Everything that can be
@@ -230,45 +223,29 @@ static bool expects_continue(struct MHD_Connection *conn) {
 static enum MHD_Result on_headers(http_server *srv, struct MHD_Connection *conn, req_state *st,
                                   const char *url, const char *version) {
         const char *cl, *problem;
-        size_t hsize = strlen(url) + (st->query ? strlen(st->query) : 0);
         char msg[128];
         int64_t wait;
+        int status;
 
         st->started = true;
         peer_address(conn, st);
-        MHD_get_connection_values(conn, MHD_HEADER_KIND, sum_header, &hsize);
-        if (hsize > srv->max_header) {
+        if (http_check_header_size(conn, url, st->query) > srv->max_header) {
                 snprintf(msg, sizeof(msg), "request headers exceed %zu bytes", srv->max_header);
                 return reply_error(srv, conn, st, 431, "headers_too_large", msg, 0, true);
         }
-        if ((problem = request_problem(conn, st, version)))
+        if ((problem = http_check_request(conn, version, st->bad_target)))
                 return reply_error(srv, conn, st, 400, "bad_request", problem, 0, true);
+        if ((status = http_check_framing(conn, version, &problem)) > 0)
+                return reply_error(srv, conn, st, status, status == 501 ? "not_implemented" : "bad_request",
+                                   problem, 0, true);
         if (srv->rl && (wait = ratelimit_take(srv->rl, st->peer_raw, st->peer_raw_len)) > 0) {
                 snprintf(msg, sizeof(msg), "too many requests from %s; retry after %lld s",
                          st->peer_addr, (long long) wait);
                 return reply_error(srv, conn, st, 429, hwid_err_slug(-HWID_E_RATE_LIMITED), msg, wait, false);
         }
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-                char *end = NULL;
-                unsigned long long n;
-
-                errno = 0;
-                n = strtoull(cl, &end, 10);
-                /* A malformed length is MHD's to refuse (400); an overflowing one is too large. */
-                if (errno == ERANGE || (end != cl && n > srv->max_body)) {
-                        /* A client already sending its body would see the
-                         * connection reset before our answer: read and drop
-                         * a body of reasonable size, then answer 413.  One
-                         * waiting for "100 Continue" is answered at once. */
-                        if (errno != ERANGE && n <= srv->discard_max && !expects_continue(conn)) {
-                                st->too_large = true;
-                                return MHD_YES;
-                        }
-                        snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", srv->max_body);
-                        return reply_error(srv, conn, st, 413, hwid_err_slug(-HWID_E_TOO_LARGE), msg, 0, true);
-                }
-        }
+        if (cl)
+                return check_length(srv, conn, st, cl);
         return MHD_YES;
 }
 
@@ -314,10 +291,38 @@ void http_request_tls_binding(const http_request *req, uint8_t ret[HTTP_TLS_BIND
         http_tls_binding((gnutls_session_t) req->tls_session, ret, ret_len, ret_type);
 }
 
-/* Last call: the whole body is in; run the handler. */
+/* On a worker thread: the handler, then the connection goes back to its
+ * I/O thread, which queues the answer (on_complete again). */
+static void run_handler(http_job *j) {
+        req_state *st = (req_state *) j;
+        http_server *srv = st->srv;
+
+        buf_init(&st->resp.body, HTTP_RESPONSE_MAX);
+        hwid_error_clear();
+        fill_peer(srv, st->conn, &st->req);
+        srv->handler(srv->userdata, &st->req, &st->resp);
+        st->handled = true;
+        MHD_resume_connection(st->conn);
+}
+
+/* Last call: the whole body is in.  The request goes to a worker (its
+ * strings stay in the connection's memory while it is suspended); when it
+ * comes back, its answer is queued. */
 static enum MHD_Result on_complete(http_server *srv, struct MHD_Connection *conn, req_state *st,
                                    const char *url, const char *method) {
-        http_request req = {
+        enum MHD_Result ret;
+        char msg[128];
+
+        if (st->too_large) {
+                snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", srv->max_body);
+                return reply_error(srv, conn, st, 413, hwid_err_slug(-HWID_E_TOO_LARGE), msg, 0, true);
+        }
+        if (st->handled) {
+                ret = queue_response(srv, conn, st, &st->resp, false);
+                buf_reset(&st->resp.body);
+                return ret;
+        }
+        st->req = (http_request) {
                 .method = method,
                 .path = url,
                 .query = st->query,
@@ -327,22 +332,13 @@ static enum MHD_Result on_complete(http_server *srv, struct MHD_Connection *conn
                 .body_len = st->body.len,
                 .peer_addr = st->peer_addr,
         };
-        http_response resp = { 0 };
-        enum MHD_Result ret;
-        char msg[128];
-
-        if (st->too_large) {
-                snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", srv->max_body);
-                return reply_error(srv, conn, st, 413, hwid_err_slug(-HWID_E_TOO_LARGE), msg, 0, true);
-        }
-        fill_peer(srv, conn, &req);
+        st->srv = srv;
+        st->conn = conn;
+        st->job.run = run_handler;
         http_conn_phase(conn_guard(conn), HTTP_PHASE_HANDLING);
-        buf_init(&resp.body, HTTP_RESPONSE_MAX);
-        hwid_error_clear();
-        srv->handler(srv->userdata, &req, &resp);
-        ret = queue_response(srv, conn, st, &resp, false);
-        buf_reset(&resp.body);
-        return ret;
+        MHD_suspend_connection(conn);
+        http_work_submit(srv->work, &st->job);
+        return MHD_YES;
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
@@ -354,6 +350,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 
         if (!st)
                 return MHD_NO; /* out of memory when the request began */
+        http_conn_set_current(conn_guard(conn));
         if (!st->started)
                 return on_headers(srv, conn, st, url, version);
         *upload_data_size = 0;
@@ -376,8 +373,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
         if (!st)
                 return NULL;
         buf_init(&st->body, srv->max_body);
-        http_conn_set_current(conn_guard(conn)); /* also without TLS (no certificate callback) */
-        st->bad_target = uri && target_bad(uri);
+        http_conn_set_current(conn_guard(conn));
+        http_conn_phase(conn_guard(conn), HTTP_PHASE_RECEIVING);
+        st->bad_target = uri && http_check_target_bad(uri);
         if (q) {
                 st->query = strdup(q + 1); /* bounded by the connection memory limit */
                 if (!st->query) {
@@ -397,31 +395,49 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (!st)
                 return;
         *con_cls = NULL;
+        http_conn_set_current(conn_guard(conn));
         buf_reset(&st->body);
+        buf_reset(&st->resp.body); /* an answer never queued (the connection went first) */
         free(st->query);
         free(st);
         atomic_fetch_sub(&srv->inflight, 1);
-        http_conn_phase(conn_guard(conn), HTTP_PHASE_RECEIVING); /* the next request's deadline */
+        http_conn_idle(conn_guard(conn)); /* the next request's deadline */
 }
 
-/* Each connection's socket context is its record in the guard (deadlines),
- * which also lets the TLS certificate callback find the server. */
+static socklen_t sockaddr_len(const struct sockaddr *sa) {
+        if (!sa)
+                return 0;
+        return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+             : sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : 0;
+}
+
+/* Each connection's socket context is its record in the guard (budgets,
+ * deadlines), which also lets the TLS callbacks find the server. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
         http_server *srv = cls;
-        const union MHD_ConnectionInfo *ci;
+        const union MHD_ConnectionInfo *fd, *tls, *addr;
+        gnutls_session_t s;
+        http_conn *c;
 
-        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-                ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-                /* Out of memory: no context, and the handshake fails. */
-                *socket_context = ci ? http_guard_conn_new(srv->guard, srv, conn, ci->connect_fd) : NULL;
-                ci = srv->tls ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION) : NULL;
-                if (ci)
-                        http_tls_session_start(srv->tls, (gnutls_session_t) ci->tls_session);
-        } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
                 http_guard_conn_free(*socket_context);
                 *socket_context = NULL;
+                return;
         }
+        if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+                return;
+        fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        tls = srv->tls ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION) : NULL;
+        addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        s = tls ? (gnutls_session_t) tls->tls_session : NULL;
+        /* Out of memory: no context, and the handshake fails. */
+        c = fd ? http_guard_conn_new(srv->guard, srv, conn, fd->connect_fd, s, addr ? addr->client_addr : NULL,
+                                     sockaddr_len(addr ? addr->client_addr : NULL))
+               : NULL;
+        *socket_context = c;
+        if (s && c)
+                http_tls_session_start(srv->tls, s, c);
 }
 
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
@@ -445,13 +461,47 @@ static int on_certificate(gnutls_session_t session, const gnutls_datum_t *req_ca
         return http_tls_retrieve(srv->tls, pcert, pcert_length, privkey);
 }
 
+#define MHD_HANDSHAKE_FAILED "Error: received handshake message out of context.\n"
+
+/* A TLS handshake failed (MHD says so, on the connection's thread, right
+ * after it): the alert that says why, and the caller told. */
+static void tls_failed(http_server *srv, http_conn *c) {
+        gnutls_session_t s = http_conn_tls(c);
+        req_state peer = { 0 };
+        bool hello, version_ok;
+        const char *why;
+
+        /* Evicted (our doing), or gone before it said anything (a port
+         * scan, a TCP health check): nothing to tell anyone. */
+        http_conn_tls_where(c, &hello, &version_ok);
+        if (http_conn_evicted(c) || !hello)
+                return;
+        why = http_tls_refuse(s, c);
+        atomic_fetch_add(&srv->tls_failures, 1);
+        if (!srv->on_tls_failure)
+                return;
+        peer_address(gnutls_session_get_ptr(s), &peer); /* MHD's connection */
+        srv->on_tls_failure(srv->userdata, peer.peer_addr, why);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         http_server *srv = cls;
+        http_conn *c = http_conn_current();
+        const char *slug = NULL;
         char *nl;
+        int status;
 
-        if (srv->guard && http_guard_mhd_log(srv->guard, srv->max_header, fmt, ap))
+        if (c && http_conn_owner(c) == srv && http_conn_tls(c) && strcmp(fmt, MHD_HANDSHAKE_FAILED) == 0) {
+                tls_failed(srv, c);
                 return;
+        }
+        if (c && http_conn_owner(c) == srv &&
+            (status = http_answer_refusal(srv->linger, srv->max_header, fmt, ap, &slug)) > 0) {
+                if (srv->on_refusal)
+                        srv->on_refusal(srv->userdata, status, slug);
+                return;
+        }
         pthread_mutex_lock(&srv->log_lock);
         vsnprintf(srv->mhd_log, sizeof(srv->mhd_log), fmt, ap);
         if ((nl = strchr(srv->mhd_log, '\n')))
@@ -477,29 +527,52 @@ static int check_options(const http_options *o) {
         return 0;
 }
 
-static unsigned per_ip_limit(const http_options *o) {
-        unsigned n = o->max_connections_per_ip ? o->max_connections_per_ip : o->max_connections / 4;
+/* What a share of max_connections defaults to: a sixteenth, at least 16. */
+static unsigned share(unsigned set, unsigned max) {
+        unsigned n = set ? set : max / 16;
 
-        if (!o->max_connections_per_ip && n < 16)
+        if (!set && n < 16)
                 n = 16;
-        return n > o->max_connections ? o->max_connections : n;
+        return n > max ? max : n;
 }
 
-static int start_daemon(http_server *srv, const http_options *o) {
-        /* A thread per connection: handlers block (an HSM signature, a
-         * group commit), and with a fixed pool the connections that MHD
-         * happened to give one thread waited for each other; throughput
-         * swung by half between runs and p99 doubled (bench/NOTES.md).
-         * max_connections bounds the threads. */
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (srv->tls ? MHD_USE_TLS : 0);
+static void budget_of(const http_options *o, bool tls, http_budget *ret) {
+        unsigned hs = o->handshake_timeout ? o->handshake_timeout : 10;
+
+        *ret = (http_budget) {
+                .max_connections = o->max_connections,
+                /* Evicted connections hold their socket until their I/O
+                 * thread closes them: room for those. */
+                .slack = o->max_connections / 64 > 64 ? o->max_connections / 64 : 64,
+                .per_address = share(o->max_connections_per_ip, o->max_connections),
+                .handshake_cap = share(o->handshake_cap, o->max_connections),
+                .handshake_timeout = hs < o->timeout ? hs : o->timeout,
+                .timeout = o->timeout,
+                .rate = o->rate_per_ip,
+                .burst = o->rate_burst,
+                .tls = tls,
+        };
+}
+
+static unsigned io_threads(const http_options *o) {
+        long n = o->io_threads ? (long) o->io_threads : sysconf(_SC_NPROCESSORS_ONLN);
+
+        return n < 2 ? 2 : n > 16 ? 16 : (unsigned) n;
+}
+
+static int start_daemon(http_server *srv, const http_options *o, const http_budget *b) {
+        /* epoll on a few I/O threads; handlers on the workers (suspend,
+         * resume).  The guard enforces max_connections and the shares;
+         * MHD's own limit is only the ceiling with the slack. */
+        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                         (srv->tls ? MHD_USE_TLS : 0);
 
         srv->daemon = MHD_start_daemon(
                 flags, 0, on_accept, srv, on_access, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket) srv->listen_fd,
-                MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
-                MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_limit(o),
+                MHD_OPTION_THREAD_POOL_SIZE, io_threads(o),
+                MHD_OPTION_CONNECTION_LIMIT, b->max_connections + b->slack,
                 MHD_OPTION_CONNECTION_TIMEOUT, o->timeout,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (o->max_header + HTTP_POOL_SLACK),
                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
@@ -518,6 +591,30 @@ static int start_daemon(http_server *srv, const http_options *o) {
         return 0;
 }
 
+static int make_parts(http_server *srv, const http_options *o) {
+        http_budget b;
+        int r = 0;
+
+        if (o->client_ca_pem && !(srv->client_ca_pem = strdup(o->client_ca_pem)))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
+        if (r >= 0 && o->tls_key)
+                r = http_tls_new(o->tls_key, o->tls_cert_pem, o->client_ca_pem, &srv->tls);
+        if (r >= 0 && o->rate_per_ip > 0)
+                r = ratelimit_new(o->rate_per_ip, o->rate_burst, 0, &srv->rl);
+        budget_of(o, srv->tls, &b);
+        if (r >= 0) /* connections: a bucket of their own (http-guard.c) */
+                r = http_guard_new(&b, &srv->guard);
+        if (r >= 0)
+                r = http_work_new(o->workers ? o->workers : 32, &srv->work);
+        if (r >= 0)
+                r = http_linger_new(&srv->linger);
+        if (r >= 0)
+                r = http_listen_open(o->listen, &srv->listen_fd);
+        if (r >= 0)
+                r = start_daemon(srv, o, &b);
+        return r;
+}
+
 int http_server_start(const http_options *o, http_handler handler, void *userdata, http_server **ret) {
         http_server *srv;
         int r;
@@ -534,23 +631,12 @@ int http_server_start(const http_options *o, http_handler handler, void *userdat
         srv->handler = handler;
         srv->userdata = userdata;
         srv->on_refusal = o->on_refusal;
+        srv->on_tls_failure = o->on_tls_failure;
         srv->max_body = o->max_body;
         srv->max_header = o->max_header;
         srv->discard_max = o->max_body > HTTP_DISCARD_MIN ? o->max_body : HTTP_DISCARD_MIN;
         srv->timeout = o->timeout;
-        if (o->client_ca_pem && !(srv->client_ca_pem = strdup(o->client_ca_pem)))
-                r = hwid_fail(HWID_E_NOMEM, NULL);
-        if (r >= 0 && o->tls_key)
-                r = http_tls_new(o->tls_key, o->tls_cert_pem, o->client_ca_pem, &srv->tls);
-        if (r >= 0 && o->rate_per_ip > 0)
-                r = ratelimit_new(o->rate_per_ip, o->rate_burst, 0, &srv->rl);
-        if (r >= 0) /* connections: a bucket of their own (http-guard.c) */
-                r = http_guard_new(o->timeout, o->rate_per_ip, o->rate_burst, &srv->guard);
-        if (r >= 0)
-                r = http_listen_open(o->listen, &srv->listen_fd);
-        if (r >= 0)
-                r = start_daemon(srv, o);
-        if (r < 0) {
+        if ((r = make_parts(srv, o)) < 0) {
                 if (srv->listen_fd >= 0)
                         close(srv->listen_fd);
                 srv->listen_fd = -1;
@@ -585,6 +671,16 @@ static void drain(http_server *s) {
         }
 }
 
+void http_server_stats(http_server *s, http_stats *ret) {
+        memset(ret, 0, sizeof(*ret));
+        if (!s || !s->guard)
+                return;
+        http_guard_stats(s->guard, ret);
+        ret->signing = http_tls_signing(s->tls);
+        http_work_load(s->work, &ret->queued, &ret->working);
+        ret->tls_failures = atomic_load(&s->tls_failures);
+}
+
 void http_server_stop(http_server *s) {
         MHD_socket fd = MHD_INVALID_SOCKET;
 
@@ -598,10 +694,16 @@ void http_server_stop(http_server *s) {
                 if (fd != MHD_INVALID_SOCKET)
                         (void) shutdown(fd, SHUT_RDWR);
                 drain(s);
+        }
+        /* Every request handed to a worker is answered and resumed before
+         * the daemon goes (MHD must not be stopped with one suspended). */
+        http_work_free(s->work);
+        if (s->daemon) {
                 MHD_stop_daemon(s->daemon);
                 if (fd != MHD_INVALID_SOCKET)
                         close(fd);
         }
+        http_linger_free(s->linger);
         http_guard_free(s->guard); /* every connection is gone */
         ratelimit_free(s->rl);
         http_tls_free(s->tls);

@@ -1,4 +1,7 @@
-/* HTTP(S) transport of hwidd on libmicrohttpd (GnuTLS underneath).  The
+/* HTTP(S) transport of hwidd on libmicrohttpd (GnuTLS underneath):
+ * connections multiplexed by epoll on a few I/O threads, handlers run on
+ * worker threads, budgets that keep misbehaving clients from starving the
+ * rest (http-guard.c).  The
  * server's TLS private key is a hwid_key: every TLS handshake signature is
  * made in the HSM/TPM through hsm/.  Knows nothing of CAs, tokens or
  * policy: it bounds and delivers requests, and reports who the TLS peer is. */
@@ -9,6 +12,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "histogram.h"
 #include "hsm.h"
 
 #define HTTP_TLS_BINDING_MAX 64
@@ -62,7 +66,8 @@ typedef struct http_response {
 } http_response;
 
 /* Called on a worker thread once the whole body has arrived (and only if
- * it is within max_body).  Must fill resp. */
+ * it is within max_body), never on an I/O thread: it may block.  Must
+ * fill resp. */
 typedef void (*http_handler)(void *userdata, const http_request *req, http_response *resp);
 
 /* Formats a JSON error body {"error": slug, "message": msg} with status. */
@@ -94,21 +99,63 @@ typedef struct http_options {
         const char *client_ca_pem;   /* trust anchor(s) for client certificates; NULL: no mTLS */
         size_t max_body;
         size_t max_header;
-        unsigned timeout;            /* seconds per connection */
-        unsigned max_connections;
-        unsigned max_connections_per_ip; /* 0: max_connections / 4, at least 16 (capped at max_connections) */
+        unsigned timeout;            /* seconds per phase of a request (receiving, sending) */
+        unsigned max_connections;    /* open at once (see http-guard.c for who gives way) */
+        unsigned max_connections_per_ip; /* 0: max_connections / 16, at least 16 (capped at max_connections) */
+        unsigned handshake_cap;      /* connections in their TLS handshake; 0: max_connections / 16, at least 16 */
+        unsigned handshake_timeout;  /* seconds; 0: 10 (capped at timeout) */
+        unsigned workers;            /* threads running handlers; 0: 32 */
+        unsigned io_threads;         /* threads multiplexing connections; 0: one per CPU, 2 to 16 */
         double rate_per_ip;          /* 0: unlimited */
         unsigned rate_burst;
         /* Told of every refusal the transport answers itself, before any
-         * handler runs (413, 429, 431), with its error slug; may be NULL. */
+         * handler runs (400, 413, 429, 431, 501, ...), with its error slug;
+         * may be NULL. */
         void (*on_refusal)(void *userdata, int status, const char *error);
+        /* Told of every TLS handshake that failed, with the client's
+         * address and why (after the alert that says so went out); may be
+         * NULL. */
+        void (*on_tls_failure)(void *userdata, const char *peer, const char *why);
 } http_options;
 
 typedef struct http_server http_server;
 
+/* Why the transport closed a connection it had accepted. */
+typedef enum http_evict {
+        HTTP_EVICT_HANDSHAKE_TIMEOUT, /* its TLS handshake outlasted handshake_timeout */
+        HTTP_EVICT_HANDSHAKE_CAP,     /* the oldest handshake, when handshake_cap was reached */
+        HTTP_EVICT_FAIR_SHARE,        /* at max_connections: of the address holding the most */
+        HTTP_EVICT_IDLE_AT_LIMIT,     /* at max_connections: the oldest idle one */
+        HTTP_EVICT_DEADLINE,          /* a request (or the wait for one) outlasted timeout */
+        _HTTP_EVICT_MAX,
+} http_evict;
+
+/* Why it refused a connection when accepting it. */
+typedef enum http_refuse {
+        HTTP_REFUSE_RATE,        /* the address is over rate_per_ip */
+        HTTP_REFUSE_PER_ADDRESS, /* the address holds max_connections_per_ip */
+        HTTP_REFUSE_LIMIT,       /* max_connections, and no connection could give way */
+        _HTTP_REFUSE_MAX,
+} http_refuse;
+
+typedef struct http_stats {
+        unsigned handshaking, idle, active; /* open connections by state */
+        unsigned closing;                   /* evicted, their I/O thread closing them */
+        unsigned signing;                   /* handshakes waiting for the TLS key's signature */
+        unsigned queued, working;           /* requests waiting for a worker, being handled */
+        uint64_t evicted[_HTTP_EVICT_MAX];
+        uint64_t refused[_HTTP_REFUSE_MAX];
+        uint64_t tls_failures;
+        histogram_snapshot handshake;       /* TLS handshake durations (histogram_bounds_sign) */
+} http_stats;
+
+const char *http_evict_name(http_evict e);
+const char *http_refuse_name(http_refuse r);
+
 int http_server_start(const http_options *o, http_handler handler, void *userdata, http_server **ret);
 /* The port actually bound (useful with port 0). */
 int http_server_port(const http_server *s);
+void http_server_stats(http_server *s, http_stats *ret);
 /* Stops accepting, lets in-flight requests finish (waiting at most
  * `timeout` seconds), then frees.  NULL is fine. */
 void http_server_stop(http_server *s);

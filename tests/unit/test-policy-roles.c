@@ -92,8 +92,10 @@ static void one_cell(policy *p, policy_role role, size_t i) {
                          policy_action_name(expected[i].action), expected[i].need);
                 CHECK_CONTAINS(d.reason, want);
         }
-        /* Without a certificate the admin API is a 401, not a 403. */
-        if (!name && policy_action_is_admin_api(expected[i].action))
+        /* Without a certificate an operators' action (the admin API,
+         * /metrics) is a 401, not a 403. */
+        if (!name && (policy_action_is_admin_api(expected[i].action) || expected[i].action == ACTION_ADMIN ||
+                      expected[i].action == ACTION_METRICS))
                 CHECK(d.error == -HWID_E_UNAUTHENTICATED);
         else
                 CHECK(d.error == -HWID_E_FORBIDDEN);
