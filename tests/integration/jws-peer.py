@@ -12,7 +12,7 @@
       signs PAYLOAD-FILE's bytes with the private key KEY-PEM (a software key)
       and prints the compact JWS; the protected header holds alg, x5c (the
       certificates in order), x5t#S256 of the first, and the members of
-      --header (which replace those).
+      --header (which replace those; null removes one).
   jws-peer.py forge TOKEN-FILE HEADER-JSON [PAYLOAD-FILE]
       the token with its protected header replaced by the given members
       merged into it (null deletes one) and, if given, its payload replaced;
@@ -71,6 +71,7 @@ def verify(token_file, cert_pem, alg):
     for child, parent in zip(chain, chain[1:]):
         check_issued_by(child, parent)
     assert header["x5t#S256"] == b64url(hashlib.sha256(der).digest()), "x5t#S256"
+    assert header["x5t"] == b64url(hashlib.sha1(der).digest()), "x5t"
     print(b64url(obj.payload))
 
 
@@ -80,7 +81,11 @@ def sign(key_pem, alg, payload_file, cert_pems, extra):
     ders = [c.public_bytes(serialization.Encoding.DER) for c in chain]
     header = {"alg": alg, "x5c": [base64.b64encode(d).decode() for d in ders],
               "x5t#S256": b64url(hashlib.sha256(ders[0]).digest())}
-    header.update(extra)
+    for k, v in extra.items():
+        if v is None:
+            header.pop(k, None)
+        else:
+            header[k] = v
     obj = jws.JWS(open(payload_file, "rb").read())
     obj.add_signature(key, None, json.dumps(header))
     print(obj.serialize(compact=True))
