@@ -154,7 +154,12 @@ static int renew_once(const agent_opts *o, agent_state *a) {
         int r;
 
         a->opens_at = 0;
-        if ((r = renew_run(&ro, &res)) < 0)
+        if (o->tpm_turn)
+                pthread_mutex_lock(o->tpm_turn);
+        r = renew_run(&ro, &res);
+        if (o->tpm_turn)
+                pthread_mutex_unlock(o->tpm_turn);
+        if (r < 0)
                 return r;
         a->failures = 0;
         a->retry_at = 0;

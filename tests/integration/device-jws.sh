@@ -32,9 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"
 
-PY=/usr/bin/python3
-PEER=$SRCDIR/tests/integration/jws-peer.py
-"$PY" -c 'import jwcrypto, cryptography' 2>/dev/null || missing_hardware "python3-jwcrypto and python3-cryptography"
+jose_peer
 
 # short: certificates that expire during the test.
 device_ca <<'EOF'
@@ -45,11 +43,6 @@ EOF
 swtpm_init
 J=$T/jws
 mkdir -p "$J"
-
-# json EXPR FILE — a value from a JSON file (python: j is the document).
-json() {
-        "$PY" -c "import json, sys; j = json.load(open(sys.argv[1])); print($1)" "$2"
-}
 
 # jws_verify OUT ARGS... — hwid jws verify (must succeed), JSON in OUT.
 jws_verify() {

@@ -19,6 +19,7 @@
       the signature is kept: what an attacker can do without the key.
 """
 import base64
+import datetime
 import hashlib
 import json
 import sys
@@ -26,7 +27,7 @@ import sys
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding
-from jwcrypto import jwk, jws
+from jwcrypto import jwk, jws, jwt
 
 
 def b64url(data):
@@ -75,6 +76,32 @@ def verify(token_file, cert_pem, alg):
     print(b64url(obj.payload))
 
 
+def check_valid_now(cert):
+    now = datetime.datetime.utcnow()
+    assert cert.not_valid_before <= now <= cert.not_valid_after, "x5c certificate not valid now: %s" % cert.subject
+
+
+def jwt_check(token_file, ca_pem, audience):
+    token = open(token_file).read().strip()
+    ca = load_certs([ca_pem])[0]
+    header = json.loads(unb64url(token.split(".")[0]))
+    chain = [x509.load_der_x509_certificate(base64.b64decode(c, validate=True)) for c in header["x5c"]]
+    for child, parent in zip(chain, chain[1:]):
+        check_issued_by(child, parent)
+    if chain[-1] != ca:
+        check_issued_by(chain[-1], ca)
+    for c in chain:
+        check_valid_now(c)
+    der = chain[0].public_bytes(serialization.Encoding.DER)
+    assert header["x5t#S256"] == b64url(hashlib.sha256(der).digest()), "x5t#S256"
+    assert header["x5t"] == b64url(hashlib.sha1(der).digest()), "x5t"
+    key = jwk.JWK.from_pem(chain[0].public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    alg = {"EC": "ES256" if key.get("crv") == "P-256" else "ES384", "RSA": "RS256"}[key["kty"]]
+    tok = jwt.JWT(jwt=token, key=key, algs=[alg], check_claims={"aud": audience, "exp": None})
+    print(tok.claims)
+
+
 def sign(key_pem, alg, payload_file, cert_pems, extra):
     key = jwk.JWK.from_pem(open(key_pem, "rb").read())
     chain = load_certs(cert_pems)
@@ -115,6 +142,8 @@ def main(argv):
             extra = json.loads(args[i + 1])
             args = args[:i] + args[i + 2:]
         sign(argv[2], argv[3], argv[4], args, extra)
+    elif argv[1] == "jwt":
+        jwt_check(argv[2], argv[3], argv[4])
     elif argv[1] == "forge":
         forge(argv[2], argv[3], argv[4] if len(argv) > 4 else None)
     else:
