@@ -5,9 +5,9 @@
  * token is read under `lock` alone; a token to make takes `sign_lock`
  * first, and whoever waited on it finds the token the one before it made
  * (so a burst of requests after a renewal still costs one signature per
- * audience), then the TPM's turn (workload.h).  Whether DIR's certificate changed is one stat() of
- * DIR/cert.pem per request: a renewal (this agent's, or hwid renew's)
- * writes a new file there. */
+ * audience), then the TPM's turn (workload.h).  Whether DIR's certificate
+ * changed is one stat() of DIR/cert.pem per request: a renewal (this
+ * agent's, or hwid renew's) writes a new file there. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
