@@ -601,3 +601,10 @@ int device_forget(const device_state *s) {
         }
         return r;
 }
+
+void device_fmt_utc(int64_t t, char out[32]) {
+        time_t tt = (time_t) t;
+        struct tm tm;
+
+        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
+}

@@ -52,13 +52,6 @@ static int dead_end(const char *dir, int r) {
         return hwid_fail((hwid_err) -r, "%s", why);
 }
 
-static void fmt_utc(int64_t t, char out[32]) {
-        time_t tt = (time_t) t;
-        struct tm tm;
-
-        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
-}
-
 /* A refusal of the current certificate for its dates.  A wrong clock —
  * the device's or the CA's — is not a revocation: "not yet valid", said by
  * the server or shown by its own clock being before the certificate's
@@ -77,10 +70,10 @@ static int refusal(const device_state *s, const client_response *resp) {
                          "is not valid yet");
         else
                 snprintf(why, sizeof(why), "%s", hwid_strerror(r));
-        fmt_utc(s->not_before, nb);
-        fmt_utc((int64_t) time(NULL), dev);
+        device_fmt_utc(s->not_before, nb);
+        device_fmt_utc((int64_t) time(NULL), dev);
         if (server > 0)
-                fmt_utc(server, srv);
+                device_fmt_utc(server, srv);
         return hwid_fail(HWID_E_NOT_YET_VALID, "%s; the certificate of %s is valid from %s, the server's clock reads "
                          "%s, this device's %s: a clock is wrong, which is not a revocation (try again later)",
                          why, s->identity, nb, srv, dev);
@@ -362,7 +355,7 @@ static void warn_clock(const renew_opts *o, const device_state *s) {
 
         if (s->not_before <= now + o->clock_skew)
                 return;
-        fmt_utc(s->not_before, nb);
+        device_fmt_utc(s->not_before, nb);
         say(o, "warning: the new certificate is valid from %s, %llds ahead of this device's clock: check the "
             "clocks", nb, (long long) (s->not_before - now));
 }
