@@ -22,6 +22,9 @@ PACKAGES=(
         python3-jwcrypto python3-cryptography
         # promtool, which checks /metrics (ops-*.sh tests)
         prometheus
+        # man pages (pandoc), bash completion, systemd's pkg-config and
+        # systemd-analyze for the units (install-*.sh tests)
+        pandoc bash-completion systemd man-db
 )
 
 log() { echo "install-deps: $*" >&2; }

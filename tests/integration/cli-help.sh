@@ -15,14 +15,11 @@
 #   - the check catches a help line taken out (it is not vacuous).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=help-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/help-lib.sh"
 
 : "${HWID_GETOPT_SPY_LIB:?the getopt spy library (tests/getopt-spy.so) is not set}"
 [ -f "$HWID_GETOPT_SPY_LIB" ] || fail "no getopt spy at $HWID_GETOPT_SPY_LIB"
-
-# The commands `hwid --help` lists ("key create", "join", ...).
-commands() {
-        "$HWID" --help | sed -n '/^Commands:$/,/^$/p' | sed -n 's/^  \([a-z]\+\( [a-z]\+\)\?\)  .*/\1/p'
-}
 
 # help_of CMD — the help text in $T/help.out, the table in $T/spy.
 help_of() {
@@ -34,13 +31,6 @@ help_of() {
         assert_eq "$rc" 0 "exit code of hwid $cmd --help ($(head -n 3 "$T/help.err"))"
         grep -qE "^(Usage:)? +hwid $cmd( |$)" "$T/help.out" ||
                 fail "hwid $cmd --help prints no usage: $(head -n 3 "$T/help.out")"
-}
-
-# described HELP-FILE — the option list, one "SHORT LONG" per line ("-" for
-# none): lines that start (after blanks) with -x, --name or -x, --name.
-described() {
-        sed -nE 's/^ +(-([a-zA-Z0-9]),? +)?--([a-z0-9-]+)([ =]|$).*/=\2 \3/p; s/^ +-([a-zA-Z0-9])( +[^-].*|)$/=\1 -/p' "$1" |
-                sed -E 's/^= /=- /; s/^=//'
 }
 
 # problems_of CMD — what is wrong with CMD's help, one line per problem.
@@ -71,7 +61,7 @@ problems_of() {
 
 CHECKED=0
 PROBLEMS=()
-mapfile -t CMDS < <(commands)
+mapfile -t CMDS < <(hwid_commands)
 [ ${#CMDS[@]} -ge 20 ] || fail "hwid --help lists only ${#CMDS[@]} commands: ${CMDS[*]}"
 for c in "${CMDS[@]}"; do
         help_of "$c"
