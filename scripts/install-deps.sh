@@ -25,6 +25,8 @@ PACKAGES=(
         # man pages (pandoc), bash completion, systemd's pkg-config and
         # systemd-analyze for the units (install-*.sh tests)
         pandoc bash-completion systemd man-db
+        # relying parties using a device identity (docs/USING.md, using-tpm)
+        mosquitto mosquitto-clients nginx-light
 )
 
 log() { echo "install-deps: $*" >&2; }
