@@ -27,6 +27,9 @@ PACKAGES=(
         pandoc bash-completion systemd man-db
         # relying parties using a device identity (docs/USING.md, using-tpm)
         mosquitto mosquitto-clients nginx-light
+        # certmonger with hwid's CA helper (docs/USING.md, certmonger.sh);
+        # modutil and certutil for its NSS databases
+        certmonger libnss3-tools
 )
 
 log() { echo "install-deps: $*" >&2; }

@@ -12,6 +12,7 @@
 #   - each short option of its option string (but -h) is described, paired
 #     with the long option that returns the same letter;
 #   - each option the option list describes is in the table.
+#   - the same for certmonger's CA helper (libexec's certmonger-submit);
 #   - the check catches a help line taken out (it is not vacuous).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -70,6 +71,15 @@ for c in "${CMDS[@]}"; do
         done < <(problems_of "$c")
         CHECKED=$((CHECKED + 1))
 done
+# certmonger's CA helper, a program of its own.
+SUBMIT=${CERTMONGER_SUBMIT:-$BUILDDIR/cli/certmonger-submit}
+: >"$T/spy"
+HWID_GETOPT_SPY=$T/spy LD_PRELOAD=$HWID_GETOPT_SPY_LIB "$SUBMIT" --help >"$T/help.out" 2>"$T/help.err" ||
+        fail "certmonger-submit --help failed: $(cat "$T/help.err")"
+grep -qE "^Usage: certmonger-submit " "$T/help.out" || fail "certmonger-submit --help prints no usage"
+while read -r p; do
+        PROBLEMS+=("certmonger-submit --help: $p")
+done < <(problems_of certmonger-submit)
 [ ${#PROBLEMS[@]} -eq 0 ] || fail "$(printf '%s\n' "${PROBLEMS[@]}")"
 
 # Not vacuous: hwid join's help without its --tcti line is caught.
@@ -77,4 +87,4 @@ help_of join
 grep -qE '^ +--tcti ' "$T/help.out" || fail "hwid join --help has no --tcti line"
 grep -vE '^ +--tcti ' "$T/help.out" >"$T/help.cut" && mv "$T/help.cut" "$T/help.out"
 assert_contains "$(problems_of join)" "omits --tcti" "the check of a help without --tcti"
-echo "cli-help: $CHECKED commands checked"
+echo "cli-help: $CHECKED commands and certmonger-submit checked"

@@ -2,11 +2,14 @@
 # install-layout.sh — what `meson install --destdir` lays out, and the units
 # it installs.
 # Proves:
-#   - the installation is exactly: hwid and hwidd, the three man pages,
+#   - the installation is exactly: hwid and hwidd, certmonger's CA helper in
+#     libexec/hwid, the four man pages,
 #     both units in systemd's unit directory (systemd.pc), the sysusers.d
 #     and tmpfiles.d entries, bash completion (bash-completion.pc), the
 #     agent's /etc/default file, OpenSSL's tpm2 configuration, the docs and
-#     the commented example configuration (which hwidd's parser takes);
+#     the commented example configuration (which hwidd's parser takes) and
+#     the example drop-in for certmonger.service (which systemd-analyze
+#     verify takes, beside certmonger's unit);
 #   - the units name the installed programs; `systemd-analyze verify`
 #     passes on both; `systemd-analyze security --offline` scores each
 #     at most 2.0;
@@ -27,13 +30,17 @@ PREFIX=$(meson introspect "$BUILDDIR" --buildoptions |
 UNITDIR=$(pkg-config --variable=systemdsystemunitdir systemd)
 SYSUSERS=$(pkg-config --variable=sysusersdir systemd)
 TMPFILES=$(pkg-config --variable=tmpfilesdir systemd)
+LIBEXEC=$(meson introspect "$BUILDDIR" --buildoptions |
+        python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libexecdir"))')
 COMPL=$(pkg-config --define-variable=datadir="$PREFIX/share" --variable=completionsdir bash-completion)
 
 sort >"$T/want" <<EOF
 $PREFIX/bin/hwid
 $PREFIX/sbin/hwidd
+$PREFIX/$LIBEXEC/hwid/certmonger-submit
 $PREFIX/share/man/man1/hwid.1
 $PREFIX/share/man/man8/hwidd.8
+$PREFIX/share/man/man8/hwid-certmonger-submit.8
 $PREFIX/share/man/man5/hwidd.yaml.5
 $UNITDIR/hwidd.service
 $UNITDIR/hwid-agent.service
@@ -50,10 +57,12 @@ $PREFIX/share/doc/hwid/HA.md
 $PREFIX/share/doc/hwid/OPERATIONS.md
 $PREFIX/share/doc/hwid/USING.md
 $PREFIX/share/doc/hwid/examples/hwidd.example.yaml
+$PREFIX/share/doc/hwid/examples/certmonger-hwid.conf
 EOF
 (cd "$ROOT" && find . ! -type d | sed 's|^\.||' | sort) >"$T/got"
 diff -u "$T/want" "$T/got" >"$T/diff" || fail "meson install laid out other files: $(cat "$T/diff")"
-[ -x "$ROOT$PREFIX/bin/hwid" ] && [ -x "$ROOT$PREFIX/sbin/hwidd" ] || fail "the programs are not executable"
+[ -x "$ROOT$PREFIX/bin/hwid" ] && [ -x "$ROOT$PREFIX/sbin/hwidd" ] && [ -x "$ROOT$PREFIX/$LIBEXEC/hwid/certmonger-submit" ] ||
+        fail "the programs are not executable"
 assert_eq "$("$ROOT$PREFIX/bin/hwid" --version)" "$("$HWID" --version)" "the installed hwid"
 "$ROOT$PREFIX/sbin/hwidd" --config "$ROOT$PREFIX/share/doc/hwid/examples/hwidd.example.yaml" --check \
         >"$T/check.out" 2>&1 || true
@@ -76,6 +85,23 @@ for u in hwidd.service hwid-agent.service; do
         awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || fail "$u scores $score (more than 2.0)"
         echo "$u: exposure $score"
 done
+
+# The certmonger drop-in: systemd takes it beside certmonger's own unit, and
+# it puts the installed tpm2 configuration over the system's OpenSSL one.
+CM_UNIT=$UNITDIR/certmonger.service
+[ -f "$CM_UNIT" ] || CM_UNIT=/lib/systemd/system/certmonger.service
+[ -f "$CM_UNIT" ] || fail "no certmonger.service (is certmonger installed?)"
+mkdir -p "$T/cm/certmonger.service.d"
+cp "$CM_UNIT" "$T/cm/"
+cp "$ROOT$PREFIX/share/doc/hwid/examples/certmonger-hwid.conf" "$T/cm/certmonger.service.d/hwid.conf"
+systemd-analyze verify "$T/cm/certmonger.service" >"$T/cm.verify" 2>&1 || true
+assert_not_contains "$(cat "$T/cm.verify")" "hwid.conf" "systemd-analyze verify of certmonger.service with the drop-in"
+echo "NoSuchDirective=1" >>"$T/cm/certmonger.service.d/hwid.conf"   # not vacuous: it reads the drop-in
+assert_contains "$(systemd-analyze verify "$T/cm/certmonger.service" 2>&1 || true)" "hwid.conf" \
+        "systemd-analyze verify of a drop-in with an unknown directive"
+grep -qx "BindReadOnlyPaths=$PREFIX/etc/hwid/openssl-tpm2.cnf:/etc/ssl/openssl.cnf" \
+        "$T/cm/certmonger.service.d/hwid.conf" ||
+        fail "the drop-in does not bind the installed openssl-tpm2.cnf: $(grep Bind "$T/cm/certmonger.service.d/hwid.conf")"
 
 # What hwidd needs is still allowed.
 U=$ROOT$UNITDIR/hwidd.service

@@ -6,9 +6,10 @@
 #     lists, and each option that command's --help describes is in that
 #     section (its long form, and its short form when it has one); the
 #     options of remote administration are in REMOTE ADMINISTRATION;
-#   - hwidd(8)'s OPTIONS hold every option of `hwidd --help`;
+#   - hwidd(8)'s OPTIONS hold every option of `hwidd --help`, and
+#     hwid-certmonger-submit(8)'s every option of certmonger-submit's;
 #   - hwidd.yaml(5) is CONFIG.md: every key of CONFIG.md's tables is in it;
-#   - man(1) renders the three pages;
+#   - man(1) renders the four pages;
 #   - the check catches an option taken out of hwid(1) (it is not vacuous).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -16,7 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/help-lib.sh"
 
 MANDIR=${HWID_MANDIR:-$BUILDDIR/docs}
-for p in hwid.1 hwidd.8 hwidd.yaml.5; do
+PAGES=(hwid.1 hwidd.8 hwidd.yaml.5 hwid-certmonger-submit.8)
+for p in "${PAGES[@]}"; do
         [ -s "$MANDIR/$p" ] || fail "no man page $MANDIR/$p (is pandoc installed? meson -Dman=enabled)"
 done
 
@@ -107,17 +109,22 @@ plain "$MANDIR/hwid.1" >"$T/hwid.1.txt"
 PROBLEMS=$(man_problems "$T/hwid.1.txt")
 [ -z "$PROBLEMS" ] || fail "$PROBLEMS"
 
-# hwidd(8): every option of hwidd --help in OPTIONS.
-"$HWIDD" --help >"$T/hwidd.help"
-plain "$MANDIR/hwidd.8" >"$T/hwidd.8.txt"
-part "$T/hwidd.8.txt" ".SH OPTIONS" >"$T/hwidd.options"
-n=0
-while read -r s l; do
-        has_option "$(<"$T/hwidd.options")" "$s" "$l"
-        [ ${#MISSING[@]} -eq 0 ] || fail "hwidd(8) OPTIONS does not describe ${MISSING[*]}"
-        n=$((n + 1))
-done < <(described "$T/hwidd.help")
-[ "$n" -ge 3 ] || fail "hwidd --help describes only $n options"
+# options_in_page PROGRAM PAGE — every option of PROGRAM --help is in PAGE's OPTIONS.
+options_in_page() {
+        local prog=$1 page=$2 n=0 s l name
+        name=$(basename "$prog")
+        "$prog" --help >"$T/$name.help"
+        plain "$MANDIR/$page" >"$T/$page.txt"
+        part "$T/$page.txt" ".SH OPTIONS" >"$T/$page.options"
+        while read -r s l; do
+                has_option "$(<"$T/$page.options")" "$s" "$l"
+                [ ${#MISSING[@]} -eq 0 ] || fail "$page OPTIONS does not describe ${MISSING[*]}"
+                n=$((n + 1))
+        done < <(described "$T/$name.help")
+        [ "$n" -ge 3 ] || fail "$name --help describes only $n options"
+}
+options_in_page "$HWIDD" hwidd.8
+options_in_page "${CERTMONGER_SUBMIT:-$BUILDDIR/cli/certmonger-submit}" hwid-certmonger-submit.8
 
 # hwidd.yaml(5): every key CONFIG.md's tables name ("| `key` |").
 plain "$MANDIR/hwidd.yaml.5" >"$T/conf.5.txt"
@@ -131,7 +138,7 @@ for h in "Top level" "Profiles" "Revocation" "Reloading (SIGHUP)"; do
 done
 
 # man renders each page.
-for p in hwid.1 hwidd.8 hwidd.yaml.5; do
+for p in "${PAGES[@]}"; do
         out=$(MANWIDTH=80 man -l "$MANDIR/$p" 2>/dev/null) || fail "man -l $p failed"
         assert_contains "$out" "NAME" "man -l $p"
 done
