@@ -27,6 +27,8 @@ PACKAGES=(
         pandoc bash-completion systemd man-db
         # relying parties using a device identity (docs/USING.md, using-tpm)
         mosquitto mosquitto-clients nginx-light
+        # the Debian packages (scripts/deb-test.sh, in CI too)
+        build-essential debhelper dpkg-dev lintian
         # certmonger with hwid's CA helper (docs/USING.md, certmonger.sh);
         # modutil and certutil for its NSS databases
         certmonger libnss3-tools

@@ -50,10 +50,10 @@ add_profiles <<'EOF'
     validity: 1m
     key_types: [ec-p256]
     renewal:
-      window: 0.75
+      window: 0.5
 EOF
 sed -i 's/^  retry_after: .*/  retry_after: 1s/' "$CFG"   # approval polls come quickly
-sed -i '1a clock_skew: 0s' "$CFG"                         # the window opens 15 s after issuance
+sed -i '1a clock_skew: 0s' "$CFG"                         # the window opens 30 s after issuance
 hwidd_start
 PIN=$(run_ok "$HWID" ca hash "$CA_DIR/ca.pem")
 swtpm_init
