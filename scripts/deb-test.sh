@@ -4,7 +4,7 @@
 # them: hwid --version, hwidd --check on a fresh hwid ca init (SoftHSM2),
 # man hwid, the units enabled. Purges them at the end (--keep: leaves them).
 # Run as root on Debian 12 (docs/OPERATIONS.md, "The Debian packages").
-# --build-only: build and lintian, no install (what CI runs: .ci/run).
+# --build-only: build and lintian, no install. CI (.ci/run) runs it whole.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SRC=$PWD
@@ -18,6 +18,9 @@ for a in "$@"; do
 done
 
 log() { echo "deb-test: $*" >&2; }
+# The package build runs no tests (debian/rules) and needs no debug symbol
+# packages here; both cores.
+export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-nocheck noautodbgsym parallel=$(nproc)}
 W=$(mktemp -d "${TMPDIR:-/tmp}/hwid-deb.XXXXXX")
 cleanup() {
         if [ "$INSTALL" = 1 ] && [ "$KEEP" = 0 ]; then
@@ -54,6 +57,12 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$W"/hwid_0.1.0_*.deb "$W"/
 hwid --version
 man -P cat hwid | grep -q "hwid join" || { log "man hwid has no hwid join"; exit 1; }
 man -w hwidd.yaml >/dev/null && man -w hwidd >/dev/null
+# certmonger's CA helper, its page and the example drop-in for certmonger.service.
+[ "$(/usr/libexec/hwid/certmonger-submit --version)" = "$(hwid --version)" ] ||
+        { log "no certmonger helper in /usr/libexec/hwid"; exit 1; }
+man -w hwid-certmonger-submit >/dev/null
+grep -q '^BindReadOnlyPaths=/etc/hwid/openssl-tpm2.cnf:/etc/ssl/openssl.cnf$' \
+        /usr/share/doc/hwid/examples/certmonger-hwid.conf || { log "the certmonger drop-in names other paths"; exit 1; }
 getent passwd hwid >/dev/null || { log "no hwid user (sysusers.d)"; exit 1; }
 id -nG hwid | grep -qw tss || { log "hwid is not in tss"; exit 1; }
 [ -d /var/lib/hwidd ] || { log "no /var/lib/hwidd (tmpfiles.d)"; exit 1; }
