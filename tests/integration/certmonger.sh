@@ -17,11 +17,13 @@
 #     enrolls it with the bootstrap token (MONITORING, a certificate openssl
 #     verifies against the CA for the TPM key), and FETCH-ROOTS stores the
 #     pinned CA (getcert -F);
-#   - renewal by itself: certmonger asks at once (a 1-minute certificate),
-#     the helper answers "later" (status 5) until the profile's renewal
-#     window opens (hwidd refuses 403 renewal_not_open until then), then
-#     renews over mutual TLS with the same TPM key: a new serial, the same
-#     key, hwidd's audit records the renewal;
+#   - renewal: started as certmonger's monitor starts it at a threshold
+#     (getcert resubmit: the monitor looks at most every 30 minutes) before
+#     the profile's window opens, the helper answers "later" (status 5,
+#     hwidd refused 403 renewal_not_open) with the seconds until it opens;
+#     certmonger comes back by itself with the cookie and the helper renews
+#     over mutual TLS with the same TPM key: a new serial, the same key,
+#     hwidd's audit records the refusal, then the renewal;
 #   - manual approval: the request waits (202 → status 5 with a cookie) and
 #     is listed by `hwid request list`; after `hwid request approve` the
 #     next poll collects the certificate;
@@ -105,6 +107,7 @@ export CERTMONGER_REQUESTS_DIR=$T/cmstate/requests CERTMONGER_CAS_DIR=$T/cmstate
         CERTMONGER_CONFIG_DIR=$T/cmstate CERTMONGER_SYSTEM_LOCK_FILE=$T/cmstate/lock HOME=$T/cmstate
 SSL_CNF=$(readlink -f "$(openssl version -d | sed 's/^OPENSSLDIR: "\(.*\)"$/\1/')/openssl.cnf")
 [ -d /run/dbus ] || mkdir -p /run/dbus
+# shellcheck disable=SC2016  # the inner shell expands its own arguments
 start_bg "$T/certmonger.log" unshare --mount --propagation private sh -c \
         'mount --bind "$1" /run/dbus && mount --bind "$2" "$3" && exec certmonger -s -n -d 3' \
         sh "$T/bus" "$SRCDIR/contrib/openssl-tpm2.cnf" "$SSL_CNF"
@@ -227,7 +230,7 @@ tokens=$(sed -n "s/.*Found token '\(.*\)'\.$/\1/p" "$T/certmonger.log" | sort -u
 assert_eq "$tokens" "NSS Certificate DB," "the tokens certmonger's children found (no SoftHSM2 slot)"
 
 # --- what is left ------------------------------------------------------------
-assert_eq "$(cd "$CM" && ls | tr '\n' ' ')" "approved.pem approved.tss2.pem ca.pem web.pem web.tss2.pem " \
+assert_eq "$(cd "$CM" && find . -type f -printf '%f\n' | sort | tr '\n' ' ')" "approved.pem approved.tss2.pem ca.pem web.pem web.tss2.pem " \
         "the files certmonger wrote (no software key of its own)"
 no_private_keys_in "$CM"
 san=$(cat "$T"/san/* 2>/dev/null || true)
