@@ -81,8 +81,7 @@ static int make_csr(const join_opts *o, hwid_key *k, char **ret_pem) {
         return csr_to_pem(req, ret_pem);
 }
 
-/* The request id and fingerprint of a 202 answer. */
-static int parse_pending(const client_response *resp, char **ret_id, char *spki, size_t n) {
+int join_parse_pending(const client_response *resp, char **ret_id, char *spki, size_t n) {
         json_object *o = NULL, *id = NULL, *fp = NULL;
         int r = client_response_json(resp, &o);
 
@@ -148,7 +147,7 @@ static int enroll(const join_opts *o, client_session *cs, const char *auth, cons
         /* 200: the same enrollment again (its answer was lost): the same certificate. */
         if (resp.status == 201 || resp.status == 200)
                 *ret_cert = (char *) buf_steal(&resp.body, NULL);
-        else if (resp.status == 202 && (r = parse_pending(&resp, ret_pending, spki, sizeof(spki))) >= 0)
+        else if (resp.status == 202 && (r = join_parse_pending(&resp, ret_pending, spki, sizeof(spki))) >= 0)
                 say(o, "request %s is waiting for approval; the CA admin must check that its key "
                        "fingerprint is %s", *ret_pending, spki);
         else if (r >= 0)

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hsm.h"
@@ -76,6 +77,11 @@ int join_run(const join_opts *o, join_result *ret);
 /* Whether join_run on DIR would need a token: false when DIR holds a live
  * identity or a pending request to resume. */
 bool join_needs_token(const char *dir, int64_t clock_skew);
+
+/* The request id (*ret_id, caller frees) and the key fingerprint (spki,
+ * may stay empty) of a 202 answer to an enrollment. */
+struct client_response;
+int join_parse_pending(const struct client_response *resp, char **ret_id, char *spki, size_t n);
 
 /* Checks sha256:<64 hex> syntax. */
 bool ca_hash_valid(const char *s);

@@ -178,9 +178,7 @@ int renew_cleanup(const renew_opts *o) {
         return r;
 }
 
-/* When a "too early" answer says the window opens: its renewal_opens_at,
- * else now + Retry-After, else 0 (unknown). */
-static int64_t window_opens_at(const client_response *resp) {
+int64_t renew_window_opens_at(const client_response *resp) {
         json_object *j = NULL, *v;
         int64_t at = 0;
 
@@ -210,7 +208,7 @@ static int post_renew(const renew_opts *o, client_session *cs, const device_stat
         else if (!o->est || resp.status != 200)
                 r = refusal(s, &resp);
         if (r == -HWID_E_TOO_EARLY && o->window_opens_at)
-                *o->window_opens_at = window_opens_at(&resp);
+                *o->window_opens_at = renew_window_opens_at(&resp);
         client_response_clear(&resp);
         return r;
 }

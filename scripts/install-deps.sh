@@ -24,6 +24,16 @@ PACKAGES=(
         python3-jwcrypto python3-cryptography
         # promtool, which checks /metrics (ops-*.sh tests)
         prometheus
+        # man pages (pandoc), bash completion, systemd's pkg-config and
+        # systemd-analyze for the units (install-*.sh tests)
+        pandoc bash-completion systemd man-db
+        # relying parties using a device identity (docs/USING.md, using-tpm)
+        mosquitto mosquitto-clients nginx-light
+        # the Debian packages (scripts/deb-test.sh, in CI too)
+        build-essential debhelper dpkg-dev lintian
+        # certmonger with hwid's CA helper (docs/USING.md, certmonger.sh);
+        # modutil and certutil for its NSS databases
+        certmonger libnss3-tools
 )
 
 log() { echo "install-deps: $*" >&2; }
