@@ -83,6 +83,7 @@ sed -i 's/^  audit_only: false$/&\n  public_metrics: true/' "$CFG"
 sed -i 's/^  rate_per_ip: .*$/  rate_per_ip: 0/' "$CFG"
 grep -q '^  rate_per_ip: 0$' "$CFG" || fail "could not lift rate_per_ip in $CFG"
 hwidd_start
+LOG_SINCE=$SECONDS # anonymous refusals are logged 10 a minute from here on
 TOK=$(token_new --profile again --uses 100000)
 PTOK=$(token_new --profile again --uses 100000 --name-pattern 'other-*')
 make_csr load
@@ -140,10 +141,13 @@ echo "store: $size_before -> $size_after bytes after 3000 anonymous refusals" >&
 [ $(($(audit_rows) - rows_before)) -le 1 ] || fail "3000 anonymous refusals wrote $(($(audit_rows) - rows_before)) audit rows"
 refused=$(($(metric hwid_unauthenticated_refusals_total) - refused_before))
 assert_eq "$refused" 3000 "hwid_unauthenticated_refusals_total after 3000 refusals"
-# Logged one by one: a few per minute (the token holder's refusals aside).
+# Logged one by one: a few per minute (the token holder's refusals aside):
+# at most 10 in each minute the test has run through (a loaded machine
+# takes more than one), far fewer than the 4500 refusals.
 logged=$(grep 'deny — ' "$HWIDD_LOG" | grep -cv "token:${PTOK%%.*} " || true)
-if [ "$logged" -lt 1 ] || [ "$logged" -gt 20 ]; then
-        fail "$logged log lines for 4500 anonymous refusals (1..20 expected)"
+log_max=$((10 * ((SECONDS - LOG_SINCE) / 60 + 2)))
+if [ "$logged" -lt 1 ] || [ "$logged" -gt "$log_max" ]; then
+        fail "$logged log lines for 4500 anonymous refusals in $((SECONDS - LOG_SINCE)) s (1..$log_max expected)"
 fi
 # The summary: one record (at shutdown at the latest) with the counts.
 hwidd_stop

@@ -105,18 +105,18 @@ class Flood:
             g.closed += 1
 
     def top_up(self):
-        """New connections for each group in proportion to what it lacks,
-        so that no group's churn takes the whole rate, and the largest
-        group is not starved by the small ones either."""
+        """New connections, the rate shared equally among the groups that
+        lack any (each at most what it lacks): a small group is made whole
+        within seconds however much the largest one churns, and the largest
+        then has the whole rate."""
         self.refill()
-        lacking = [max(0, g.count - g.open - g.pending) for g in self.groups]
-        total = sum(lacking)
+        lacking = [g for g in self.groups if g.count - g.open - g.pending > 0]
         budget = int(self.tokens)
-        if total == 0 or budget == 0:
+        if not lacking or budget == 0:
             return
-        for g, lack in zip(self.groups, lacking):
-            share = min(lack, max(1, budget * lack // total)) if lack else 0
-            for _ in range(share):
+        share = max(1, budget // len(lacking))
+        for g in lacking:
+            for _ in range(min(share, g.count - g.open - g.pending)):
                 if self.tokens < 1 or not self.connect(g):
                     break
                 self.tokens -= 1
