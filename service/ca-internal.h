@@ -38,11 +38,14 @@ struct ca_service {
         /* hwidd's TLS identity (ca_service_set_tls()), for /readyz and metrics. */
         hwid_key *tls_key;
         int64_t tls_not_after;
+        X509 *tls_cert;             /* also CMP's protection certificate (cmp-srv.c) */
         /* /readyz: the last verdict, reused for a second (health.c). */
         pthread_mutex_t ready_lock;
         uint64_t ready_checked_ms;
         int ready_status;
         char *ready_json;
+        /* CMP's open transactions (cmp.c), made by the first CMP request. */
+        struct cmp_table *_Atomic cmp;
 };
 
 /* Who is asking, as established by authentication. */
@@ -69,6 +72,9 @@ bool ca_admin_route(ca_service *ca, const http_request *req, http_response *resp
 /* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
  * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
+/* The same for a token whose secret was proven another way (CMP's
+ * password-based MAC, cmp-auth.c): its state is checked as above. */
+int ca_auth_token_id(ca_service *ca, const char *id, int64_t now, ca_auth *ret);
 /* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent.
  * The certificate must be, byte for byte, one this CA issued and
  * recorded; the role is the one recorded with it. */
@@ -105,6 +111,9 @@ void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp
 /* EST, RFC 7030 (est.c): answers every request under /.well-known/est/
  * and returns true; false for any other path. */
 bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp);
+/* CMP, RFC 9483 (cmp.c): answers every request to /.well-known/cmp and
+ * under /.well-known/cmp/p/, and returns true; false for any other path. */
+bool ca_cmp_route(ca_service *ca, const http_request *req, http_response *resp);
 
 /* Endpoints (enroll.c). */
 void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
@@ -112,7 +121,17 @@ void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
  * the profile label (NULL: the one that accepts that certificate's),
  * as est.enroll_by_certificate allows (policy_check_enroll()). */
 void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp);
+/* POST /csr for a bootstrap token whose secret the caller has verified
+ * itself (CMP's password-based MAC): no Authorization header is read. */
+void ca_enroll_token(ca_service *ca, const http_request *req, const char *token_id, http_response *resp);
 void ca_poll(ca_service *ca, const char *id, http_response *resp);
+/* A certificate's holder revokes it (CMP rr, revoke-own.c): req's client
+ * certificate authenticates, as for renewal, and must be the one named by
+ * serial (hex); 200 {"serial", "revoked"} or the error. */
+void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, http_response *resp);
+/* The requester's word on a certificate issued to it (CMP certConf):
+ * recorded when accepted, revoked when rejected. */
+void ca_confirm(ca_service *ca, const char *serial, const char *actor, bool accepted);
 void ca_renew(ca_service *ca, const http_request *req, http_response *resp);
 
 /* Responses. */
