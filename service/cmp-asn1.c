@@ -218,7 +218,7 @@ static int push_rsa(cmp_req_template *t, long bits) {
 int cmp_template_value(const policy_profile *p, ASN1_TYPE **ret) {
         _cleanup_(req_template_freep) cmp_req_template *t = NULL;
         unsigned char *der = NULL;
-        int r = 0;
+        int len, r = 0;
 
         t = (cmp_req_template *) ASN1_item_new(ASN1_ITEM_rptr(cmp_req_template));
         if (!t || !(t->key_spec = sk_cmp_attr_tv_new_null()))
@@ -231,6 +231,6 @@ int cmp_template_value(const policy_profile *p, ASN1_TYPE **ret) {
                 r = push_rsa(t, p->rsa_min_bits > 0 ? p->rsa_min_bits : 2048);
         if (r < 0)
                 return r;
-        return sequence_value(der, ASN1_item_i2d((const ASN1_VALUE *) t, &der, ASN1_ITEM_rptr(cmp_req_template)),
-                              ret);
+        len = ASN1_item_i2d((const ASN1_VALUE *) t, &der, ASN1_ITEM_rptr(cmp_req_template));
+        return sequence_value(der, len, ret);
 }
