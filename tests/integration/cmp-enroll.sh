@@ -35,7 +35,7 @@ mac_ir() {
         local out=$1 tok=$2 name=$3 key=$4
         shift 4
         cmp_secret "$tok" "$DEV/$name.mac"
-        cmp "$out" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/$name.mac" -newkey "$key" \
+        cmp_run "$out" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/$name.mac" -newkey "$key" \
                 -subject "/CN=$name" -certout "$DEV/$name.pem" "$@"
 }
 
@@ -61,11 +61,11 @@ test_wrong_secret() {
         before=$(store_state "$tok")
         ec_key "$DEV/cmp-w.key"
         echo 0000000000000000000000000000000000000000000000000000000000000000 >"$DEV/wrong.mac"
-        cmp "$DEV/wrong" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/wrong.mac" -newkey "$DEV/cmp-w.key" \
+        cmp_run "$DEV/wrong" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/wrong.mac" -newkey "$DEV/cmp-w.key" \
                 -subject /CN=cmp-w
         cmp_refused "$DEV/wrong" badMessageCheck "does not verify"
         # An unknown token id: the same answer.
-        cmp "$DEV/unknown" -- -cmd ir -ref zzzzzz -secret "file:$DEV/wrong.mac" -newkey "$DEV/cmp-w.key" \
+        cmp_run "$DEV/unknown" -- -cmd ir -ref zzzzzz -secret "file:$DEV/wrong.mac" -newkey "$DEV/cmp-w.key" \
                 -subject /CN=cmp-w
         cmp_refused "$DEV/unknown" badMessageCheck "does not verify"
         assert_eq "$(store_state "$tok")" "$before" "store after a wrong MAC"
@@ -78,7 +78,7 @@ test_p10cr() {
         tok=$(token_new --profile cmp)
         make_csr cmp-2
         cmp_secret "$tok" "$DEV/cmp-2.mac"
-        cmp "$DEV/p10" -- -cmd p10cr -csr "$DEV/cmp-2.csr" -ref "${tok%%.*}" -secret "file:$DEV/cmp-2.mac" \
+        cmp_run "$DEV/p10" -- -cmd p10cr -csr "$DEV/cmp-2.csr" -ref "${tok%%.*}" -secret "file:$DEV/cmp-2.mac" \
                 -certout "$DEV/cmp-2.pem"
         cmp_ok "$DEV/p10"
         verify_leaf "$DEV/cmp-2.pem"
@@ -88,7 +88,7 @@ test_p10cr() {
 test_kur_rr() {
         local old new
         ec_key "$DEV/cmp-1b.key"
-        cmp "$DEV/kur" -- -cmd kur -cert "$DEV/cmp-1.pem" -key "$DEV/cmp-1.key" -newkey "$DEV/cmp-1b.key" \
+        cmp_run "$DEV/kur" -- -cmd kur -cert "$DEV/cmp-1.pem" -key "$DEV/cmp-1.key" -newkey "$DEV/cmp-1b.key" \
                 -certout "$DEV/cmp-1b.pem"
         cmp_ok "$DEV/kur"
         old=$(serial_of "$DEV/cmp-1.pem")
@@ -97,7 +97,7 @@ test_kur_rr() {
         assert_eq "$(openssl x509 -in "$DEV/cmp-1b.pem" -noout -pubkey)" \
                 "$(openssl pkey -in "$DEV/cmp-1b.key" -pubout)" "kur certificate key"
         assert_contains "$(cert_rows --identity cmp-1 | awk -v s="$old" '$1 == s')" superseded "the old certificate"
-        cmp "$DEV/rr" -- -cmd rr -cert "$DEV/cmp-1b.pem" -key "$DEV/cmp-1b.key" -oldcert "$DEV/cmp-1b.pem"
+        cmp_run "$DEV/rr" -- -cmd rr -cert "$DEV/cmp-1b.pem" -key "$DEV/cmp-1b.key" -oldcert "$DEV/cmp-1b.pem"
         cmp_ok "$DEV/rr"
         http "$DEV/crl" GET /crl
         expect_status 200 "$DEV/crl"
@@ -105,10 +105,10 @@ test_kur_rr() {
                 fail "the revoked certificate $new is not in the CRL"
         # A revoked certificate is no credential.
         ec_key "$DEV/cmp-1c.key"
-        cmp "$DEV/kur-revoked" -- -cmd kur -cert "$DEV/cmp-1b.pem" -key "$DEV/cmp-1b.key" -newkey "$DEV/cmp-1c.key"
+        cmp_run "$DEV/kur-revoked" -- -cmd kur -cert "$DEV/cmp-1b.pem" -key "$DEV/cmp-1b.key" -newkey "$DEV/cmp-1c.key"
         cmp_refused "$DEV/kur-revoked" certRevoked "revoked"
         # Another's certificate cannot be revoked with one's own.
-        cmp "$DEV/rr-other" -- -cmd rr -cert "$DEV/cmp-w.pem" -key "$DEV/cmp-w.key" -oldcert "$DEV/cmp-2.pem"
+        cmp_run "$DEV/rr-other" -- -cmd rr -cert "$DEV/cmp-w.pem" -key "$DEV/cmp-w.key" -oldcert "$DEV/cmp-2.pem"
         cmp_refused "$DEV/rr-other" notAuthorized "only itself"
         in_store "$(serial_of "$DEV/cmp-2.pem")" || fail "cmp-2 lost"
         assert_contains "$(cert_rows --identity cmp-2)" valid "cmp-2 after another's rr"
@@ -116,19 +116,19 @@ test_kur_rr() {
 
 test_genm() {
         local asn
-        cmp "$DEV/genm" -- -cmd genm -infotype caCerts -unprotected_requests -ref none -rspout "$DEV/genp.der"
+        cmp_run "$DEV/genm" -- -cmd genm -infotype caCerts -unprotected_requests -ref none -rspout "$DEV/genp.der"
         cmp_ok "$DEV/genm"
         asn=$(openssl asn1parse -inform DER -in "$DEV/genp.der" -i)
         assert_contains "$asn" "id-it-caCerts" "genp caCerts"
         assert_contains "$asn" "hwid test CA" "the CA certificate in caCerts"
-        cmp "$DEV/tmpl" $CMP/p/cmp -- -cmd genm -infotype certReqTemplate -unprotected_requests -ref none \
+        cmp_run "$DEV/tmpl" $CMP/p/cmp -- -cmd genm -infotype certReqTemplate -unprotected_requests -ref none \
                 -rspout "$DEV/tmpl.der"
         cmp_ok "$DEV/tmpl"
         asn=$(openssl asn1parse -inform DER -in "$DEV/tmpl.der" -i)
         assert_contains "$asn" "id-it-certReqTemplate" "genp certReqTemplate"
         assert_contains "$asn" "prime256v1" "the profile's curve in the template"
         assert_not_contains "$asn" "rsaEncryption" "a key type the profile refuses"
-        cmp "$DEV/root" -- -cmd genm -infotype rootCaKeyUpdate -unprotected_requests -ref none -rspout "$DEV/root.der"
+        cmp_run "$DEV/root" -- -cmd genm -infotype rootCaKeyUpdate -unprotected_requests -ref none -rspout "$DEV/root.der"
         cmp_ok "$DEV/root"
         assert_contains "$(openssl asn1parse -inform DER -in "$DEV/root.der" -i)" "id-it-rootCaKeyUpdate" \
                 "genp rootCaKeyUpdate"
@@ -166,19 +166,19 @@ test_refusals() {
         cmp_refused "$DEV/name" badCertTemplate
         make_csr cmp-ca -addext "basicConstraints=critical,CA:TRUE"
         cmp_secret "$tok" "$DEV/cmp-ca.mac"
-        cmp "$DEV/ca" -- -cmd p10cr -csr "$DEV/cmp-ca.csr" -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac"
+        cmp_run "$DEV/ca" -- -cmd p10cr -csr "$DEV/cmp-ca.csr" -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac"
         cmp_refused "$DEV/ca" badCertTemplate "CA"
         mac_ir "$DEV/dup" "$tok" cmp-2 "$DEV/r.key"
         cmp_refused "$DEV/dup" duplicateCertReq "already has a live certificate"
-        cmp "$DEV/label" $CMP/p/manual -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" \
+        cmp_run "$DEV/label" $CMP/p/manual -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" \
                 -newkey "$DEV/r.key" -subject /CN=cmp-9
         cmp_refused "$DEV/label" notAuthorized "not for CMP label manual"
-        cmp "$DEV/mackur" -- -cmd kur -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" -oldcert "$DEV/cmp-2.pem" \
+        cmp_run "$DEV/mackur" -- -cmd kur -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" -oldcert "$DEV/cmp-2.pem" \
                 -newkey "$DEV/r.key"
         cmp_refused "$DEV/mackur" notAuthorized "not MAC-protected"
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/self.key" \
                 -subj /CN=cmp-9 -days 1 -addext keyUsage=digitalSignature -out "$DEV/self.pem" 2>/dev/null
-        cmp "$DEV/foreign" -- -cmd cr -cert "$DEV/self.pem" -key "$DEV/self.key" -newkey "$DEV/r.key" \
+        cmp_run "$DEV/foreign" -- -cmd cr -cert "$DEV/self.pem" -key "$DEV/self.key" -newkey "$DEV/r.key" \
                 -subject /CN=cmp-9
         cmp_refused "$DEV/foreign" badMessageCheck
         assert_eq "$(store_state "$tok")" "$before" "store after every refusal"

@@ -12,10 +12,10 @@ cmp_secret() {
         chmod 600 "$2"
 }
 
-# cmp OUT [PATH] -- ARGS... — one `openssl cmp` session against hwidd at
+# cmp_run OUT [PATH] -- ARGS... — one `openssl cmp` session against hwidd at
 # PATH (default $CMP), trusting ca.pem for TLS and for the answers'
 # signatures; its output in OUT.log, its exit code in RC.
-cmp() {
+cmp_run() {
         local out=$1 path=$CMP
         shift
         if [ "$1" != -- ]; then path=$1; shift; fi

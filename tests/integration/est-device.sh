@@ -117,34 +117,6 @@ test_simplereenroll() {
         expect_status 403 "$T/rot-0a"
 }
 
-# tabrmd_start — tpm2-abrmd between openssl's tpm2 provider and swtpm, on a
-# D-Bus session bus of the test's own: the provider needs a resource manager
-# for a TLS handshake (it keeps hash sequences and contexts that swtpm's three
-# object slots cannot hold: tpm2-openssl's own advice). Sets TABRMD_TCTI;
-# tabrmd_stop gives swtpm back to hwid and tpm2-tools (one client at a time).
-tabrmd_start() {
-        local bus
-        bus=$(dbus-daemon --session --fork --nopidfile --print-address=1 --print-pid=1) ||
-                fail "cannot start a D-Bus session bus"
-        track_pid "$(sed -n 2p <<<"$bus")"
-        export DBUS_SESSION_BUS_ADDRESS
-        DBUS_SESSION_BUS_ADDRESS=$(sed -n 1p <<<"$bus")
-        start_bg "$T/tabrmd.log" tpm2-abrmd --session --allow-root --tcti="$HWID_TCTI" \
-                --dbus-name=com.intel.tss2.Tabrmd.hwidtest
-        TABRMD_PID=$BG_PID
-        TABRMD_TCTI=tabrmd:bus_type=session,bus_name=com.intel.tss2.Tabrmd.hwidtest
-        for _ in $(seq 50); do
-                TPM2TOOLS_TCTI=$TABRMD_TCTI tpm2_getcap properties-fixed >/dev/null 2>&1 && return 0
-                sleep 0.1
-        done
-        fail "tpm2-abrmd did not come up: $(cat "$T/tabrmd.log")"
-}
-
-tabrmd_stop() {
-        kill "$TABRMD_PID" 2>/dev/null
-        wait "$TABRMD_PID" 2>/dev/null || true
-}
-
 # simplereenroll over mutual TLS with the key in the TPM, openssl as the peer
 # (s_client with the tpm2 provider): the TLS signature and the CSR's are made
 # in the TPM by a program that is not hwid.
