@@ -19,6 +19,9 @@
 #     live identity (duplicateCertReq), a token of another profile under a
 #     label, a MAC-protected kur (notAuthorized), a signature by a
 #     certificate this CA did not issue (badMessageCheck);
+#   - the renewal rules for kur and a signed cr (window, rotate_key), a
+#     profile's attestation: required (notAuthorized), implicitConfirm, a
+#     certConf that rejects the certificate (revoked), no CMP on plain HTTP;
 #   - hostile input: truncated DER (400), a replayed request
 #     (transactionIdInUse, nothing issued), an unknown protection algorithm
 #     (badAlg), an oversize body (413), wrong Content-Type, method, label.
@@ -184,6 +187,60 @@ test_refusals() {
         assert_eq "$(store_state "$tok")" "$before" "store after every refusal"
 }
 
+# The renewal rules of /v1/renew hold for kur and a signed cr; the profile's
+# attestation rule for a MAC-protected ir; implicitConfirm; a certConf that
+# rejects the certificate revokes it; the plain-HTTP listener serves no CMP.
+test_rules() {
+        local tok before old
+        # A signed cr renews like kur: the old certificate is superseded.
+        ec_key "$DEV/cmp-2b.key"
+        cmp_run "$DEV/cr" -- -cmd cr -cert "$DEV/cmp-2.pem" -key "$DEV/cmp-2.key" -newkey "$DEV/cmp-2b.key" \
+                -subject /CN=cmp-2 -certout "$DEV/cmp-2b.pem"
+        cmp_ok "$DEV/cr"
+        verify_leaf "$DEV/cmp-2b.pem"
+        old=$(serial_of "$DEV/cmp-2.pem")
+        assert_contains "$(cert_rows --identity cmp-2 | awk -v s="$old" '$1 == s')" superseded "cmp-2 after a signed cr"
+        # Before the renewal window opens: notAuthorized, nothing changed.
+        tok=$(token_new --profile early)
+        ec_key "$DEV/early-1.key"
+        mac_ir "$DEV/early" "$tok" early-1 "$DEV/early-1.key" -implicit_confirm
+        cmp_ok "$DEV/early"
+        # implicitConfirm granted: no certConf, the certificate issued all the same.
+        assert_not_contains "$(cat "$DEV/early.log")" "PKICONF" "a certConf after implicitConfirm"
+        verify_leaf "$DEV/early-1.pem"
+        before=$(store_state "$tok")
+        ec_key "$DEV/early-1b.key"
+        cmp_run "$DEV/early-kur" -- -cmd kur -cert "$DEV/early-1.pem" -key "$DEV/early-1.key" \
+                -newkey "$DEV/early-1b.key"
+        cmp_refused "$DEV/early-kur" notAuthorized
+        assert_eq "$(store_state "$tok")" "$before" "store after a kur before the window"
+        # rotate_key: a kur for the same key is refused, nothing changed.
+        tok=$(token_new --profile rot)
+        ec_key "$DEV/rot-1.key"
+        mac_ir "$DEV/rot" "$tok" rot-1 "$DEV/rot-1.key"
+        cmp_ok "$DEV/rot"
+        before=$(store_state "$tok")
+        cmp_run "$DEV/rot-kur" -- -cmd kur -cert "$DEV/rot-1.pem" -key "$DEV/rot-1.key" -newkey "$DEV/rot-1.key"
+        cmp_refused "$DEV/rot-kur" badCertTemplate "new key"
+        assert_eq "$(store_state "$tok")" "$before" "store after a kur for the same key"
+        # attestation: required — CMP carries no evidence: refused, no use spent.
+        tok=$(token_new --profile att)
+        before=$(store_state "$tok")
+        mac_ir "$DEV/att" "$tok" att-1 "$DEV/rot-1.key"
+        cmp_refused "$DEV/att" notAuthorized "attestation"
+        assert_eq "$(store_state "$tok")" "$before" "store after an ir for an attestation profile"
+        # A certConf that rejects the certificate (the client cannot verify it
+        # against what it trusts) revokes it.
+        tok=$(token_new --profile cmp)
+        ec_key "$DEV/cmp-3.key"
+        mac_ir "$DEV/conf" "$tok" cmp-3 "$DEV/cmp-3.key" -out_trusted "$DEV/self.pem"
+        [ "$RC" != 0 ] || fail "openssl cmp accepted a certificate it cannot verify"
+        assert_contains "$(cert_rows --identity cmp-3)" revoked "a certificate its holder rejected"
+        # The plain-HTTP listener does not serve CMP.
+        assert_eq "$(curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: application/pkixcmp' \
+                --data-binary "@$DEV/ir1.req" "http://127.0.0.1:$HTTP_PORT$CMP")" 404 "CMP over plain HTTP"
+}
+
 # patched IN OUT — IN with a fresh transactionID, and (with alg) its MAC
 # algorithm's OID changed to one nobody knows.
 patched() {
@@ -241,7 +298,28 @@ add_profiles <<'YAML'
       cn_pattern: "cmp-*"
     renewal:
       window: 1.0
+  early:
+    validity: 30d
+    key_types: [ec-p256]
+    renewal:
+      window: 0.1
+  rot:
+    validity: 30d
+    key_types: [ec-p256]
+    renewal:
+      window: 1.0
+      rotate_key: true
+  att:
+    validity: 30d
+    key_types: [ec-p256]
+    attestation: required
 YAML
+# A profile may ask for attestation only with EK roots configured; no TPM
+# ever attests here, so any CA certificate stands for them.
+mkdir -p "$T/ek-roots"
+cp "$CA_DIR/ca.pem" "$T/ek-roots/"
+{ printf 'attestation:\n  ek_roots: [%s]\n' "$T/ek-roots"; cat "$CFG"; } >"$CFG.new"
+mv "$CFG.new" "$CFG"
 hwidd_start
 test_ir
 test_wrong_secret
@@ -249,6 +327,7 @@ test_p10cr
 test_genm
 test_refusals
 test_kur_rr
+test_rules
 test_hostile
 test_manual
 hwidd_stop
