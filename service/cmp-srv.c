@@ -21,6 +21,7 @@
 #include "cmp.h"
 #include "error.h"
 #include "log.h"
+#include "metrics.h"
 #include "ossl-util.h"
 #include "x509-util.h"
 
@@ -144,9 +145,12 @@ static OSSL_CMP_PKISI *rejection(int bit, const char *text) {
         return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_rejection, 1 << bit, text);
 }
 
-static OSSL_CMP_PKISI *reject_error(int r) {
+/* A refusal counts in hwid_request_errors_total by its slug, as the native
+ * API's does: the HTTP answer that carries it is a 200. */
+static OSSL_CMP_PKISI *reject_error(cmp_txn *t, int r) {
         char text[512];
 
+        metrics_refusal(t->ca->metrics, hwid_err_slug(r));
         snprintf(text, sizeof(text), "%s", hwid_strerror(r));
         return rejection(failure_of_error(r), text);
 }
@@ -162,7 +166,7 @@ static void json_field(const http_response *resp, const char *key, char *out, si
         json_object_put(o);
 }
 
-static OSSL_CMP_PKISI *refusal_of(const http_response *resp, int rr_bit) {
+static OSSL_CMP_PKISI *refusal_of(cmp_txn *t, const http_response *resp, int rr_bit) {
         char text[1024];
         int bit = hwid_err_http_status(-HWID_E_STORE) == resp->status || resp->status >= 500
                           ? OSSL_CMP_PKIFAILUREINFO_systemUnavail
@@ -173,6 +177,7 @@ static OSSL_CMP_PKISI *refusal_of(const http_response *resp, int rr_bit) {
                         bit = failure_of[i].bit;
         if (rr_bit >= 0 && bit == OSSL_CMP_PKIFAILUREINFO_badCertTemplate)
                 bit = rr_bit;
+        metrics_refusal(t->ca->metrics, resp->error);
         json_field(resp, "message", text, sizeof(text));
         return rejection(bit, text[0] ? text : "refused");
 }
@@ -209,9 +214,9 @@ static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const http_response *resp,
                 return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_waiting, 0, text);
         }
         if (resp->status != 200 && resp->status != 201)
-                return refusal_of(resp, -1);
+                return refusal_of(t, resp, -1);
         if (issued_from_pem(t, resp) < 0)
-                return reject_error(-HWID_E_INTERNAL);
+                return reject_error(t, -HWID_E_INTERNAL);
         *cert_out = X509_dup(t->issued);
         *chain_out = ca_chain(t->ca);
         return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
@@ -295,13 +300,13 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
                                  "a new request needs a new transaction");
         if ((r = cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len)) < 0 ||
             (r = request_der(crm, p10cr, &der, &len)) < 0)
-                return reject_error(r);
+                return reject_error(t, r);
         if (!(t->first = OSSL_CMP_MSG_dup(msg)))
-                return reject_error(-HWID_E_NOMEM);
+                return reject_error(t, -HWID_E_NOMEM);
         buf_init(&resp.body, CMP_RESPONSE_MAX);
         inner = inner_request(t, der, len);
         r = route_request(t, OSSL_CMP_MSG_get_bodytype(msg), &inner, &resp);
-        si = r < 0 ? reject_error(r) : answer_certificate(t, &resp, cert_out, chain_out);
+        si = r < 0 ? reject_error(t, r) : answer_certificate(t, &resp, cert_out, chain_out);
         buf_reset(&resp.body);
         return si;
 }
@@ -320,7 +325,7 @@ static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg
         if (t->replayed)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already");
         if ((r = cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len)) < 0)
-                return reject_error(r);
+                return reject_error(t, r);
         if (t->kind != CMP_AUTH_SIGNATURE)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_notAuthorized, "a revocation request is signed with the "
                                  "certificate it revokes");
@@ -328,12 +333,12 @@ static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg
                 return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
                                  "this CA's");
         if ((r = serial_to_hex(serial, &hex)) < 0)
-                return reject_error(r);
+                return reject_error(t, r);
         buf_init(&resp.body, CMP_RESPONSE_MAX);
         inner = inner_request(t, NULL, 0);
         ca_revoke_own(t->ca, &inner, hex, &resp);
         si = resp.status == 200 ? OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL)
-                                : refusal_of(&resp, OSSL_CMP_PKIFAILUREINFO_notAuthorized);
+                                : refusal_of(t, &resp, OSSL_CMP_PKIFAILUREINFO_notAuthorized);
         buf_reset(&resp.body);
         return si;
 }
@@ -406,9 +411,9 @@ static int poll_req(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqI
                 /* Issued or refused: the first request's answer, at last. */
                 if (resp.status == 200 || resp.status == 201) {
                         if (issued_from_pem(t, &resp) < 0)
-                                t->final = reject_error(-HWID_E_INTERNAL);
+                                t->final = reject_error(t, -HWID_E_INTERNAL);
                 } else {
-                        t->final = refusal_of(&resp, -1);
+                        t->final = refusal_of(t, &resp, -1);
                 }
                 *ret_req = OSSL_CMP_MSG_dup(t->first);
         }

@@ -18,7 +18,8 @@
 #     profile's cn_pattern refuses and CA:TRUE (badCertTemplate), a second
 #     live identity (duplicateCertReq), a token of another profile under a
 #     label, a MAC-protected kur (notAuthorized), a signature by a
-#     certificate this CA did not issue (badMessageCheck);
+#     certificate this CA did not issue (badMessageCheck); each counted in
+#     hwid_request_errors_total by its reason, as the native API counts it;
 #   - the renewal rules for kur and a signed cr (window, rotate_key), a
 #     profile's attestation: required (notAuthorized), implicitConfirm, a
 #     certConf that rejects the certificate (revoked), no CMP on plain HTTP;
@@ -31,6 +32,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
 # shellcheck source=cmp-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cmp-lib.sh"
+# shellcheck source=ops-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ops-lib.sh"
 require_tools python3
 
 # mac_ir OUT TOKEN NAME KEY [ARGS...] — ir protected with TOKEN's MAC.
@@ -164,6 +167,7 @@ test_refusals() {
         local tok before
         tok=$(token_new --profile cmp)
         before=$(store_state "$tok")
+        scrape "$DEV/m0"
         ec_key "$DEV/r.key"
         mac_ir "$DEV/name" "$tok" other-1 "$DEV/r.key"
         cmp_refused "$DEV/name" badCertTemplate
@@ -185,6 +189,12 @@ test_refusals() {
                 -subject /CN=cmp-9
         cmp_refused "$DEV/foreign" badMessageCheck
         assert_eq "$(store_state "$tok")" "$before" "store after every refusal"
+        # Counted as the native API counts them, by reason.
+        scrape "$DEV/m1"
+        assert_eq "$(metric_delta "$DEV/m0" "$DEV/m1" 'hwid_request_errors_total{error="identity_has_certificate"}')" 1 \
+                "second live identity refusals counted"
+        assert_eq "$(metric_delta "$DEV/m0" "$DEV/m1" 'hwid_request_errors_total{error="forbidden"}')" 4 \
+                "refusals by policy counted (name, CA:TRUE, label, MAC-protected kur)"
 }
 
 # The renewal rules of /v1/renew hold for kur and a signed cr; the profile's
@@ -320,6 +330,7 @@ mkdir -p "$T/ek-roots"
 cp "$CA_DIR/ca.pem" "$T/ek-roots/"
 { printf 'attestation:\n  ek_roots: [%s]\n' "$T/ek-roots"; cat "$CFG"; } >"$CFG.new"
 mv "$CFG.new" "$CFG"
+public_metrics
 hwidd_start
 test_ir
 test_wrong_secret
