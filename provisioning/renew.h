@@ -60,6 +60,11 @@ typedef struct renew_status {
  * renew_run. */
 int renew_fetch_status(const renew_opts *o, renew_status *ret);
 
+/* When a "too early" answer (403 renewal_not_open) says the window opens:
+ * its renewal_opens_at, else now + Retry-After, else 0 (unknown). */
+struct client_response;
+int64_t renew_window_opens_at(const struct client_response *resp);
+
 /* Whether r means the device can no longer renew and must join again. */
 bool renew_needs_bootstrap(int r);
 

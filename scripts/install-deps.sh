@@ -7,10 +7,12 @@ set -euo pipefail
 PACKAGES=(
         # build
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
+        # the layering test (tests/check-rooms.py)
+        python3 binutils
         # libraries
         libssl-dev libtss2-dev libp11-kit-dev libmicrohttpd-dev
         libgnutls28-dev libsqlite3-dev libcurl4-openssl-dev libyaml-dev libpq-dev
-        libjson-c-dev
+        libjson-c-dev libjansson-dev
         # runtime, test peers and tools
         openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2 postgresql
         # a TPM resource manager for openssl's tpm2 provider in a TLS handshake (est-device)
@@ -22,6 +24,16 @@ PACKAGES=(
         python3-jwcrypto python3-cryptography
         # promtool, which checks /metrics (ops-*.sh tests)
         prometheus
+        # man pages (pandoc), bash completion, systemd's pkg-config and
+        # systemd-analyze for the units (install-*.sh tests)
+        pandoc bash-completion systemd man-db
+        # relying parties using a device identity (docs/USING.md, using-tpm)
+        mosquitto mosquitto-clients nginx-light
+        # the Debian packages (scripts/deb-test.sh, in CI too)
+        build-essential debhelper dpkg-dev lintian
+        # certmonger with hwid's CA helper (docs/USING.md, certmonger.sh);
+        # modutil and certutil for its NSS databases
+        certmonger libnss3-tools
 )
 
 log() { echo "install-deps: $*" >&2; }

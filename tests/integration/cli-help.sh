@@ -12,17 +12,15 @@
 #   - each short option of its option string (but -h) is described, paired
 #     with the long option that returns the same letter;
 #   - each option the option list describes is in the table.
+#   - the same for certmonger's CA helper (libexec's certmonger-submit);
 #   - the check catches a help line taken out (it is not vacuous).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=help-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/help-lib.sh"
 
 : "${HWID_GETOPT_SPY_LIB:?the getopt spy library (tests/getopt-spy.so) is not set}"
 [ -f "$HWID_GETOPT_SPY_LIB" ] || fail "no getopt spy at $HWID_GETOPT_SPY_LIB"
-
-# The commands `hwid --help` lists ("key create", "join", ...).
-commands() {
-        "$HWID" --help | sed -n '/^Commands:$/,/^$/p' | sed -n 's/^  \([a-z]\+\( [a-z]\+\)\?\)  .*/\1/p'
-}
 
 # help_of CMD — the help text in $T/help.out, the table in $T/spy.
 help_of() {
@@ -34,13 +32,6 @@ help_of() {
         assert_eq "$rc" 0 "exit code of hwid $cmd --help ($(head -n 3 "$T/help.err"))"
         grep -qE "^(Usage:)? +hwid $cmd( |$)" "$T/help.out" ||
                 fail "hwid $cmd --help prints no usage: $(head -n 3 "$T/help.out")"
-}
-
-# described HELP-FILE — the option list, one "SHORT LONG" per line ("-" for
-# none): lines that start (after blanks) with -x, --name or -x, --name.
-described() {
-        sed -nE 's/^ +(-([a-zA-Z0-9]),? +)?--([a-z0-9-]+)([ =]|$).*/=\2 \3/p; s/^ +-([a-zA-Z0-9])( +[^-].*|)$/=\1 -/p' "$1" |
-                sed -E 's/^= /=- /; s/^=//'
 }
 
 # problems_of CMD — what is wrong with CMD's help, one line per problem.
@@ -71,7 +62,7 @@ problems_of() {
 
 CHECKED=0
 PROBLEMS=()
-mapfile -t CMDS < <(commands)
+mapfile -t CMDS < <(hwid_commands)
 [ ${#CMDS[@]} -ge 20 ] || fail "hwid --help lists only ${#CMDS[@]} commands: ${CMDS[*]}"
 for c in "${CMDS[@]}"; do
         help_of "$c"
@@ -80,6 +71,15 @@ for c in "${CMDS[@]}"; do
         done < <(problems_of "$c")
         CHECKED=$((CHECKED + 1))
 done
+# certmonger's CA helper, a program of its own.
+SUBMIT=${CERTMONGER_SUBMIT:-$BUILDDIR/cli/certmonger-submit}
+: >"$T/spy"
+HWID_GETOPT_SPY=$T/spy LD_PRELOAD=$HWID_GETOPT_SPY_LIB "$SUBMIT" --help >"$T/help.out" 2>"$T/help.err" ||
+        fail "certmonger-submit --help failed: $(cat "$T/help.err")"
+grep -qE "^Usage: certmonger-submit " "$T/help.out" || fail "certmonger-submit --help prints no usage"
+while read -r p; do
+        PROBLEMS+=("certmonger-submit --help: $p")
+done < <(problems_of certmonger-submit)
 [ ${#PROBLEMS[@]} -eq 0 ] || fail "$(printf '%s\n' "${PROBLEMS[@]}")"
 
 # Not vacuous: hwid join's help without its --tcti line is caught.
@@ -87,4 +87,4 @@ help_of join
 grep -qE '^ +--tcti ' "$T/help.out" || fail "hwid join --help has no --tcti line"
 grep -vE '^ +--tcti ' "$T/help.out" >"$T/help.cut" && mv "$T/help.cut" "$T/help.out"
 assert_contains "$(problems_of join)" "omits --tcti" "the check of a help without --tcti"
-echo "cli-help: $CHECKED commands checked"
+echo "cli-help: $CHECKED commands and certmonger-submit checked"

@@ -1,0 +1,82 @@
+#!/bin/bash
+# deb-test.sh — build hwid's Debian packages (debian/) from this tree,
+# check them with lintian (no error), install them on this machine and use
+# them: hwid --version, hwidd --check on a fresh hwid ca init (SoftHSM2),
+# man hwid, the units enabled. Purges them at the end (--keep: leaves them).
+# Run as root on Debian 12 (docs/OPERATIONS.md, "The Debian packages").
+# --build-only: build and lintian, no install. CI (.ci/run) runs it whole.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SRC=$PWD
+KEEP=0 INSTALL=1
+for a in "$@"; do
+        case $a in
+        --keep) KEEP=1 ;;
+        --build-only) INSTALL=0 ;;
+        *) echo "usage: $0 [--keep] [--build-only]" >&2; exit 2 ;;
+        esac
+done
+
+log() { echo "deb-test: $*" >&2; }
+# The package build runs no tests (debian/rules) and needs no debug symbol
+# packages here; both cores.
+export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-nocheck noautodbgsym parallel=$(nproc)}
+W=$(mktemp -d "${TMPDIR:-/tmp}/hwid-deb.XXXXXX")
+cleanup() {
+        if [ "$INSTALL" = 1 ] && [ "$KEEP" = 0 ]; then
+                apt-get purge -y -q hwid hwidd >/dev/null 2>&1 || true
+        fi
+        rm -rf "$W"
+}
+trap cleanup EXIT
+
+# The tree as git knows it (tracked files, with their changes), nothing else:
+# no build directories.
+mkdir "$W/hwid-0.1.0"
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$W/hwid-0.1.0"
+
+log "dpkg-buildpackage -b"
+start=$(date +%s)
+(cd "$W/hwid-0.1.0" && dpkg-buildpackage -b -us -uc) >"$W/build.log" 2>&1 ||
+        { tail -n 40 "$W/build.log"; log "the package build failed"; exit 1; }
+log "built in $(($(date +%s) - start)) s: $(cd "$W" && ls ./*.deb | tr '\n' ' ')"
+
+log "lintian (errors fail)"
+lintian --fail-on error --suppress-tags bad-distribution-in-changes-file "$W"/hwid_*.changes | tee "$W/lintian.log"
+
+# Configuration files are conffiles.
+dpkg-deb --ctrl-tarfile "$W"/hwid_0.1.0_*.deb | tar -xOf - ./conffiles >"$W/conffiles"
+for f in /etc/default/hwid-agent /etc/hwid/openssl-tpm2.cnf; do
+        grep -qx "$f" "$W/conffiles" || { log "$f is not a conffile"; exit 1; }
+done
+[ "$INSTALL" = 1 ] || { log "built (not installed)"; exit 0; }
+
+log "apt-get install"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$W"/hwid_0.1.0_*.deb "$W"/hwidd_0.1.0_*.deb \
+        >"$W/install.log" 2>&1 || { tail -n 20 "$W/install.log"; exit 1; }
+hwid --version
+man -P cat hwid | grep -q "hwid join" || { log "man hwid has no hwid join"; exit 1; }
+man -w hwidd.yaml >/dev/null && man -w hwidd >/dev/null
+# certmonger's CA helper, its page and the example drop-in for certmonger.service.
+[ "$(/usr/libexec/hwid/certmonger-submit --version)" = "$(hwid --version)" ] ||
+        { log "no certmonger helper in /usr/libexec/hwid"; exit 1; }
+man -w hwid-certmonger-submit >/dev/null
+grep -q '^BindReadOnlyPaths=/etc/hwid/openssl-tpm2.cnf:/etc/ssl/openssl.cnf$' \
+        /usr/share/doc/hwid/examples/certmonger-hwid.conf || { log "the certmonger drop-in names other paths"; exit 1; }
+getent passwd hwid >/dev/null || { log "no hwid user (sysusers.d)"; exit 1; }
+id -nG hwid | grep -qw tss || { log "hwid is not in tss"; exit 1; }
+[ -d /var/lib/hwidd ] || { log "no /var/lib/hwidd (tmpfiles.d)"; exit 1; }
+for u in hwidd.service hwid-agent.service; do
+        [ -L "/etc/systemd/system/multi-user.target.wants/$u" ] || { log "$u is not enabled"; exit 1; }
+done
+
+log "hwid ca init on SoftHSM2, then hwidd --check"
+export SOFTHSM2_CONF=$W/softhsm2.conf
+mkdir "$W/tokens"
+echo "directories.tokendir = $W/tokens" >"$SOFTHSM2_CONF"
+echo 1234 >"$W/pin"
+softhsm2-util --init-token --free --label ca --so-pin 5678 --pin 1234 >/dev/null
+hwid ca init --key "pkcs11:token=ca;object=ca-key?pin-source=file:$W/pin" --subject "/CN=deb-test CA" \
+        --dir "$W/ca" >/dev/null
+hwidd --config "$W/ca/hwidd.yaml" --check
+log "OK"
