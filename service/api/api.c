@@ -132,7 +132,7 @@ static void route(ca_service *ca, const http_request *req, http_response *resp) 
                 ca_get_metrics(ca, req, resp);
         else if ((arg = suffix(req, "GET", "/v1/identities/")))
                 get_identity(ca, req, arg, resp);
-        else if (!ca_admin_route(ca, req, resp) && !ca_est_route(ca, req, resp))
+        else if (!ca_admin_route(ca, req, resp) && !ca_est_route(ca, req, resp) && !ca_cmp_route(ca, req, resp))
                 http_error(resp, 404, "not_found", "no such endpoint");
 }
 

@@ -27,6 +27,9 @@ void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp
 /* EST, RFC 7030 (est.c): answers every request under /.well-known/est/
  * and returns true; false for any other path. */
 bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp);
+/* CMP, RFC 9483 (cmp.c): answers every request to /.well-known/cmp and
+ * under /.well-known/cmp/p/, and returns true; false for any other path. */
+bool ca_cmp_route(ca_service *ca, const http_request *req, http_response *resp);
 
 /* Native enrollment, polling and renewal (enroll.c). */
 void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
@@ -34,6 +37,9 @@ void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
  * the profile label (NULL: the one that accepts that certificate's),
  * as est.enroll_by_certificate allows (policy_check_enroll()). */
 void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp);
+/* POST /csr for a bootstrap token whose secret the caller has verified
+ * itself (CMP's password-based MAC): no Authorization header is read. */
+void ca_enroll_token(ca_service *ca, const http_request *req, const char *token_id, http_response *resp);
 void ca_poll(ca_service *ca, const char *id, http_response *resp);
 /* The request token_id made for csr's key and name, if any, answered as a
  * poll of it would be (*ret_done); nothing and *ret_done false otherwise. */

@@ -286,11 +286,12 @@ static int auth_by_certificate(ca_service *ca, const http_request *req, int64_t 
  * the EK allowlist, once its evidence is verified (by_ek), or (EST) the
  * client certificate (by_cert). */
 static int enroll_authorize(ca_service *ca, const http_request *req, int64_t now, const ca_attested *by_ek,
-                            bool by_cert, ca_auth *a) {
+                            bool by_cert, const char *token_id, ca_auth *a) {
         policy_decision d;
-        int r = by_ek     ? ca_auth_ek(ca, by_ek, a)
-                : by_cert ? auth_by_certificate(ca, req, now, a)
-                          : ca_auth_token(ca, req, now, a);
+        int r = by_ek      ? ca_auth_ek(ca, by_ek, a)
+                : by_cert  ? auth_by_certificate(ca, req, now, a)
+                : token_id ? ca_auth_token_id(ca, token_id, now, a)
+                           : ca_auth_token(ca, req, now, a);
 
         if (r < 0)
                 return r;
@@ -313,10 +314,17 @@ static int enroll_request(ca_service *ca, const ca_body *body, int64_t now, csr_
         return 0;
 }
 
-/* label: by client certificate (EST), the profile asked for (NULL: the
- * one that accepts the certificate's); by_cert false: by token or EK. */
-static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, const char *label, int64_t now,
-                     ca_auth *a, http_response *resp) {
+/* How the requester is authenticated, when not by the Authorization
+ * header's token or a TPM's evidence. */
+typedef struct enroll_by {
+        bool cert;             /* the client certificate (EST) ... */
+        const char *label;     /* ... for this profile (NULL: the one that accepts it) */
+        const char *token_id;  /* a token whose secret the caller verified (CMP's MAC) */
+} enroll_by;
+
+static int do_enroll(ca_service *ca, const http_request *req, const enroll_by *via, int64_t now, ca_auth *a,
+                     http_response *resp) {
+        bool by_cert = via->cert;
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_(ca_body_clear) ca_body body = { 0 };
         ca_attested att = { 0 };
@@ -329,17 +337,17 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
 
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
-        by_ek = !by_cert && !req->authorization && body.has_evidence;
-        if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, by_cert, a)) < 0)
+        by_ek = !by_cert && !via->token_id && !req->authorization && body.has_evidence;
+        if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, by_cert, via->token_id, a)) < 0)
                 return a->token_spent ? enroll_spent(ca, &body, now, a, r, resp) : r;
         if ((r = enroll_request(ca, &body, now, &csr, &att)) < 0)
                 return r;
-        if (by_ek && (r = enroll_authorize(ca, req, now, &att, false, a)) < 0)
+        if (by_ek && (r = enroll_authorize(ca, req, now, &att, false, NULL, a)) < 0)
                 return r;
         facts = *csr_info_facts(csr);
         facts.attestation = ca_attested_fact(&att);
         if (by_cert)
-                facts.requested_profile = label;
+                facts.requested_profile = via->label;
         policy_check_enroll(ca->cfg->policy, &a->who, &facts, &iss, &d);
         request_cn(csr, cn, sizeof(cn));
         if ((r = ca_decision(ca, a, "enroll", cn, &d)) < 0)
@@ -359,28 +367,33 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
         return r < 0 ? enroll_lost_race(ca, a, &iss, csr, cn, now, resp, r) : 0;
 }
 
-void ca_enroll(ca_service *ca, const http_request *req, http_response *resp) {
+/* One enrollment through do_enroll(), by the means in via; a refusal is
+ * audited as actor's and answered. */
+static void enroll_via(ca_service *ca, const http_request *req, const char *actor, const enroll_by *via,
+                       http_response *resp) {
         ca_auth a = { 0 };
-        int64_t now = (int64_t) time(NULL);
         int r;
 
-        snprintf(a.actor, sizeof(a.actor), "anonymous");
-        r = do_enroll(ca, req, false, NULL, now, &a, resp);
+        snprintf(a.actor, sizeof(a.actor), "%s", actor);
+        r = do_enroll(ca, req, via, (int64_t) time(NULL), &a, resp);
         if (r < 0)
                 ca_fail_request(ca, &a, "enroll", NULL, resp, r);
         ca_auth_clear(&a);
 }
 
-void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp) {
-        ca_auth a = { 0 };
-        int64_t now = (int64_t) time(NULL);
-        int r;
+void ca_enroll(ca_service *ca, const http_request *req, http_response *resp) {
+        enroll_via(ca, req, "anonymous", &(enroll_by) { 0 }, resp);
+}
 
-        snprintf(a.actor, sizeof(a.actor), "anonymous");
-        r = do_enroll(ca, req, true, label, now, &a, resp);
-        if (r < 0)
-                ca_fail_request(ca, &a, "enroll", NULL, resp, r);
-        ca_auth_clear(&a);
+void ca_enroll_token(ca_service *ca, const http_request *req, const char *token_id, http_response *resp) {
+        char actor[96];
+
+        snprintf(actor, sizeof(actor), "token:%s", token_id);
+        enroll_via(ca, req, actor, &(enroll_by) { .token_id = token_id }, resp);
+}
+
+void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp) {
+        enroll_via(ca, req, "anonymous", &(enroll_by) { .cert = true, .label = label }, resp);
 }
 
 /* An approved request is signed by whichever poll comes first. */

@@ -377,15 +377,6 @@ static void csrattrs(ca_service *ca, const http_request *req, const char *label,
         resp->transfer_encoding = "base64";
 }
 
-static void not_here(http_response *resp, int status, const char *slug, const char *text) {
-        resp->status = status;
-        resp->error = slug;
-        resp->content_type = "text/plain; charset=utf-8";
-        buf_reset(&resp->body);
-        if (buf_printf(&resp->body, "%s\n", text) < 0)
-                http_error_from(resp, -HWID_E_NOMEM);
-}
-
 /* ---------- routing ---------- */
 
 static bool label_ok(const char *s, size_t n) {
@@ -427,15 +418,15 @@ static void dispatch(ca_service *ca, const http_request *req, const char *op, co
         else if (strcmp(op, "simplereenroll") == 0 && post)
                 simplereenroll(ca, req, label, resp);
         else if (strcmp(op, "serverkeygen") == 0 && post)
-                not_here(resp, 501, "not_implemented", "serverkeygen is not offered: keys are made in the device's "
+                http_respond_text(resp, 501, "not_implemented", "serverkeygen is not offered: keys are made in the device's "
                          "TPM or HSM and never leave it; send simpleenroll with a CSR signed by that key");
         else if (strcmp(op, "fullcmc") == 0 && post)
-                not_here(resp, 501, "not_implemented", "fullcmc is not offered: use simpleenroll and simplereenroll");
+                http_respond_text(resp, 501, "not_implemented", "fullcmc is not offered: use simpleenroll and simplereenroll");
         else if (!strcmp(op, "cacerts") || !strcmp(op, "csrattrs") || !strcmp(op, "simpleenroll") ||
                  !strcmp(op, "simplereenroll") || !strcmp(op, "serverkeygen") || !strcmp(op, "fullcmc"))
-                not_here(resp, 405, "method_not_allowed", "method not allowed for this EST operation");
+                http_respond_text(resp, 405, "method_not_allowed", "method not allowed for this EST operation");
         else
-                not_here(resp, 404, "not_found", "no such EST operation");
+                http_respond_text(resp, 404, "not_found", "no such EST operation");
 }
 
 bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp) {
@@ -445,12 +436,12 @@ bool ca_est_route(ca_service *ca, const http_request *req, http_response *resp) 
         if (strncmp(req->path, EST_PREFIX, strlen(EST_PREFIX)) != 0)
                 return false;
         if (!split_path(req->path, label, &op)) {
-                not_here(resp, 404, "not_found", "no such EST path");
+                http_respond_text(resp, 404, "not_found", "no such EST path");
                 return true;
         }
         if (label[0] && !policy_profile_find(ca->cfg->policy, label)) {
                 snprintf(msg, sizeof(msg), "no EST label %s: a label is the name of a profile", label);
-                not_here(resp, 404, "not_found", msg);
+                http_respond_text(resp, 404, "not_found", msg);
                 return true;
         }
         dispatch(ca, req, op, label[0] ? label : NULL, resp);

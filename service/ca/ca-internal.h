@@ -49,6 +49,7 @@ struct ca_service {
         /* hwidd's TLS identity (ca_service_set_tls()), for /readyz and metrics. */
         hwid_key *tls_key;
         int64_t tls_not_after;
+        X509 *tls_cert;             /* also CMP's protection certificate (api/cmp-srv.c) */
         /* The HTTPS listener, for its connection metrics (ca_service_set_transport()). */
         _Atomic(http_server *) transport;
         /* /readyz: the last verdict, reused for a second (health.c). */
@@ -56,6 +57,10 @@ struct ca_service {
         uint64_t ready_checked_ms;
         int ready_status;
         char *ready_json;
+        /* CMP's open transactions (api/cmp.c), made by the first CMP
+         * request, which also sets cmp_free: ca/ does not call up into api/. */
+        struct cmp_table *_Atomic cmp;
+        void (*cmp_free)(struct cmp_table *t);
 };
 
 /* Who is asking, as established by authentication. */
@@ -78,6 +83,9 @@ void ca_auth_clear(ca_auth *a);
 /* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
  * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
+/* The same for a token whose secret was proven another way (CMP's
+ * password-based MAC, cmp-auth.c): its state is checked as above. */
+int ca_auth_token_id(ca_service *ca, const char *id, int64_t now, ca_auth *ret);
 /* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent.
  * The certificate must be, byte for byte, one this CA issued and
  * recorded; the role is the one recorded with it. */
@@ -106,6 +114,14 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
  * (the public endpoints, health and metrics, EST's CA certificates); 0
  * when allowed. */
 int ca_allow_read(ca_service *ca, const http_request *req, policy_action action);
+
+/* A certificate's holder revokes it (CMP rr, revoke-own.c): req's client
+ * certificate authenticates, as for renewal, and must be the one named by
+ * serial (hex); 200 {"serial", "revoked"} or the error. */
+void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, http_response *resp);
+/* The requester's word on a certificate issued to it (CMP certConf):
+ * recorded when accepted, revoked when rejected. */
+void ca_confirm(ca_service *ca, const char *serial, const char *actor, bool accepted);
 
 /* An error response (http_respond_error()), counted and logged when it
  * is the CA's fault (5xx). */

@@ -91,6 +91,9 @@ void ca_service_free(ca_service *ca) {
         if (ca->store && ca->refusals)
                 ca_refusals_flush(ca, (int64_t) time(NULL), true);
         refusals_free(ca->refusals);
+        if (ca->cmp_free)
+                ca->cmp_free(ca->cmp);
+        X509_free(ca->tls_cert);
         issuer_free(ca->issuer);
         store_free(ca->store);
         hwid_key_free(ca->ca_key);
@@ -129,6 +132,8 @@ int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem) {
                 return r;
         ca->tls_key = tls_key;
         ca->tls_not_after = not_after;
+        X509_free(ca->tls_cert);
+        ca->tls_cert = TAKE_PTR(x);
         return 0;
 }
 
@@ -149,6 +154,24 @@ void ca_auth_clear(ca_auth *a) {
         *a = (ca_auth) { 0 };
 }
 
+/* A genuine token: usable now, or why not. */
+static int token_admit(int64_t now, ca_auth *ret) {
+        const char *id = ret->token.id;
+        int r;
+
+        ret->token_genuine = true;
+        ret->token_spent = store_token_state_at(&ret->token, now) == TOKEN_USED_UP;
+        if ((r = store_token_refusal(store_token_state_at(&ret->token, now), id)) < 0)
+                return r;
+        ret->who = (policy_requester) {
+                .role = ROLE_TOKEN,
+                .token_id = ret->token.id,
+                .token_profile = ret->token.profile,
+                .token_name_pattern = ret->token.name_pattern,
+        };
+        return 0;
+}
+
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret) {
         _cleanup_secret_ char *secret = NULL;
         char id[TOKEN_ID_LEN + 1];
@@ -163,17 +186,19 @@ int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth 
                 return hwid_fail(HWID_E_TOKEN_INVALID, "unknown bootstrap token");
         if (r < 0)
                 return r;
-        ret->token_genuine = true;
-        ret->token_spent = store_token_state_at(&ret->token, now) == TOKEN_USED_UP;
-        if ((r = store_token_refusal(store_token_state_at(&ret->token, now), id)) < 0)
+        return token_admit(now, ret);
+}
+
+int ca_auth_token_id(ca_service *ca, const char *id, int64_t now, ca_auth *ret) {
+        int r;
+
+        snprintf(ret->actor, sizeof(ret->actor), "token:%s", id);
+        r = store_token_get(ca->store, id, &ret->token);
+        if (r == -HWID_E_NOT_FOUND)
+                return hwid_fail(HWID_E_TOKEN_INVALID, "unknown bootstrap token");
+        if (r < 0)
                 return r;
-        ret->who = (policy_requester) {
-                .role = ROLE_TOKEN,
-                .token_id = ret->token.id,
-                .token_profile = ret->token.profile,
-                .token_name_pattern = ret->token.name_pattern,
-        };
-        return 0;
+        return token_admit(now, ret);
 }
 
 /* The presented certificate must be the very one recorded under its

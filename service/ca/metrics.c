@@ -22,7 +22,7 @@ typedef enum outcome {
 static const char *const endpoint_names[_EP_MAX] = {
         [EP_CA] = "ca",           [EP_ENROLL] = "enroll",   [EP_POLL] = "poll",       [EP_RENEW] = "renew",
         [EP_CRL] = "crl",         [EP_HEALTHZ] = "healthz", [EP_READYZ] = "readyz",   [EP_METRICS] = "metrics",
-        [EP_IDENTITY] = "identity", [EP_ADMIN] = "admin",   [EP_EST] = "est",         [EP_ATTEST] = "attest",
+        [EP_IDENTITY] = "identity", [EP_ADMIN] = "admin",   [EP_EST] = "est",         [EP_ATTEST] = "attest", [EP_CMP] = "cmp",
         [EP_OTHER] = "other",
 };
 
@@ -90,6 +90,7 @@ static const route routes[] = {
         { NULL, "/v1/admin/", true, EP_ADMIN },
         { NULL, "/.well-known/est/", true, EP_EST },
         { NULL, "/v1/attest", true, EP_ATTEST },
+        { NULL, "/.well-known/cmp", true, EP_CMP },
 };
 
 metrics_endpoint metrics_endpoint_of(const char *method, const char *path) {

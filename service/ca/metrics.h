@@ -28,6 +28,7 @@ typedef enum metrics_endpoint {
         EP_ADMIN,
         EP_EST,
         EP_ATTEST,
+        EP_CMP,
         EP_OTHER,
         _EP_MAX,
 } metrics_endpoint;

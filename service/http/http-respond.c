@@ -63,6 +63,15 @@ void http_respond_json(http_response *resp, int status, const char *json) {
                 http_error_from(resp, -HWID_E_NOMEM);
 }
 
+void http_respond_text(http_response *resp, int status, const char *slug, const char *text) {
+        resp->status = status;
+        resp->error = slug;
+        resp->content_type = "text/plain; charset=utf-8";
+        buf_reset(&resp->body);
+        if (buf_printf(&resp->body, "%s\n", text) < 0)
+                http_error_from(resp, -HWID_E_NOMEM);
+}
+
 /* "Not yet valid" tells the client our clock, so that a device can tell
  * its clock from ours: {"error", "message", "server_time": Unix seconds}. */
 static void respond_with_time(http_response *resp, int r) {

@@ -78,6 +78,9 @@ void http_error_from(http_response *resp, int r);
  * newline is added), with status. */
 void http_respond_pem(http_response *resp, int status, const char *pem);
 void http_respond_json(http_response *resp, int status, const char *json);
+/* A plain-text error answer (EST's and CMP's, whose clients read no JSON):
+ * status, the slug for metrics, text and a newline; the body reset first. */
+void http_respond_text(http_response *resp, int status, const char *slug, const char *text);
 /* The error response of r (-hwid_err), the body reset first; "not yet
  * valid" adds the server's clock ("server_time": Unix seconds), so that a
  * device can tell its clock from ours. */

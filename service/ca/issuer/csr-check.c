@@ -447,8 +447,17 @@ static int keep_der(csr_info *c) {
         return 0;
 }
 
+/* The original DER of a CRMF request: what proves its key again later. */
+static int keep_crmf_der(csr_info *c, const uint8_t *data, size_t len) {
+        if (!(c->der = OPENSSL_memdup(data, len)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        c->der_len = len;
+        return 0;
+}
+
 int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
         _cleanup_(csr_info_freep) csr_info *c = NULL;
+        bool crmf = false;
         EVP_PKEY *pub;
         int r;
 
@@ -459,19 +468,29 @@ int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
         c = calloc(1, sizeof(*c));
         if (!c)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = decode(data, len, &c->req)) < 0)
-                return r;
+        if ((r = decode(data, len, &c->req)) < 0) {
+                char why[256];
+
+                /* Not PKCS#10: a CRMF request (CMP) proves its key itself. */
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r));
+                r = data[0] == 0x30 ? csr_crmf_decode(data, len, &c->req) : -HWID_E_CSR_INVALID;
+                if (r == -HWID_E_CSR_INVALID)
+                        return hwid_fail(HWID_E_CSR_INVALID, "%s", why);
+                if (r < 0)
+                        return r;
+                crmf = true;
+        }
         if ((r = check_ec_params(X509_REQ_get_X509_PUBKEY(c->req))) < 0 ||
             (r = import_pubkey(X509_REQ_get_X509_PUBKEY(c->req), &c->pub)) < 0)
                 return r;
         pub = c->pub;
         /* Verified in the default context (the request's own has no algorithms). */
-        if (X509_REQ_verify_ex(c->req, pub, NULL, NULL) != 1) {
+        if (!crmf && X509_REQ_verify_ex(c->req, pub, NULL, NULL) != 1) {
                 ERR_clear_error();
                 return hwid_fail(HWID_E_CSR_SIGNATURE, "the request's signature does not verify with its key");
         }
         if ((r = extract_subject(c)) < 0 || (r = extract_extensions(c)) < 0 || (r = canonical_spki(c)) < 0 ||
-            (r = extract_key(c, pub)) < 0 || (r = keep_der(c)) < 0)
+            (r = extract_key(c, pub)) < 0 || (r = crmf ? keep_crmf_der(c, data, len) : keep_der(c)) < 0)
                 return r;
         *ret = TAKE_PTR(c);
         return 0;

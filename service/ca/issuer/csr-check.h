@@ -23,7 +23,15 @@ typedef struct csr_info csr_info;
  * with explicit curve parameters) or
  * -HWID_E_CSR_SIGNATURE (does not verify), with a detail. */
 int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret);
+/* data may also be a CRMF CertReqMsg (RFC 4211, what CMP's ir, cr and kur
+ * carry): its proof of possession is its POPOSigningKey, and
+ * csr_info_der() is then that CertReqMsg. */
 void csr_info_free(csr_info *c);
+/* csr-crmf.c: a DER CertReqMsg whose POPOSigningKey verifies, as an
+ * unsigned X509_REQ of the template's subject, key and extensions.
+ * -HWID_E_CSR_INVALID when data is not one, -HWID_E_CSR_SIGNATURE when
+ * its proof of possession does not verify. */
+int csr_crmf_decode(const uint8_t *data, size_t len, X509_REQ **ret);
 DEFINE_TRIVIAL_CLEANUP_FUNC(csr_info *, csr_info_free)
 
 const policy_csr *csr_info_facts(const csr_info *c);

@@ -1,0 +1,599 @@
+/* One CMP transaction, answered through OpenSSL's CMP server: its
+ * callbacks decode each message into the request the native API would
+ * have received (a CSR or CRMF request as the body, the signer's
+ * certificate as the client certificate) and call the native handler
+ * (ca_enroll_token(), ca_enroll_by_certificate(), ca_renew(), ca_poll(),
+ * ca_revoke_own()); its HTTP answer becomes the PKIStatusInfo.  Tokens,
+ * policy, the approval queue, the store, the audit log and the counters
+ * are therefore the native API's.
+ *
+ * OpenSSL checks the message's syntax, header, nonces and proof of
+ * possession, and signs every answer with the CA key (through hwid's
+ * provider: in the HSM); protection is checked here, per message
+ * (cmp-auth.c), so that a failure gets its own PKIFailureInfo. */
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+
+#include "cmp.h"
+#include "error.h"
+#include "log.h"
+#include "metrics.h"
+#include "ossl-util.h"
+#include "x509-util.h"
+
+#define CMP_RESPONSE_MAX (1u << 20)
+#define CMP_CONFIRM_TTL 300       /* seconds a certificate waits for its certConf */
+#define CMP_POLL_TTL (24 * 3600)  /* ... and a request for approval, between two polls */
+
+struct cmp_txn {
+        ca_service *ca;
+        OSSL_CMP_SRV_CTX *srv;
+        char label[65];
+        /* The message being answered. */
+        const http_request *req;
+        const cmp_view *view;
+        bool replayed;
+        /* Kept between the transaction's messages: who began it ... */
+        cmp_auth_kind kind;
+        char token_id[7];
+        uint8_t *cert_der;
+        size_t cert_len;
+        /* ... what it waits for, and what it got. */
+        OSSL_CMP_MSG *first;
+        char request_id[33];
+        int64_t retry_after;
+        X509 *issued;
+        OSSL_CMP_PKISI *final;    /* the answer a poll ended with */
+};
+
+/* ---------- who sent the message ---------- */
+
+/* The same sender as the transaction's first message, by the same means. */
+static int same_sender(cmp_txn *t, const OSSL_CMP_MSG *msg) {
+        _cleanup_(OPENSSL_freep) uint8_t *der = NULL;
+        cmp_auth_kind kind;
+        char id[7] = "";
+        size_t len = 0;
+        int r = cmp_authenticate(t->ca, msg, t->view, &kind, id, &der, &len);
+
+        if (r < 0)
+                return r;
+        if (kind != t->kind || (kind == CMP_AUTH_MAC && strcmp(id, t->token_id) != 0) ||
+            (kind == CMP_AUTH_SIGNATURE && (len != t->cert_len || memcmp(der, t->cert_der, len) != 0)))
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "the message is not protected as the transaction's "
+                                 "first one was");
+        return 0;
+}
+
+/* The validity of the signer's certificate, as the TLS layer reports a
+ * client certificate's (ca_auth_peer() weighs it). */
+static void peer_times(X509 *x, http_request *inner) {
+        struct tm tm;
+
+        inner->peer_expired = X509_cmp_current_time(X509_get0_notAfter(x)) < 0;
+        inner->peer_not_yet_valid = X509_cmp_current_time(X509_get0_notBefore(x)) > 0;
+        if (ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm))
+                inner->peer_valid_from = (int64_t) timegm(&tm);
+        inner->peer_verified = !inner->peer_expired && !inner->peer_not_yet_valid;
+}
+
+/* The native request a message stands for: body (a CSR) and, for a
+ * signature, the signer as the verified client certificate. */
+static http_request inner_request(cmp_txn *t, const uint8_t *body, size_t len) {
+        http_request inner = *t->req;
+
+        inner.body = body;
+        inner.body_len = len;
+        inner.content_type = "application/pkcs10";
+        inner.authorization = NULL;
+        inner.peer_cert = NULL;
+        inner.peer_cert_len = 0;
+        inner.peer_verified = inner.peer_expired = inner.peer_not_yet_valid = false;
+        inner.tls_session = NULL;
+        if (t->kind == CMP_AUTH_SIGNATURE) {
+                inner.peer_cert = t->cert_der;
+                inner.peer_cert_len = t->cert_len;
+                peer_times(t->view->signer, &inner);
+        }
+        return inner;
+}
+
+/* ---------- the native answer, as a PKIStatusInfo ---------- */
+
+static const struct {
+        const char *slug;
+        int bit;
+} failure_of[] = {
+        { "bad_token", OSSL_CMP_PKIFAILUREINFO_notAuthorized },
+        { "unauthenticated", OSSL_CMP_PKIFAILUREINFO_notAuthorized },
+        { "forbidden", OSSL_CMP_PKIFAILUREINFO_badCertTemplate },
+        { "attestation_failed", OSSL_CMP_PKIFAILUREINFO_notAuthorized },
+        { "identity_has_certificate", OSSL_CMP_PKIFAILUREINFO_duplicateCertReq },
+        { "bad_csr", OSSL_CMP_PKIFAILUREINFO_badCertTemplate },
+        { "bad_csr_signature", OSSL_CMP_PKIFAILUREINFO_badPOP },
+        { "key_blocked", OSSL_CMP_PKIFAILUREINFO_badCertTemplate },
+        { "revoked", OSSL_CMP_PKIFAILUREINFO_certRevoked },
+        { "expired", OSSL_CMP_PKIFAILUREINFO_notAuthorized },
+        { "superseded", OSSL_CMP_PKIFAILUREINFO_notAuthorized },
+        { "not_yet_valid", OSSL_CMP_PKIFAILUREINFO_badTime },
+        { "renewal_not_open", OSSL_CMP_PKIFAILUREINFO_notAuthorized },
+        { "not_found", OSSL_CMP_PKIFAILUREINFO_badCertId },
+        { "too_large", OSSL_CMP_PKIFAILUREINFO_badDataFormat },
+        { "invalid_argument", OSSL_CMP_PKIFAILUREINFO_badDataFormat },
+};
+
+/* Refusals of the CMP front door itself, before the native handler. */
+static int failure_of_error(int r) {
+        switch (r) {
+        case -HWID_E_UNAUTHENTICATED:
+                return OSSL_CMP_PKIFAILUREINFO_badMessageCheck;
+        case -HWID_E_INVALID:
+                return OSSL_CMP_PKIFAILUREINFO_badAlg;
+        case -HWID_E_FORBIDDEN:
+                return OSSL_CMP_PKIFAILUREINFO_notAuthorized;
+        default:
+                return hwid_err_http_status(r) >= 500 ? OSSL_CMP_PKIFAILUREINFO_systemFailure
+                                                      : OSSL_CMP_PKIFAILUREINFO_badRequest;
+        }
+}
+
+static OSSL_CMP_PKISI *rejection(int bit, const char *text) {
+        return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_rejection, 1 << bit, text);
+}
+
+/* A refusal counts in hwid_request_errors_total by its slug, as the native
+ * API's does: the HTTP answer that carries it is a 200. */
+static OSSL_CMP_PKISI *reject_error(cmp_txn *t, int r) {
+        char text[512];
+
+        metrics_refusal(t->ca->metrics, hwid_err_slug(r));
+        snprintf(text, sizeof(text), "%s", hwid_strerror(r));
+        return rejection(failure_of_error(r), text);
+}
+
+/* The JSON string field key of a native answer, or "". */
+static void json_field(const http_response *resp, const char *key, char *out, size_t n) {
+        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
+        json_object *v = NULL;
+
+        snprintf(out, n, "%s", "");
+        if (o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+                snprintf(out, n, "%s", json_object_get_string(v));
+        json_object_put(o);
+}
+
+static OSSL_CMP_PKISI *refusal_of(cmp_txn *t, const http_response *resp, int rr_bit) {
+        char text[1024];
+        int bit = hwid_err_http_status(-HWID_E_STORE) == resp->status || resp->status >= 500
+                          ? OSSL_CMP_PKIFAILUREINFO_systemUnavail
+                          : OSSL_CMP_PKIFAILUREINFO_badRequest;
+
+        for (size_t i = 0; resp->error && i < sizeof(failure_of) / sizeof(failure_of[0]); i++)
+                if (strcmp(resp->error, failure_of[i].slug) == 0)
+                        bit = failure_of[i].bit;
+        if (rr_bit >= 0 && bit == OSSL_CMP_PKIFAILUREINFO_badCertTemplate)
+                bit = rr_bit;
+        metrics_refusal(t->ca->metrics, resp->error);
+        json_field(resp, "message", text, sizeof(text));
+        return rejection(bit, text[0] ? text : "refused");
+}
+
+static int issued_from_pem(cmp_txn *t, const http_response *resp) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(resp->body.data, (int) resp->body.len);
+
+        X509_free(t->issued);
+        t->issued = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+        return t->issued ? 0 : hwid_fail_ossl(HWID_E_INTERNAL, "the issued certificate cannot be read back");
+}
+
+/* The CA certificate and its chain (RFC 9483 §4.1.1: in extraCerts). */
+static STACK_OF(X509) *ca_chain(const ca_service *ca) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(ca->ca_pem, -1);
+        STACK_OF(X509) *certs = sk_X509_new_null();
+        X509 *x;
+
+        while (b && certs && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)))
+                if (!sk_X509_push(certs, x))
+                        X509_free(x);
+        ERR_clear_error();
+        return certs;
+}
+
+static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const http_response *resp, X509 **cert_out,
+                                          STACK_OF(X509) **chain_out) {
+        char text[160];
+
+        if (resp->status == 202) {
+                json_field(resp, "request_id", t->request_id, sizeof(t->request_id));
+                t->retry_after = resp->retry_after > 0 ? resp->retry_after : 5;
+                snprintf(text, sizeof(text), "request %.8s... is pending approval: poll again", t->request_id);
+                return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_waiting, 0, text);
+        }
+        if (resp->status != 200 && resp->status != 201)
+                return refusal_of(t, resp, -1);
+        if (issued_from_pem(t, resp) < 0)
+                return reject_error(t, -HWID_E_INTERNAL);
+        *cert_out = X509_dup(t->issued);
+        *chain_out = ca_chain(t->ca);
+        return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
+}
+
+/* ---------- ir, cr, p10cr, kur ---------- */
+
+/* A token's enrollment under a label: the label must be its profile. */
+static int label_check(cmp_txn *t) {
+        store_token tok = { 0 };
+        int r;
+
+        if (!t->label[0] || t->kind != CMP_AUTH_MAC)
+                return 0;
+        if ((r = store_token_get(t->ca->store, t->token_id, &tok)) < 0)
+                return r;
+        if (strcmp(tok.profile, t->label) != 0)
+                r = hwid_fail(HWID_E_FORBIDDEN, "bootstrap token %s is for profile %s, not for CMP label %s",
+                              tok.id, tok.profile, t->label);
+        store_token_clear(&tok);
+        return r;
+}
+
+/* What the message asks, in native terms: which handler answers it. */
+static int route_request(cmp_txn *t, int type, const http_request *inner, http_response *resp) {
+        int r;
+
+        if (t->kind == CMP_AUTH_NONE)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "a certificate request must be protected: a MAC with a "
+                                 "bootstrap token, or a signature with a certificate this CA issued");
+        if (t->kind == CMP_AUTH_MAC && type == CMP_BODY_KUR)
+                return hwid_fail(HWID_E_FORBIDDEN, "a key update request (kur) is signed with the certificate it "
+                                 "updates, not MAC-protected");
+        if (t->kind == CMP_AUTH_MAC) {
+                if ((r = label_check(t)) < 0) {
+                        ca_audit(t->ca, "cmp", "enroll", NULL, "deny", hwid_strerror(r), t->token_id);
+                        return r;
+                }
+                ca_enroll_token(t->ca, inner, t->token_id, resp);
+        } else if (type == CMP_BODY_IR) {
+                ca_enroll_by_certificate(t->ca, inner, t->label[0] ? t->label : NULL, resp);
+        } else {
+                ca_renew(t->ca, inner, resp);
+        }
+        return 0;
+}
+
+static int request_der(const OSSL_CRMF_MSG *crm, const X509_REQ *p10cr, uint8_t **ret, size_t *ret_len) {
+        unsigned char *der = NULL;
+        int len = p10cr ? i2d_X509_REQ(p10cr, &der) : i2d_OSSL_CRMF_MSG(crm, &der);
+
+        if (len <= 0)
+                return hwid_fail_ossl(HWID_E_CSR_INVALID, "cannot encode the certification request");
+        *ret = der;
+        *ret_len = (size_t) len;
+        return 0;
+}
+
+static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqId,
+                                    const OSSL_CRMF_MSG *crm, const X509_REQ *p10cr, X509 **cert_out,
+                                    STACK_OF(X509) **chain_out, STACK_OF(X509) **ca_pubs) {
+        cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
+        _cleanup_(OPENSSL_freep) uint8_t *der = NULL;
+        http_response resp = { 0 };
+        http_request inner;
+        OSSL_CMP_PKISI *si;
+        size_t len;
+        int r;
+
+        (void) certReqId;
+        (void) ca_pubs;
+        if (t->final) /* a poll ended: its answer */
+                return OSSL_CMP_PKISI_dup(t->final);
+        if (t->issued) { /* a poll found it issued */
+                *cert_out = X509_dup(t->issued);
+                *chain_out = ca_chain(t->ca);
+                return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
+        }
+        if (t->replayed)
+                return rejection(OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already: "
+                                 "a new request needs a new transaction");
+        if ((r = cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len)) < 0 ||
+            (r = request_der(crm, p10cr, &der, &len)) < 0)
+                return reject_error(t, r);
+        if (!(t->first = OSSL_CMP_MSG_dup(msg)))
+                return reject_error(t, -HWID_E_NOMEM);
+        buf_init(&resp.body, CMP_RESPONSE_MAX);
+        inner = inner_request(t, der, len);
+        r = route_request(t, OSSL_CMP_MSG_get_bodytype(msg), &inner, &resp);
+        si = r < 0 ? reject_error(t, r) : answer_certificate(t, &resp, cert_out, chain_out);
+        buf_reset(&resp.body);
+        return si;
+}
+
+/* ---------- rr ---------- */
+
+static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const X509_NAME *issuer,
+                                  const ASN1_INTEGER *serial) {
+        cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
+        _cleanup_free_ char *hex = NULL;
+        http_response resp = { 0 };
+        http_request inner;
+        OSSL_CMP_PKISI *si;
+        int r;
+
+        if (t->replayed)
+                return rejection(OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already");
+        if ((r = cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len)) < 0)
+                return reject_error(t, r);
+        if (t->kind != CMP_AUTH_SIGNATURE)
+                return rejection(OSSL_CMP_PKIFAILUREINFO_notAuthorized, "a revocation request is signed with the "
+                                 "certificate it revokes");
+        if (!serial || (issuer && X509_NAME_cmp(issuer, X509_get_subject_name(t->ca->ca_cert)) != 0))
+                return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
+                                 "this CA's");
+        if ((r = serial_to_hex(serial, &hex)) < 0)
+                return reject_error(t, r);
+        buf_init(&resp.body, CMP_RESPONSE_MAX);
+        inner = inner_request(t, NULL, 0);
+        ca_revoke_own(t->ca, &inner, hex, &resp);
+        si = resp.status == 200 ? OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL)
+                                : refusal_of(t, &resp, OSSL_CMP_PKIFAILUREINFO_notAuthorized);
+        buf_reset(&resp.body);
+        return si;
+}
+
+/* ---------- certConf, pollReq, error ---------- */
+
+/* The status of a PKIStatusInfo (OpenSSL 3.0 has no getter): its first
+ * element, an INTEGER; -1 if unreadable. */
+static long pkisi_status(const OSSL_CMP_PKISI *si) {
+        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+        STACK_OF(ASN1_TYPE) *seq;
+        const unsigned char *p;
+        ASN1_TYPE *first;
+        long status = -1;
+        int len = i2d_OSSL_CMP_PKISI(si, &der);
+
+        p = der;
+        seq = len > 0 ? d2i_ASN1_SEQUENCE_ANY(NULL, &p, len) : NULL;
+        first = sk_ASN1_TYPE_value(seq, 0);
+        if (first && first->type == V_ASN1_INTEGER)
+                status = ASN1_INTEGER_get(first->value.integer);
+        sk_ASN1_TYPE_pop_free(seq, ASN1_TYPE_free);
+        ERR_clear_error();
+        return status;
+}
+
+static void actor_of(const cmp_txn *t, char *out, size_t n) {
+        if (t->kind == CMP_AUTH_MAC)
+                snprintf(out, n, "token:%s", t->token_id);
+        else
+                snprintf(out, n, "cmp-signer");
+}
+
+static int cert_conf(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqId, const ASN1_OCTET_STRING *hash,
+                     const OSSL_CMP_PKISI *si) {
+        cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
+        _cleanup_(ASN1_OCTET_STRING_freep) ASN1_OCTET_STRING *want = NULL;
+        _cleanup_free_ char *serial = NULL;
+        char actor[32];
+
+        (void) certReqId;
+        if (!t->issued || same_sender(t, msg) < 0)
+                return 0;
+        want = X509_digest_sig(t->issued, NULL, NULL);
+        if (!want || !hash || ASN1_OCTET_STRING_cmp(want, hash) != 0)
+                return 0; /* not the certificate this transaction issued */
+        if (serial_to_hex(X509_get0_serialNumber(t->issued), &serial) < 0)
+                return 0;
+        actor_of(t, actor, sizeof(actor));
+        /* No statusInfo is acceptance (RFC 4210 §5.3.18). */
+        ca_confirm(t->ca, serial, actor, !si || pkisi_status(si) == OSSL_CMP_PKISTATUS_accepted ||
+                                                 pkisi_status(si) == OSSL_CMP_PKISTATUS_grantedWithMods);
+        return 1;
+}
+
+static int poll_req(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqId, OSSL_CMP_MSG **ret_req,
+                    int64_t *ret_check_after) {
+        cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
+        http_response resp = { 0 };
+
+        (void) certReqId;
+        *ret_req = NULL;
+        if (!t->request_id[0] || !t->first || same_sender(t, msg) < 0)
+                return 0;
+        buf_init(&resp.body, CMP_RESPONSE_MAX);
+        ca_poll(t->ca, t->request_id, &resp);
+        if (resp.status == 202) {
+                *ret_check_after = resp.retry_after > 0 ? resp.retry_after : t->retry_after;
+        } else {
+                /* Issued or refused: the first request's answer, at last. */
+                if (resp.status == 200 || resp.status == 201) {
+                        if (issued_from_pem(t, &resp) < 0)
+                                t->final = reject_error(t, -HWID_E_INTERNAL);
+                } else {
+                        t->final = refusal_of(t, &resp, -1);
+                }
+                *ret_req = OSSL_CMP_MSG_dup(t->first);
+        }
+        buf_reset(&resp.body);
+        return resp.status == 202 || *ret_req;
+}
+
+static void client_error(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const OSSL_CMP_PKISI *si,
+                         const ASN1_INTEGER *code, const OSSL_CMP_PKIFREETEXT *details) {
+        cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
+        char text[256];
+
+        (void) msg;
+        (void) code;
+        (void) details;
+        OSSL_CMP_snprint_PKIStatusInfo(si, text, sizeof(text));
+        log_info("CMP client %s reported an error: %s", t->req->peer_addr, text);
+}
+
+/* ---------- genm ---------- */
+
+/* The profile a template describes: the label's, else the MAC token's. */
+static const policy_profile *template_profile(cmp_txn *t) {
+        const policy_profile *p = NULL;
+        store_token tok = { 0 };
+
+        if (t->label[0])
+                return policy_profile_find(t->ca->cfg->policy, t->label);
+        if (t->kind == CMP_AUTH_MAC && store_token_get(t->ca->store, t->token_id, &tok) == 0)
+                p = policy_profile_find(t->ca->cfg->policy, tok.profile);
+        store_token_clear(&tok);
+        return p;
+}
+
+/* One answer: the value for type, NULL value when there is none. */
+static int genp_item(cmp_txn *t, int nid, STACK_OF(OSSL_CMP_ITAV) **out) {
+        ASN1_TYPE *value = NULL;
+        const policy_profile *p;
+        OSSL_CMP_ITAV *itav;
+        int r = 0;
+
+        if (nid == NID_id_it_caCerts) {
+                STACK_OF(X509) *certs = ca_chain(t->ca);
+                r = certs ? cmp_ca_certs_value(certs, &value) : hwid_fail(HWID_E_NOMEM, NULL);
+                sk_X509_pop_free(certs, X509_free);
+        } else if (nid == NID_id_it_certReqTemplate && (p = template_profile(t))) {
+                r = cmp_template_value(p, &value);
+        } else if (nid != NID_id_it_rootCaKeyUpdate && nid != NID_id_it_certReqTemplate) {
+                return 0; /* not one RFC 9483 §4.3 lists: no answer */
+        }
+        /* rootCaKeyUpdate: hwid's root does not roll over, so no value: no update. */
+        if (r < 0 || !(itav = OSSL_CMP_ITAV_create(OBJ_nid2obj(nid), value))) {
+                ASN1_TYPE_free(value);
+                return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        if (!OSSL_CMP_ITAV_push0_stack_item(out, itav)) {
+                OSSL_CMP_ITAV_free(itav);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        return 0;
+}
+
+static int general(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const STACK_OF(OSSL_CMP_ITAV) *in,
+                   STACK_OF(OSSL_CMP_ITAV) **out) {
+        cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
+        int r = ca_allow_read(t->ca, t->req, ACTION_GET_CA);
+
+        if (r < 0 || t->replayed ||
+            cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len) < 0)
+                return 0;
+        *out = sk_OSSL_CMP_ITAV_new_null();
+        for (int i = 0; *out && i < sk_OSSL_CMP_ITAV_num(in); i++)
+                if (genp_item(t, OBJ_obj2nid(OSSL_CMP_ITAV_get0_type(sk_OSSL_CMP_ITAV_value(in, i))), out) < 0)
+                        break;
+        return *out != NULL;
+}
+
+/* ---------- the transaction ---------- */
+
+/* OpenSSL's own CMP log lines: debug detail, hwid's log says what matters. */
+static int quiet_log(const char *func, const char *file, int line, OSSL_CMP_severity level, const char *msg) {
+        (void) func;
+        (void) file;
+        (void) line;
+        (void) level;
+        (void) msg;
+        return 1;
+}
+
+/* Answers are signed with hwidd's own key (its TLS identity, in the HSM
+ * or TPM, certified by this CA), its certificate and the CA chain in
+ * extraCerts: RFC 9483 §3.2 wants digitalSignature in the protection
+ * certificate's key usage, which a CA certificate rightly lacks. */
+static int setup_signing(cmp_txn *t) {
+        OSSL_CMP_CTX *ctx = OSSL_CMP_SRV_CTX_get0_cmp_ctx(t->srv);
+        STACK_OF(X509) *chain = ca_chain(t->ca);
+        hwid_key_type type;
+        int ok;
+
+        if (!t->ca->tls_key || !t->ca->tls_cert) {
+                sk_X509_pop_free(chain, X509_free);
+                return hwid_fail(HWID_E_NOT_READY, "CMP answers are signed with hwidd's TLS key, and it has none");
+        }
+        type = hwid_key_get_type(t->ca->tls_key);
+        ok = chain && OSSL_CMP_CTX_set_log_cb(ctx, quiet_log) && OSSL_CMP_CTX_set1_cert(ctx, t->ca->tls_cert) &&
+             OSSL_CMP_CTX_set1_pkey(ctx, hwid_key_pkey(t->ca->tls_key)) &&
+             X509_add_cert(chain, t->ca->tls_cert, X509_ADD_FLAG_UP_REF | X509_ADD_FLAG_PREPEND) &&
+             OSSL_CMP_CTX_set1_extraCertsOut(ctx, chain) &&
+             OSSL_CMP_CTX_set_option(ctx, OSSL_CMP_OPT_DIGEST_ALGNID,
+                                     type == HWID_KEY_EC_P384 ? NID_sha384 : NID_sha256);
+        sk_X509_pop_free(chain, X509_free);
+        return ok ? 0 : hwid_fail_ossl(HWID_E_CRYPTO, "cannot set up CMP response signing");
+}
+
+int cmp_txn_new(ca_service *ca, const char *label, cmp_txn **ret) {
+        cmp_txn *t = calloc(1, sizeof(*t));
+        int r;
+
+        if (!t)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        t->ca = ca;
+        snprintf(t->label, sizeof(t->label), "%s", label ? label : "");
+        if (!(t->srv = OSSL_CMP_SRV_CTX_new(NULL, NULL)) ||
+            !OSSL_CMP_SRV_CTX_init(t->srv, t, cert_request, revocation, general, client_error, cert_conf, poll_req) ||
+            /* Protection is checked in each callback (cmp-auth.c), for its own failure info. */
+            !OSSL_CMP_SRV_CTX_set_accept_unprotected(t->srv, 1) ||
+            !OSSL_CMP_SRV_CTX_set_accept_raverified(t->srv, 0) ||
+            !OSSL_CMP_SRV_CTX_set_grant_implicit_confirm(t->srv, 1)) {
+                cmp_txn_free(t);
+                return hwid_fail_ossl(HWID_E_NOMEM, "cannot make a CMP server context");
+        }
+        if ((r = setup_signing(t)) < 0) {
+                cmp_txn_free(t);
+                return r;
+        }
+        *ret = t;
+        return 0;
+}
+
+void cmp_txn_free(cmp_txn *t) {
+        if (!t)
+                return;
+        OSSL_CMP_SRV_CTX_free(t->srv);
+        OPENSSL_free(t->cert_der);
+        OSSL_CMP_MSG_free(t->first);
+        X509_free(t->issued);
+        OSSL_CMP_PKISI_free(t->final);
+        free(t);
+}
+
+/* Whether the answer leaves the transaction open: a certificate awaiting
+ * its certConf, or a request awaiting approval. */
+static bool still_open(const cmp_txn *t, const OSSL_CMP_MSG *rsp) {
+        OSSL_CMP_CTX *ctx = OSSL_CMP_SRV_CTX_get0_cmp_ctx(t->srv);
+        int type = rsp ? OSSL_CMP_MSG_get_bodytype(rsp) : -1;
+
+        if (type == CMP_BODY_POLLREP)
+                return true;
+        if (type != CMP_BODY_IP && type != CMP_BODY_CP && type != CMP_BODY_KUP)
+                return false;
+        if (t->request_id[0] && !t->issued && !t->final)
+                return true; /* waiting */
+        return t->issued && OSSL_CMP_CTX_get_option(ctx, OSSL_CMP_OPT_IMPLICIT_CONFIRM) != 1;
+}
+
+OSSL_CMP_MSG *cmp_txn_process(cmp_txn *t, const http_request *req, const OSSL_CMP_MSG *msg, const cmp_view *v,
+                              bool replayed, bool *ret_open) {
+        OSSL_CMP_MSG *rsp;
+
+        t->req = req;
+        t->view = v;
+        t->replayed = replayed;
+        rsp = OSSL_CMP_SRV_process_request(t->srv, msg);
+        ERR_clear_error();
+        *ret_open = still_open(t, rsp);
+        t->req = NULL;
+        t->view = NULL;
+        return rsp;
+}
+
+int64_t cmp_txn_ttl(const cmp_txn *t) {
+        return t->request_id[0] && !t->issued ? CMP_POLL_TTL : CMP_CONFIRM_TTL;
+}

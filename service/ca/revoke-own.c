@@ -1,0 +1,83 @@
+/* A holder revokes its own certificate (CMP rr, RFC 9483 §4.2): a device
+ * that knows its key is lost, or is being retired, says so itself.  The
+ * client certificate authenticates exactly as for renewal
+ * (ca_auth_peer(): the very certificate this CA recorded, live), and it
+ * can name nothing but itself: revoking anything else stays an
+ * administrator's (hwid cert revoke). */
+#include <strings.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "ca-internal.h"
+#include "error.h"
+#include "log.h"
+
+static int revoke_own(ca_service *ca, const http_request *req, const char *serial, int64_t now, ca_auth *a) {
+        char reason[160];
+        store_audit audit = { .at = now, .action = "cert.revoke", .outcome = "allow", .reason = reason };
+        int r = ca_auth_peer(ca, req, now, a);
+
+        if (r < 0)
+                return r;
+        if (a->who.role == ROLE_ANONYMOUS)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "revocation needs the certificate to revoke as the "
+                                 "client's credential");
+        if (strcasecmp(a->cert.serial, serial) != 0) {
+                ca_audit(ca, a->actor, "cert.revoke", serial, "deny", "a holder may revoke only its own certificate",
+                         NULL);
+                a->audited = true;
+                return hwid_fail(HWID_E_FORBIDDEN, "certificate %s may revoke only itself, not %s", a->cert.serial,
+                                 serial);
+        }
+        snprintf(reason, sizeof(reason), "by its holder, %s", a->cert.identity);
+        audit.actor = a->actor;
+        audit.target = a->cert.serial;
+        if ((r = store_cert_revoke(ca->store, a->cert.serial, 0 /* unspecified */, now, &audit)) < 0)
+                return r;
+        a->audited = true; /* in the revocation's own transaction */
+        log_info("revoked %s of %s at its holder's request", a->cert.serial, a->cert.identity);
+        return 0;
+}
+
+void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, http_response *resp) {
+        int64_t now = (int64_t) time(NULL);
+        ca_auth a = { 0 };
+        json_object *o;
+        int r;
+
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        r = revoke_own(ca, req, serial, now, &a);
+        if (r < 0) {
+                ca_fail_request(ca, &a, "cert.revoke", serial, resp, r);
+                ca_auth_clear(&a);
+                return;
+        }
+        o = json_object_new_object();
+        json_object_object_add(o, "serial", json_object_new_string(a.cert.serial));
+        json_object_object_add(o, "revoked", json_object_new_int(1));
+        http_respond_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        ca_auth_clear(&a);
+}
+
+/* CMP's certConf (RFC 9483 §4.1.1): a certificate counts as issued when
+ * it is committed, before its requester has seen it, exactly as for
+ * POST /csr; a confirmation is recorded, and a certificate its requester
+ * rejects is revoked, so that nothing valid is left that nobody uses. */
+void ca_confirm(ca_service *ca, const char *serial, const char *actor, bool accepted) {
+        store_audit audit = { .at = (int64_t) time(NULL), .actor = actor, .action = "cert.revoke",
+                              .target = serial, .outcome = "allow",
+                              .reason = "rejected by its requester in a CMP certConf" };
+        int r;
+
+        if (accepted) {
+                ca_audit(ca, actor, "confirm", serial, "allow", "accepted by its requester (CMP certConf)", NULL);
+                return;
+        }
+        r = store_cert_revoke(ca->store, serial, 0 /* unspecified */, audit.at, &audit);
+        if (r < 0)
+                log_error("cannot revoke %s, which its requester rejected: %s", serial, hwid_strerror(r));
+        else
+                log_info("revoked %s: its requester rejected it (CMP certConf)", serial);
+}
