@@ -38,7 +38,10 @@ static int parse(const char *cmd, int argc, char **argv, req_opts *o, int nargs)
                                "       hwid request ... --dir DIR | --cert FILE --key URI [...]   (remote)\n\n"
                                "Requests wait for approval under a manual profile.  Approve only after\n"
                                "checking that SPKI-SHA256 matches what the device printed.  Remotely: the\n"
-                               "admin and approver roles (list: the auditor role too).\n\n"
+                               "admin and approver roles (list: the auditor role too); an approver with a\n"
+                               "scope lists, approves and denies only the requests within it.  Remotely, a\n"
+                               "last column YOU-MAY says what the caller may do with each request\n"
+                               "(approve,deny / approve / deny / -).\n\n"
                                CONFIG_HELP
                                "  -a, --all            list: every request, not only pending ones\n"
                                "  -r, --reason TEXT    deny: why (shown to the device)\n" REMOTE_HELP);
@@ -53,19 +56,40 @@ static int parse(const char *cmd, int argc, char **argv, req_opts *o, int nargs)
         return remote_check_usage(cmd, &o->remote, o->config, false);
 }
 
-static void print_requests(const store_request *rq, size_t n) {
-        printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s\n", "ID", "STATUS", "NAME", "PROFILE", "CREATED", "SPKI-SHA256");
+/* Remotely, a last column says what the caller may do with each request,
+ * as hwidd answered for its certificate (four eyes, an approver's scope);
+ * on the CA host (root on the store) there is no caller to speak of. */
+static void print_requests(const store_request *rq, const char *const *may, size_t n) {
+        printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s%s\n", "ID", "STATUS", "NAME", "PROFILE", "CREATED",
+               may ? "SPKI-SHA256                                                       " : "SPKI-SHA256",
+               may ? "YOU-MAY" : "");
         for (size_t i = 0; i < n; i++) {
                 char when[32];
                 format_time(rq[i].created_at, when, sizeof(when));
-                printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s\n", rq[i].id, admin_request_status_name(rq[i].status),
-                       rq[i].identity, rq[i].profile, when, rq[i].spki_sha256);
+                printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s%s%s\n", rq[i].id,
+                       admin_request_status_name(rq[i].status), rq[i].identity, rq[i].profile, when,
+                       rq[i].spki_sha256, may ? "  " : "", may ? may[i] : "");
         }
 }
 
-static int remote_requests(const req_opts *o, store_request **ret, size_t *ret_n) {
+static const char *may_name(bool approve, bool deny) {
+        return approve && deny ? "approve,deny" : approve ? "approve" : deny ? "deny" : "-";
+}
+
+/* "may_approve"/"may_deny" of an entry; "?" from a hwidd that does not say. */
+static const char *remote_may(json_object *o) {
+        json_object *a, *d;
+
+        if (!json_object_object_get_ex(o, "may_approve", &a) || !json_object_object_get_ex(o, "may_deny", &d) ||
+            !json_object_is_type(a, json_type_boolean) || !json_object_is_type(d, json_type_boolean))
+                return "?";
+        return may_name(json_object_get_boolean(a), json_object_get_boolean(d));
+}
+
+static int remote_requests(const req_opts *o, store_request **ret, const char ***ret_may, size_t *ret_n) {
         _cleanup_(remote_freep) remote *rm = NULL;
         _cleanup_(json_object_putp) json_object *answer = NULL;
+        _cleanup_free_ const char **may = NULL;
         json_object *list;
         store_request *rq;
         size_t n = 0;
@@ -76,15 +100,22 @@ static int remote_requests(const req_opts *o, store_request **ret, size_t *ret_n
                              &answer)) < 0 ||
             (r = remote_list(answer, "requests", &list)) < 0)
                 return r;
-        if (!(rq = calloc(json_object_array_length(list) + 1, sizeof(*rq))))
+        rq = calloc(json_object_array_length(list) + 1, sizeof(*rq));
+        may = calloc(json_object_array_length(list) + 1, sizeof(*may));
+        if (!rq || !may) {
+                free(rq);
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        for (; r >= 0 && n < json_object_array_length(list); n += r >= 0)
+        }
+        for (; r >= 0 && n < json_object_array_length(list); n += r >= 0) {
                 r = admin_json_to_request(json_object_array_get_idx(list, n), &rq[n]);
+                may[n] = remote_may(json_object_array_get_idx(list, n));
+        }
         if (r < 0) {
                 store_request_list_free(rq, n);
                 return r;
         }
         *ret = rq;
+        *ret_may = TAKE_PTR(may);
         *ret_n = n;
         return 0;
 }
@@ -98,6 +129,7 @@ static int local_requests(const req_opts *o, store_request **ret, size_t *ret_n)
 }
 
 int cmd_request_list(int argc, char **argv) {
+        _cleanup_free_ const char **may = NULL;
         store_request *rq = NULL;
         size_t n = 0;
         req_opts o;
@@ -105,10 +137,10 @@ int cmd_request_list(int argc, char **argv) {
 
         if ((r = parse("request list", argc, argv, &o, 0)) != 0)
                 return r;
-        r = remote_wanted(&o.remote) ? remote_requests(&o, &rq, &n) : local_requests(&o, &rq, &n);
+        r = remote_wanted(&o.remote) ? remote_requests(&o, &rq, &may, &n) : local_requests(&o, &rq, &n);
         if (r < 0)
                 return cli_fail(r);
-        print_requests(rq, n);
+        print_requests(rq, may, n);
         store_request_list_free(rq, n);
         return 0;
 }

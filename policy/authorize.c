@@ -296,8 +296,11 @@ void policy_check_token_create(const policy *p, const policy_requester *who, con
 void policy_check_request_decide(const policy *p, const policy_requester *who, policy_action action,
                                  const policy_pending *rq, policy_decision *ret) {
         policy_authorize(p, who, action, NULL, ret);
-        /* Even when audit-only mode let the role through: four eyes is a
-         * privilege, never merely reported. */
-        if (ret->verdict == VERDICT_ALLOW && action == ACTION_REQUEST_APPROVE)
-                (void) request_four_eyes_check(p, who, rq, ret);
+        /* Even when audit-only mode let the role through: four eyes and a
+         * scope are privileges, never merely reported. */
+        if (ret->verdict == VERDICT_ALLOW && action == ACTION_REQUEST_APPROVE &&
+            request_four_eyes_check(p, who, rq, ret) < 0)
+                return;
+        if (ret->verdict == VERDICT_ALLOW)
+                (void) approver_scope_check(who, rq, ret);
 }

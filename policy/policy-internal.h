@@ -42,6 +42,11 @@ int provisioner_scope_check(const policy *p, const policy_requester *who, const 
  * alone when allowed, else a denial and -1. */
 int request_four_eyes_check(const policy *p, const policy_requester *who, const policy_pending *rq,
                             policy_decision *d);
+/* The scope recorded with an approver's certificate against the request
+ * it decides (approve or deny): an ALLOW naming the scope when within, a
+ * denial and -1 when not; the decision is left alone for anyone else and
+ * an unscoped approver. */
+int approver_scope_check(const policy_requester *who, const policy_pending *rq, policy_decision *d);
 
 /* ---------- checks of a CSR against a profile (profile.c) ---------- */
 

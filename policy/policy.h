@@ -125,10 +125,13 @@ typedef struct policy_profile {
          * recorded identity. */
         char **est_enroll_from;
         char *est_enroll_name;
-        /* ROLE_PROVISIONER only: the token profiles and name patterns its
-         * certificates may create tokens for, recorded with each
-         * certificate at issuance like the role.  NULL-terminated; both
-         * non-empty for a provisioner profile, NULL otherwise. */
+        /* ROLE_PROVISIONER: the token profiles and name patterns its
+         * certificates may create tokens for; ROLE_APPROVER: the profiles
+         * and names of the requests they may approve or deny.  Recorded
+         * with each certificate at issuance like the role.
+         * NULL-terminated; both non-empty for a provisioner profile, both
+         * non-empty or both NULL (unscoped) for an approver profile, NULL
+         * otherwise. */
         char **scope_profiles;
         char **scope_name_patterns;
 } policy_profile;
@@ -196,7 +199,10 @@ typedef struct policy_requester {
          * ek_profile the profile it enrolls under. */
         const char *ek_profile;
         /* ROLE_PROVISIONER: the scope recorded with its certificate
-         * (NULL-terminated; NULL: none recorded, so no token at all). */
+         * (NULL-terminated; NULL: none recorded, so no token at all).
+         * ROLE_APPROVER: likewise, the requests it may decide (NULL: none
+         * recorded, so any request its role may decide, as before
+         * approvers had scopes). */
         const char *const *scope_profiles;
         const char *const *scope_name_patterns;
 } policy_requester;
@@ -365,11 +371,22 @@ typedef struct policy_pending {
  *     mint operators;
  *   - a profile no longer configured by an admin only (its role is not
  *     known).
- * A denial grants nothing and is left to policy_authorize(): an approver
- * may deny any request, its own included.  The one place that says who
+ * A denial grants nothing, so four eyes leave it alone: an approver may
+ * deny its own request.  Then, for an approval and a denial alike, an
+ * approver with a recorded scope decides only the requests within it
+ * (policy_request_in_scope(); decided_by "approver.scope",
+ * -HWID_E_FORBIDDEN, the reason naming the scope); an approver without
+ * one decides any request its role allows.  The one place that says who
  * may decide what request; not lifted by audit-only mode. */
 void policy_check_request_decide(const policy *p, const policy_requester *who, policy_action action,
                                  const policy_pending *rq, policy_decision *ret);
+
+/* Whether rq is within who's scope: always, unless who is an approver
+ * with a recorded scope; then rq's profile must be one of its
+ * scope_profiles and rq's identity a name one of its scope_name_patterns
+ * matches (ignoring ASCII case; policy_pattern_within()).  What a scoped
+ * approver is shown of the requests, too. */
+bool policy_request_in_scope(const policy_requester *who, const policy_pending *rq);
 
 /* Whether every name a token's pattern admits is admitted by a scope's
  * pattern, by the one rule simple enough to be sound: the pattern equals
@@ -381,8 +398,9 @@ void policy_check_request_decide(const policy *p, const policy_requester *who, p
 bool policy_pattern_within(const char *pattern, const char *scope_pattern);
 
 /* Checks what ties profiles to each other, once all are loaded: each
- * provisioner profile has a scope, each profile a scope names exists and
- * issues node certificates, and only provisioner profiles have one.
+ * provisioner profile has a scope, an approver profile may have one,
+ * each profile a scope names exists and issues node certificates, and
+ * no other profile has one.
  * -HWID_E_CONFIG naming the profile otherwise. */
 int policy_check_scopes(const policy *p);
 

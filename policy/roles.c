@@ -4,7 +4,7 @@
  * provisioner's scope; nothing a client presents adds to either.
  *
  * admin        everything
- * approver     requests: list, approve, deny
+ * approver     requests: list, approve, deny (within its scope if it has one)
  * provisioner  tokens: create, within its scope (a factory station)
  * auditor      reads: tokens, requests, certificates, identities, audit,
  *              the EK allowlist
@@ -184,20 +184,67 @@ int request_four_eyes_check(const policy *p, const policy_requester *who, const 
         return 0;
 }
 
+/* ---------- an approver's scope: which requests it may decide ---------- */
+
+static bool has_scope(const policy_requester *who) {
+        return who->scope_profiles || who->scope_name_patterns;
+}
+
+/* The pattern of who's scope that admits rq's name, NULL if none does. */
+static const char *scope_pattern_for(const policy_requester *who, const char *identity) {
+        for (size_t i = 0; who->scope_name_patterns && who->scope_name_patterns[i]; i++)
+                if (policy_pattern_within(identity, who->scope_name_patterns[i]))
+                        return who->scope_name_patterns[i];
+        return NULL;
+}
+
+bool policy_request_in_scope(const policy_requester *who, const policy_pending *rq) {
+        if (who->role != ROLE_APPROVER || !has_scope(who))
+                return true;
+        return rq->profile && strv_has(who->scope_profiles, rq->profile) && rq->identity &&
+               scope_pattern_for(who, rq->identity);
+}
+
+int approver_scope_check(const policy_requester *who, const policy_pending *rq, policy_decision *d) {
+        const char *me = who->identity ? who->identity : "?", *within;
+        char list[192], q[QUOTE_BUF];
+
+        if (who->role != ROLE_APPROVER || !has_scope(who))
+                return 0;
+        if (!rq->profile || !strv_has(who->scope_profiles, rq->profile))
+                return deny_by(d, "approver.scope", "profile '%s' is outside the scope of approver '%s' (profiles %s)",
+                               rq->profile ? name_quote(q, sizeof(q), rq->profile, strlen(rq->profile)) : "",
+                               me, strv_join(who->scope_profiles, list, sizeof(list)));
+        within = rq->identity ? scope_pattern_for(who, rq->identity) : NULL;
+        if (!within)
+                return deny_by(d, "approver.scope", "name '%s' is outside the scope of approver '%s' (%s)",
+                               rq->identity ? name_quote(q, sizeof(q), rq->identity, strlen(rq->identity)) : "",
+                               me, strv_join(who->scope_name_patterns, list, sizeof(list)));
+        decision_set(d, VERDICT_ALLOW, 0, "approver.scope",
+                     "name '%s' of profile '%s' is within the scope of approver '%s' ('%s')", rq->identity,
+                     rq->profile, me, within);
+        return 0;
+}
+
 /* ---------- the scopes in a configuration ---------- */
 
+/* A provisioner needs a scope (without one it could mint nothing); an
+ * approver may have one (without, it decides any request, as before
+ * approvers had scopes); no other role has a use for one. */
 static int check_profile_scope(const policy *p, const policy_profile *prof) {
-        bool provisioner = policy_profile_role(p, prof) == ROLE_PROVISIONER;
-        bool has_scope = prof->scope_profiles || prof->scope_name_patterns;
+        policy_role role = policy_profile_role(p, prof);
+        bool scoped = prof->scope_profiles || prof->scope_name_patterns;
+        const char *what = role == ROLE_APPROVER ? "decides requests for" : "creates tokens for";
 
-        if (has_scope && !provisioner)
-                return hwid_fail(HWID_E_CONFIG, "profile '%s' has a scope but its role is not provisioner", prof->name);
-        if (!provisioner)
+        if (scoped && role != ROLE_PROVISIONER && role != ROLE_APPROVER)
+                return hwid_fail(HWID_E_CONFIG, "profile '%s' has a scope but its role is neither provisioner nor "
+                                 "approver", prof->name);
+        if (!scoped && role != ROLE_PROVISIONER)
                 return 0;
         if (!prof->scope_profiles || !prof->scope_profiles[0] || !prof->scope_name_patterns ||
             !prof->scope_name_patterns[0])
-                return hwid_fail(HWID_E_CONFIG, "profile '%s' (role provisioner) needs a scope with profiles and "
-                                 "name_patterns", prof->name);
+                return hwid_fail(HWID_E_CONFIG, "profile '%s' (role %s) needs a scope with profiles and "
+                                 "name_patterns", prof->name, policy_cert_role_name(role));
         for (size_t i = 0; prof->scope_profiles[i]; i++) {
                 const policy_profile *t = policy_profile_find(p, prof->scope_profiles[i]);
                 if (!t)
@@ -205,8 +252,9 @@ static int check_profile_scope(const policy *p, const policy_profile *prof) {
                                          "profile", prof->name, prof->scope_profiles[i]);
                 if (policy_profile_role(p, t) != ROLE_NODE)
                         return hwid_fail(HWID_E_CONFIG, "profile '%s': scope.profiles names '%s', which issues %s "
-                                         "certificates; a provisioner creates tokens for node profiles only",
-                                         prof->name, t->name, policy_cert_role_name(policy_profile_role(p, t)));
+                                         "certificates; a%s %s %s node profiles only", prof->name, t->name,
+                                         policy_cert_role_name(policy_profile_role(p, t)),
+                                         role == ROLE_APPROVER ? "n" : "", policy_cert_role_name(role), what);
         }
         return 0;
 }

@@ -12,7 +12,15 @@
 #   - an approver still approves another's node request, and may deny any
 #     request, its own included (a denial grants nothing);
 #   - a body naming a member twice ({"reason":"a","reason":"b"}) is 400 and
-#     changes nothing (json_read(), for every JSON the admin API reads).
+#     changes nothing (json_read(), for every JSON the admin API reads);
+#   - an approver scoped to profile `held-line` and `line-3-*` (its scope
+#     recorded with its certificate; key in SoftHSM2, `hwid request` with
+#     --dir) lists only the requests within its scope, each with what it
+#     may do (YOU-MAY); approving or denying one outside (another name,
+#     another profile) is 403 naming the scope, audited as a `deny` with
+#     the same reason, the request still pending; within, it approves and
+#     denies; an unscoped approver still decides any node request (the
+#     API's may_approve/may_deny say so) and approves the one refused.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
@@ -92,10 +100,75 @@ test_four_eyes() {
         assert_eq "$(request_state "$TARGET")" denied "its own request denied"
 }
 
+# scoped_as OP VERB ID — hwid request VERB ID as the scoped approver OP;
+# output in $T/last.out/.err, exit code in RC.
+scoped_as() {
+        RC=0
+        as "$1" request "$2" "${@:4}" "$3" >"$T/last.out" 2>"$T/last.err" || RC=$?
+}
+
+# refused_scope OP VERB ID TARGET PART — OP may not VERB the request ID
+# (403 naming PART, audited with the very same reason); it stays pending.
+refused_scope() {
+        scoped_as "$1" "$2" "$3"
+        assert_eq "$RC" 1 "exit code of $1's request $2 of $4"
+        assert_contains "$(cat "$T/last.err")" "server answered 403: $5" "reason of $1's request $2 of $4"
+        expect_audit "approver:$1" "request.$2" "${3:0:8}..." deny \
+                "$(sed -n 's/^hwid: server answered 403: //p' "$T/last.err")"
+        assert_eq "$(request_state "$3")" pending "$4 after $1's request $2"
+}
+
+test_approver_scope() {
+        local me=op-approver-line in1 in2 out_name out_prof rows
+        assert_eq "$(store_sql "SELECT role || ' ' || scope FROM certificates
+                WHERE identity = '$me' AND status = 'valid'")" \
+                'approver {"profiles":["held-line"],"name_patterns":["line-3-*"]}' "the scoped approver's record"
+        held line-3-1 held-line && in1=$TARGET
+        held line-3-2 held-line && in2=$TARGET
+        held line-4-1 held-line && out_name=$TARGET
+        held line-3-9 manual && out_prof=$TARGET
+        # The list: what is within its scope, and what it may do with it.
+        rows=$(as "$me" request list | tail -n +2 | awk '{ print $3, $4, $NF }' | sort)
+        assert_eq "$rows" $'line-3-1 held-line approve,deny\nline-3-2 held-line approve,deny' \
+                "the scoped approver's request list"
+        # Outside: another name, another profile; approve and deny alike.
+        refused_scope "$me" approve "$out_name" line-4-1 \
+                "name 'line-4-1' is outside the scope of approver '$me' ('line-3-*')"
+        refused_scope "$me" deny "$out_name" line-4-1 "name 'line-4-1' is outside the scope"
+        refused_scope "$me" approve "$out_prof" "the manual request" \
+                "profile 'manual' is outside the scope of approver '$me' (profiles 'held-line')"
+        refused_scope "$me" deny "$out_prof" "the manual request" "profile 'manual' is outside the scope"
+        # Within: it decides.
+        scoped_as "$me" approve "$in1"
+        [ "$RC" = 0 ] || fail "the scoped approver cannot approve line-3-1: $(cat "$T/last.err")"
+        assert_eq "$(request_state "$in1")" approved "line-3-1 after the scoped approval"
+        scoped_as "$me" deny "$in2" --reason "not ours"
+        [ "$RC" = 0 ] || fail "the scoped approver cannot deny line-3-2: $(cat "$T/last.err")"
+        assert_eq "$(request_state "$in2")" denied "line-3-2 after the scoped denial"
+        # An approver without a scope decides any node request, as before.
+        http "$DEV/list" GET /v1/admin/requests --cert "$DEV/op-approver-4e.pem" --key "$DEV/op-approver-4e.key"
+        expect_status 200 "$DEV/list"
+        for id in "$out_name" "$out_prof"; do
+                grep -qF "\"id\":\"$id\",\"status\":\"pending\"" "$DEV/list.body" || fail "$id not listed unscoped"
+        done
+        assert_eq "$(grep -o '"may_approve":true,"may_deny":true' "$DEV/list.body" | wc -l)" 2 \
+                "requests the unscoped approver may decide"
+        approve_as op-approver-4e "$out_name"
+        expect_status 200 "$DEV/decide"
+        assert_eq "$(request_state "$out_name")" approved "line-4-1 approved by an unscoped approver"
+}
+
+softhsm_init ops 4321
 device_ca < <(operator_profiles
         printf '  ops-approver-held:\n    validity: 1h\n    role: approver\n    approval: manual\n'
         printf '    subject:\n      cn_pattern: "op-approver*"\n'
-        printf '  again:\n    validity: 1h\n    approval: manual\n    allow_reenroll: true\n')
+        printf '  again:\n    validity: 1h\n    approval: manual\n    allow_reenroll: true\n'
+        printf '  ops-approver-line:\n    validity: 1h\n    role: approver\n'
+        printf '    scope: {profiles: [held-line], name_patterns: ["line-3-*"]}\n'
+        printf '    subject:\n      cn_pattern: "op-approver*"\n'
+        printf '  held-line:\n    validity: 1h\n    approval: manual\n    subject:\n      cn_pattern: "line-*"\n')
+op_join op-approver-line ops-approver-line
 test_four_eyes
+test_approver_scope
 hwidd_stop
 echo "admin-four-eyes: all checks passed"

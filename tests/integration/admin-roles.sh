@@ -151,7 +151,7 @@ target_of() {
         esac
 }
 
-# What an allowed call must have done, seen from the CA host.
+# check_effect EP ROLE — what an allowed call must have done, seen from the CA host.
 check_effect() {
         local ep=$1 out
         out=$(cat "$T/last.out")
@@ -161,7 +161,10 @@ check_effect() {
                 MINTED+=("$(sed -n 's/^token: //p' "$T/last.out")") ;;
         token.list) assert_eq "$out" "$(admin token list)" "remote token list" ;;
         token.revoke) assert_eq "$(state "$ep")" revoked "token after $ep" ;;
-        request.list) assert_eq "$out" "$(admin request list --all)" "remote request list" ;;
+        request.list) # the local list, and a last column YOU-MAY (nothing to decide for an auditor)
+                assert_eq "$(sed -E 's/ +[^ ]+$//' "$T/last.out")" "$(admin request list --all)" "remote request list"
+                [ "$2" != auditor ] || assert_eq "$(tail -n +2 "$T/last.out" | awk '$NF != "-"' | wc -l)" 0 \
+                        "requests an auditor is told it may decide" ;;
         request.approve) assert_eq "$(state "$ep")" approved "request after $ep" ;;
         request.deny) assert_eq "$(state "$ep")" denied "request after $ep" ;;
         cert.list) assert_eq "$out" "$(admin cert list --all)" "remote cert list" ;;
@@ -180,7 +183,7 @@ cell() {
         run "$ep" "$name"
         if [[ " ${MAY[$ep]} " == *" $role "* ]]; then
                 [ "$RC" = 0 ] || fail "$role may $ep but got exit $RC: $(cat "$T/last.err")"
-                check_effect "$ep"
+                check_effect "$ep" "$role"
                 target=$(target_of "$ep")
                 [ "$ep" != token.create ] || target=${MINTED[-1]%%.*}
                 [ -n "$(audit_reasons "$role:$name" "$action" "$target" allow)" ] ||

@@ -486,7 +486,9 @@ static void scopes(void) {
         static const char ok[] = HEAD "profiles:\n"
                                       "  station:\n    role: provisioner\n"
                                       "    scope:\n      profiles: [line]\n      name_patterns: [\"line-3-*\", l4]\n"
-                                      "  line: {}\n  ops: {role: auditor}\n";
+                                      "  line: {}\n  ops: {role: auditor}\n"
+                                      "  lead: {role: approver, scope: {profiles: [line], name_patterns: [\"line-3-*\"]}}\n"
+                                      "  any: {role: approver}\n";
         static const struct {
                 const char *text, *problem;
         } bad[] = {
@@ -499,7 +501,9 @@ static void scopes(void) {
                        "  a: {role: admin}\n",
                   "names 'a', which issues admin certificates" },
                 { HEAD "profiles:\n  s: {scope: {profiles: [s], name_patterns: [x]}}\n",
-                  "profile 's' has a scope but its role is not provisioner" },
+                  "profile 's' has a scope but its role is neither provisioner nor approver" },
+                { HEAD "profiles:\n  s: {role: approver, scope: {profiles: [s], name_patterns: [x]}}\n",
+                  "names 's', which issues approver certificates; an approver decides requests for node profiles" },
         };
         _cleanup_(config_freep) hwidd_config *c = NULL;
         const policy_profile *p;
@@ -510,6 +514,11 @@ static void scopes(void) {
               strv_is(p->scope_name_patterns, "line-3-*", "l4"));
         p = c ? policy_profile_find(c->policy, "ops") : NULL;
         CHECK(p && policy_profile_role(c->policy, p) == ROLE_AUDITOR && !p->scope_profiles);
+        p = c ? policy_profile_find(c->policy, "lead") : NULL;
+        CHECK(p && p->role == ROLE_APPROVER && strv_is(p->scope_profiles, "line", NULL) &&
+              strv_is(p->scope_name_patterns, "line-3-*", NULL));
+        p = c ? policy_profile_find(c->policy, "any") : NULL;
+        CHECK(p && p->role == ROLE_APPROVER && !p->scope_profiles && !p->scope_name_patterns);
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 _cleanup_(config_freep) hwidd_config *b = NULL;
                 int r = config_load_string(bad[i].text, strlen(bad[i].text), "hwidd.yaml", &b);

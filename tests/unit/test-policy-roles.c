@@ -9,7 +9,10 @@
  *   - the scopes a configuration may hold (policy_check_scopes);
  *   - four eyes: nobody approves a request for its own key or identity,
  *     only an admin approves one for an operator profile (or a profile
- *     gone), in audit-only mode too; denying is left to the role. */
+ *     gone), in audit-only mode too; denying is left to the role;
+ *   - an approver with a recorded scope approves and denies only the
+ *     requests within it (profile listed, name matched), in audit-only
+ *     mode too; one without a scope decides any, as before scopes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,7 +272,14 @@ static void scope_rules(void) {
         CHECK(scopes_of(ROLE_PROVISIONER, true, "admin") == -HWID_E_CONFIG); /* admin by its O */
         CHECK_CONTAINS(hwid_strerror(-HWID_E_CONFIG), "issues admin certificates");
         CHECK(scopes_of(ROLE_AUDITOR, true, "edge") == -HWID_E_CONFIG);
-        CHECK_CONTAINS(hwid_strerror(-HWID_E_CONFIG), "has a scope but its role is not provisioner");
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_CONFIG), "has a scope but its role is neither provisioner nor approver");
+        /* An approver: a scope if it likes, of node profiles. */
+        CHECK(scopes_of(ROLE_APPROVER, true, "edge") == 0);
+        CHECK(scopes_of(ROLE_APPROVER, false, NULL) == 0);
+        CHECK(scopes_of(ROLE_APPROVER, true, "gone") == -HWID_E_CONFIG);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_CONFIG), "'gone', which is not a profile");
+        CHECK(scopes_of(ROLE_APPROVER, true, "admin") == -HWID_E_CONFIG);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_CONFIG), "an approver decides requests for node profiles only");
 }
 
 static void role_names(void) {
@@ -332,6 +342,69 @@ static void four_eyes(const policy *strict, const policy *audit) {
         }
 }
 
+/* An approver scoped to profiles edge/device and names edge-3-* / Lab-?. */
+static void scoped(const policy *p, policy_action action, const char *identity, const char *profile, bool allowed,
+                   const char *why) {
+        policy_requester who = as(ROLE_APPROVER, "bob");
+        policy_pending rq = { .identity = identity, .profile = profile, .spki_sha256 = NEW_KEY };
+        policy_decision d;
+
+        who.scope_profiles = scope_profiles;
+        who.scope_name_patterns = scope_patterns;
+        policy_check_request_decide(p, &who, action, &rq, &d);
+        CHECK(d.verdict == (allowed ? VERDICT_ALLOW : VERDICT_DENY) && !d.audit_only);
+        CHECK_STREQ(d.decided_by, "approver.scope");
+        CHECK(allowed || d.error == -HWID_E_FORBIDDEN);
+        CHECK_CONTAINS(d.reason, why);
+        CHECK(policy_request_in_scope(&who, &rq) == allowed);
+}
+
+static void approver_scope(const policy *strict, const policy *audit) {
+        const policy *both[] = { strict, audit };
+        static const policy_action actions[] = { ACTION_REQUEST_APPROVE, ACTION_REQUEST_DENY };
+
+        for (size_t i = 0; i < ELEMENTSOF(both); i++)
+                for (size_t j = 0; j < ELEMENTSOF(actions); j++) {
+                        const policy *p = both[i];
+                        policy_action a = actions[j];
+
+                        scoped(p, a, "edge-3-7", "edge", true,
+                               "name 'edge-3-7' of profile 'edge' is within the scope of approver 'bob' ('edge-3-*')");
+                        scoped(p, a, "EDGE-3-7", "device", true, "within the scope");
+                        scoped(p, a, "lab-1", "edge", true, "('Lab-?')");
+                        scoped(p, a, "edge-4-7", "edge", false,
+                               "name 'edge-4-7' is outside the scope of approver 'bob' ('edge-3-*', 'Lab-?')");
+                        scoped(p, a, "lab-12", "edge", false, "outside the scope");
+                        scoped(p, a, "edge-3-7", "server", false,
+                               "profile 'server' is outside the scope of approver 'bob' (profiles 'edge', 'device')");
+                        if (a == ACTION_REQUEST_DENY) /* an approval: four eyes refuse first */
+                                scoped(p, a, "edge-3-7", "gone", false, "profile 'gone' is outside the scope");
+                        /* A name with glob characters is matched as itself. */
+                        scoped(p, a, "edge-3-*", "edge", true, "within the scope");
+                        scoped(p, a, "edge-*", "edge", false, "outside the scope");
+                }
+        /* Four eyes come first, and still hold within the scope. */
+        {
+                policy_requester who = as(ROLE_APPROVER, "edge-3-1");
+                policy_decision d;
+
+                who.scope_profiles = scope_profiles;
+                who.scope_name_patterns = scope_patterns;
+                policy_check_request_decide(strict, &who, ACTION_REQUEST_APPROVE,
+                                            &(policy_pending) { .identity = "edge-3-1", .profile = "edge",
+                                                                .spki_sha256 = NEW_KEY }, &d);
+                CHECK(d.verdict == VERDICT_DENY && strcmp(d.decided_by, "request.four_eyes") == 0);
+        }
+        /* Without a scope (unscoped approvers, admins, auditors) every
+         * request is shown; the role and four eyes decide as before. */
+        CHECK(policy_request_in_scope(&(policy_requester) { .role = ROLE_APPROVER },
+                                      &(policy_pending) { .identity = "x", .profile = "server" }));
+        CHECK(policy_request_in_scope(&(policy_requester) { .role = ROLE_ADMIN, .scope_profiles = scope_profiles,
+                                                            .scope_name_patterns = scope_patterns },
+                                      &(policy_pending) { .identity = "x", .profile = "server" }));
+        decide(strict, ROLE_APPROVER, "bob", OLD_KEY, ACTION_REQUEST_DENY, "x", "server", true, NULL);
+}
+
 int main(void) {
         _cleanup_(policy_freep) policy *strict = make_policy(false);
         _cleanup_(policy_freep) policy *audit = make_policy(true);
@@ -346,6 +419,7 @@ int main(void) {
         scope_rules();
         role_names();
         four_eyes(strict, audit);
+        approver_scope(strict, audit);
         if (!check_failures)
                 printf("test-policy-roles: %zu actions x %zu requesters, %zu token rows and the rest passed\n",
                        ELEMENTSOF(expected), ELEMENTSOF(requesters), ELEMENTSOF(tokens));

@@ -6,7 +6,9 @@
  *   token       {"id", "state", "profile", "name_pattern"|null, "description"|null,
  *                "created_at", "expires_at", "uses_total", "uses_left", "revoked"}
  *   request     {"id", "status", "identity", "profile", "token_id", "spki_sha256",
- *                "reason"|null, "serial"|null, "created_at", "updated_at"}
+ *                "reason"|null, "serial"|null, "created_at", "updated_at"}; in a
+ *               listing also "may_approve", "may_deny" (for the caller) and
+ *               "approve_refused" (why not, for a pending one it may not approve)
  *   certificate {"serial", "status", "identity", "subject", "profile", "role",
  *                "scope"|null, "spki_sha256", "not_before", "not_after", "revoked_at",
  *                "revocation_reason", "request_id"|null, "created_at",

@@ -15,11 +15,38 @@ static const char *const no_keys[] = { NULL };
 
 /* ---------- requests ---------- */
 
+static policy_pending pending_of(const store_request *rq) {
+        return (policy_pending) { .identity = rq->identity, .profile = rq->profile, .spki_sha256 = rq->spki_sha256 };
+}
+
+/* What the caller may do with rq, by the very rule that decides it
+ * (policy_check_request_decide()): "may_approve", "may_deny", and why
+ * not approve ("approve_refused"), so that an operator sees which
+ * requests are theirs to decide before trying. */
+static int add_may(const admin_call *c, const store_request *rq, json_object *o) {
+        bool pending = rq->status == REQUEST_PENDING;
+        policy_pending pd = pending_of(rq);
+        policy_decision approve = { 0 }, deny = { 0 };
+
+        if (pending) {
+                policy_check_request_decide(c->ca->cfg->policy, &c->auth.who, ACTION_REQUEST_APPROVE, &pd, &approve);
+                policy_check_request_decide(c->ca->cfg->policy, &c->auth.who, ACTION_REQUEST_DENY, &pd, &deny);
+        }
+        if (json_object_object_add(o, "may_approve", json_object_new_boolean(approve.verdict == VERDICT_ALLOW)) < 0 ||
+            json_object_object_add(o, "may_deny", json_object_new_boolean(deny.verdict == VERDICT_ALLOW)) < 0)
+                return -1;
+        if (pending && approve.verdict != VERDICT_ALLOW)
+                json_set_str(o, "approve_refused", approve.reason);
+        return 0;
+}
+
+/* A scoped approver is shown the requests within its scope only
+ * (policy_request_in_scope()): the others are another team's. */
 int admin_request_list(admin_call *c) {
         _cleanup_free_ char *all = NULL;
-        json_object *answer, *list = NULL;
+        json_object *answer, *list = NULL, *o;
         store_request *rq = NULL;
-        size_t n = 0;
+        size_t n = 0, shown = 0;
         int r;
 
         if ((r = admin_query(c, "all", 8, &all)) < 0)
@@ -29,15 +56,28 @@ int admin_request_list(admin_call *c) {
         if ((r = store_request_list(c->ca->store, !(all && strcmp(all, "true") == 0), &rq, &n)) < 0)
                 return r;
         answer = admin_list_object("requests", &list);
-        for (size_t i = 0; answer && i < n; i++)
-                if (json_object_array_add(list, admin_json_request(&rq[i])) < 0)
+        for (size_t i = 0; answer && r >= 0 && i < n; i++) {
+                policy_pending pd = pending_of(&rq[i]);
+
+                if (!policy_request_in_scope(&c->auth.who, &pd))
+                        continue;
+                o = admin_json_request(&rq[i]);
+                if (!o || add_may(c, &rq[i], o) < 0 || json_object_array_add(list, o) < 0) {
+                        json_object_put(o);
                         r = -1;
+                }
+                shown++;
+        }
         store_request_list_free(rq, n);
         if (!answer || r < 0) {
                 json_object_put(answer);
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
-        snprintf(c->note, sizeof(c->note), "%zu requests", n);
+        if (shown < n)
+                snprintf(c->note, sizeof(c->note), "%zu requests (%zu outside the approver's scope not shown)", shown,
+                         n - shown);
+        else
+                snprintf(c->note, sizeof(c->note), "%zu requests", n);
         return admin_respond(c, 200, answer);
 }
 
@@ -51,19 +91,20 @@ static int state_error(int r) {
         return hwid_fail(HWID_E_WRONG_STATE, "%s", why);
 }
 
-/* Four eyes (policy_check_request_decide()): who may decide this request,
- * by its key, identity and profile; a refusal is audited. */
+/* Four eyes and an approver's scope (policy_check_request_decide()): who
+ * may decide this request, by its key, identity and profile; a refusal
+ * is audited. */
 static int may_decide(admin_call *c, bool approve) {
         _cleanup_(store_request_clear) store_request rq = { 0 };
+        policy_pending pd;
         policy_decision d;
         int r;
 
         if ((r = store_request_get(c->ca->store, c->arg, &rq)) < 0)
                 return r;
+        pd = pending_of(&rq);
         policy_check_request_decide(c->ca->cfg->policy, &c->auth.who,
-                                    approve ? ACTION_REQUEST_APPROVE : ACTION_REQUEST_DENY,
-                                    &(policy_pending) { .identity = rq.identity, .profile = rq.profile,
-                                                        .spki_sha256 = rq.spki_sha256 }, &d);
+                                    approve ? ACTION_REQUEST_APPROVE : ACTION_REQUEST_DENY, &pd, &d);
         return ca_decision(c->ca, &c->auth, approve ? "request.approve" : "request.deny", c->target, &d);
 }
 
