@@ -60,6 +60,13 @@ static const cfg_name attestation_names[] = {
         { NULL, 0, NULL },
 };
 
+static const cfg_name reenroll_names[] = {
+        { "off", REENROLL_OFF, NULL },
+        { "allowlist", REENROLL_ALLOWLIST, NULL },
+        { "last-certificate", REENROLL_LAST_CERTIFICATE, NULL },
+        { NULL, 0, NULL },
+};
+
 static const cfg_name ungranted_names[] = {
         { "refuse", UNGRANTED_REFUSE, NULL },
         { "drop", UNGRANTED_DROP, NULL },
@@ -335,6 +342,21 @@ static int fn_role(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field
         return r;
 }
 
+static int fn_reenroll(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        uint32_t v;
+        int r = cfg_pick(x, n, path, reenroll_names, &v);
+
+        if (r < 0)
+                return r;
+        ((policy_profile *) base)->reenroll_by_attestation = (policy_reenroll_mode) v;
+        /* It verifies attestation: the configuration needs EK roots. */
+        if (v != REENROLL_OFF && !x->attest_profile_node) {
+                x->attest_profile_node = n;
+                snprintf(x->attest_profile_path, sizeof(x->attest_profile_path), "%s", path);
+        }
+        return 0;
+}
+
 static int fn_attestation(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
         uint32_t v;
         int r = cfg_pick(x, n, path, attestation_names, &v);
@@ -455,6 +477,7 @@ static const cfg_field profile_fields[] = {
         FIELD("role", fn_role, 0),
         FIELD("scope", cfg_fn_section, 0, .aux = scope_fields),
         FIELD("attestation", fn_attestation, 0),
+        FIELD("reenroll_by_attestation", fn_reenroll, 0),
         FIELD("est", cfg_fn_section, 0, .aux = est_fields),
         FIELD_END,
 };

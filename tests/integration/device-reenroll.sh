@@ -1,0 +1,135 @@
+#!/bin/bash
+# shellcheck disable=SC2119  # lib.sh helpers take optional arguments
+# device-reenroll.sh — a device that was away comes back by TPM attestation
+# alone, without a token (issue 27, part 1; docs/ATTESTATION.md "Coming
+# back by attestation"). Certificates live one minute; every device joins,
+# then its agent stays stopped until its certificate has expired.
+# Proves:
+#   - reenroll_by_attestation: allowlist — the agent, started after expiry,
+#     comes back with no token (renewal refused as expired, then a new key
+#     certified by the TPM, a new certificate that openssl verifies, DIR's
+#     next generation, the old key deleted); the CA's audit record is a
+#     `reenroll` naming the rule (ek-allowlist) and the EK's hash;
+#   - reenroll_by_attestation: last-certificate — a device that joined with
+#     a token and is on no allowlist comes back as the TPM of its last
+#     certificate (rule last-certificate);
+#   - refused, each with the agent's exit 4 as before (and nothing issued):
+#     the profile's setting off (the default); the EK entry removed while
+#     the device was away (allowlist); another TPM claiming the identity
+#     (hwid join --attest without a token from a second swtpm); a
+#     key-compromise revocation; a "do not return" revocation
+#     (privilege-withdrawn);
+#   - no transient object is left in any TPM.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=attest-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/attest-lib.sh"
+
+swtpm_init 3
+A=${TCTIS[0]} B=${TCTIS[1]} C=${TCTIS[2]}
+manufacturer_roots "$T/ek-roots"
+attest_ca "$T/ek-roots" <<'EOF'
+  back:
+    validity: 1m
+    subject: {allowed_rdns: [CN]}
+    attestation: optional
+    reenroll_by_attestation: allowlist
+  last:
+    validity: 1m
+    subject: {allowed_rdns: [CN]}
+    attestation: required
+    reenroll_by_attestation: last-certificate
+  plain:
+    validity: 1m
+    subject: {allowed_rdns: [CN]}
+    attestation: required
+EOF
+ek_cert "$A" "$T/ek-a.der"
+ek_cert "$B" "$T/ek-b.der"
+EK_A=$(ek_pub_sha256 "$T/ek-a.der")
+EK_C=$(ek_cert "$C" "$T/ek-c.der" && ek_pub_sha256 "$T/ek-c.der")
+
+# attested_join TCTI DIR NAME [TOKEN] — hwid join --attest (no token: by EK).
+attested_join() {
+        run_ok join_dev "$2" "$3" "${4:-}" --tcti "$1" --attest >/dev/null
+        HWID_TCTI=$1 check_dir "$2" "$3"
+}
+
+# agent TCTI DIR — hwid agent --once on DIR with that TPM; exit code in RC,
+# its log in DIR.log.
+agent() {
+        RC=0
+        "$HWID" agent --dir "$2" --tcti "$1" --once --min-backoff 1s --max-backoff 2s --verbose \
+                >"$2.log" 2>&1 || RC=$?
+}
+
+# reenroll_audit NAME — the reasons of NAME's `reenroll` audit records.
+reenroll_audit() {
+        store_sql "SELECT actor || ' ' || reason FROM audit WHERE action = 'reenroll' AND target = '$1'"
+}
+
+echo "== four devices join by attestation: two on the EK allowlist, two with a token"
+admin ek add --cn edge-a --profile back --ek-cert "$T/ek-a.der" >/dev/null
+admin ek add --cn edge-b --profile back --ek-cert "$T/ek-b.der" >/dev/null
+attested_join "$A" "$T/edge-a" edge-a
+attested_join "$B" "$T/edge-b" edge-b
+attested_join "$C" "$T/edge-c" edge-c "$(token_new --profile last)"
+attested_join "$C" "$T/edge-d" edge-d "$(token_new --profile plain)"
+assert_no_transient
+SERIAL_A=$(dir_serial "$T/edge-a")
+KEY_A=$(cert_pubkey "$T/edge-a/cert.pem")
+# While the devices are away, edge-b's TPM leaves the allowlist.
+admin ek remove edge-b >/dev/null
+last_after=$(store_sql "SELECT max(not_after) FROM certificates WHERE identity LIKE 'edge-%'")
+
+echo "== the certificates expire while the agents are stopped"
+while [ "$(date +%s)" -le "$last_after" ]; do sleep 1; done
+issued=$(cert_count)
+
+echo "== another TPM claims edge-c (hwid join --attest, no token): refused"
+expect_exit 1 "is not on the EK allowlist for edge-c nor the TPM of its last certificate" --multiline \
+        -- join_dev "$T/impostor" edge-c "" --tcti "$B" --attest
+
+echo "== reenroll_by_attestation off (the default): exit 4 as before"
+agent "$C" "$T/edge-d"
+assert_eq "$RC" 4 "agent exit code (edge-d, profile plain)"
+assert_contains "$(cat "$T/edge-d.log")" "trying to come back by TPM attestation"
+assert_contains "$(cat "$T/edge-d.log")" "does not let it come back by TPM attestation (reenroll_by_attestation: off)"
+
+echo "== the EK entry removed while away (allowlist): exit 4"
+agent "$B" "$T/edge-b"
+assert_eq "$RC" 4 "agent exit code (edge-b, its EK entry removed)"
+assert_contains "$(cat "$T/edge-b.log")" "is not on the EK allowlist for edge-b"
+assert_eq "$(cert_count)" "$issued" "certificates after the refusals"
+
+echo "== on the allowlist: the agent comes back with no token"
+agent "$A" "$T/edge-a"
+assert_eq "$RC" 0 "agent exit code (edge-a): $(tail -n 3 "$T/edge-a.log")"
+assert_contains "$(cat "$T/edge-a.log")" "edge-a came back by TPM attestation (no token): generation 2"
+HWID_TCTI=$A check_dir "$T/edge-a" edge-a
+[ "$(dir_serial "$T/edge-a")" != "$SERIAL_A" ] || fail "edge-a kept its old certificate"
+[ "$(cert_pubkey "$T/edge-a/cert.pem")" != "$KEY_A" ] || fail "edge-a came back with its old key"
+[ ! -e "$T/edge-a/device.tss2.pem" ] || fail "the old key file of edge-a is still there"
+assert_eq "$(permanent_id "$T/edge-a/cert.pem")" "sha256:$EK_A" "the new certificate names the TPM"
+audit=$(reenroll_audit edge-a)
+assert_contains "$audit" "ek:edge-a issued under profile back: re-enrollment by TPM attestation without a token: rule ek-allowlist, EK sha256:$EK_A, last certificate $SERIAL_A"
+
+echo "== the TPM of the last certificate (last-certificate): the agent comes back"
+agent "$C" "$T/edge-c"
+assert_eq "$RC" 0 "agent exit code (edge-c): $(tail -n 3 "$T/edge-c.log")"
+HWID_TCTI=$C check_dir "$T/edge-c" edge-c
+assert_contains "$(reenroll_audit edge-c)" "rule last-certificate, EK sha256:$EK_C"
+assert_no_transient
+
+echo "== revoked for key compromise, or 'do not return': exit 4"
+admin cert revoke --identity edge-a --reason key-compromise >/dev/null
+agent "$A" "$T/edge-a"
+assert_eq "$RC" 4 "agent exit code (edge-a revoked for key compromise)"
+assert_contains "$(cat "$T/edge-a.log")" "was revoked for keyCompromise: it comes back only with a bootstrap token"
+admin cert revoke --identity edge-c --reason privilege-withdrawn >/dev/null
+agent "$C" "$T/edge-c"
+assert_eq "$RC" 4 "agent exit code (edge-c revoked: do not return)"
+assert_contains "$(cat "$T/edge-c.log")" "privilegeWithdrawn (do not return)"
+assert_eq "$(store_sql "SELECT count(*) FROM audit WHERE action = 'reenroll'")" 2 "reenroll records"
+assert_no_transient
+echo "PASS"
