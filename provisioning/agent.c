@@ -211,7 +211,9 @@ static int come_back(const agent_opts *o, agent_state *a, int refused) {
         int r;
 
         snprintf(why, sizeof(why), "%s", hwid_strerror(refused));
-        say(o, LOG_LVL_NOTICE, "%s can no longer renew (%s): trying to come back by TPM attestation", who, why);
+        /* The reason in full comes with the last line, if it stays out. */
+        say(o, LOG_LVL_NOTICE, "%s can no longer renew (%s): trying to come back by TPM attestation", who,
+            hwid_err_slug(refused));
         if (o->tpm_turn)
                 pthread_mutex_lock(o->tpm_turn);
         r = reenroll_run(&ro, &res);
@@ -228,7 +230,7 @@ static int come_back(const agent_opts *o, agent_state *a, int refused) {
         }
         if (!reenroll_refused(r))
                 return r;
-        say(o, LOG_LVL_ERR, "%s: coming back by TPM attestation was refused: %s", who, hwid_strerror(r));
+        say(o, LOG_LVL_WARNING, "%s: coming back by TPM attestation was refused: %s", who, hwid_strerror(r));
         return hwid_fail((hwid_err) -refused, "%s", why);
 }
 

@@ -342,33 +342,35 @@ static int fn_role(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field
         return r;
 }
 
-static int fn_reenroll(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
-        uint32_t v;
-        int r = cfg_pick(x, n, path, reenroll_names, &v);
+/* A profile mode picked from names; any but the first (0: "none",
+ * "off") verifies TPM attestation, and so needs attestation.ek_roots (the
+ * first such node is named if they are missing). */
+static int pick_attest_mode(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_name *names, uint32_t *ret) {
+        int r = cfg_pick(x, n, path, names, ret);
 
-        if (r < 0)
-                return r;
-        ((policy_profile *) base)->reenroll_by_attestation = (policy_reenroll_mode) v;
-        /* It verifies attestation: the configuration needs EK roots. */
-        if (v != REENROLL_OFF && !x->attest_profile_node) {
+        if (r >= 0 && *ret != 0 && !x->attest_profile_node) {
                 x->attest_profile_node = n;
                 snprintf(x->attest_profile_path, sizeof(x->attest_profile_path), "%s", path);
         }
-        return 0;
+        return r;
+}
+
+static int fn_reenroll(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        uint32_t v;
+        int r = pick_attest_mode(x, n, path, reenroll_names, &v);
+
+        if (r >= 0)
+                ((policy_profile *) base)->reenroll_by_attestation = (policy_reenroll_mode) v;
+        return r;
 }
 
 static int fn_attestation(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
         uint32_t v;
-        int r = cfg_pick(x, n, path, attestation_names, &v);
+        int r = pick_attest_mode(x, n, path, attestation_names, &v);
 
-        if (r < 0)
-                return r;
-        ((policy_profile *) base)->attestation = (policy_attestation_mode) v;
-        if (v != ATTESTATION_NONE && !x->attest_profile_node) {
-                x->attest_profile_node = n;
-                snprintf(x->attest_profile_path, sizeof(x->attest_profile_path), "%s", path);
-        }
-        return 0;
+        if (r >= 0)
+                ((policy_profile *) base)->attestation = (policy_attestation_mode) v;
+        return r;
 }
 
 /* A fraction in (0, 1] or a percentage: 0.33, 33%. */

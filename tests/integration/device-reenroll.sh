@@ -13,12 +13,13 @@
 #   - reenroll_by_attestation: last-certificate — a device that joined with
 #     a token and is on no allowlist comes back as the TPM of its last
 #     certificate (rule last-certificate);
-#   - refused, each with the agent's exit 4 as before (and nothing issued):
+#   - refused, each with the agent's exit 4 as before (and nothing issued),
+#     each case as soon as its device's certificate has expired:
 #     the profile's setting off (the default); the EK entry removed while
 #     the device was away (allowlist); another TPM claiming the identity
 #     (hwid join --attest without a token from a second swtpm); a
-#     key-compromise revocation; a "do not return" revocation
-#     (privilege-withdrawn);
+#     key-compromise revocation (of a device that never expired); a "do
+#     not return" revocation (privilege-withdrawn) of one that came back;
 #   - no transient object is left in any TPM.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -68,41 +69,69 @@ reenroll_audit() {
         store_sql "SELECT actor || ' ' || reason FROM audit WHERE action = 'reenroll' AND target = '$1'"
 }
 
+# wait_expired NAME — until NAME's newest certificate has expired.
+wait_expired() {
+        local end
+        end=$(store_sql "SELECT max(not_after) FROM certificates WHERE identity = '$1'")
+        while [ "$(date +%s)" -le "$end" ]; do sleep 0.5; done
+}
+
 echo "== four devices join by attestation: two on the EK allowlist, two with a token"
+# In the order their certificates will expire, each case comes as soon as
+# its device's has: the others' cases run while the later ones wait.
 admin ek add --cn edge-a --profile back --ek-cert "$T/ek-a.der" >/dev/null
 admin ek add --cn edge-b --profile back --ek-cert "$T/ek-b.der" >/dev/null
-attested_join "$A" "$T/edge-a" edge-a
+attested_join "$C" "$T/edge-d" edge-d "$(token_new --profile plain)"
 attested_join "$B" "$T/edge-b" edge-b
 attested_join "$C" "$T/edge-c" edge-c "$(token_new --profile last)"
-attested_join "$C" "$T/edge-d" edge-d "$(token_new --profile plain)"
+attested_join "$A" "$T/edge-a" edge-a
 assert_no_transient
 SERIAL_A=$(dir_serial "$T/edge-a")
 KEY_A=$(cert_pubkey "$T/edge-a/cert.pem")
 # While the devices are away, edge-b's TPM leaves the allowlist.
 admin ek remove edge-b >/dev/null
-last_after=$(store_sql "SELECT max(not_after) FROM certificates WHERE identity LIKE 'edge-%'")
 
-echo "== the certificates expire while the agents are stopped"
-while [ "$(date +%s)" -le "$last_after" ]; do sleep 1; done
+echo "== revoked for key compromise: exit 4 (no waiting needed)"
+attested_join "$B" "$T/edge-e" edge-e "$(token_new --profile last)"
 issued=$(cert_count)
+admin cert revoke --identity edge-e --reason key-compromise >/dev/null
+agent "$B" "$T/edge-e"
+assert_eq "$RC" 4 "agent exit code (edge-e revoked for key compromise)"
+assert_contains "$(cat "$T/edge-e.log")" "trying to come back by TPM attestation"
+assert_contains "$(cat "$T/edge-e.log")" "was revoked for keyCompromise: it comes back only with a bootstrap token"
 
-echo "== another TPM claims edge-c (hwid join --attest, no token): refused"
-expect_exit 1 "is not on the EK allowlist for edge-c nor the TPM of its last certificate" --multiline \
-        -- join_dev "$T/impostor" edge-c "" --tcti "$B" --attest
-
-echo "== reenroll_by_attestation off (the default): exit 4 as before"
+echo "== reenroll_by_attestation off (the default), once expired: exit 4 as before"
+wait_expired edge-d
 agent "$C" "$T/edge-d"
 assert_eq "$RC" 4 "agent exit code (edge-d, profile plain)"
-assert_contains "$(cat "$T/edge-d.log")" "trying to come back by TPM attestation"
 assert_contains "$(cat "$T/edge-d.log")" "does not let it come back by TPM attestation (reenroll_by_attestation: off)"
 
 echo "== the EK entry removed while away (allowlist): exit 4"
+wait_expired edge-b
 agent "$B" "$T/edge-b"
 assert_eq "$RC" 4 "agent exit code (edge-b, its EK entry removed)"
 assert_contains "$(cat "$T/edge-b.log")" "is not on the EK allowlist for edge-b"
+
+echo "== another TPM claims edge-c (hwid join --attest, no token): refused"
+wait_expired edge-c
+expect_exit 1 "is not on the EK allowlist for edge-c nor the TPM of its last certificate" --multiline \
+        -- join_dev "$T/impostor" edge-c "" --tcti "$B" --attest
 assert_eq "$(cert_count)" "$issued" "certificates after the refusals"
 
+echo "== the TPM of the last certificate (last-certificate): the agent comes back"
+agent "$C" "$T/edge-c"
+assert_eq "$RC" 0 "agent exit code (edge-c): $(tail -n 3 "$T/edge-c.log")"
+HWID_TCTI=$C check_dir "$T/edge-c" edge-c
+assert_contains "$(reenroll_audit edge-c)" "rule last-certificate, EK sha256:$EK_C"
+
+echo "== 'do not return' (privilege-withdrawn): exit 4"
+admin cert revoke --identity edge-c --reason privilege-withdrawn >/dev/null
+agent "$C" "$T/edge-c"
+assert_eq "$RC" 4 "agent exit code (edge-c revoked: do not return)"
+assert_contains "$(cat "$T/edge-c.log")" "privilegeWithdrawn (do not return)"
+
 echo "== on the allowlist: the agent comes back with no token"
+wait_expired edge-a
 agent "$A" "$T/edge-a"
 assert_eq "$RC" 0 "agent exit code (edge-a): $(tail -n 3 "$T/edge-a.log")"
 assert_contains "$(cat "$T/edge-a.log")" "edge-a came back by TPM attestation (no token): generation 2"
@@ -111,25 +140,7 @@ HWID_TCTI=$A check_dir "$T/edge-a" edge-a
 [ "$(cert_pubkey "$T/edge-a/cert.pem")" != "$KEY_A" ] || fail "edge-a came back with its old key"
 [ ! -e "$T/edge-a/device.tss2.pem" ] || fail "the old key file of edge-a is still there"
 assert_eq "$(permanent_id "$T/edge-a/cert.pem")" "sha256:$EK_A" "the new certificate names the TPM"
-audit=$(reenroll_audit edge-a)
-assert_contains "$audit" "ek:edge-a issued under profile back: re-enrollment by TPM attestation without a token: rule ek-allowlist, EK sha256:$EK_A, last certificate $SERIAL_A"
-
-echo "== the TPM of the last certificate (last-certificate): the agent comes back"
-agent "$C" "$T/edge-c"
-assert_eq "$RC" 0 "agent exit code (edge-c): $(tail -n 3 "$T/edge-c.log")"
-HWID_TCTI=$C check_dir "$T/edge-c" edge-c
-assert_contains "$(reenroll_audit edge-c)" "rule last-certificate, EK sha256:$EK_C"
-assert_no_transient
-
-echo "== revoked for key compromise, or 'do not return': exit 4"
-admin cert revoke --identity edge-a --reason key-compromise >/dev/null
-agent "$A" "$T/edge-a"
-assert_eq "$RC" 4 "agent exit code (edge-a revoked for key compromise)"
-assert_contains "$(cat "$T/edge-a.log")" "was revoked for keyCompromise: it comes back only with a bootstrap token"
-admin cert revoke --identity edge-c --reason privilege-withdrawn >/dev/null
-agent "$C" "$T/edge-c"
-assert_eq "$RC" 4 "agent exit code (edge-c revoked: do not return)"
-assert_contains "$(cat "$T/edge-c.log")" "privilegeWithdrawn (do not return)"
+assert_contains "$(reenroll_audit edge-a)" "ek:edge-a issued under profile back: re-enrollment by TPM attestation without a token: rule ek-allowlist, EK sha256:$EK_A, last certificate $SERIAL_A"
 assert_eq "$(store_sql "SELECT count(*) FROM audit WHERE action = 'reenroll'")" 2 "reenroll records"
 assert_no_transient
 echo "PASS"
