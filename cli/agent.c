@@ -18,13 +18,17 @@
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid agent --dir DIR [--tcti TCTI] [--renew-at 0.66] [--jitter 0.05]\n"
                    "                  [--min-backoff 5s] [--max-backoff 10m] [--clock-skew 5m]\n"
-                   "                  [--config FILE] [--once] [--verbose]\n\n"
+                   "                  [--config FILE] [--once] [--no-reenroll] [--verbose]\n\n"
                    "Keeps the identity in DIR renewed, unattended: renews at --renew-at of the\n"
                    "certificate's lifetime plus a random --jitter (never before the server's renewal\n"
                    "window opens), over mutual TLS with the key in the TPM/HSM.  A failed renewal is\n"
                    "retried with exponential backoff between --min-backoff and --max-backoff, capped at\n"
                    "a quarter of the remaining lifetime so that a retry still comes before expiry.\n"
                    "Each renewal fails over between the servers of DIR/device.json as hwid renew does.\n"
+                   "Refused for good (expired, superseded), a device with a TPM key first tries to come\n"
+                   "back by TPM attestation alone, without a token, where the CA's profile allows it\n"
+                   "(reenroll_by_attestation, docs/ATTESTATION.md); with backoff while the CA or the\n"
+                   "TPM is away; refused, it exits 4.\n"
                    "SIGTERM or SIGINT stop it (exit 0), never in the middle of a renewal.\n"
                    "One log line per event on stderr (journald priorities under systemd).\n\n"
                    "With --config, it also serves programs on this device, over Unix sockets (HTTP,\n"
@@ -42,13 +46,15 @@ static void usage(FILE *f) {
                    "      --config FILE        the agent's configuration (JSON): the workload sockets\n"
                    "                           (docs/DEVICE.md); read once, at start\n"
                    "      --once               exit 0 after the first successful renewal\n"
+                   "      --no-reenroll        refused for good, exit 4 at once (no try by attestation)\n"
                    "      --clock-skew D       how far the clocks of this device and the CA may differ\n"
                    "                           before a certificate's dates are called wrong (default 5m)\n"
                    "  -v, --verbose            also log each step of a renewal\n"
                    "  -h, --help               show this help\n\n"
                    "Exit codes: 0 stopped (or --once done), 1 failure (DIR not enrolled, --config\n"
                    "            refused, a socket that cannot be made), 2 usage,\n"
-                   "            4 revoked or expired: bootstrap again with hwid join and a new token.\n");
+                   "            4 revoked or expired (and not let back by attestation): bootstrap again\n"
+                   "            with hwid join and a new token.\n");
 }
 
 static sigset_t stop_signals;
@@ -99,6 +105,7 @@ static int parse(int argc, char **argv, agent_opts *o, const char **ret_config) 
                 { "min-backoff", required_argument, NULL, 'm' }, { "max-backoff", required_argument, NULL, 'M' },
                 { "clock-skew", required_argument, NULL, 'K' }, { "config", required_argument, NULL, 'c' },
                 { "once", no_argument, NULL, '1' }, { "verbose", no_argument, NULL, 'v' },
+                { "no-reenroll", no_argument, NULL, 'N' },
                 { "help", no_argument, NULL, 'h' }, {},
         };
         int c, r = 0;
@@ -114,6 +121,7 @@ static int parse(int argc, char **argv, agent_opts *o, const char **ret_config) 
                 case 'K': r = cli_duration("agent", "--clock-skew", optarg, 0, &o->clock_skew); break;
                 case 'c': *ret_config = optarg; break;
                 case '1': o->once = true; break;
+                case 'N': o->no_reenroll = true; break;
                 case 'v': log_set_max_level(LOG_LVL_DEBUG); break;
                 case 'h': usage(stdout); exit(0);
                 default: return cli_bad_option("agent", argv);

@@ -28,7 +28,10 @@ static void usage(void) {
                "       hwid cert ... --dir DIR | --cert FILE --key URI [...]   (remote)\n\n"
                "--identity revokes every unexpired certificate of NAME: the live one and those\n"
                "renewals superseded.  key-compromise also blocks the key: every certificate of it\n"
-               "is revoked and it is never certified again.  Revocation takes effect at once for\n"
+               "is revoked and it is never certified again.  key-compromise and privilege-withdrawn\n"
+               "(\"do not return\") keep NAME from coming back without a token, by TPM attestation\n"
+               "or the EK allowlist (revoke an expired last certificate by SERIAL).\n"
+               "Revocation takes effect at once for\n"
                "renewal; hwidd regenerates the CRL on its next request.  Reasons: " REVOCATION_REASON_NAMES
                ".\nRemotely: list and show for the admin and auditor roles, revoke for admin.\n\n"
                CONFIG_HELP

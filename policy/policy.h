@@ -36,6 +36,15 @@ typedef enum policy_attestation_mode {
         ATTESTATION_REQUIRED, /* an enrollment, and a renewal with a new key, must carry it */
 } policy_attestation_mode;
 
+/* Whether an identity whose certificate expired (or was superseded) may
+ * enroll again by TPM attestation alone, without a bootstrap token
+ * (docs/ATTESTATION.md, "Coming back by attestation"). */
+typedef enum policy_reenroll_mode {
+        REENROLL_OFF,              /* it needs a token (default) */
+        REENROLL_ALLOWLIST,        /* its TPM must be on the EK allowlist for it */
+        REENROLL_LAST_CERTIFICATE, /* that, or its last certificate was attested by the same EK */
+} policy_reenroll_mode;
+
 /* What verified TPM attestation proved of a key (the service checked the
  * evidence; policy only weighs the fact): lower-case hex. */
 typedef struct policy_attestation {
@@ -115,6 +124,7 @@ typedef struct policy_profile {
         policy_role role;
         bool role_given;
         policy_attestation_mode attestation;
+        policy_reenroll_mode reenroll_by_attestation;
         /* EST (docs/EST.md): the CSR's challengePassword must carry the
          * TLS channel binding of the connection (RFC 7030 §3.5). */
         bool est_pop_linking;

@@ -12,6 +12,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
+#include "reenroll.h"
 #include "renew.h"
 
 #define SLICE 60 /* longest single wait: a clock step or a suspend is noticed within it */
@@ -196,6 +197,43 @@ static void retry_later(const agent_opts *o, agent_state *a, int r) {
             a->identity[0] ? a->identity : o->dir, a->failures, hwid_strerror(r), (long long) delay);
 }
 
+/* Renewal was refused for good (refused): come back by TPM attestation
+ * alone (reenroll.h).  0 once back; refused again when the CA says no to
+ * that too (the device must join again); anything else (the CA or the TPM
+ * away) to try again with backoff. */
+static int come_back(const agent_opts *o, agent_state *a, int refused) {
+        renew_opts ro = { .dir = o->dir, .tcti = o->tcti, .http_timeout = o->http_timeout,
+                          .clock_skew = o->clock_skew, .progress = o->progress, .progress_data = o->userdata,
+                          .note = on_failover, .note_data = (void *) o };
+        const char *who = a->identity[0] ? a->identity : o->dir;
+        char why[512], until[32];
+        renew_result res;
+        int r;
+
+        snprintf(why, sizeof(why), "%s", hwid_strerror(refused));
+        /* The reason in full comes with the last line, if it stays out. */
+        say(o, LOG_LVL_NOTICE, "%s can no longer renew (%s): trying to come back by TPM attestation", who,
+            hwid_err_slug(refused));
+        if (o->tpm_turn)
+                pthread_mutex_lock(o->tpm_turn);
+        r = reenroll_run(&ro, &res);
+        if (o->tpm_turn)
+                pthread_mutex_unlock(o->tpm_turn);
+        if (r >= 0) {
+                a->failures = 0;
+                a->retry_at = 0;
+                a->not_after = res.not_after;
+                device_fmt_utc(res.not_after, until);
+                say(o, LOG_LVL_NOTICE, "%s came back by TPM attestation (no token): generation %d, valid until %s",
+                    who, res.generation, until);
+                return 0;
+        }
+        if (!reenroll_refused(r))
+                return r;
+        say(o, LOG_LVL_WARNING, "%s: coming back by TPM attestation was refused: %s", who, hwid_strerror(r));
+        return hwid_fail((hwid_err) -refused, "%s", why);
+}
+
 static int give_up(const agent_opts *o, const agent_state *a, int r) {
         char line[640];
 
@@ -221,6 +259,8 @@ int agent_run(const agent_opts *o) {
                                 break;
                         r = renew_once(o, &a);
                 }
+                if (r < 0 && renew_needs_bootstrap(r) && a.loaded && !o->no_reenroll)
+                        r = come_back(o, &a, r);
                 if (r >= 0 && o->once)
                         return 0;
                 if (r < 0 && (renew_needs_bootstrap(r) || !a.loaded))

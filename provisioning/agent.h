@@ -8,8 +8,10 @@
  * expiry by this clock, max_backoff alone caps it).
  * Server outages and TPM restarts are just failures to retry (every
  * round opens the key, and so the TPM connection, anew).  An identity the
- * server calls revoked or expired ends the agent: the device must
- * bootstrap again.  One it calls not yet valid (a wrong clock) is retried.
+ * server calls revoked or expired is first brought back by TPM
+ * attestation alone where the CA allows it (reenroll.h: a TPM key, the
+ * profile's reenroll_by_attestation); refused, that ends the agent: the
+ * device must bootstrap again.  One it calls not yet valid (a wrong clock) is retried.
  *
  * Library code: events go to the caller's log callback; waiting goes
  * through the caller's wait callback, which is where a stop request
@@ -35,6 +37,9 @@ typedef struct agent_opts {
         int64_t max_backoff;    /* seconds, default 600 */
         int64_t clock_skew;     /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         bool once;              /* stop after the first successful renewal */
+        /* A renewal refused for good (expired, superseded) is not tried
+         * back by TPM attestation (reenroll.h): exit at once, as before. */
+        bool no_reenroll;
         long http_timeout;
         /* Held for each renewal's whole run, or NULL: a renewal keeps keys
          * loaded in the TPM between its commands, and what else in this

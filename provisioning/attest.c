@@ -43,13 +43,16 @@ static const char *json_text(json_object *o) {
         return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
-/* {"ek_cert", "ek_public", "ak_public"}, for POST /v1/attest. */
-static int request_body(const tpm_attest *a, char **ret) {
+/* {"ek_cert", "ek_public", "ak_public"} and the identity if any, for
+ * POST /v1/attest. */
+static int request_body(const tpm_attest *a, const char *identity, char **ret) {
         json_object *o = json_object_new_object();
         const uint8_t *p;
         size_t n;
         int r;
 
+        if (identity)
+                json_object_object_add(o, "identity", json_object_new_string(identity));
         p = tpm_attest_ek_cert(a, &n);
         r = add_b64(o, "ek_cert", p, n);
         p = tpm_attest_ek_public(a, &n);
@@ -100,6 +103,11 @@ static int challenge_parse(const client_response *resp, device_attest *d) {
 
 int device_attest_begin(client_session *cs, const char *auth, const char *tcti, tpm_ek_alg alg,
                         device_attest **ret) {
+        return device_attest_begin_as(cs, auth, NULL, tcti, alg, ret);
+}
+
+int device_attest_begin_as(client_session *cs, const char *auth, const char *identity, const char *tcti,
+                           tpm_ek_alg alg, device_attest **ret) {
         _cleanup_(device_attest_freep) device_attest *d = calloc(1, sizeof(*d));
         _cleanup_free_ char *body = NULL;
         hsm_options ho = { .tcti = tcti, .hold = true };
@@ -108,7 +116,7 @@ int device_attest_begin(client_session *cs, const char *auth, const char *tcti, 
 
         if (!d)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = tpm_attest_begin(&ho, alg, &d->tpm)) < 0 || (r = request_body(d->tpm, &body)) < 0)
+        if ((r = tpm_attest_begin(&ho, alg, &d->tpm)) < 0 || (r = request_body(d->tpm, identity, &body)) < 0)
                 return r;
         r = client_session_request(cs, "POST", "/v1/attest", auth, (const uint8_t *) body, strlen(body),
                                    "application/json", &resp);

@@ -21,6 +21,10 @@ typedef struct device_attest device_attest;
  * renewal whose session cs authenticates with the current certificate). */
 int device_attest_begin(client_session *cs, const char *auth, const char *tcti, tpm_ek_alg alg,
                         device_attest **ret);
+/* The same for a device coming back by attestation without a token
+ * (reenroll.h): the challenge names identity, the name it comes back as. */
+int device_attest_begin_as(client_session *cs, const char *auth, const char *identity, const char *tcti,
+                           tpm_ek_alg alg, device_attest **ret);
 /* {"csr": csr_pem, "attestation": {...}}; caller frees. */
 int device_attest_body(device_attest *d, hwid_key *key, const char *csr_pem, char **ret_json);
 /* The EK the CA was asked about ("ecc-p256", ...), for progress lines. */

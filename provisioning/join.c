@@ -250,8 +250,11 @@ static int attest_begin(const join_opts *o, client_session *cs, const char *auth
         int r;
 
         say(o, "reading the TPM's EK certificate and asking the CA for an attestation challenge%s",
-            auth ? "" : " (no token: the TPM must be on the CA's EK allowlist)");
-        r = device_attest_begin(cs, auth, o->tcti, (tpm_ek_alg) o->ek, ret);
+            auth ? "" : " (no token: the TPM must be on the CA's EK allowlist, or come back as the TPM of the "
+                        "name's last certificate)");
+        /* Without a token the challenge names the CN: an identity whose
+         * profile lets it come back by attestation is known by it. */
+        r = device_attest_begin_as(cs, auth, auth ? NULL : o->cn, o->tcti, (tpm_ek_alg) o->ek, ret);
         if (r >= 0)
                 say(o, "challenge received for the %s EK", device_attest_ek(*ret));
         return r;

@@ -19,6 +19,7 @@
 #include "pinned.h"
 #include "renew.h"
 #include "renew-key.h"
+#include "renew-parts.h"
 
 #define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
 
@@ -213,9 +214,8 @@ static int post_renew(const renew_opts *o, client_session *cs, const device_stat
         return r;
 }
 
-/* The CSR for k, and with att the answer to its challenge beside it. */
-static int new_certificate(const renew_opts *o, const device_state *s, client_session *cs, hwid_key *k,
-                           device_attest *att, char **ret_cert) {
+int renew_request_body(const renew_opts *o, const device_state *s, hwid_key *k, device_attest *att,
+                       char **ret_body) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
         _cleanup_(X509_REQ_freep) X509_REQ *req = NULL;
         _cleanup_free_ char *csr = NULL, *body = NULL;
@@ -235,8 +235,20 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
                 return r;
         if (att)
                 say(o, "the TPM activated the CA's credential and certified the key");
+        *ret_body = att ? TAKE_PTR(body) : TAKE_PTR(csr);
+        return 0;
+}
+
+/* The CSR for k, and with att the answer to its challenge beside it. */
+static int new_certificate(const renew_opts *o, const device_state *s, client_session *cs, hwid_key *k,
+                           device_attest *att, char **ret_cert) {
+        _cleanup_free_ char *body = NULL;
+        int r = renew_request_body(o, s, k, att, &body);
+
+        if (r < 0)
+                return r;
         say(o, "asking %s to renew %s%s", client_session_server(cs), s->identity, att ? " with TPM attestation" : "");
-        return post_renew(o, cs, s, body ? body : csr, body != NULL, ret_cert);
+        return post_renew(o, cs, s, body, att != NULL, ret_cert);
 }
 
 /* What this renewal does: a new key?  TPM attestation? */
@@ -288,8 +300,8 @@ static int status_or_replay(const renew_opts *o, client_session *cs, const devic
 
 /* The servers of s, the one that answered last first, with failover
  * (client.h) told through the progress callback. */
-static void failover_opts(const renew_opts *o, const device_state *s, const char *order[DEVICE_ORDER_MAX],
-                          client_opts *co) {
+void renew_failover_opts(const renew_opts *o, const device_state *s, const char *order[DEVICE_ORDER_MAX],
+                         client_opts *co) {
         device_server_order(s, order);
         co->server = s->server;
         co->servers = order;
@@ -312,7 +324,7 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
 
         if ((r = pinned_anchor(s->ca_pem, &anchor)) < 0)
                 return r;
-        failover_opts(o, s, order, &co);
+        renew_failover_opts(o, s, order, &co);
         co.ca_pem = anchor;
         /* One connection for the status, the challenge and the renewal:
          * one TLS handshake, one signature by the current key. */
@@ -409,7 +421,7 @@ int renew_fetch_status(const renew_opts *o, renew_status *ret) {
 
         if ((r = load_recovered(o, &s)) < 0)
                 return r;
-        failover_opts(o, &s, order, &co);
+        renew_failover_opts(o, &s, order, &co);
         co.cert_pem = s.cert_pem;
         if ((r = pinned_anchor(s.ca_pem, &anchor)) >= 0 &&
             (r = hwid_key_open(s.key_uri, &ho, &key)) >= 0) {

@@ -18,6 +18,7 @@
 #include "attest-api.h"
 #include "attest-verify.h"
 #include "base64.h"
+#include "ek-return.h"
 #include "error.h"
 #include "json-read.h"
 #include "log.h"
@@ -237,27 +238,13 @@ int ca_attest_verify(ca_service *ca, const ca_body *b, const csr_info *csr, int6
         return 0;
 }
 
-/* ---------- who: the EK allowlist ---------- */
+/* ---------- who: the EK allowlist, or an identity coming back ---------- */
 
-/* a becomes ROLE_EK if the EK (by certificate or public key hash) is listed. */
-static int auth_by_ek(ca_service *ca, const char *cert_hex, const char *pub_hex, ca_auth *a) {
-        int r = store_ek_find(ca->store, cert_hex, pub_hex, &a->ek);
-
-        if (r == -HWID_E_NOT_FOUND)
-                return hwid_fail(HWID_E_UNAUTHENTICATED, "this TPM's EK (sha256:%s) is not on the CA's EK allowlist, "
-                                 "and the request carries no bootstrap token", pub_hex);
-        if (r < 0)
-                return r;
-        a->who = (policy_requester) { .role = ROLE_EK, .identity = a->ek.identity, .ek_profile = a->ek.profile };
-        snprintf(a->actor, sizeof(a->actor), "ek:%s", a->ek.identity);
-        return 0;
-}
-
-int ca_auth_ek(ca_service *ca, const ca_attested *att, ca_auth *a) {
+int ca_auth_ek(ca_service *ca, const ca_attested *att, const char *cn, int64_t now, ca_auth *a) {
         if (!att->present)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "enrollment needs a bootstrap token (or TPM attestation "
                                  "by a TPM on the CA's EK allowlist)");
-        return auth_by_ek(ca, att->rec.ek_cert_sha256, att->rec.ek_pub_sha256, a);
+        return ca_auth_returning(ca, att->rec.ek_cert_sha256, att->rec.ek_pub_sha256, cn, now, a);
 }
 
 /* ---------- POST /v1/attest ---------- */
@@ -265,12 +252,32 @@ int ca_auth_ek(ca_service *ca, const ca_attested *att, ca_auth *a) {
 typedef struct attest_in {
         uint8_t *ek_cert, *ek_public, *ak_public;
         size_t ek_cert_len, ek_public_len, ak_public_len;
+        char *identity; /* optional: the name a TPM without a token comes back as */
 } attest_in;
 
 static void attest_in_clear(attest_in *in) {
+        free(in->identity);
         free(in->ek_cert);
         free(in->ek_public);
         free(in->ak_public);
+}
+
+/* "identity", optional (a device coming back by attestation names
+ * itself): taken out of o, so that the members left are the required. */
+static int optional_identity(json_object *o, attest_in *in) {
+        json_object *v;
+        size_t n;
+
+        if (!json_object_object_get_ex(o, "identity", &v))
+                return 0;
+        n = json_object_is_type(v, json_type_string) ? (size_t) json_object_get_string_len(v) : 0;
+        if (n < 1 || n > 64 || strlen(json_object_get_string(v)) != n)
+                return hwid_fail(HWID_E_INVALID, "the attestation request: 'identity' must be a name of 1 to 64 "
+                                 "characters");
+        if (!(in->identity = strdup(json_object_get_string(v))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        json_object_object_del(o, "identity");
+        return 0;
 }
 
 static int attest_in_parse(const http_request *req, attest_in *in) {
@@ -288,7 +295,9 @@ static int attest_in_parse(const http_request *req, attest_in *in) {
                 return hwid_fail(HWID_E_INVALID, "an attestation request is application/json");
         if ((r = json_body(req->body, req->body_len, "the attestation request", &o)) < 0)
                 return r;
-        r = members(o, "the attestation request", ms, ELEMENTSOF(ms));
+        r = optional_identity(o, in);
+        if (r >= 0)
+                r = members(o, "the attestation request", ms, ELEMENTSOF(ms));
         json_object_put(o);
         return r;
 }
@@ -320,7 +329,7 @@ static int attest_auth(ca_service *ca, const http_request *req, const attest_in 
         hex(cert_sha, sizeof(cert_sha), cert_hex);
         hex(pub_sha, sizeof(pub_sha), pub_hex);
         snprintf(ret_requester, REQUESTER_MAX, "ek:%s", pub_hex);
-        return auth_by_ek(ca, cert_hex, pub_hex, a);
+        return ca_auth_returning(ca, cert_hex, pub_hex, in->identity, now, a);
 }
 
 static int respond_challenge(const attest_challenge *c, http_response *resp) {

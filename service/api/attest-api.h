@@ -36,10 +36,11 @@ void ca_body_clear(ca_body *b);
  * (400) if malformed. */
 int ca_attest_verify(ca_service *ca, const ca_body *b, const csr_info *csr, int64_t now, ca_attested *ret);
 
-/* Authenticates a request without a token by its verified attestation:
- * the TPM's EK must be on the EK allowlist; a becomes ROLE_EK with the
- * listed name and profile (-HWID_E_UNAUTHENTICATED otherwise). */
-int ca_auth_ek(ca_service *ca, const ca_attested *att, ca_auth *a);
+/* Authenticates a request without a token for cn by its verified
+ * attestation: the TPM's EK must be on the EK allowlist, or cn's profile
+ * lets it come back by attestation (ek-return.h); a becomes ROLE_EK with
+ * the name and profile it enrolls under. */
+int ca_auth_ek(ca_service *ca, const ca_attested *att, const char *cn, int64_t now, ca_auth *a);
 
 /* POST /v1/attest. */
 void ca_attest(ca_service *ca, const http_request *req, http_response *resp);

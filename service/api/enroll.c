@@ -86,19 +86,27 @@ static const char *enroller(const ca_auth *a, char *out, size_t size) {
         return out;
 }
 
+/* A profile that allows re-enrollment, or a device coming back by
+ * attestation in place of the certificate that superseded its own. */
+static bool replaces_live(const ca_auth *a, const policy_issue *iss) {
+        return iss->profile->allow_reenroll || a->reenroll_replace;
+}
+
 static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, const policy_issue *iss,
                         const char *cn, int64_t now, http_response *resp) {
         _cleanup_free_ char *pem = NULL, *serial = NULL;
-        char reason[320], by[200];
-        store_audit audit = { .at = now, .actor = a->actor, .action = "enroll", .target = cn,
-                              .outcome = "allow", .reason = reason,
+        char reason[600], by[200];
+        store_audit audit = { .at = now, .actor = a->actor, .action = a->reenroll[0] ? "reenroll" : "enroll",
+                              .target = cn, .outcome = "allow", .reason = reason,
                               .token_id = a->who.role == ROLE_TOKEN ? a->token.id : NULL };
         store_issue how = { .consume_token_id = a->who.role == ROLE_TOKEN ? a->token.id : NULL,
-                            .replace_live = iss->profile->allow_reenroll, .audit = &audit };
+                            .replace_live = replaces_live(a, iss), .audit = &audit };
         int r;
 
         enroller(a, by, sizeof(by));
-        if (policy_role_has_certificate(a->who.role))
+        if (a->reenroll[0])
+                snprintf(reason, sizeof(reason), "issued under profile %s: %s", iss->profile->name, a->reenroll);
+        else if (policy_role_has_certificate(a->who.role))
                 snprintf(reason, sizeof(reason), "issued under profile %s by %s", iss->profile->name, by);
         else
                 snprintf(reason, sizeof(reason), "issued under profile %s", iss->profile->name);
@@ -106,7 +114,10 @@ static int enroll_issue(ca_service *ca, const ca_auth *a, const csr_info *csr, c
         if (r < 0)
                 return r;
         atomic_fetch_add(&ca->n_issued, 1);
-        log_info("issued %s to %s (%s)%s", serial, cn, by, iss->attestation ? ", TPM attested" : "");
+        if (a->reenroll[0])
+                log_info("issued %s to %s, coming back: %s", serial, cn, a->reenroll);
+        else
+                log_info("issued %s to %s (%s)%s", serial, cn, by, iss->attestation ? ", TPM attested" : "");
         http_respond_pem(resp, 201, pem);
         return 0;
 }
@@ -234,12 +245,12 @@ static int enroll_lost_race(ca_service *ca, const ca_auth *a, const policy_issue
  * identity's live certificate (live: its identity as stored, "" for none,
  * as replay_enrollment() found it; a profile that allows re-enrollment
  * replaces it), and DNS names another identity holds. */
-static int check_names_free(ca_service *ca, const policy_issue *iss, const char *cn, const char *live,
-                            int64_t now) {
+static int check_names_free(ca_service *ca, const ca_auth *a, const policy_issue *iss, const char *cn,
+                            const char *live, int64_t now) {
         int r;
 
         /* Identities ignore ASCII case: the store found it however spelt. */
-        if (live[0] && !iss->profile->allow_reenroll)
+        if (live[0] && !replaces_live(a, iss))
                 return strcmp(live, cn) == 0
                        ? hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate; revoke it first", cn)
                        : hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (as %s: names differing only "
@@ -286,9 +297,9 @@ static int auth_by_certificate(ca_service *ca, const http_request *req, int64_t 
  * the EK allowlist, once its evidence is verified (by_ek), or (EST) the
  * client certificate (by_cert). */
 static int enroll_authorize(ca_service *ca, const http_request *req, int64_t now, const ca_attested *by_ek,
-                            bool by_cert, const char *token_id, ca_auth *a) {
+                            const char *cn, bool by_cert, const char *token_id, ca_auth *a) {
         policy_decision d;
-        int r = by_ek      ? ca_auth_ek(ca, by_ek, a)
+        int r = by_ek      ? ca_auth_ek(ca, by_ek, cn, now, a)
                 : by_cert  ? auth_by_certificate(ca, req, now, a)
                 : token_id ? ca_auth_token_id(ca, token_id, now, a)
                            : ca_auth_token(ca, req, now, a);
@@ -338,18 +349,18 @@ static int do_enroll(ca_service *ca, const http_request *req, const enroll_by *v
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
         by_ek = !by_cert && !via->token_id && !req->authorization && body.has_evidence;
-        if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, by_cert, via->token_id, a)) < 0)
+        if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, NULL, by_cert, via->token_id, a)) < 0)
                 return a->token_spent ? enroll_spent(ca, &body, now, a, r, resp) : r;
         if ((r = enroll_request(ca, &body, now, &csr, &att)) < 0)
                 return r;
-        if (by_ek && (r = enroll_authorize(ca, req, now, &att, false, NULL, a)) < 0)
+        request_cn(csr, cn, sizeof(cn));
+        if (by_ek && (r = enroll_authorize(ca, req, now, &att, cn, false, NULL, a)) < 0)
                 return r;
         facts = *csr_info_facts(csr);
         facts.attestation = ca_attested_fact(&att);
         if (by_cert)
                 facts.requested_profile = via->label;
         policy_check_enroll(ca->cfg->policy, &a->who, &facts, &iss, &d);
-        request_cn(csr, cn, sizeof(cn));
         if ((r = ca_decision(ca, a, "enroll", cn, &d)) < 0)
                 return r;
         if (!iss.profile)
@@ -360,7 +371,7 @@ static int do_enroll(ca_service *ca, const http_request *req, const enroll_by *v
         if (!iss.profile->allow_reenroll &&
             ((r = replay_enrollment(ca, a, &iss, csr, cn, now, resp, &replayed, live)) < 0 || replayed))
                 return r;
-        if ((r = check_names_free(ca, &iss, cn, live, now)) < 0)
+        if ((r = check_names_free(ca, a, &iss, cn, live, now)) < 0)
                 return r;
         r = iss.manual_approval ? enroll_pending(ca, a, csr, &iss, cn, now, resp)
                                 : enroll_issue(ca, a, csr, &iss, cn, now, resp);

@@ -73,7 +73,13 @@ typedef struct ca_auth {
         store_cert cert;      /* a certificate's role: the client's certificate record */
         char **scope_profiles;      /* ROLE_PROVISIONER: its recorded scope (who points here) */
         char **scope_name_patterns;
-        store_ek ek;          /* ROLE_EK: its EK allowlist entry */
+        store_ek ek;          /* ROLE_EK: its EK allowlist entry (or, coming back by its
+                               * last certificate, that certificate's identity and profile) */
+        /* ROLE_EK coming back by attestation (service/api/ek-return.h): the
+         * evidence for the audit record, "" for any other enrollment; and
+         * whether the identity's live certificate is replaced. */
+        char reenroll[400];
+        bool reenroll_replace;
         policy_attestation cert_attestation; /* ROLE_NODE: what who.cert_attestation points to */
         bool audited;         /* the failure has been audited already */
 } ca_auth;

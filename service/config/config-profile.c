@@ -60,6 +60,13 @@ static const cfg_name attestation_names[] = {
         { NULL, 0, NULL },
 };
 
+static const cfg_name reenroll_names[] = {
+        { "off", REENROLL_OFF, NULL },
+        { "allowlist", REENROLL_ALLOWLIST, NULL },
+        { "last-certificate", REENROLL_LAST_CERTIFICATE, NULL },
+        { NULL, 0, NULL },
+};
+
 static const cfg_name ungranted_names[] = {
         { "refuse", UNGRANTED_REFUSE, NULL },
         { "drop", UNGRANTED_DROP, NULL },
@@ -335,18 +342,35 @@ static int fn_role(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field
         return r;
 }
 
-static int fn_attestation(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
-        uint32_t v;
-        int r = cfg_pick(x, n, path, attestation_names, &v);
+/* A profile mode picked from names; any but the first (0: "none",
+ * "off") verifies TPM attestation, and so needs attestation.ek_roots (the
+ * first such node is named if they are missing). */
+static int pick_attest_mode(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_name *names, uint32_t *ret) {
+        int r = cfg_pick(x, n, path, names, ret);
 
-        if (r < 0)
-                return r;
-        ((policy_profile *) base)->attestation = (policy_attestation_mode) v;
-        if (v != ATTESTATION_NONE && !x->attest_profile_node) {
+        if (r >= 0 && *ret != 0 && !x->attest_profile_node) {
                 x->attest_profile_node = n;
                 snprintf(x->attest_profile_path, sizeof(x->attest_profile_path), "%s", path);
         }
-        return 0;
+        return r;
+}
+
+static int fn_reenroll(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        uint32_t v;
+        int r = pick_attest_mode(x, n, path, reenroll_names, &v);
+
+        if (r >= 0)
+                ((policy_profile *) base)->reenroll_by_attestation = (policy_reenroll_mode) v;
+        return r;
+}
+
+static int fn_attestation(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        uint32_t v;
+        int r = pick_attest_mode(x, n, path, attestation_names, &v);
+
+        if (r >= 0)
+                ((policy_profile *) base)->attestation = (policy_attestation_mode) v;
+        return r;
 }
 
 /* A fraction in (0, 1] or a percentage: 0.33, 33%. */
@@ -455,6 +479,7 @@ static const cfg_field profile_fields[] = {
         FIELD("role", fn_role, 0),
         FIELD("scope", cfg_fn_section, 0, .aux = scope_fields),
         FIELD("attestation", fn_attestation, 0),
+        FIELD("reenroll_by_attestation", fn_reenroll, 0),
         FIELD("est", cfg_fn_section, 0, .aux = est_fields),
         FIELD_END,
 };

@@ -86,11 +86,16 @@ test_revoked() {
         [ -s "$D/needs-bootstrap" ] || fail "renew did not mark $D as needing a new bootstrap"
         expect_exit 4 "bootstrap again: run hwid join with a new token" --multiline -- \
                 "$HWID" agent --dir "$D" --renew-at 0.5
-        assert_eq "$(grep -c . "$T/last.err")" 2 "agent log lines (start, the refusal)"
+        # Refused, the agent first tries to come back by attestation
+        # (device-reenroll), which this CA refuses too.
+        assert_eq "$(grep -c . "$T/last.err")" 4 "agent log lines (start, trying to come back, refused, the refusal)"
         assert_eq "$(grep -o "bootstrap again" "$T/last.err" | wc -l)" 1 "advice in the agent's message: $(cat "$T/last.err")"
         # Under systemd (JOURNAL_STREAM set) each line carries its priority.
         expect_exit 4 "" --multiline -- env JOURNAL_STREAM=8:1 "$HWID" agent --dir "$D"
-        assert_eq "$(cut -c1-3 "$T/last.err" | tr '\n' ' ')" "<6> <3> " "journald priorities (info, error)"
+        assert_eq "$(cut -c1-3 "$T/last.err" | tr '\n' ' ')" "<6> <5> <4> <3> " \
+                "journald priorities (info, notice, warning, error)"
+        expect_exit 4 "" --multiline -- "$HWID" agent --dir "$D" --no-reenroll
+        assert_eq "$(grep -c . "$T/last.err")" 2 "agent log lines with --no-reenroll (start, the refusal)"
         assert_eq "$(cert_rows | wc -l)" "$before" "certificates after refused renewals"
         # Nothing on the device was touched by the refusals.
         assert_eq "$(dir_serial "$D")" "$SERIAL2" "serial in DIR after the refusals"

@@ -224,7 +224,8 @@ static const char ek_root_pem[] =
  * profiles' modes; the defaults. */
 static void attestation(void) {
         static const char text[] = "attestation:\n  ek_roots: [roots/ek.pem]\n  challenge_ttl: 2m\n" PROFILE
-                                   "    attestation: required\n  lab:\n    attestation: optional\n  old: {}\n";
+                                   "    attestation: required\n    reenroll_by_attestation: last-certificate\n  lab:\n"
+                                   "    attestation: optional\n    reenroll_by_attestation: allowlist\n  old: {}\n";
         char dir[] = "/tmp/hwid-config-XXXXXX";
         _cleanup_free_ char *sub = NULL, *pem = NULL, *cfg = NULL;
         _cleanup_(config_freep) hwidd_config *c = NULL;
@@ -247,6 +248,9 @@ static void attestation(void) {
                 CHECK(policy_profile_find(c->policy, "edge")->attestation == ATTESTATION_REQUIRED);
                 CHECK(policy_profile_find(c->policy, "lab")->attestation == ATTESTATION_OPTIONAL);
                 CHECK(policy_profile_find(c->policy, "old")->attestation == ATTESTATION_NONE);
+                CHECK(policy_profile_find(c->policy, "edge")->reenroll_by_attestation == REENROLL_LAST_CERTIFICATE);
+                CHECK(policy_profile_find(c->policy, "lab")->reenroll_by_attestation == REENROLL_ALLOWLIST);
+                CHECK(policy_profile_find(c->policy, "old")->reenroll_by_attestation == REENROLL_OFF);
         }
         config_free(TAKE_PTR(c));
         /* Without the section: nothing configured. */
@@ -380,6 +384,10 @@ static const broken broken_files[] = {
         { PROFILE "    attestation: always\n", 10, "profiles.edge.attestation",
           "'always' is not one of: none, optional, required" },
         { PROFILE "    attestation: required\n", 10, "profiles.edge.attestation",
+          "needs the top-level attestation.ek_roots" },
+        { PROFILE "    reenroll_by_attestation: yes\n", 10, "profiles.edge.reenroll_by_attestation",
+          "'yes' is not one of: off, allowlist, last-certificate" },
+        { PROFILE "    reenroll_by_attestation: allowlist\n", 10, "profiles.edge.reenroll_by_attestation",
           "needs the top-level attestation.ek_roots" },
         { "attestation: {}\n" PROFILE_OK, 1, "attestation.ek_roots", "is required" },
         { "attestation:\n  ek_roots: []\n" PROFILE_OK, 2, "attestation.ek_roots", "needs at least one" },
