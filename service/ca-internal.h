@@ -58,9 +58,21 @@ typedef struct ca_auth {
         store_ek ek;          /* ROLE_EK: its EK allowlist entry */
         policy_attestation cert_attestation; /* ROLE_NODE: what who.cert_attestation points to */
         bool audited;         /* the failure has been audited already */
+        store_reads *reads;   /* what was read ahead (ca_reads_fetch()), NULL: nothing */
 } ca_auth;
 
 void ca_auth_clear(ca_auth *a);
+
+/* What ca_reads_fetch() reads ahead for a request (ca-reads.c). */
+#define CA_READS_TOKEN 1u  /* the token of its Authorization header */
+#define CA_READS_PEER 2u   /* the record of its client certificate */
+#define CA_READS_NAMES 4u  /* its CSR's CN's live certificate, its DNS names' holders */
+/* Reads what the request will look up, into a->reads, in one go (with
+ * whether its CSR's key is blocked); *ret_csr gets its CSR, parsed, or
+ * NULL if it does not parse. */
+struct ca_body;
+void ca_reads_fetch(ca_service *ca, const http_request *req, const struct ca_body *body, unsigned what,
+                    int64_t now, ca_auth *a, csr_info **ret_csr);
 
 /* Endpoints of the admin API (admin-api.c): answers every request under
  * /v1/admin/ and returns true; false for any other path. */

@@ -143,7 +143,7 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issu
                              char ret_live[IDENTITY_BUF]) {
         _cleanup_free_ char *pem = NULL;
         store_cert live = { 0 };
-        int r = store_cert_live_for(ca->store, cn, now, &live);
+        int r = store_reads_cert_live_for(ca->store, a->reads, cn, now, &live);
 
         *ret_done = false;
         if (ret_live)
@@ -183,8 +183,8 @@ static int enroll_spent(ca_service *ca, const ca_body *body, int64_t now, ca_aut
  * identity's live certificate (live: its identity as stored, "" for none,
  * as replay_enrollment() found it; a profile that allows re-enrollment
  * replaces it), and DNS names another identity holds. */
-static int check_names_free(ca_service *ca, const policy_issue *iss, const char *cn, const char *live,
-                            int64_t now) {
+static int check_names_free(ca_service *ca, const ca_auth *a, const policy_issue *iss, const char *cn,
+                            const char *live, int64_t now) {
         int r;
 
         /* Identities ignore ASCII case: the store found it however spelt. */
@@ -200,7 +200,7 @@ static int check_names_free(ca_service *ca, const policy_issue *iss, const char 
                         continue;
                 if (!(name = strndup(iss->sans[i].value, iss->sans[i].len)))
                         return hwid_fail(HWID_E_NOMEM, NULL);
-                r = store_dns_owner(ca->store, name, now, &owner);
+                r = store_reads_dns_owner(ca->store, a->reads, name, now, &owner);
                 if (r == -HWID_E_NOT_FOUND || (r == 0 && policy_identity_equal(owner, strlen(owner), cn)))
                         continue;
                 if (r < 0)
@@ -247,18 +247,17 @@ static int enroll_authorize(ca_service *ca, const http_request *req, int64_t now
         return ca_decision(ca, a, "enroll", NULL, &d);
 }
 
-/* The CSR, and what its attestation (if any) proved. */
-static int enroll_request(ca_service *ca, const ca_body *body, int64_t now, csr_info **ret_csr,
+/* The CSR (*csr: parsed already, or NULL), and what its attestation (if
+ * any) proved. */
+static int enroll_request(ca_service *ca, const ca_auth *a, const ca_body *body, int64_t now, csr_info **csr,
                           ca_attested *ret_att) {
-        _cleanup_(csr_info_freep) csr_info *csr = NULL;
         int r;
 
-        if ((r = csr_info_parse(body->csr, body->csr_len, &csr)) < 0 ||
-            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
+        if ((!*csr && (r = csr_info_parse(body->csr, body->csr_len, csr)) < 0) ||
+            (r = store_reads_key_blocked(ca->store, a->reads, csr_info_facts(*csr)->spki_sha256)) < 0)
                 return r;
-        if (body->has_evidence && (r = ca_attest_verify(ca, body, csr, now, ret_att)) < 0)
+        if (body->has_evidence && (r = ca_attest_verify(ca, body, *csr, now, ret_att)) < 0)
                 return r;
-        *ret_csr = TAKE_PTR(csr);
         return 0;
 }
 
@@ -279,9 +278,10 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
         by_ek = !by_cert && !req->authorization && body.has_evidence;
+        ca_reads_fetch(ca, req, &body, (by_cert ? CA_READS_PEER : CA_READS_TOKEN) | CA_READS_NAMES, now, a, &csr);
         if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, by_cert, a)) < 0)
                 return a->token_spent ? enroll_spent(ca, &body, now, a, r, resp) : r;
-        if ((r = enroll_request(ca, &body, now, &csr, &att)) < 0)
+        if ((r = enroll_request(ca, a, &body, now, &csr, &att)) < 0)
                 return r;
         if (by_ek && (r = enroll_authorize(ca, req, now, &att, false, a)) < 0)
                 return r;
@@ -301,7 +301,7 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
         if (!iss.profile->allow_reenroll &&
             ((r = replay_enrollment(ca, a, &iss, csr, cn, now, resp, &replayed, live)) < 0 || replayed))
                 return r;
-        if ((r = check_names_free(ca, &iss, cn, live, now)) < 0)
+        if ((r = check_names_free(ca, a, &iss, cn, live, now)) < 0)
                 return r;
         if (iss.manual_approval)
                 return enroll_pending(ca, a, csr, &iss, cn, now, resp);
@@ -519,6 +519,7 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
 
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
+        ca_reads_fetch(ca, req, &body, CA_READS_PEER, now, a, &csr);
         r = renew_authenticate(ca, req, now, a);
         if (r == -HWID_E_SUPERSEDED) {
                 a->who.role = ROLE_NODE;
@@ -526,8 +527,8 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
                          a->cert.identity);
                 return replay_renewal(ca, &body, now, a, resp);
         }
-        if (r < 0 || (r = csr_info_parse(body.csr, body.csr_len, &csr)) < 0 ||
-            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
+        if (r < 0 || (!csr && (r = csr_info_parse(body.csr, body.csr_len, &csr)) < 0) ||
+            (r = store_reads_key_blocked(ca->store, a->reads, csr_info_facts(csr)->spki_sha256)) < 0)
                 return r;
         request_cn(csr, cn, sizeof(cn));
         policy_authorize(ca->cfg->policy, &a->who, ACTION_RENEW, cn, &d);

@@ -4,16 +4,21 @@
 
 #include "error.h"
 #include "store-pg.h"
+#include "store-reads.h"
 #include "store-sqlite.h"
 
 int store_open(const char *database, store **ret) {
+        return store_open_pooled(database, 0, ret);
+}
+
+int store_open_pooled(const char *database, unsigned connections, store **ret) {
         store_pg *pg = NULL;
         store *s;
         int r;
 
         if (!store_pg_is_uri(database))
                 return store_sqlite_open(database, ret);
-        if ((r = store_pg_open(database, &pg)) < 0)
+        if ((r = store_pg_open(database, connections, &pg)) < 0)
                 return r;
         if (!(s = calloc(1, sizeof(*s)))) {
                 store_pg_free(pg);
@@ -257,4 +262,16 @@ int store_ek_remove(store *s, const char *key, const store_audit *audit, int64_t
         if (s->pg)
                 return store_pg_ek_remove(s->pg, key, audit, now);
         return store_sqlite_ek_remove(s, key, audit, now);
+}
+
+/* SQLite reads nothing ahead: in-process, a read costs no round trip. */
+int store_reads_fetch(store *s, const store_reads_keys *k, store_reads **ret) {
+        store_reads *rd = NULL;
+        int r = store_reads_new(k, &rd);
+
+        if (r >= 0 && s->pg && (r = store_pg_reads_fetch(s->pg, rd)) < 0)
+                store_reads_free(TAKE_PTR(rd));
+        if (r >= 0)
+                *ret = rd;
+        return r;
 }

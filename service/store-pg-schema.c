@@ -106,6 +106,9 @@ static const char *const migrations[] = {
         "CREATE UNIQUE INDEX ek_allowlist_pub ON ek_allowlist(ek_pub_sha256);",
         /* 1 -> 2: an EST client asks again with the same token and key. */
         "CREATE INDEX requests_token_key ON requests(token_id, spki_sha256);",
+        /* 2 -> 3: an issuance and the audit chain's append as one statement
+         * each (store-pg-functions.c). */
+        pg_functions_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
