@@ -68,7 +68,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
             (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
-            (r = store_open(cfg->database, &ca->store)) < 0 ||
+            (r = store_open_pooled(cfg->database, cfg->database_connections, &ca->store)) < 0 ||
             (r = audit_syslog_attach(ca->store, cfg, "hwidd", ca->metrics)) < 0 ||
             (r = record_old_dns_names(ca)) < 0)
                 return r;
