@@ -166,7 +166,7 @@ int pg_audit_sink_queue(pg_slot *c, const store_audit *a, int64_t now, int64_t i
         return r; /* the record is in the database: only its copy to the sink may be lost */
 }
 
-static void json_add_str(json_object *o, const char *key, const char *v) {
+void pg_json_str(json_object *o, const char *key, const char *v) {
         json_object_object_add(o, key, v ? json_object_new_string(v) : NULL);
 }
 
@@ -177,12 +177,12 @@ static json_object *record_json(const store_audit *a) {
         if (!o)
                 return NULL;
         json_object_object_add(o, "at", json_object_new_int64(a->at));
-        json_add_str(o, "actor", a->actor);
-        json_add_str(o, "action", a->action);
-        json_add_str(o, "target", a->target);
-        json_add_str(o, "outcome", a->outcome);
-        json_add_str(o, "reason", a->reason);
-        json_add_str(o, "token_id", a->token_id);
+        pg_json_str(o, "actor", a->actor);
+        pg_json_str(o, "action", a->action);
+        pg_json_str(o, "target", a->target);
+        pg_json_str(o, "outcome", a->outcome);
+        pg_json_str(o, "reason", a->reason);
+        pg_json_str(o, "token_id", a->token_id);
         return o;
 }
 

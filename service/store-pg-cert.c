@@ -113,11 +113,6 @@ int pg_dns_owner_answer(PGresult *res, const char *canon, char **ret_identity) {
 
 /* ---- commit ---- */
 
-static void put_str(json_object *m, const char *key, const char *v) {
-        if (v)
-                json_object_object_add(m, key, json_object_new_string(v));
-}
-
 static void put_i64(json_object *m, const char *key, int64_t v) {
         json_object_object_add(m, key, json_object_new_int64(v));
 }
@@ -143,20 +138,20 @@ static int cert_json(const store_issue *in, json_object *m) {
 
         if (r < 0)
                 return r;
-        put_str(m, "serial", x->serial);
-        put_str(m, "identity", x->identity);
-        put_str(m, "subject", x->subject);
-        put_str(m, "profile", x->profile);
-        put_str(m, "spki", x->spki_sha256);
-        put_str(m, "der", der);
+        pg_json_str(m, "serial", x->serial);
+        pg_json_str(m, "identity", x->identity);
+        pg_json_str(m, "subject", x->subject);
+        pg_json_str(m, "profile", x->profile);
+        pg_json_str(m, "spki", x->spki_sha256);
+        pg_json_str(m, "der", der);
         put_i64(m, "not_before", x->not_before);
         put_i64(m, "not_after", x->not_after);
-        put_str(m, "request_id", x->request_id ? x->request_id : in->request_id);
-        put_str(m, "role", x->role[0] ? x->role : "node");
-        put_str(m, "scope", x->scope);
-        put_str(m, "ek_cert", store_opt(x->attestation.ek_cert_sha256));
-        put_str(m, "ek_pub", store_opt(x->attestation.ek_pub_sha256));
-        put_str(m, "ak_name", store_opt(x->attestation.ak_name));
+        pg_json_str(m, "request_id", x->request_id ? x->request_id : in->request_id);
+        pg_json_str(m, "role", x->role[0] ? x->role : "node");
+        pg_json_str(m, "scope", x->scope);
+        pg_json_str(m, "ek_cert", store_opt(x->attestation.ek_cert_sha256));
+        pg_json_str(m, "ek_pub", store_opt(x->attestation.ek_pub_sha256));
+        pg_json_str(m, "ak_name", store_opt(x->attestation.ak_name));
         return 0;
 }
 
@@ -167,9 +162,9 @@ int pg_issue_json(const store_issue *in, int64_t now, json_object **ret) {
         if (!m)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         put_i64(m, "now", now);
-        put_str(m, "token", in->consume_token_id);
-        put_str(m, "request", in->request_id);
-        put_str(m, "supersedes", in->supersedes_serial);
+        pg_json_str(m, "token", in->consume_token_id);
+        pg_json_str(m, "request", in->request_id);
+        pg_json_str(m, "supersedes", in->supersedes_serial);
         json_object_object_add(m, "replace", json_object_new_boolean(in->replace_live));
         if ((r = cert_json(in, m)) >= 0 && (r = dns_json(in, m)) >= 0 && in->audit &&
             (r = pg_audit_record(in->audit, now, &audit)) >= 0)

@@ -277,6 +277,8 @@ int pg_audit_json(pg_slot *c, char **ret);
 /* Gives the queued records their ids and hashes from the rows
  * hwid_audit_append() returned (rec_id, rec_prev, rec_hash). */
 int pg_audit_chained(pg_slot *c, PGresult *res);
+/* Sets key to the string v, or to null for NULL. */
+void pg_json_str(json_object *o, const char *key, const char *v);
 /* a (at now if a->at is 0) as hwid_audit_rec in JSON, its fields escaped
  * as stored. */
 int pg_audit_record(const store_audit *a, int64_t now, json_object **ret);

@@ -96,24 +96,25 @@ static int answer_take(store_answer *a) {
         return a->r < 0 ? hwid_fail((hwid_err) -a->r, "%s", a->detail) : a->r;
 }
 
+/* The same, and the value read (size bytes at held) moved to ret. */
+static int answer_move(store_answer *a, void *held, void *ret, size_t size) {
+        if (a->r >= 0) {
+                memcpy(ret, held, size);
+                memset(held, 0, size);
+        }
+        return answer_take(a);
+}
+
 int store_reads_token_get(store *s, store_reads *rd, const char *id, store_token *ret) {
         if (!rd || !answer_for(&rd->token_a, rd->token_id, id))
                 return store_token_get(s, id, ret);
-        if (rd->token_a.r >= 0) {
-                *ret = rd->token;
-                rd->token = (store_token) { 0 };
-        }
-        return answer_take(&rd->token_a);
+        return answer_move(&rd->token_a, &rd->token, ret, sizeof(*ret));
 }
 
 int store_reads_cert_get(store *s, store_reads *rd, const char *serial, store_cert *ret) {
         if (!rd || !answer_for(&rd->cert_a, rd->serial, serial))
                 return store_cert_get(s, serial, ret);
-        if (rd->cert_a.r >= 0) {
-                *ret = rd->cert;
-                rd->cert = (store_cert) { 0 };
-        }
-        return answer_take(&rd->cert_a);
+        return answer_move(&rd->cert_a, &rd->cert, ret, sizeof(*ret));
 }
 
 int store_reads_key_blocked(store *s, store_reads *rd, const char *spki_sha256) {
@@ -125,11 +126,7 @@ int store_reads_key_blocked(store *s, store_reads *rd, const char *spki_sha256) 
 int store_reads_cert_live_for(store *s, store_reads *rd, const char *identity, int64_t now, store_cert *ret) {
         if (!rd || now != rd->now || !answer_for(&rd->live_a, rd->identity, identity))
                 return store_cert_live_for(s, identity, now, ret);
-        if (rd->live_a.r >= 0) {
-                *ret = rd->live;
-                rd->live = (store_cert) { 0 };
-        }
-        return answer_take(&rd->live_a);
+        return answer_move(&rd->live_a, &rd->live, ret, sizeof(*ret));
 }
 
 int store_reads_dns_owner(store *s, store_reads *rd, const char *name, int64_t now, char **ret_identity) {
@@ -137,10 +134,8 @@ int store_reads_dns_owner(store *s, store_reads *rd, const char *name, int64_t n
 
         if (rd && now == rd->now && name && store_dns_canonical(name, canon, sizeof(canon)) >= 0)
                 for (size_t i = 0; i < rd->n_dns; i++)
-                        if (answer_for(&rd->dns_a[i], rd->dns[i], canon)) {
-                                if (rd->dns_a[i].r >= 0)
-                                        *ret_identity = TAKE_PTR(rd->owner[i]);
-                                return answer_take(&rd->dns_a[i]);
-                        }
+                        if (answer_for(&rd->dns_a[i], rd->dns[i], canon))
+                                return answer_move(&rd->dns_a[i], &rd->owner[i], ret_identity,
+                                                   sizeof(*ret_identity));
         return store_dns_owner(s, name, now, ret_identity);
 }
