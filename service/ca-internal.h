@@ -67,11 +67,10 @@ void ca_auth_clear(ca_auth *a);
 #define CA_READS_TOKEN 1u  /* the token of its Authorization header */
 #define CA_READS_PEER 2u   /* the record of its client certificate */
 #define CA_READS_NAMES 4u  /* its CSR's CN's live certificate, its DNS names' holders */
-/* Reads what the request will look up, into a->reads, in one go (with
- * whether its CSR's key is blocked); *ret_csr gets its CSR, parsed, or
- * NULL if it does not parse. */
-struct ca_body;
-void ca_reads_fetch(ca_service *ca, const http_request *req, const struct ca_body *body, unsigned what,
+/* Reads what the request (its CSR: csr, csr_len) will look up, into
+ * a->reads, in one go (with whether its CSR's key is blocked); *ret_csr
+ * gets the CSR, parsed, or NULL if it does not parse. */
+void ca_reads_fetch(ca_service *ca, const http_request *req, const uint8_t *csr, size_t csr_len, unsigned what,
                     int64_t now, ca_auth *a, csr_info **ret_csr);
 
 /* Endpoints of the admin API (admin-api.c): answers every request under

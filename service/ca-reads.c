@@ -16,7 +16,6 @@
 
 #include <openssl/x509.h>
 
-#include "attest-api.h"
 #include "ca-internal.h"
 #include "error.h"
 #include "ossl-util.h"
@@ -70,8 +69,8 @@ static int csr_names(ca_service *ca, const policy_csr *f, char cn[128], names *r
         return policy_dns_candidates(ca->cfg->policy, f, name_add, ret);
 }
 
-void ca_reads_fetch(ca_service *ca, const http_request *req, const ca_body *body, unsigned what, int64_t now,
-                    ca_auth *a, csr_info **ret_csr) {
+void ca_reads_fetch(ca_service *ca, const http_request *req, const uint8_t *csr_data, size_t csr_len,
+                    unsigned what, int64_t now, ca_auth *a, csr_info **ret_csr) {
         _cleanup_(csr_info_freep) csr_info *csr = NULL;
         _cleanup_free_ char *serial = NULL;
         char id[TOKEN_ID_LEN + 1], cn[128] = "";
@@ -83,7 +82,7 @@ void ca_reads_fetch(ca_service *ca, const http_request *req, const ca_body *body
         if ((what & CA_READS_PEER) && (serial = peer_serial(req)))
                 k.serial = serial;
         /* Unparseable: the CSR is parsed again where its error belongs. */
-        if (csr_info_parse(body->csr, body->csr_len, &csr) >= 0) {
+        if (csr_info_parse(csr_data, csr_len, &csr) >= 0) {
                 k.spki_sha256 = csr_info_facts(csr)->spki_sha256;
                 if ((what & CA_READS_NAMES) && csr_names(ca, csr_info_facts(csr), cn, &dns) >= 0) {
                         k.identity = cn;

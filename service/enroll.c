@@ -278,7 +278,8 @@ static int do_enroll(ca_service *ca, const http_request *req, bool by_cert, cons
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
         by_ek = !by_cert && !req->authorization && body.has_evidence;
-        ca_reads_fetch(ca, req, &body, (by_cert ? CA_READS_PEER : CA_READS_TOKEN) | CA_READS_NAMES, now, a, &csr);
+        ca_reads_fetch(ca, req, body.csr, body.csr_len, (by_cert ? CA_READS_PEER : CA_READS_TOKEN) | CA_READS_NAMES,
+                       now, a, &csr);
         if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, by_cert, a)) < 0)
                 return a->token_spent ? enroll_spent(ca, &body, now, a, r, resp) : r;
         if ((r = enroll_request(ca, a, &body, now, &csr, &att)) < 0)
@@ -519,7 +520,7 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
 
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
-        ca_reads_fetch(ca, req, &body, CA_READS_PEER, now, a, &csr);
+        ca_reads_fetch(ca, req, body.csr, body.csr_len, CA_READS_PEER, now, a, &csr);
         r = renew_authenticate(ca, req, now, a);
         if (r == -HWID_E_SUPERSEDED) {
                 a->who.role = ROLE_NODE;
