@@ -1,7 +1,7 @@
 /* pg-relay — a TCP relay that adds a round-trip time, for PostgreSQL
  * "on another host" where there is none (this kernel has no netem):
  *
- *   pg-relay --listen PORT --to HOST:PORT [--rtt-us N] [--stats FILE]
+ *   pg-relay --listen PORT --to HOST:PORT [--rtt-us N] [--stats FILE] [--realtime]
  *
  * Listens on 127.0.0.1:PORT and relays every connection to HOST:PORT.
  * Each direction of a connection has a reader thread, which stamps every
@@ -16,6 +16,12 @@
  * "connections=C round_trips=T bytes_up=U bytes_down=D" to FILE (replaced
  * atomically) every 50 ms, for a test or a benchmark to read.
  *
+ * --realtime runs the relay's threads at SCHED_FIFO priority (when the
+ * process may): a network does not wait for a CPU, and on a machine whose
+ * cores are all busy a writer woken at its chunk's time could otherwise
+ * wait milliseconds for one, adding far more than N.  The relay's own
+ * work is a copy and a send per chunk.
+ *
  * Runs until killed.  bench/stores.sh puts PostgreSQL behind it, and
  * tests/integration/pg-round-trips.sh counts the round trips of an
  * issuance with it. */
@@ -25,6 +31,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -64,6 +71,7 @@ struct relay_conn {
 };
 
 static uint64_t one_way_ns;
+static bool realtime;
 static const char *stats_path;
 static _Atomic uint64_t n_conns, n_trips, n_up, n_down;
 
@@ -215,9 +223,18 @@ static void start(void *(*fn)(void *), void *arg) {
 
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (realtime) {
+                pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+                pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+                pthread_attr_setschedparam(&attr, &(struct sched_param) { .sched_priority = 10 });
+        }
         pthread_attr_setstacksize(&attr, CHUNK_MAX + 256 * 1024);
-        if (pthread_create(&t, &attr, fn, arg) != 0)
-                abort();
+        if (pthread_create(&t, &attr, fn, arg) != 0) {
+                /* Not allowed to run in real time: at the normal priority. */
+                pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
+                if (pthread_create(&t, &attr, fn, arg) != 0)
+                        abort();
+        }
         pthread_attr_destroy(&attr);
 }
 
@@ -285,16 +302,18 @@ static int listen_on(const char *port) {
 }
 
 static void usage(FILE *f) {
-        fprintf(f, "usage: pg-relay --listen PORT --to HOST:PORT [--rtt-us N] [--stats FILE]\n"
+        fprintf(f, "usage: pg-relay --listen PORT --to HOST:PORT [--rtt-us N] [--stats FILE] [--realtime]\n"
                    "Relays 127.0.0.1:PORT to HOST:PORT, adding N microseconds to every round trip\n"
-                   "(N/2 each way), and counts the client's round trips (--stats).\n");
+                   "(N/2 each way), and counts the client's round trips (--stats); --realtime: its\n"
+                   "threads at SCHED_FIFO priority, so that busy cores do not add to N.\n");
 }
 
 int main(int argc, char **argv) {
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, 'l' }, { "to", required_argument, NULL, 't' },
                 { "rtt-us", required_argument, NULL, 'r' }, { "stats", required_argument, NULL, 's' },
-                { "help", no_argument, NULL, 'h' },         { 0 },
+                { "realtime", no_argument, NULL, 'R' },     { "help", no_argument, NULL, 'h' },
+                { 0 },
         };
         const char *port = NULL, *to = NULL;
         char host[256];
@@ -307,6 +326,7 @@ int main(int argc, char **argv) {
                 case 't': to = optarg; break;
                 case 'r': one_way_ns = strtoull(optarg, NULL, 10) * 1000u / 2; break;
                 case 's': stats_path = optarg; break;
+                case 'R': realtime = true; break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }
