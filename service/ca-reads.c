@@ -9,7 +9,8 @@
  * is checked, and every answer and error, stay what they were: a read
  * ahead moves the reads, never the decisions.  (What it costs a request
  * that then fails authentication: the CSR's parse and signature check,
- * which came after authentication before; docs/HA.md.) */
+ * which came after authentication before; docs/HA.md.  Only where the
+ * store reads ahead: PostgreSQL.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,12 @@ void ca_reads_fetch(ca_service *ca, const http_request *req, const uint8_t *csr_
         store_reads_keys k = { .now = now };
         names dns = { 0 };
 
+        /* A store that reads nothing ahead (SQLite) answers each read when
+         * it is made: the request goes exactly as it did, its CSR parsed
+         * only once it is authenticated. */
+        *ret_csr = NULL;
+        if (!store_reads_ahead(ca->store))
+                return;
         if ((what & CA_READS_TOKEN) && token_id_of(req, id))
                 k.token_id = id;
         if ((what & CA_READS_PEER) && (serial = peer_serial(req)))

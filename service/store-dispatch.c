@@ -266,6 +266,10 @@ int store_ek_remove(store *s, const char *key, const store_audit *audit, int64_t
         return store_sqlite_ek_remove(s, key, audit, now);
 }
 
+bool store_reads_ahead(const store *s) {
+        return s->pg != NULL;
+}
+
 /* SQLite reads nothing ahead: in-process, a read costs no round trip. */
 int store_reads_fetch(store *s, const store_reads_keys *k, store_reads **ret) {
         store_reads *rd = NULL;

@@ -343,6 +343,9 @@ typedef struct store_reads_keys {
 
 typedef struct store_reads store_reads;
 
+/* Whether s reads ahead at all (PostgreSQL): where it does not, there is
+ * nothing to gain by preparing the keys early. */
+bool store_reads_ahead(const store *s);
 /* 0, or -HWID_E_NOMEM: a store that cannot be read gives its failure as
  * every answer, as the functions below would have. */
 int store_reads_fetch(store *s, const store_reads_keys *k, store_reads **ret);

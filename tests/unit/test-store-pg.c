@@ -191,6 +191,7 @@ static void test_reads(void) {
         CHECK(store_cert_revoke(a, "EE0", 1, NOW, NULL) == 0);
         CHECK(commit(a, "EE1", "reads-1", NOW + 3600, NOW,
                      &(store_issue) { .dns_names = names, .n_dns_names = 1 }) == 0);
+        CHECK(store_reads_ahead(b));
         CHECK(store_reads_fetch(b, &k, &rd) == 0);
         /* The state changes after the read: the answers are the read's. */
         CHECK(store_token_revoke(a, "tokrea") == 0);
