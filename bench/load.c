@@ -16,8 +16,9 @@
  *       time, so a server that falls behind is not flattered.
  *   load --hold N --url URL --cacert PEM [--hold-seconds S]
  *       Opens N keep-alive connections (one GET /healthz each), spread
- *       over source addresses 127.0.0.1-8 (hwidd caps connections per
- *       address), prints "ready", and keeps them open S seconds.
+ *       over source addresses 127.0.0.1-16 (hwidd caps connections per
+ *       address: 1,024 by default), prints "ready", and keeps them open
+ *       S seconds.  Raises its own open-file limit to the hard limit.
  *
  * The bootstrap token comes from --token, else $HWID_TOKEN.
  *
@@ -377,10 +378,16 @@ static void run_hold(void) {
         conn *c = calloc((size_t) o.hold, sizeof(*c));
         char src[32];
 
+        struct rlimit rl;
+
         if (!c)
                 die("out of memory");
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
         for (int i = 0; i < o.hold; i++) {
-                snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % 8);
+                snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % 16);
                 conn_init(&c[i], src);
                 if (do_request(&c[i], "/healthz", NULL) != 200)
                         die("connection %d: /healthz failed: %s", i, c[i].err);

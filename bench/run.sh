@@ -21,7 +21,8 @@
 #      SQLite certdb, and `openssl ca` per certificate;
 #   4. the device side: `hwid join` on swtpm, `hwid factory` at 1, 4, 16;
 #   5. scale: 1,000,000 valid + 100,000 revoked certificates in the store;
-#   6. memory: hwidd's RSS idle and holding 1,000 connections;
+#   6. memory: hwidd's RSS idle, holding 10,000 keep-alive connections, and
+#      under tests/integration/ca-flood.sh's flood;
 #   7. round trips: PKCS#11 calls per issuance (OpenSC's pkcs11-spy), TPM
 #      commands per join and renew, with and without the TCG SRK at
 #      0x81000001 (swtpm's command log);
@@ -72,7 +73,8 @@ else
         DUR=8; PROF_N=400; LOAD_REPS=3; SIGN_SECS=3; JOINS=10; ROUNDS=3; FILL_VALID=1000000; FILL_REVOKED=100000; OSSL_CA_N=200
 fi
 LEVELS=(1 4 16 64)
-HOLD=1000
+MANY=1024
+HOLD=10000
 SOFTHSM_MODULE=${SOFTHSM_MODULE:-/usr/lib/softhsm/libsofthsm2.so}
 SPY_MODULE=${SPY_MODULE:-/usr/lib/x86_64-linux-gnu/pkcs11/pkcs11-spy.so}
 export TSS2_LOG=all+NONE
@@ -230,9 +232,14 @@ setup_ca() {
                 --listen "127.0.0.1:$PORT" --http-listen "127.0.0.1:$(free_port)" >"$W/ca-init.log"
         CFG=$W/ca/hwidd.yaml
         # Renewal is open at once (window 1.0) so that renew can be counted;
-        # "rotate" also asks for a new key.  Nothing else differs from what
+        # "rotate" also asks for a new key.  The load comes from one address
+        # (127.0.0.1), thousands of requests a second on up to 1,024
+        # connections: the per-address limits, which a real fleet's many
+        # addresses never meet, are lifted.  Nothing else differs from what
         # hwid ca init writes.
-        sed -i 's/window: 0.3333/window: 1.0/' "$CFG"
+        sed -i 's/window: 0.3333/window: 1.0/; s/^  rate_per_ip: 200$/  rate_per_ip: 0/;
+                s/^  max_connections_per_ip: 1024$/  max_connections_per_ip: 16384/' "$CFG"
+        grep -q '^  rate_per_ip: 0$' "$CFG" || die "could not lift rate_per_ip in $CFG"
         cat >>"$CFG" <<EOF
   rotate:
     validity: 30d
@@ -354,6 +361,10 @@ hwidd_load() {
                 peak=$(awk -v a="$peak" -v b="$r" 'BEGIN { print (b > a ? b : a) }')
         done
         res H_PEAK "$peak"
+        # Many connections: 1,024 clients, each on a keep-alive connection of its own.
+        new_token
+        log "hwidd with $MANY clients, one keep-alive connection each"
+        load_run "hk" "HK" hwid "$URL" "$W/ca/ca.pem" "$MANY"
         res H_HALF_RATE "$(awk -v p="$peak" 'BEGIN { printf "%d", p / 2 }')"
         # Twice as long: one stall of the machine (other work on it) weighs
         # less on the p99 of twice the samples.
@@ -710,23 +721,50 @@ devices() {
 
 # --- 6. memory ----------------------------------------------------------------------
 
+# Two load processes of HOLD/2 each (libcurl keeps 3 descriptors per
+# handle), over 16 source addresses; hwidd closes a connection idle for
+# limits.timeout (30 s), so they must all be open within that.
 memory_held() {
-        local out pid i rss
+        local pids=() i rss
         log "memory: hwidd holding $HOLD connections"
-        bg hold "$LOAD" --url "$URL" --cacert "$W/ca/ca.pem" --hold "$HOLD" --hold-seconds 20
-        pid=$BG_PID
+        for i in 1 2; do
+                bg "hold$i" "$LOAD" --url "$URL" --cacert "$W/ca/ca.pem" --hold $((HOLD / 2)) --hold-seconds 20
+                pids+=("$BG_PID")
+        done
         for ((i = 0; i < 600; i++)); do
-                grep -q '^ready' "$W/hold.log" 2>/dev/null && break
-                kill -0 "$pid" 2>/dev/null || die "holding $HOLD connections failed: $(tail -2 "$W/hold.log")"
+                grep -q '^ready' "$W/hold1.log" 2>/dev/null && grep -q '^ready' "$W/hold2.log" 2>/dev/null && break
+                kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null ||
+                        die "holding $HOLD connections failed: $(tail -2 "$W/hold1.log" "$W/hold2.log")"
                 sleep 0.1
         done
-        grep -q '^ready' "$W/hold.log" || die "holding $HOLD connections timed out"
+        grep -q '^ready' "$W/hold1.log" && grep -q '^ready' "$W/hold2.log" || die "holding $HOLD connections timed out"
         sleep 0.5
         res R_HELD "$(rss_kib "$HWIDD_PID")"
         res R_HELD_CONNS "$(ss -Htn state established "( sport = :$PORT )" | wc -l)"
-        stop "$pid"
+        stop "${pids[0]}"
+        stop "${pids[1]}"
         sleep 1
         res R_AFTER "$(rss_kib "$HWIDD_PID")"
+        memory_flood
+}
+
+# RSS under tests/integration/ca-flood.sh's flood: 10,000 idle TCP
+# connections from 127.0.0.1 and 256 half-open TLS handshakes from each of
+# 127.0.0.2-5, reopened as hwidd closes them (it keeps what its per-address
+# share and its handshake cap allow).
+memory_flood() {
+        local pid
+        log "memory: hwidd under the flood of ca-flood.sh"
+        bg flood python3 "$SRCDIR/tests/integration/flood.py" "$PORT" "$W/flood.status" --for 15 \
+                idle:127.0.0.1:10000 handshake:127.0.0.2:256 handshake:127.0.0.3:256 handshake:127.0.0.4:256 \
+                handshake:127.0.0.5:256
+        pid=$BG_PID
+        sleep 12
+        res R_FLOOD "$(rss_kib "$HWIDD_PID")"
+        res R_FLOOD_CONNS "$(ss -Htn state established "( sport = :$PORT )" | wc -l)"
+        res R_FLOOD_OPENED "$(awk '{ n += $6 } END { print n }' "$W/flood.status")"
+        stop "$pid"
+        sleep 1
 }
 
 # The same, with module-path= in both key URIs: p11-kit then loads only
@@ -1091,7 +1129,10 @@ on it at once, over 127.0.0.1.
 | issuance at 16 clients ≥ 1.5× cfssl | $(calc "$h16 / $f16")× ($h16/s vs $f16/s) | $(ok "$h16 >= 1.5 * $f16") |
 | issuance at 16 clients ≥ cfssl with its SQLite certdb (both record every certificate) | $(calc "$h16 / $D16_rate")× ($h16/s vs $D16_rate/s) | $(ok "$h16 >= $D16_rate") |
 | issuance at 16 clients ≥ 1.0× cfssl without a store (hwidd still commits every certificate and audit record durably and signs in the HSM) | $(calc "$h16 / $f16")× ($h16/s vs $f16/s) | $(ok "$h16 >= $f16") |
-| hwidd CPU per issuance ≤ 300 µs at 16 clients (breakdown: section 8) | $H16_srv_cpu µs in the load run ($PROF_16_us µs user + $PROF_16_sys µs system in the profile's) | $(ok "$H16_srv_cpu <= 300") |
+| issuance at 16 clients ≥ 0.6× cfssl without a store (issue 23) | $(calc "$h16 / $f16")× ($h16/s vs $f16/s) | $(ok "$h16 >= 0.6 * $f16") |
+| hwidd CPU per issuance ≤ 270 µs at 16 clients (breakdown: section 8) | $H16_srv_cpu µs in the load run ($PROF_16_us µs user + $PROF_16_sys µs system in the profile's) | $(ok "$H16_srv_cpu <= 270") |
+| $MANY clients, each on its own keep-alive connection: no errors | $HK_errors errors; $HK_rate/s, p50 $HK_p50 ms, p99 $HK_p99 ms | $(ok "$HK_errors == 0") |
+| idle RSS with $HOLD idle connections ≤ 64 MiB | keep-alive TLS connections: $(calc "$R_HELD / 1024") MiB ($R_HELD_CONNS established); under ca-flood.sh's flood ($R_FLOOD_OPENED connections made, $R_FLOOD_CONNS held): $(calc "$R_FLOOD / 1024") MiB (section 6) | $(ok "$R_HELD <= 65536") / $(ok "$R_FLOOD <= 65536") |
 | 1 client: p50 ≤ 1.0 ms | p50 $H1_p50 ms (p99 $H1_p99 ms, $H1_rate/s) | $(ok "$H1_p50 <= 1.0") |
 | p99 < 20 ms at half the peak load ($H_HALF_RATE/s, 16 clients) | p99 $HH_p99 ms (p50 $HH_p50 ms, achieved $HH_rate/s) | $(ok "$HH_p99 < 20") |
 | one signing call, no login, no object search per issuance (HSM) | C_Sign $(echo "${P11_C_Sign:-0}"), C_Login ${P11_C_Login:-0}, C_FindObjectsInit ${P11_C_FindObjectsInit:-0} per issuance | $(ok "${P11_C_Sign:-0} == 1 && ${P11_C_Login:-0} == 0 && ${P11_C_FindObjectsInit:-0} == 0") |
@@ -1155,6 +1196,9 @@ EOF
 - Every run's rate, per level (1, 4, 16, 64 clients): hwidd $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_rates"; [ "$c" = 64 ] || echo -n "; "; done); cfssl $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_rates"; [ "$c" = 64 ] || echo -n "; "; done); cfssl + certdb $(for c in "${LEVELS[@]}"; do eval echo -n "\$D${c}_rates"; [ "$c" = 64 ] || echo -n "; "; done).
 - \`openssl ca\` per certificate: $O_RATE certificates/s ($O_MS ms each).
 - Failed requests per level: hwidd $(for c in "${LEVELS[@]}"; do eval echo -n "\$H${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done); cfssl $(for c in "${LEVELS[@]}"; do eval echo -n "\$F${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done); cfssl + certdb $(for c in "${LEVELS[@]}"; do eval echo -n "\$D${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done).
+- hwidd with $MANY clients, each on a keep-alive connection of its own
+  (the per-address share lifted: they all come from 127.0.0.1): $HK_rate/s,
+  p50 $HK_p50 ms, p99 $HK_p99 ms, $HK_errors failed requests (every run: $HK_rates/s; p99 $HK_p99s ms).
 - "hwidd / ceiling" divides by the one-session SoftHSM2 \`C_Sign\` rate
   ($C_P11_1/s); against the $M_CORES-thread rate ($C_P11_N/s) hwidd at 16 clients is
   $(calc "100 * $h16 / $C_P11_N")%.
@@ -1196,6 +1240,7 @@ runs above issued: $S_ROWS certificates, $S_REVOKED revoked.
 | after the issuance runs, idle | $(calc "$R_LOADED / 1024") MiB |
 | holding $HOLD keep-alive TLS connections ($R_HELD_CONNS established) | $(calc "$R_HELD / 1024") MiB ($(calc "($R_HELD - $R_LOADED) / $HOLD") KiB per connection) |
 | after they closed | $(calc "$R_AFTER / 1024") MiB |
+| under ca-flood.sh's flood: 10,000 idle TCP connections from one address, 256 half-open handshakes from each of 4 others, reopened as closed ($R_FLOOD_OPENED made in 12 s, $R_FLOOD_CONNS held) | $(calc "$R_FLOOD / 1024") MiB |
 
 ## 7. Hardware round trips
 
@@ -1268,7 +1313,7 @@ wait_quiet() {
 }
 
 main() {
-        ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+        ulimit -n "$(ulimit -Hn)"
         build
         wait_quiet
         machine

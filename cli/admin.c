@@ -22,7 +22,8 @@ int admin_open(const char *config_opt, hwidd_config **ret_cfg, store **ret_store
 
         if ((r = config_load(admin_config_path(config_opt), &cfg)) < 0)
                 return r;
-        if ((r = store_open(cfg->database, &s)) < 0 || (r = audit_syslog_attach(s, cfg, "hwid", NULL)) < 0)
+        if ((r = store_open(cfg->database, &s)) < 0 ||
+            (r = audit_syslog_attach(s, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwid", NULL, NULL)) < 0)
                 return r;
         *ret_store = TAKE_PTR(s);
         *ret_cfg = TAKE_PTR(cfg);

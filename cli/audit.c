@@ -7,11 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "admin.h"
 #include "cli.h"
 #include "error.h"
 #include "escape.h"
+#include "ossl-util.h"
 #include "remote.h"
 
 /* Fields are escaped again for the terminal (common/escape.h): records
@@ -119,6 +124,28 @@ static void print_verified(const store_audit_report *rep) {
                        (long long) rep->anchor_id);
         if (rep->n_records > 0)
                 printf("\n");
+        if (rep->last.kind) {
+                char t[32];
+                time_t at = (time_t) rep->last.at;
+                struct tm tm;
+
+                if (!gmtime_r(&at, &tm) || !strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm))
+                        snprintf(t, sizeof(t), "%lld", (long long) rep->last.at);
+                printf("%zu signed checkpoint%s verified; the newest, made at %s, signs record %lld: records after "
+                       "it are covered by the chain only\n", rep->n_checkpoints, rep->n_checkpoints == 1 ? "" : "s",
+                       t, (long long) rep->last.id);
+        } else
+                printf("no signed checkpoint of the head yet: the newest records are covered by the chain only\n");
+}
+
+/* The key checkpoints are signed with: the CA certificate's. */
+static int ca_public_key(const hwidd_config *cfg, EVP_PKEY **ret) {
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_file(cfg->ca_cert, "r");
+        _cleanup_(X509_freep) X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+
+        if (!x || !(*ret = X509_get_pubkey(x)))
+                return hwid_fail_ossl(HWID_E_CONFIG, "%s holds no PEM certificate", cfg->ca_cert);
+        return 0;
 }
 
 int cmd_audit_verify(int argc, char **argv) {
@@ -127,6 +154,7 @@ int cmd_audit_verify(int argc, char **argv) {
         };
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *ca_key = NULL;
         const char *config = NULL;
         store_audit_report rep;
         int c, r;
@@ -138,7 +166,9 @@ int cmd_audit_verify(int argc, char **argv) {
                         printf("Usage: hwid audit verify [--config FILE]\n\n"
                                "Checks the audit log's hash chain: every record against its hash, each\n"
                                "record's link to the one before it, the anchor left by retention pruning\n"
-                               "and the chain's head.  Reports the first record that was modified,\n"
+                               "and the chain's head; and the checkpoints hwidd signs with the CA key:\n"
+                               "each signature, the newest one's record still in the chain, the anchor\n"
+                               "one a signed pruning left.  Reports the first record that was modified,\n"
                                "deleted or moved in the database (exit 1), else how many verified (exit 0).\n"
                                "The chain is specified in docs/OPERATIONS.md.\n\n"
                                "  -c, --config FILE  hwidd's configuration (default $HWID_CONFIG, else %s)\n",
@@ -149,7 +179,8 @@ int cmd_audit_verify(int argc, char **argv) {
         }
         if (optind != argc)
                 return cli_usage("audit verify", "takes no arguments");
-        if ((r = admin_open(config, &cfg, &s)) < 0 || (r = store_audit_verify(s, &rep)) < 0)
+        if ((r = admin_open(config, &cfg, &s)) < 0 || (r = ca_public_key(cfg, &ca_key)) < 0 ||
+            (r = store_audit_verify(s, ca_key, cfg->audit_retention, &rep)) < 0)
                 return cli_fail(r);
         if (rep.problem != AUDIT_OK)
                 return cli_fail(hwid_fail(HWID_E_TAMPERED, "audit log of %s does not verify: %s", cfg->database,

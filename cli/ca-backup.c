@@ -51,7 +51,7 @@ static int check_copy(const char *path, store_stats *ret_stats, store_audit_repo
         int r;
 
         if ((r = store_open(path, &s)) < 0 || (r = store_integrity_check(s)) < 0 ||
-            (r = store_audit_verify(s, &rep)) < 0 || (r = store_stats_get(s, (int64_t) time(NULL), ret_stats)) < 0)
+            (r = store_audit_verify(s, NULL, 0, &rep)) < 0 || (r = store_stats_get(s, (int64_t) time(NULL), ret_stats)) < 0)
                 return r;
         if (rep.problem != AUDIT_OK)
                 return hwid_fail(HWID_E_TAMPERED, "the audit log in %s does not verify: %s", path, rep.detail);

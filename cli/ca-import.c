@@ -125,30 +125,35 @@ static int check_intermediate(hwid_key *k, X509 *cert, STACK_OF(X509) *chain) {
         return verify_chain(cert, chain);
 }
 
-int cmd_ca_import(int argc, char **argv) {
+/* Everything after the directory is staged. */
+static int import_ca(import_opts *o) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
         _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *certs = NULL, *chain = NULL;
-        _cleanup_free_ char *ca_path = NULL, *chain_path = NULL, *chain_pem = NULL;
-        _cleanup_free_ char *abs_dir = NULL;
-        hsm_options ho;
-        import_opts o;
+        _cleanup_free_ char *ca_path = ca_setup_path(&o->s, "ca.pem"), *chain_path = ca_setup_path(&o->s, "ca-chain.pem");
+        _cleanup_free_ char *chain_pem = NULL;
+        hsm_options ho = { .tcti = o->s.tcti };
         size_t len;
+        int r;
+
+        if (!ca_path || !chain_path)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = hwid_key_open(o->s.ca_key_uri, &ho, &k)) < 0 || (r = read_certs(o->cert, &certs)) < 0 ||
+            (r = read_certs(o->chain, &chain)) < 0 || (r = check_intermediate(k, sk_X509_value(certs, 0), chain)) < 0 ||
+            (r = read_file_capped(o->chain, PEM_MAX, &chain_pem, &len)) < 0 ||
+            (r = write_file_atomic(chain_path, chain_pem, len, 0644)) < 0 ||
+            (r = write_cert_pem(ca_path, sk_X509_value(certs, 0))) < 0)
+                return r;
+        return ca_finish(&o->s, k, sk_X509_value(certs, 0));
+}
+
+int cmd_ca_import(int argc, char **argv) {
+        import_opts o;
         int r;
 
         if ((r = parse(argc, argv, &o)) != 0)
                 return r;
-        ho = (hsm_options) { .tcti = o.s.tcti };
-        ca_path = path_join(o.s.dir, "ca.pem");
-        chain_path = path_join(o.s.dir, "ca-chain.pem");
-        if (!ca_path || !chain_path)
-                return cli_fail(hwid_fail(HWID_E_NOMEM, NULL));
-        if ((r = ca_prepare_dir(&o.s)) < 0 || (r = absolute_dir(&o.s, &abs_dir)) < 0 || (r = hwid_key_open(o.s.ca_key_uri, &ho, &k)) < 0 ||
-            (r = read_certs(o.cert, &certs)) < 0 || (r = read_certs(o.chain, &chain)) < 0 ||
-            (r = check_intermediate(k, sk_X509_value(certs, 0), chain)) < 0 ||
-            (r = read_file_capped(o.chain, PEM_MAX, &chain_pem, &len)) < 0 ||
-            (r = write_file_atomic(chain_path, chain_pem, len, 0644)) < 0 ||
-            (r = write_cert_pem(ca_path, sk_X509_value(certs, 0))) < 0 ||
-            (r = ca_finish(&o.s, k, sk_X509_value(certs, 0))) < 0)
-                return cli_fail(r);
-        return 0;
+        if ((r = ca_setup_begin(&o.s)) >= 0)
+                r = import_ca(&o);
+        ca_setup_done(&o.s);
+        return r < 0 ? cli_fail(r) : 0;
 }

@@ -31,7 +31,9 @@ static void usage(FILE *f) {
                    "Creates the CA key inside the HSM/TPM at URI (or uses the key already there),\n"
                    "self-signs a root certificate, gives hwidd a TLS key in the same device and a\n"
                    "certificate from the CA, and writes DIR/ca.pem, DIR/tls.pem, DIR/hwid.db and a\n"
-                   "ready-to-run DIR/hwidd.yaml.\n\n"
+                   "ready-to-run DIR/hwidd.yaml: all of them or, if it fails, none (a key it made in\n"
+                   "the device stays, and the next run uses it). A pin-value= in the key URI goes to\n"
+                   "DIR/ca-key.pin (mode 0600), which hwidd.yaml names with pin-source=.\n\n"
                    "  -k, --key URI          CA key (pkcs11:... or tpm2:...)\n"
                    "  -s, --subject DN       e.g. \"/CN=acme device CA/O=acme\"\n"
                    "  -d, --dir DIR          where to write the CA's files\n"
@@ -39,7 +41,8 @@ static void usage(FILE *f) {
                    "  -t, --type TYPE        key type if the key is created (default ec-p256)\n"
                    "      --tls-key URI      hwidd's TLS key (default: next to the CA key)\n"
                    "      --tls-names LIST   TLS server names (default localhost,127.0.0.1); the first\n"
-                   "                         that is not 0.0.0.0 or :: names hwidd in the CRL URL\n"
+                   "                         that is not 0.0.0.0 or :: is the TLS certificate's CN\n"
+                   "                         and names hwidd in the CRL URL\n"
                    "      --listen ADDR:PORT hwidd's address (default 127.0.0.1:8443)\n"
                    "      --tcti TCTI        TPM to use for TPM keys (default $HWID_TCTI, else the tpm2-tss default)\n"
                    CA_SETUP_HTTP_LISTEN_HELP
@@ -94,54 +97,74 @@ static int parse(int argc, char **argv, init_opts *o) {
 }
 
 /* Offline root: a request asking for CA:TRUE, keyCertSign and cRLSign. */
-static int write_ca_csr(const init_opts *o, hwid_key *k, const X509_NAME *name) {
+static int write_ca_csr(init_opts *o, hwid_key *k, const X509_NAME *name) {
         _cleanup_(sk_X509_EXTENSION_pop_freep) STACK_OF(X509_EXTENSION) *exts = sk_X509_EXTENSION_new_null();
         _cleanup_(X509_REQ_freep) X509_REQ *req = NULL;
-        _cleanup_free_ char *pem = NULL, *path = path_join(o->s.dir, "ca.csr");
+        _cleanup_free_ char *pem = NULL, *staged = ca_setup_path(&o->s, "ca.csr"), *path = path_join(o->s.dir, "ca.csr");
         X509_EXTENSION *bc, *ku;
         int r;
 
         bc = X509V3_EXT_conf_nid(NULL, NULL, NID_basic_constraints, "critical,CA:TRUE");
         ku = X509V3_EXT_conf_nid(NULL, NULL, NID_key_usage, "critical,keyCertSign,cRLSign");
-        if (!exts || !path || !bc || !ku || !sk_X509_EXTENSION_push(exts, bc) || !sk_X509_EXTENSION_push(exts, ku))
+        if (!exts || !staged || !path || !bc || !ku || !sk_X509_EXTENSION_push(exts, bc) ||
+            !sk_X509_EXTENSION_push(exts, ku))
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = csr_build_ext(k, name, exts, &req)) < 0 || (r = csr_to_pem(req, &pem)) < 0 ||
-            (r = write_file_atomic(path, pem, strlen(pem), 0644)) < 0)
+            (r = write_file_atomic(staged, pem, strlen(pem), 0644)) < 0 || (r = ca_setup_commit(&o->s)) < 0)
                 return r;
+        /* The URI as shown: a pin-value= is not printed (give it again). */
         printf("wrote %s\nHave the offline root sign it as an intermediate CA, then run:\n"
                "  hwid ca import --key '%s' --cert SIGNED.pem --chain ROOT.pem --dir %s\n",
-               path, o->s.ca_key_uri, o->s.dir);
+               path, hwid_key_uri(k), o->s.dir);
         return 0;
 }
 
-int cmd_ca_init(int argc, char **argv) {
+/* Everything after the directory is staged; *ret_created: the CA key was
+ * made by this run. */
+static int init_ca(init_opts *o, const X509_NAME *name, bool *ret_created, char **ret_key_uri) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
-        _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
         _cleanup_(X509_freep) X509 *root = NULL;
-        _cleanup_free_ char *ca_path = NULL;
-        _cleanup_free_ char *abs_dir = NULL;
-        hsm_options ho;
+        _cleanup_free_ char *ca_path = ca_setup_path(&o->s, "ca.pem");
+        hsm_options ho = { .tcti = o->s.tcti };
+        int r;
+
+        if (!ca_path)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = ca_key_open_or_create(o->s.ca_key_uri, o->s.type, &ho, &k, ret_created)) < 0)
+                return r;
+        printf("%s CA key %s\n", *ret_created ? "created" : "using existing", hwid_key_uri(k));
+        if (*ret_created && !(*ret_key_uri = strdup(hwid_key_uri(k))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (o->csr)
+                return write_ca_csr(o, k, name);
+        if ((r = ca_self_sign(k, name, (int) o->days, &root)) < 0 ||
+            (r = write_cert_pem(ca_path, root)) < 0)
+                return r;
+        return ca_finish(&o->s, k, root);
+}
+
+int cmd_ca_init(int argc, char **argv) {
+        _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
+        _cleanup_free_ char *made_key = NULL;
         init_opts o;
-        bool created;
+        const char *dir;
+        bool created = false;
         int r;
 
         if ((r = parse(argc, argv, &o)) != 0)
                 return r;
+        dir = o.s.dir; /* as given: ca_setup_done() frees the absolute one */
         if ((r = dn_parse(o.subject, &name)) < 0)
                 return cli_usage("ca init", "%s", hwid_strerror(r));
-        ho = (hsm_options) { .tcti = o.s.tcti };
-        if ((r = ca_prepare_dir(&o.s)) < 0 || (r = absolute_dir(&o.s, &abs_dir)) < 0 ||
-            (r = ca_key_open_or_create(o.s.ca_key_uri, o.s.type, &ho, &k, &created)) < 0)
-                return cli_fail(r);
-        printf("%s CA key %s\n", created ? "created" : "using existing", hwid_key_uri(k));
-        if (o.csr) {
-                r = write_ca_csr(&o, k, name);
-                return r < 0 ? cli_fail(r) : 0;
-        }
-        if (!(ca_path = path_join(o.s.dir, "ca.pem")))
-                return cli_fail(hwid_fail(HWID_E_NOMEM, NULL));
-        if ((r = ca_self_sign(k, name, (int) o.days, &root)) < 0 || (r = write_cert_pem(ca_path, root)) < 0 ||
-            (r = ca_finish(&o.s, k, root)) < 0)
-                return cli_fail(r);
-        return 0;
+        if ((r = ca_setup_begin(&o.s)) >= 0)
+                r = init_ca(&o, name, &created, &made_key);
+        ca_setup_done(&o.s);
+        if (r >= 0)
+                return 0;
+        r = cli_fail(r);
+        /* DIR is as it was; a key the device made stays there. */
+        if (made_key)
+                fprintf(stderr, "hwid ca init: nothing was written to %s; the CA key this run created stays at %s "
+                                "and the next hwid ca init with it uses it\n", dir, made_key);
+        return r;
 }

@@ -15,6 +15,7 @@
 #include "issuer.h"
 #include "ossl-util.h"
 #include "policy.h"
+#include "secret.h"
 #include "store.h"
 #include "uri.h"
 #include "x509-util.h"
@@ -42,7 +43,18 @@
         "\n"                                                                                     \
         "limits:\n"                                                                              \
         "  max_body: 64KiB\n"                                                                    \
+        "  max_header: 8KiB\n"                                                                   \
         "  timeout: 30s\n"                                                                       \
+        "  # Connections: docs/CONFIG.md says what each costs in memory.\n"                      \
+        "  max_connections: 16384\n"                                                             \
+        "  max_connections_per_ip: 1024\n"                                                       \
+        "  handshake_cap: 1024\n"                                                                \
+        "  handshake_timeout: 10s\n"                                                             \
+        "  workers: 32\n"                                                                        \
+        "  # Requests per second per client address, and new connections (burst x2).\n"        \
+        "  # A factory station enrolling faster: raise it, or 0 to turn it off.\n"              \
+        "  rate_per_ip: 200\n"                                                                   \
+        "  rate_burst: 500\n"                                                                    \
         "  retry_after: 5s\n"                                                                    \
         "\n"                                                                                     \
         "policy:\n"                                                                              \
@@ -81,41 +93,6 @@
 #define TLS_IDENTITY "hwidd"
 #define TLS_BACKDATE 300 /* hwidd's default clock_skew */
 
-int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options *o, hwid_key **ret,
-                          bool *ret_created) {
-        int r = hwid_key_open(uri, o, ret);
-
-        *ret_created = false;
-        if (r != -HWID_E_KEY_NOT_FOUND)
-                return r;
-        r = hwid_key_create(uri, type, false, o, ret);
-        if (r >= 0)
-                *ret_created = true;
-        return r;
-}
-
-int ca_prepare_dir(const ca_setup *s) {
-        _cleanup_free_ char *ca = path_join(s->dir, "ca.pem");
-        int r;
-
-        if (!ca)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if (access(ca, F_OK) == 0 && !s->force)
-                return hwid_fail(HWID_E_EXISTS, "%s already exists: this directory holds a CA "
-                                                "(use --force to replace it)", ca);
-        if ((r = mkdir_parents(s->dir, 0750)) < 0)
-                return r;
-        return 0;
-}
-
-int absolute_dir(ca_setup *s, char **storage) {
-        *storage = realpath(s->dir, NULL);
-        if (!*storage)
-                return hwid_fail(HWID_E_IO, "cannot resolve %s: %s", s->dir, strerror(errno));
-        s->dir = *storage;
-        return 0;
-}
-
 int write_cert_pem(const char *path, X509 *x) {
         _cleanup_free_ char *pem = NULL;
         int r = cert_to_pem(x, &pem);
@@ -123,58 +100,54 @@ int write_cert_pem(const char *path, X509 *x) {
         return r < 0 ? r : write_file_atomic(path, pem, strlen(pem), 0644);
 }
 
-/* pkcs11:...;object=ca-key... -> the same token with object=ca-key-tls;
- * a TPM CA key -> a TPM key file next to the CA. */
-static int derive_tls_uri(const ca_setup *s, char **ret) {
-        _cleanup_(key_uri_freep) key_uri *u = NULL;
-        int r;
-
-        if ((r = key_uri_parse(s->ca_key_uri, &u)) < 0)
-                return r;
-        if (u->scheme == KEY_URI_TPM2) {
-                _cleanup_free_ char *path = path_join(s->dir, "tls.tss2.pem");
-                return path && asprintf(ret, "tpm2:file=%s", path) >= 0 ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-        }
-        {
-                char label[256];
-                CK_ATTRIBUTE attr = { CKA_LABEL, label, 0 };
-                snprintf(label, sizeof(label), "%s-tls", u->object ? u->object : "hwidd");
-                attr.ulValueLen = strlen(label);
-                p11_kit_uri_clear_attribute(u->p11, CKA_ID);
-                if (p11_kit_uri_set_attribute(u->p11, &attr) != P11_KIT_URI_OK ||
-                    p11_kit_uri_format(u->p11, P11_KIT_URI_FOR_ANY, ret) != P11_KIT_URI_OK)
-                        return hwid_fail(HWID_E_URI, "cannot derive the TLS key URI from %s", s->ca_key_uri);
-        }
-        return 0;
+char *ca_setup_path(const ca_setup *s, const char *name) {
+        return ca_stage_path(s->stage, name);
 }
 
-/* A PKCS#11 URI that names its module: hwidd then loads that module alone
- * instead of every module registered with p11-kit (less memory, less
- * start-up work, no surprise from unrelated modules).  Other URIs are
- * returned as they are. */
-int uri_with_module(const char *uri, hwid_key *k, char **ret) {
-        _cleanup_(key_uri_freep) key_uri *u = NULL;
-        hwid_custody c;
-        int r;
+/* Where a file that may already be in DIR is used: there when it is (a
+ * rerun, --force: the store and the TLS key file are kept), else where the
+ * new one is made. */
+static char *kept_or_staged(const ca_setup *s, const char *name) {
+        _cleanup_free_ char *kept = path_join(s->dir, name);
 
-        if ((r = key_uri_parse(uri, &u)) < 0)
-                return r;
-        if (u->scheme != KEY_URI_PKCS11 || u->module_path || u->module_name) {
-                *ret = strdup(uri);
-                return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+        if (kept && access(kept, F_OK) == 0)
+                return TAKE_PTR(kept);
+        return ca_setup_path(s, name);
+}
+
+static bool unspecified(const char *name, size_t n) {
+        return (n == 7 && memcmp(name, "0.0.0.0", 7) == 0) || (n == 2 && memcmp(name, "::", 2) == 0) ||
+               (n == 4 && memcmp(name, "[::]", 4) == 0);
+}
+
+/* The subject of hwidd's TLS certificate: CN = the first --tls-names
+ * entry that is not an unspecified address (else the first), so that the
+ * CN is one of the certificate's SANs, as the CA/Browser Forum's
+ * Baseline Requirements (7.1.4.3) and verifiers that still read the CN
+ * expect. */
+static int tls_subject(const ca_setup *s, X509_NAME **ret) {
+        _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
+        const char *cn = s->tls_names;
+        size_t n = strcspn(cn, ",");
+
+        for (const char *p = s->tls_names; *p;) {
+                size_t len = strcspn(p, ",");
+                if (len > 0 && !unspecified(p, len)) {
+                        cn = p;
+                        n = len;
+                        break;
+                }
+                p += len + (p[len] == ',');
         }
-        if ((r = hwid_key_custody(k, &c)) < 0)
-                return r;
-        if (!c.module_path[0])
-                return (*ret = strdup(uri)) ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-        p11_kit_uri_set_module_path(u->p11, c.module_path);
-        if (p11_kit_uri_format(u->p11, P11_KIT_URI_FOR_ANY, ret) != P11_KIT_URI_OK)
-                return hwid_fail(HWID_E_URI, "cannot add module-path to %s", hwid_key_uri(k));
+        if (!name || n == 0 ||
+            !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *) cn, (int) n, -1, 0))
+                return hwid_fail(HWID_E_INVALID, "--tls-names '%s' has no name for the TLS certificate", s->tls_names);
+        *ret = TAKE_PTR(name);
         return 0;
 }
 
 /* hwidd's own TLS certificate, issued by the CA like any other and
- * recorded in the store. */
+ * recorded in the store (as identity TLS_IDENTITY, whatever its CN). */
 static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, const char *crl_url,
                           issued_cert *ret) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
@@ -184,7 +157,7 @@ static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, cons
         issue_request in;
         int r;
 
-        if ((r = dn_parse("/CN=" TLS_IDENTITY, &name)) < 0)
+        if ((r = tls_subject(s, &name)) < 0)
                 return r;
         if (!(list = malloc(strlen(s->tls_names) * 2 + 16)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -248,11 +221,6 @@ static const char *listen_port(const char *listen) {
         return colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1) ? colon + 1 : NULL;
 }
 
-static bool unspecified(const char *name, size_t n) {
-        return (n == 7 && memcmp(name, "0.0.0.0", 7) == 0) || (n == 2 && memcmp(name, "::", 2) == 0) ||
-               (n == 4 && memcmp(name, "[::]", 4) == 0);
-}
-
 /* The host relying parties reach hwidd by: the first --tls-names entry
  * that is not an unspecified address, else this machine's host name. */
 static int cdp_host(const ca_setup *s, char *out, size_t size) {
@@ -299,9 +267,14 @@ static int crl_endpoint(const ca_setup *s, char **ret_listen, char **ret_url) {
         return 0;
 }
 
+/* A value that cannot go into a double-quoted YAML scalar as it is. */
+static bool yaml_unsafe(const char *v) {
+        return v && strpbrk(v, "\"\\\n");
+}
+
 static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_uri, const char *http,
                         const char *crl_url) {
-        _cleanup_free_ char *path = path_join(s->dir, "hwidd.yaml");
+        _cleanup_free_ char *path = ca_setup_path(s, "hwidd.yaml");
         _cleanup_buf_ buf b;
         char when[32];
         time_t now = time(NULL);
@@ -310,9 +283,8 @@ static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_u
 
         if (!path)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        /* Values go into double-quoted YAML scalars. */
-        if (strpbrk(ca_uri, "\"\\\n") || strpbrk(tls_uri, "\"\\\n") || strpbrk(s->listen, "\"\\\n") ||
-            (http && strpbrk(http, "\"\\\n")) || (crl_url && strpbrk(crl_url, "\"\\\n")))
+        /* ca_setup_begin() refused these already; the URIs were re-formatted since. */
+        if (yaml_unsafe(ca_uri) || yaml_unsafe(tls_uri) || yaml_unsafe(http) || yaml_unsafe(crl_url))
                 return hwid_fail(HWID_E_INVALID, "key URIs and the listen address may not contain quotes or backslashes");
         buf_init(&b, 64 * 1024);
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
@@ -324,17 +296,24 @@ static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_u
         return write_file_atomic(path, b.data, b.len, 0640);
 }
 
-static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const char *crl_url, char **ret_tls_uri,
-                     issued_cert *ret_cert) {
+/* hwidd's TLS key: --tls-key, or next to the CA key (ca_tls_uri(): the
+ * same token, or a key file in DIR), made if it is not there; its
+ * certificate from the CA.  *ret_tls_uri: what hwidd.yaml names. */
+static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const char *ca_cfg_uri,
+                     const char *crl_url, char **ret_tls_uri, issued_cert *ret_cert) {
         _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
         _cleanup_(issuer_freep) issuer *is = NULL;
-        _cleanup_free_ char *uri = NULL;
+        _cleanup_secret_ char *uri = NULL; /* may hold the CA URI's pin-value */
+        _cleanup_free_ char *key_file = kept_or_staged(s, "tls.tss2.pem"), *key_dir = NULL;
         hsm_options o = { .tcti = s->tcti };
         bool created;
         int r;
 
+        if (!key_file || !(key_dir = strdup(key_file)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *strrchr(key_dir, '/') = '\0';
         if (!s->tls_key_uri)
-                r = derive_tls_uri(s, &uri);
+                r = ca_tls_uri(s->ca_key_uri, key_dir, &uri);
         else
                 r = (uri = strdup(s->tls_key_uri)) ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
         if (r < 0)
@@ -344,11 +323,13 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const c
             (r = issue_tls_cert(s, is, tls_key, crl_url, ret_cert)) < 0)
                 return r;
         printf("%s hwidd's TLS key %s\n", created ? "created" : "using", hwid_key_uri(tls_key));
-        return uri_with_module(uri, tls_key, ret_tls_uri);
+        if (s->tls_key_uri)
+                return ca_config_uri(s, s->tls_key_uri, tls_key, "tls-key.pin", ret_tls_uri);
+        return ca_tls_uri(ca_cfg_uri, s->dir, ret_tls_uri);
 }
 
 static int write_tls_pem(const ca_setup *s, const issued_cert *tls, X509 *ca_cert) {
-        _cleanup_free_ char *path = path_join(s->dir, "tls.pem"), *leaf = NULL, *ca = NULL, *both = NULL;
+        _cleanup_free_ char *path = ca_setup_path(s, "tls.pem"), *leaf = NULL, *ca = NULL, *both = NULL;
         int r;
 
         /* Leaf first, then the CA, so that clients can build the chain. */
@@ -359,23 +340,37 @@ static int write_tls_pem(const ca_setup *s, const issued_cert *tls, X509 *ca_cer
         return write_file_atomic(path, both, strlen(both), 0644);
 }
 
-int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
-        _cleanup_(issued_cert_clear) issued_cert tls = { 0 };
+/* The store (DIR's, kept, or a new one), with hwidd's TLS certificate on
+ * record; closed before the staged files move. */
+static int store_tls_cert(const ca_setup *s, const issued_cert *tls) {
         _cleanup_(store_freep) store *st = NULL;
-        _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *db = path_join(s->dir, "hwid.db");
-        _cleanup_free_ char *http = NULL, *crl_url = NULL;
-        char pin[72];
+        _cleanup_free_ char *db = kept_or_staged(s, "hwid.db");
         int r;
 
         if (!db)
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = store_open(db, &st)) < 0)
+                return r;
+        return record_tls_cert(st, tls);
+}
+
+int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
+        _cleanup_(issued_cert_clear) issued_cert tls = { 0 };
+        _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *http = NULL, *crl_url = NULL;
+        _cleanup_free_ char *ca_path = ca_setup_path(s, "ca.pem");
+        char pin[72];
+        int r;
+
+        if (!ca_path)
+                return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = crl_endpoint(s, &http, &crl_url)) < 0 ||
-            (r = setup_tls(s, ca_key, ca_cert, crl_url, &tls_uri, &tls)) < 0 ||
+            (r = ca_config_uri(s, s->ca_key_uri, ca_key, "ca-key.pin", &ca_uri)) < 0 ||
+            (r = setup_tls(s, ca_key, ca_cert, ca_uri, crl_url, &tls_uri, &tls)) < 0 ||
             (r = write_tls_pem(s, &tls, ca_cert)) < 0 ||
-            (r = store_open(db, &st)) < 0 ||
-            (r = record_tls_cert(st, &tls)) < 0 ||
-            (r = uri_with_module(s->ca_key_uri, ca_key, &ca_uri)) < 0 ||
+            (r = store_tls_cert(s, &tls)) < 0 ||
+            (r = write_cert_pem(ca_path, ca_cert)) < 0 ||
             (r = write_config(s, ca_uri, tls_uri, http, crl_url)) < 0 ||
+            (r = ca_stage_commit(s->stage)) < 0 ||
             (r = spki_sha256_pin(X509_get0_pubkey(ca_cert), pin)) < 0)
                 return r;
         printf("\nCA ready in %s\n  ca.pem       the CA certificate\n  tls.pem      hwidd's TLS certificate\n"
@@ -384,4 +379,55 @@ int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
                "Create a join token: hwid token create --config %s/hwidd.yaml --profile default\n",
                s->dir, pin, s->dir, s->dir);
         return 0;
+}
+
+/* What would only fail once keys are made, refused before: a key URI that
+ * does not parse (or from which no TLS key URI follows), a value the
+ * configuration cannot quote, a bad --listen or --http-listen. */
+static int check_options(const ca_setup *s) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL, *t = NULL;
+        _cleanup_secret_ char *tls = NULL;
+        _cleanup_free_ char *http = NULL, *crl_url = NULL;
+        int r;
+
+        if (yaml_unsafe(s->dir) || yaml_unsafe(s->ca_key_uri) || yaml_unsafe(s->tls_key_uri) ||
+            yaml_unsafe(s->listen) || yaml_unsafe(s->http_listen) || yaml_unsafe(s->tcti))
+                return hwid_fail(HWID_E_INVALID, "the directory, key URIs, addresses and TCTI may not contain "
+                                                 "quotes, backslashes or newlines (hwidd.yaml names them)");
+        if ((r = key_uri_parse(s->ca_key_uri, &u)) < 0)
+                return r;
+        r = s->tls_key_uri ? key_uri_parse(s->tls_key_uri, &t) : ca_tls_uri(s->ca_key_uri, s->dir, &tls);
+        if (r < 0)
+                return r;
+        return crl_endpoint(s, &http, &crl_url);
+}
+
+int ca_setup_begin(ca_setup *s) {
+        _cleanup_free_ char *ca = path_join(s->dir, "ca.pem");
+        bool made;
+        int r;
+
+        if (!ca)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (access(ca, F_OK) == 0 && !s->force)
+                return hwid_fail(HWID_E_EXISTS, "%s already exists: this directory holds a CA "
+                                                "(use --force to replace it)", ca);
+        if ((r = check_options(s)) < 0)
+                return r;
+        made = access(s->dir, F_OK) != 0;
+        if ((r = mkdir_parents(s->dir, 0750)) < 0)
+                return r;
+        if (!(s->abs_dir = realpath(s->dir, NULL)))
+                return hwid_fail(HWID_E_IO, "cannot resolve %s: %s", s->dir, strerror(errno));
+        s->dir = s->abs_dir;
+        return ca_stage_open(s->dir, made, &s->stage);
+}
+
+int ca_setup_commit(ca_setup *s) {
+        return ca_stage_commit(s->stage);
+}
+
+void ca_setup_done(ca_setup *s) {
+        ca_stage_free(TAKE_PTR(s->stage));
+        free(TAKE_PTR(s->abs_dir));
 }

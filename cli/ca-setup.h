@@ -7,10 +7,11 @@
 
 #include <openssl/x509.h>
 
+#include "ca-stage.h"
 #include "hsm.h"
 
 typedef struct ca_setup {
-        const char *dir;
+        const char *dir;           /* absolute once ca_setup_begin() succeeded */
         const char *ca_key_uri;
         const char *tls_key_uri;   /* NULL: derived from the CA key's URI */
         const char *tls_names;     /* "localhost,127.0.0.1" */
@@ -23,26 +24,53 @@ typedef struct ca_setup {
         const char *chain_file;    /* intermediate case: the chain above ca.pem */
         hwid_key_type type;
         bool force;
+        /* ca_setup_begin()'s: the absolute DIR and where its files are made. */
+        char *abs_dir;
+        ca_stage *stage;
 } ca_setup;
+
+/* Refuses a DIR holding a CA unless force, and, before any key is made,
+ * what would fail only afterwards (a key URI that does not parse, a value
+ * hwidd.yaml cannot quote, a bad --listen or --http-listen).  Then makes
+ * DIR (0750) and a staging directory in it (ca-stage.h): every file of
+ * DIR is written there (ca_setup_path()) and moved into place by
+ * ca_finish() (or ca_setup_commit()), so that a run that fails leaves DIR
+ * as it was.  s->dir becomes absolute: paths in the config and key URIs
+ * must not depend on where hwidd is started. */
+int ca_setup_begin(ca_setup *s);
+/* Where to write the file that is to become DIR/name (malloc'ed). */
+char *ca_setup_path(const ca_setup *s, const char *name);
+/* Moves the files written so far into DIR. */
+int ca_setup_commit(ca_setup *s);
+/* After ca_setup_begin(), whatever happened: a run that did not commit
+ * leaves nothing (DIR too, if it made it and nothing else is there). */
+void ca_setup_done(ca_setup *s);
+
+/* ---- ca-keys.c ---- */
 
 /* Opens the key at uri, or creates it (of type) if there is none. */
 int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options *o, hwid_key **ret,
                           bool *ret_created);
 
-/* Refuses to overwrite DIR/ca.pem unless force; creates DIR (0750). */
-int ca_prepare_dir(const ca_setup *s);
+/* hwidd's TLS key next to the CA key at ca_uri: pkcs11:...;object=ca-key
+ * -> the same token (module, PIN and all) with object=ca-key-tls; a TPM
+ * CA key -> tpm2:file=DIR/tls.tss2.pem.  It holds ca_uri's pin-value if
+ * there is one: free it with secret_free(). */
+int ca_tls_uri(const char *ca_uri, const char *dir, char **ret);
 
-/* Makes s->dir absolute (paths in the config and key URIs must not depend
- * on where hwidd is started); *storage holds the new string. */
-int absolute_dir(ca_setup *s, char **storage);
+/* The URI hwidd.yaml names for the key k opened at uri: a PKCS#11 URI
+ * gets the module-path= of the module the token was found in when it
+ * names none, and a pin-value= becomes pin-source=file:DIR/pin_name, the
+ * PIN written there (mode 0600): hwidd.yaml (0640) is no place for a
+ * PIN. */
+int ca_config_uri(const ca_setup *s, const char *uri, hwid_key *k, const char *pin_name, char **ret);
+
+/* ---- ca-setup.c ---- */
 
 /* With the CA key and certificate in place: TLS key + certificate,
- * DIR/hwidd.yaml, the database; prints what to do next. */
+ * DIR/ca.pem, DIR/hwidd.yaml, the database; then every staged file moves
+ * into DIR; prints what to do next. */
 int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert);
-
-/* uri, with module-path= added when it is a PKCS#11 URI without one (the
- * module the token was found in). */
-int uri_with_module(const char *uri, hwid_key *k, char **ret);
 
 /* The --http-listen option's help lines, shared by ca init and ca import. */
 #define CA_SETUP_HTTP_LISTEN_HELP                                                                  \

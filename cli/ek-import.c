@@ -1,5 +1,5 @@
 /* hwid ek import: the EK allowlist from a factory line's manifest
- * (service/ek-manifest.c), all entries or none. */
+ * (service/ca/ek-manifest.c), all entries or none. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -86,7 +86,7 @@ int cmd_jws_sign(int argc, char **argv) {
                 a.o.payload_len = len;
         }
         a.o.now = (int64_t) time(NULL);
-        if ((r = jws_device_sign(&a.o, &token)) < 0)
+        if ((r = jws_device_sign(&a.o, &token, NULL)) < 0)
                 return cli_fail(r);
         printf("%s\n", token);
         return fflush(stdout) == 0 ? 0 : cli_fail(hwid_fail(HWID_E_IO, "cannot write to standard output"));

@@ -78,13 +78,13 @@ static int64_t unix_time(const ASN1_TIME *t) {
 }
 
 static int signer_json(X509 *x, const char *identity, json_object **ret) {
-        _cleanup_free_ char *subject = NULL, *issuer = NULL, *serial = NULL;
+        _cleanup_free_ char *subject = NULL, *issuer_dn = NULL, *serial = NULL;
         json_object *o;
         char spki[65];
         int r;
 
         if ((r = name_to_string(X509_get_subject_name(x), &subject)) < 0 ||
-            (r = name_to_string(X509_get_issuer_name(x), &issuer)) < 0 ||
+            (r = name_to_string(X509_get_issuer_name(x), &issuer_dn)) < 0 ||
             (r = serial_to_hex(X509_get0_serialNumber(x), &serial)) < 0 ||
             (r = spki_sha256_hex(X509_get0_pubkey(x), spki)) < 0)
                 return r;
@@ -93,7 +93,7 @@ static int signer_json(X509 *x, const char *identity, json_object **ret) {
         json_object_object_add(o, "identity", json_object_new_string(identity));
         json_object_object_add(o, "subject", json_object_new_string(subject));
         json_object_object_add(o, "serial", json_object_new_string(serial));
-        json_object_object_add(o, "issuer", json_object_new_string(issuer));
+        json_object_object_add(o, "issuer", json_object_new_string(issuer_dn));
         json_object_object_add(o, "not_before", json_object_new_int64(unix_time(X509_get0_notBefore(x))));
         json_object_object_add(o, "not_after", json_object_new_int64(unix_time(X509_get0_notAfter(x))));
         json_object_object_add(o, "spki_sha256", json_object_new_string(spki));

@@ -10,6 +10,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "join.h"
+#include "json-read.h"
 #include "ossl-util.h"
 #include "pinned.h"
 #include "remote.h"
@@ -64,18 +65,18 @@ static int check_servers(const char *cmd, const remote_opts *o) {
 }
 
 int remote_check_usage(const char *cmd, const remote_opts *o, const char *config, bool server_alone) {
-        bool remote = remote_wanted(o);
+        bool is_remote = remote_wanted(o);
 
         if (o->n_servers > CLI_MAX_SERVERS)
                 return cli_usage(cmd, "at most %d --server options", CLI_MAX_SERVERS);
-        if (!remote && o->n_servers && !server_alone)
+        if (!is_remote && o->n_servers && !server_alone)
                 return cli_usage(cmd, "--server needs the operator's identity (--dir DIR, or --cert FILE --key URI)");
-        if (remote && config)
+        if (is_remote && config)
                 return cli_usage(cmd, "--config is for the CA host; --dir or --cert/--key for a remote hwidd");
-        if (!remote && (o->ca_hash || o->ca_file || o->tcti))
+        if (!is_remote && (o->ca_hash || o->ca_file || o->tcti))
                 return cli_usage(cmd, "--ca-hash, --ca-file and --tcti need the operator's identity "
                                       "(--dir DIR, or --cert FILE --key URI)");
-        if (!remote)
+        if (!is_remote)
                 return 0;
         if (check_servers(cmd, o) != 0)
                 return EXIT_USAGE;
@@ -221,19 +222,7 @@ int remote_open(const remote_opts *o, remote **ret) {
 }
 
 static int parse_answer(client_response *resp, json_object **ret) {
-        json_tokener *tok = json_tokener_new();
-        json_object *o;
-
-        if (!tok)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        o = json_tokener_parse_ex(tok, resp->body.data ? (const char *) resp->body.data : "", (int) resp->body.len);
-        json_tokener_free(tok);
-        if (!o || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return hwid_fail(HWID_E_INVALID, "the server's answer is not a JSON object");
-        }
-        *ret = o;
-        return 0;
+        return json_read(resp->body.data, resp->body.len, 16, 0, "the server's answer", ret);
 }
 
 int remote_call(remote *r, const char *method, const char *path, json_object *body, json_object **ret) {

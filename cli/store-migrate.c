@@ -1,5 +1,5 @@
 /* hwid store migrate: copies a SQLite store into PostgreSQL, with a count
- * check (service/store-pg-import.c), for moving a CA to several hwidd
+ * check (service/store/store-pg-import.c), for moving a CA to several hwidd
  * replicas (docs/HA.md). */
 #include <getopt.h>
 #include <stdio.h>

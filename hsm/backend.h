@@ -37,8 +37,10 @@ typedef struct hsm_backend {
         int (*custody)(void *obj, hwid_custody *ret);
         /* Removes the key from the device; obj must still be freed. */
         int (*remove)(void *obj);
-        /* Flushes what hsm_options.hold kept loaded; NULL if never any. */
-        void (*release)(void *obj);
+        /* Flushes what hsm_options.hold kept loaded; NULL if never any.
+         * Fails (-HWID_E_TPM_UNREACHABLE) when the device went away before
+         * a flush: what it names may still be loaded there. */
+        int (*release)(void *obj);
         void (*free)(void *obj);
 } hsm_backend;
 
@@ -57,6 +59,7 @@ typedef struct hsm_obj {
         _Atomic uint64_t sign_errors;
 } hsm_obj;
 
+/* References to o (provider.c): the last one frees the backend object. */
 hsm_obj *hsm_obj_ref(hsm_obj *o);
 void hsm_obj_unref(hsm_obj *o);
 

@@ -137,8 +137,11 @@ int hwid_key_sign_init(hwid_key *k, EVP_MD_CTX *mctx, const char *md);
  * else OpenSSL's. */
 int hwid_fail_signing(const char *what);
 
-/* Flushes what hold kept loaded (nothing otherwise); the key stays usable. */
-void hwid_key_release(hwid_key *k);
+/* Flushes what hold kept loaded (nothing otherwise); the key stays usable.
+ * -HWID_E_TPM_UNREACHABLE when the TPM went away before this flush or an
+ * earlier one of its connection: the detail names the objects it may
+ * still hold (never "nothing is left" when that is not known). */
+int hwid_key_release(hwid_key *k);
 
 /* What the device's signatures with k cost, measured in the one signing
  * path (hwid's provider) for every backend: how long each took (failed

@@ -51,39 +51,7 @@ int hsm_init(void) {
         return init_result;
 }
 
-hsm_obj *hsm_obj_ref(hsm_obj *o) {
-        if (o)
-                __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
-        return o;
-}
-
-void hsm_obj_unref(hsm_obj *o) {
-        if (!o || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) > 0)
-                return;
-        if (o->obj)
-                o->backend->free(o->obj);
-        EVP_PKEY_free(o->pub);
-        free(o);
-}
 DEFINE_TRIVIAL_CLEANUP_FUNC(hsm_obj *, hsm_obj_unref)
-
-int hsm_provider_pkey(hsm_obj *o, EVP_PKEY **ret) {
-        _cleanup_(EVP_PKEY_CTX_freep) EVP_PKEY_CTX *ctx = NULL;
-        bool rsa = hsm_key_type_rsa_bits(o->type) > 0;
-        void *ptr = o;
-        OSSL_PARAM params[] = {
-                OSSL_PARAM_octet_ptr(HWID_PARAM_OBJ, &ptr, sizeof(*o)),
-                OSSL_PARAM_END,
-        };
-        EVP_PKEY *pkey = NULL;
-
-        ctx = EVP_PKEY_CTX_new_from_name(NULL, rsa ? "RSA" : "EC", "provider=hwid");
-        if (!ctx || EVP_PKEY_fromdata_init(ctx) <= 0 ||
-            EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_KEYPAIR, params) <= 0)
-                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot expose the device key to OpenSSL");
-        *ret = pkey;
-        return 0;
-}
 
 /* The URI as shown in messages: a pin-value= (accepted for tests) is
  * replaced so that no PIN reaches an error line or a log. */
@@ -221,9 +189,10 @@ int hwid_fail_signing(const char *what) {
         return hwid_fail_ossl(HWID_E_CRYPTO, "signing %s failed", what);
 }
 
-void hwid_key_release(hwid_key *k) {
+int hwid_key_release(hwid_key *k) {
         if (k && k->obj->backend->release)
-                k->obj->backend->release(k->obj->obj);
+                return k->obj->backend->release(k->obj->obj);
+        return 0;
 }
 
 void hwid_key_free(hwid_key *k) {

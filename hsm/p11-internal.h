@@ -1,7 +1,8 @@
-/* Shared by the PKCS#11 backend's files: p11-module.c (modules, slot
- * lookup, the registry of tokens), p11-session.c (login, the session
- * pool, recovery of lost tokens), p11-object.c (finding objects) and
- * p11.c (key objects and operations).
+/* Shared by the PKCS#11 backend's files, each using only those before it:
+ * p11-session.c (return values, login, the session pool), p11-module.c
+ * (modules, slot lookup, the registry of tokens), p11-object.c (finding
+ * objects), p11-recover.c (recovery of lost tokens) and p11.c (key
+ * objects and operations).
  *
  * A p11_token is one token in one loaded module, shared by every key open
  * on it: PKCS#11 login state belongs to the application and the token, not
@@ -102,9 +103,38 @@ struct p11_key {
         struct p11_key *next; /* on tok->keys */
 };
 
+/* ---- p11-session.c ---- */
+
 /* Maps a PKCS#11 return value to a hwid error with a one-line detail;
  * `what` names the operation ("C_Sign with key 'x'").  Never sees a PIN. */
 int p11_fail(CK_RV rv, const char *token, const char *what);
+/* Return values after which the token may work again once its module is
+ * reinitialised and its sessions reopened and logged in: a lost session
+ * or login, a token removed (and perhaps put back), an HSM restarted. */
+bool p11_rv_recoverable(CK_RV rv);
+
+/* Logs the token in on session s with its PIN source. */
+int p11_login(p11_token *t, CK_SESSION_HANDLE s);
+/* Logs the token in on session s with the PIN of uri (at open). */
+int p11_login_uri(p11_token *t, CK_SESSION_HANDLE s, const key_uri *uri);
+/* Remembers uri's PIN source for t, unless it has one already; called
+ * with the registry lock held. */
+int p11_token_keep_pin(p11_token *t, const key_uri *uri);
+
+/* Opens a session on t outside the pool (the pool's, and a recovery's
+ * first one). */
+CK_RV p11_session_open(p11_token *t, CK_SESSION_HANDLE *ret);
+/* Borrows a session from the pool, waiting while all are in use or the
+ * module set is being recovered. */
+int p11_session_get(p11_token *t, CK_SESSION_HANDLE *ret);
+/* The same, with the token's own answer when there is no session (what
+ * p11_rv_recoverable() judges). */
+CK_RV p11_session_borrow(p11_token *t, CK_SESSION_HANDLE *ret);
+/* Returns a session; discard (bad, or an operation left active) swaps it
+ * for a new one first, or gives up its place if that fails. */
+void p11_session_put(p11_token *t, CK_SESSION_HANDLE s, bool discard);
+
+/* ---- p11-module.c ---- */
 
 /* Finds the token named by uri (loading modules on first use), logs in
  * with the URI's PIN if the token needs it, and returns a reference. */
@@ -116,39 +146,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(p11_token *, p11_token_release)
  * info and the number of online cores. */
 size_t p11_pool_size(const CK_TOKEN_INFO *ti, long cores);
 
-/* Borrows a session from the pool, waiting while all are in use or the
- * module set is being recovered. */
-int p11_session_get(p11_token *t, CK_SESSION_HANDLE *ret);
-/* The same, with the token's own answer when there is no session (what
- * p11_rv_recoverable() judges). */
-CK_RV p11_session_borrow(p11_token *t, CK_SESSION_HANDLE *ret);
-/* Returns a session; discard (bad, or an operation left active) swaps it
- * for a new one first, or gives up its place if that fails. */
-void p11_session_put(p11_token *t, CK_SESSION_HANDLE s, bool discard);
-
-/* Return values after which the token may work again once its module is
- * reinitialised and its sessions reopened and logged in: a lost session
- * or login, a token removed (and perhaps put back), an HSM restarted. */
-bool p11_rv_recoverable(CK_RV rv);
-/* The module set's generation, read before an operation: what
- * p11_recover() needs to tell whether another thread recovered since. */
-unsigned p11_token_gen(p11_token *t);
-/* After a recoverable failure, by a caller that holds no session of the
- * module set (the recovery waits until none is borrowed): reinitialises
- * its modules, finds each of its tokens and keys again and logs in.
- * Returns 0 at once when another thread has recovered since gen; after a
- * failed recovery, its reason at once for P11_RECOVERY_HOLDOFF_MS. */
-int p11_recover(p11_token *t, unsigned gen);
-
-/* Logs the token in on session s with its PIN source (p11-session.c). */
-int p11_login(p11_token *t, CK_SESSION_HANDLE s);
-/* Logs the token in on session s with the PIN of uri (at open). */
-int p11_login_uri(p11_token *t, CK_SESSION_HANDLE s, const key_uri *uri);
-/* Remembers uri's PIN source for t, unless it has one already; called
- * with the registry lock held. */
-int p11_token_keep_pin(p11_token *t, const key_uri *uri);
-
-/* ---- p11-module.c: what recovery needs of the registry ---- */
+/* What recovery needs of the registry. */
 void p11_registry_lock(void);
 void p11_registry_unlock(void);
 /* The first token of the registry (walk ->next); registry lock held. */
@@ -161,7 +159,17 @@ int p11_modset_reinit(p11_modset *ms);
 void p11_token_add_key(p11_token *t, p11_key *k);
 void p11_token_remove_key(p11_token *t, p11_key *k);
 
-/* ---- p11.c ---- */
+/* ---- p11-recover.c ---- */
+
+/* The module set's generation, read before an operation: what
+ * p11_recover() needs to tell whether another thread recovered since. */
+unsigned p11_token_gen(p11_token *t);
+/* After a recoverable failure, by a caller that holds no session of the
+ * module set (the recovery waits until none is borrowed): reinitialises
+ * its modules, finds each of its tokens and keys again and logs in.
+ * Returns 0 at once when another thread has recovered since gen; after a
+ * failed recovery, its reason at once for P11_RECOVERY_HOLDOFF_MS. */
+int p11_recover(p11_token *t, unsigned gen);
 /* Finds k's objects again on session s (after a recovery) and checks
  * that its public key is still the one it had. */
 int p11_key_refind(p11_key *k, CK_SESSION_HANDLE s);

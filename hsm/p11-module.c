@@ -18,33 +18,6 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static p11_modset *modsets;
 static p11_token *tokens;
 
-int p11_fail(CK_RV rv, const char *token, const char *what) {
-        switch (rv) {
-        case CKR_PIN_INCORRECT:
-        case CKR_PIN_LEN_RANGE:
-                return hwid_fail(HWID_E_PIN_INCORRECT, "wrong PIN for token '%s'", token);
-        case CKR_PIN_LOCKED:
-                return hwid_fail(HWID_E_PIN_LOCKED, "the user PIN of token '%s' is locked "
-                                                    "(unlock it with the SO PIN)", token);
-        case CKR_HOST_MEMORY:
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        case CKR_KEY_HANDLE_INVALID:
-        case CKR_OBJECT_HANDLE_INVALID:
-                return hwid_fail(HWID_E_KEY_NOT_FOUND, "%s: the key is no longer on token '%s'",
-                                 what, token);
-        case CKR_USER_NOT_LOGGED_IN:
-                return hwid_fail(HWID_E_HSM, "%s: token '%s' is no longer logged in (was it reset?)", what, token);
-        case CKR_TOKEN_NOT_PRESENT:
-        case CKR_DEVICE_REMOVED:
-                return hwid_fail(HWID_E_HSM, "%s: token '%s' was removed", what, token);
-        default:
-                /* Device errors, lost sessions, lost login and everything
-                 * else: the HSM is (for now) unusable for this request. */
-                return hwid_fail(HWID_E_HSM, "%s on token '%s' failed: %s (0x%lx)",
-                                 what, token, p11_kit_strerror(rv), (unsigned long) rv);
-        }
-}
-
 /* ---- module sets ---- */
 
 static const char *p11_kit_reason(void) {

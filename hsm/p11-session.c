@@ -1,16 +1,11 @@
-/* PKCS#11 sessions: login, the pool of sessions per token, and recovery
- * when a token is lost (removed and put back, an HSM restarted, a
- * session or the login gone).
+/* PKCS#11 sessions: what the token's return values mean, login, and the
+ * pool of sessions per token.
  *
  * Every session of a module set is borrowed and returned under the set's
- * one lock, which also counts the borrowed ones: a recovery raises
- * `recovering` (new borrowers wait), waits until nothing is borrowed,
- * reinitialises the modules, finds each token and key again and logs in;
- * then everyone goes on with fresh sessions.  Nothing is signed while
- * that happens, and no handle from before it is used after it. */
+ * one lock, which also counts the borrowed ones, so that a recovery
+ * (p11-recover.c) can wait until nothing is borrowed. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "error.h"
 #include "p11-internal.h"
@@ -18,11 +13,53 @@
 
 #define PIN_MAX 256
 
-static uint64_t now_ms(void) {
-        struct timespec ts;
+/* ---- return values ---- */
 
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+int p11_fail(CK_RV rv, const char *token, const char *what) {
+        switch (rv) {
+        case CKR_PIN_INCORRECT:
+        case CKR_PIN_LEN_RANGE:
+                return hwid_fail(HWID_E_PIN_INCORRECT, "wrong PIN for token '%s'", token);
+        case CKR_PIN_LOCKED:
+                return hwid_fail(HWID_E_PIN_LOCKED, "the user PIN of token '%s' is locked "
+                                                    "(unlock it with the SO PIN)", token);
+        case CKR_HOST_MEMORY:
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        case CKR_KEY_HANDLE_INVALID:
+        case CKR_OBJECT_HANDLE_INVALID:
+                return hwid_fail(HWID_E_KEY_NOT_FOUND, "%s: the key is no longer on token '%s'",
+                                 what, token);
+        case CKR_USER_NOT_LOGGED_IN:
+                return hwid_fail(HWID_E_HSM, "%s: token '%s' is no longer logged in (was it reset?)", what, token);
+        case CKR_TOKEN_NOT_PRESENT:
+        case CKR_DEVICE_REMOVED:
+                return hwid_fail(HWID_E_HSM, "%s: token '%s' was removed", what, token);
+        default:
+                /* Device errors, lost sessions, lost login and everything
+                 * else: the HSM is (for now) unusable for this request. */
+                return hwid_fail(HWID_E_HSM, "%s on token '%s' failed: %s (0x%lx)",
+                                 what, token, p11_kit_strerror(rv), (unsigned long) rv);
+        }
+}
+
+bool p11_rv_recoverable(CK_RV rv) {
+        switch (rv) {
+        case CKR_SESSION_HANDLE_INVALID:
+        case CKR_SESSION_CLOSED:
+        case CKR_DEVICE_REMOVED:
+        case CKR_TOKEN_NOT_PRESENT:
+        case CKR_TOKEN_NOT_RECOGNIZED:
+        case CKR_USER_NOT_LOGGED_IN:
+        case CKR_SLOT_ID_INVALID:
+        case CKR_CRYPTOKI_NOT_INITIALIZED:
+        /* A token that vanished leaves its objects' handles dangling
+         * (SoftHSM2 answers this when its token directory is gone). */
+        case CKR_KEY_HANDLE_INVALID:
+        case CKR_OBJECT_HANDLE_INVALID:
+                return true;
+        default:
+                return false;
+        }
 }
 
 /* ---- login ---- */
@@ -92,7 +129,7 @@ int p11_token_keep_pin(p11_token *t, const key_uri *uri) {
 
 /* ---- the pool ---- */
 
-static CK_RV session_open(p11_token *t, CK_SESSION_HANDLE *ret) {
+CK_RV p11_session_open(p11_token *t, CK_SESSION_HANDLE *ret) {
         return t->mod->C_OpenSession(t->slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, ret);
 }
 
@@ -129,7 +166,7 @@ static CK_RV session_borrow(p11_token *t, CK_SESSION_HANDLE *ret) {
         }
         t->n_open++; /* reserve the place, then open outside the lock */
         pthread_mutex_unlock(&ms->lock);
-        rv = session_open(t, ret);
+        rv = p11_session_open(t, ret);
         if (rv != CKR_OK)
                 pool_forget(t);
         return rv;
@@ -153,10 +190,10 @@ static CK_RV session_swap(p11_token *t, CK_SESSION_HANDLE *s) {
         CK_RV rv;
 
         *s = CK_INVALID_HANDLE;
-        rv = session_open(t, s);
+        rv = p11_session_open(t, s);
         t->mod->C_CloseSession(old);
         if (rv == CKR_SESSION_COUNT) /* at the token's limit: now there is room */
-                rv = session_open(t, s);
+                rv = p11_session_open(t, s);
         if (rv == CKR_OK && (t->token_flags & CKF_LOGIN_REQUIRED)) {
                 rv = t->mod->C_GetSessionInfo(*s, &si);
                 if (rv == CKR_OK && si.state != CKS_RW_USER_FUNCTIONS)
@@ -182,140 +219,4 @@ void p11_session_put(p11_token *t, CK_SESSION_HANDLE s, bool discard) {
         ms->busy--;
         pthread_cond_broadcast(&ms->cond);
         pthread_mutex_unlock(&ms->lock);
-}
-
-/* ---- recovery ---- */
-
-static _Atomic unsigned long n_recovered, n_recovery_failed;
-
-void hsm_recovery_stats_get(hsm_recovery_stats *ret) {
-        *ret = (hsm_recovery_stats) { .recovered = n_recovered, .failed = n_recovery_failed };
-}
-
-bool p11_rv_recoverable(CK_RV rv) {
-        switch (rv) {
-        case CKR_SESSION_HANDLE_INVALID:
-        case CKR_SESSION_CLOSED:
-        case CKR_DEVICE_REMOVED:
-        case CKR_TOKEN_NOT_PRESENT:
-        case CKR_TOKEN_NOT_RECOGNIZED:
-        case CKR_USER_NOT_LOGGED_IN:
-        case CKR_SLOT_ID_INVALID:
-        case CKR_CRYPTOKI_NOT_INITIALIZED:
-        /* A token that vanished leaves its objects' handles dangling
-         * (SoftHSM2 answers this when its token directory is gone). */
-        case CKR_KEY_HANDLE_INVALID:
-        case CKR_OBJECT_HANDLE_INVALID:
-                return true;
-        default:
-                return false;
-        }
-}
-
-unsigned p11_token_gen(p11_token *t) {
-        return __atomic_load_n(&t->modset->gen, __ATOMIC_ACQUIRE);
-}
-
-/* Closes every session of the set's tokens (nothing is borrowed). */
-static void close_all(p11_modset *ms) {
-        for (p11_token *t = p11_registry_tokens(); t; t = t->next) {
-                if (t->modset != ms)
-                        continue;
-                for (size_t i = 0; i < t->n_idle; i++)
-                        (void) t->mod->C_CloseSession(t->idle[i]);
-                t->n_idle = t->n_open = 0;
-        }
-}
-
-/* One token after the modules came back: its slot, a logged-in session
- * (left in the pool) and its keys. */
-static int reopen_token(p11_token *t) {
-        CK_SESSION_HANDLE s;
-        CK_RV rv;
-        int r = p11_token_refind(t);
-
-        if (r < 0)
-                return r;
-        rv = session_open(t, &s);
-        if (rv != CKR_OK)
-                return p11_fail(rv, t->label, "C_OpenSession");
-        r = p11_login(t, s);
-        for (p11_key *k = t->keys; r >= 0 && k; k = k->next)
-                r = p11_key_refind(k, s);
-        if (r < 0) {
-                (void) t->mod->C_CloseSession(s);
-                return r;
-        }
-        t->idle[t->n_idle++] = s;
-        t->n_open++;
-        return 0;
-}
-
-/* The recovery proper, with nothing borrowed; the registry lock keeps
- * the set's tokens and keys in place.  Returns t's own outcome (another
- * token of the set that is still gone fails only its own users). */
-static int recover_set(p11_modset *ms, p11_token *t) {
-        int r, rt = 0;
-
-        p11_registry_lock();
-        close_all(ms);
-        r = p11_modset_reinit(ms);
-        for (p11_token *o = p11_registry_tokens(); o; o = o->next) {
-                int ro = r;
-
-                if (o->modset != ms)
-                        continue;
-                if (ro >= 0)
-                        ro = reopen_token(o);
-                o->lost = ro < 0;
-                if (ro < 0) {
-                        snprintf(o->why, sizeof(o->why), "%s", hwid_strerror(ro));
-                        o->retry_at_ms = now_ms() + P11_RECOVERY_HOLDOFF_MS;
-                }
-                if (o == t)
-                        rt = ro;
-        }
-        p11_registry_unlock();
-        return rt;
-}
-
-/* Called with ms->lock held: whether t needs no recovery (0), cannot have
- * one yet (its last failure), or needs one (1). */
-static int recovery_needed(p11_token *t, unsigned gen) {
-        if (t->modset->gen != gen && !t->lost)
-                return 0; /* another thread recovered since */
-        if (t->lost && now_ms() < t->retry_at_ms)
-                return hwid_fail(HWID_E_HSM, "%s", t->why);
-        return 1;
-}
-
-int p11_recover(p11_token *t, unsigned gen) {
-        p11_modset *ms = t->modset;
-        int r;
-
-        pthread_mutex_lock(&ms->lock);
-        while (ms->recovering)
-                pthread_cond_wait(&ms->cond, &ms->lock);
-        r = recovery_needed(t, gen);
-        if (r <= 0) {
-                pthread_mutex_unlock(&ms->lock);
-                return r;
-        }
-        ms->recovering = true;
-        while (ms->busy > 0)
-                pthread_cond_wait(&ms->cond, &ms->lock);
-        pthread_mutex_unlock(&ms->lock);
-
-        r = recover_set(ms, t);
-
-        pthread_mutex_lock(&ms->lock);
-        __atomic_add_fetch(&ms->gen, 1, __ATOMIC_RELEASE);
-        ms->recovering = false;
-        pthread_cond_broadcast(&ms->cond);
-        pthread_mutex_unlock(&ms->lock);
-        if (r < 0)
-                n_recovery_failed++;
-        else
-                n_recovered++;
-        return r;
 }

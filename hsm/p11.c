@@ -80,27 +80,6 @@ static int key_new(p11_token **t, CK_OBJECT_HANDLE priv, CK_OBJECT_HANDLE pub, C
         return 0;
 }
 
-int p11_key_refind(p11_key *k, CK_SESSION_HANDLE s) {
-        _cleanup_(EVP_PKEY_freep) EVP_PKEY *pkey = NULL;
-        key_uri u = { .scheme = KEY_URI_PKCS11, .object = k->object, .id = k->id, .id_len = k->id_len };
-        CK_OBJECT_HANDLE priv, pub;
-        CK_KEY_TYPE kt;
-        hwid_key_type type;
-        int r;
-
-        if ((r = p11_find_private(k->tok, s, &u, k->desc, &priv)) < 0 ||
-            (r = p11_find_public(k->tok, s, priv, &u, k->desc, &pub)) < 0 ||
-            (r = p11_load_public(k->tok, s, priv, pub, &kt, &pkey, &type)) < 0)
-                return r;
-        /* Never sign with another key that took its name meanwhile. */
-        if (kt != k->kt || EVP_PKEY_eq(pkey, k->pub_key) != 1)
-                return hwid_fail(HWID_E_HSM, "the key %s on token '%s' is not the key it was before the token "
-                                 "was lost", k->desc, k->tok->label);
-        k->priv = priv;
-        k->pub = pub;
-        return 0;
-}
-
 static int p11_open(const key_uri *uri, const hsm_options *opts, void **ret_obj, EVP_PKEY **ret_pub) {
         _cleanup_(p11_token_releasep) p11_token *t = NULL;
         _cleanup_(p11_sess_putp) p11_sess s = { 0 };

@@ -3,13 +3,16 @@
  * default-provider copy of the public key.  Export hands out the public
  * part only and refuses anything private: that refusal is what makes
  * OpenSSL fall back to our signature implementation instead of trying the
- * default provider's (which would fail with "missing private key"). */
+ * default provider's (which would fail with "missing private key").
+ * key.c makes the hwid_key around it (and loads this provider). */
 #include <string.h>
 
 #include <openssl/core_names.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
 
+#include "error.h"
+#include "ossl-util.h"
 #include "provider.h"
 
 static const OSSL_ALGORITHM keymgmt_algs[] = {
@@ -46,6 +49,41 @@ int hwid_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
         *out = provider_functions;
         *provctx = (void *) handle;
         return 1;
+}
+
+/* ---- the device key the key data holds, shared with its hwid_key ---- */
+
+hsm_obj *hsm_obj_ref(hsm_obj *o) {
+        if (o)
+                __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
+        return o;
+}
+
+void hsm_obj_unref(hsm_obj *o) {
+        if (!o || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) > 0)
+                return;
+        if (o->obj)
+                o->backend->free(o->obj);
+        EVP_PKEY_free(o->pub);
+        free(o);
+}
+
+int hsm_provider_pkey(hsm_obj *o, EVP_PKEY **ret) {
+        _cleanup_(EVP_PKEY_CTX_freep) EVP_PKEY_CTX *ctx = NULL;
+        bool rsa = hsm_key_type_rsa_bits(o->type) > 0;
+        void *ptr = o;
+        OSSL_PARAM params[] = {
+                OSSL_PARAM_octet_ptr(HWID_PARAM_OBJ, &ptr, sizeof(*o)),
+                OSSL_PARAM_END,
+        };
+        EVP_PKEY *pkey = NULL;
+
+        ctx = EVP_PKEY_CTX_new_from_name(NULL, rsa ? "RSA" : "EC", "provider=hwid");
+        if (!ctx || EVP_PKEY_fromdata_init(ctx) <= 0 ||
+            EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_KEYPAIR, params) <= 0)
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot expose the device key to OpenSSL");
+        *ret = pkey;
+        return 0;
 }
 
 /* ---- key data ---- */

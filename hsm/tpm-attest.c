@@ -48,8 +48,7 @@ struct tpm_attest {
         uint8_t ak_wire[TPM_PUBLIC_MAX];
         size_t ak_wire_len;
         TPMS_CONTEXT *ak_saved;
-        ESYS_TR ak_held;     /* hsm_options.hold: the AK still loaded, in conn->gen ak_gen */
-        unsigned ak_gen;
+        tpm_held ak_held;    /* hsm_options.hold: the AK still loaded */
 };
 
 static const TPM2B_SENSITIVE_CREATE empty_sensitive;
@@ -285,8 +284,7 @@ static int ak_create(tpm_attest *a, bool hold) {
         if (r < 0)
                 return r;
         if (hold) {
-                a->ak_held = tpm_tr_take(&ak);
-                a->ak_gen = a->conn->gen;
+                tpm_held_keep(a->conn, &a->ak_held, &ak);
                 return 0;
         }
         rc = Esys_ContextSave(a->conn->esys, ak.tr, &a->ak_saved);
@@ -301,23 +299,29 @@ static int attest_connect(tpm_attest *a, const hsm_options *opts) {
         return tpm_conn_get(tcti && *tcti ? tcti : NULL, &a->conn);
 }
 
+static int begin_locked(tpm_attest *a, tpm_ek_alg alg, bool hold) {
+        _cleanup_unlock_ tpm_conn *locked = NULL;
+        int r = tpm_conn_lock(a->conn, &locked);
+
+        if (r >= 0)
+                r = ek_cert_read(a, alg);
+        if (r >= 0)
+                r = ak_create(a, hold);
+        return r;
+}
+
 int tpm_attest_begin(const hsm_options *opts, tpm_ek_alg alg, tpm_attest **ret) {
         _cleanup_(tpm_attest_freep) tpm_attest *a = calloc(1, sizeof(*a));
-        _cleanup_unlock_ tpm_conn *locked = NULL;
         int r;
 
         if (!a)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        a->ak_held = ESYS_TR_NONE;
+        a->ak_held = (tpm_held) TPM_HELD;
         if ((unsigned) alg >= _TPM_EK_ALG_MAX)
                 return hwid_fail(HWID_E_INVALID, "unknown EK type %d", (int) alg);
         r = attest_connect(a, opts);
-        if (r >= 0)
-                r = tpm_conn_lock(a->conn, &locked);
-        if (r >= 0)
-                r = ek_cert_read(a, alg);
-        if (r >= 0)
-                r = ak_create(a, opts && opts->hold);
+        if (r >= 0) /* a flush lost on the way fails it too: the TPM went away */
+                r = tpm_conn_left_report(a->conn, begin_locked(a, alg, opts && opts->hold));
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(a);
@@ -547,9 +551,9 @@ static int respond_loaded(tpm_conn *c, ESYS_TR key, const TPMT_PUBLIC *pub, cons
                 return hwid_fail(HWID_E_INVALID, "%s is in the TPM at %s, not in the TPM being attested (%s)",
                                  desc, tpm_conn_name(c), tpm_conn_name(a->conn));
         /* The answer is the AK's last use: a held one is flushed with it. */
-        if (a->ak_held != ESYS_TR_NONE && a->ak_gen == c->gen) {
-                ak.tr = a->ak_held;
-                a->ak_held = ESYS_TR_NONE;
+        if (tpm_held_live(c, &a->ak_held)) {
+                ak.tr = a->ak_held.tr;
+                a->ak_held.tr = ESYS_TR_NONE;
         } else if (!a->ak_saved) {
                 return hwid_fail(HWID_E_TPM, "the attestation key is gone (the TPM connection was lost)");
         } else if ((rc = Esys_ContextLoad(c->esys, a->ak_saved, &ak.tr)) != TSS2_RC_SUCCESS) {
@@ -581,7 +585,7 @@ int tpm_attest_respond(tpm_attest *a, hwid_key *key, const tpm_attest_challenge 
         if (r < 0)
                 return r;
         x.ans = ans;
-        r = tpm_key_with_loaded(obj, respond_loaded, &x);
+        r = tpm_conn_left_report(a->conn, tpm_key_with_loaded(obj, respond_loaded, &x));
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(ans);
@@ -592,10 +596,9 @@ void tpm_attest_free(tpm_attest *a) {
         if (!a)
                 return;
         Esys_Free(a->ak_saved);
-        if (a->conn && a->ak_held != ESYS_TR_NONE) {
+        if (a->conn && a->ak_held.tr != ESYS_TR_NONE) {
                 pthread_mutex_lock(&a->conn->lock);
-                if (a->ak_gen == a->conn->gen && !a->conn->broken)
-                        (void) Esys_FlushContext(a->conn->esys, a->ak_held);
+                tpm_held_flush(a->conn, &a->ak_held);
                 pthread_mutex_unlock(&a->conn->lock);
         }
         if (a->conn)

@@ -3,7 +3,7 @@
  * Three proofs, after the TCG "TPM 2.0 Keys for Device Identity and
  * Attestation" and the credential activation Keylime and SPIRE use:
  *   1. the TPM's endorsement key (EK) certificate, read from the TPM's NV,
- *      chains to a manufacturer root (checked by the CA, service/attest-verify.h);
+ *      chains to a manufacturer root (checked by the CA, service/attest/attest-verify.h);
  *   2. an attestation key (AK) lives in the TPM that holds that EK: the CA
  *      encrypts a secret to the EK bound to the AK's name (MakeCredential,
  *      done in software by the CA) and only that TPM, with that AK loaded,

@@ -26,6 +26,10 @@ typedef struct tpm_conn {
         ESYS_CONTEXT *esys;
         bool broken;  /* esys is unusable: reconnect before the next call */
         unsigned gen; /* bumped by each reconnect; ESYS_TRs die with it */
+        /* Transient objects whose flush was lost with the connection: the
+         * TPM may still hold them (unless it restarted), until reported. */
+        uint32_t left[8];
+        size_t n_left;
 } tpm_conn;
 
 /* The process's connection for tcti (NULL: the tpm2-tss default), opened
@@ -42,9 +46,22 @@ void tpm_conn_unlockp(tpm_conn **c);
 const char *tpm_conn_name(const tpm_conn *c);
 
 /* For a failed ESYS call, with c->lock held: -HWID_E_TPM_UNREACHABLE for
- * a transport failure, else -HWID_E_TPM with "<what>: <decoded rc>".
- * Anything but a TPM response code marks the connection broken. */
+ * a transport failure ("<what>: the TPM at T went away"), else
+ * -HWID_E_TPM with "<what>: <decoded rc>".  Anything but a TPM response
+ * code marks the connection broken. */
 int tpm_fail(tpm_conn *c, TSS2_RC rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* An ESYS call whose failure the caller can live with (a cleanup, a
+ * shortcut), with c->lock held: anything but a TPM response code still
+ * marks the connection broken, so that the next command reconnects
+ * instead of failing with ESYS's BAD_SEQUENCE. */
+void tpm_conn_check(tpm_conn *c, TSS2_RC rc);
+/* With c->lock held: the TPM may still hold the transient object at
+ * handle, whose flush was lost with the connection. */
+void tpm_conn_left(tpm_conn *c, uint32_t handle);
+/* Takes c->lock: r when no flush was lost; else the objects that may be
+ * left, appended to r's detail (r < 0) or as -HWID_E_TPM_UNREACHABLE
+ * (r >= 0: the operation itself worked).  They are reported once. */
+int tpm_conn_left_report(tpm_conn *c, int r);
 /* A TPM format-one response code, whichever handle or parameter it names. */
 bool tpm_rc_is_fmt1(TSS2_RC rc, TSS2_RC code);
 
@@ -66,6 +83,23 @@ static inline ESYS_TR tpm_tr_take(tpm_tr *t) {
         t->tr = ESYS_TR_NONE;
         return tr;
 }
+
+/* A transient object kept loaded across operations (hsm_options.hold, a
+ * held AK), valid on the connection of generation gen only; handle names
+ * it when its flush is lost.  All with the connection's lock held. */
+typedef struct tpm_held {
+        ESYS_TR tr;
+        unsigned gen;
+        uint32_t handle;
+} tpm_held;
+#define TPM_HELD { .tr = ESYS_TR_NONE }
+/* Keeps the object of guard t (which then has nothing to flush). */
+void tpm_held_keep(tpm_conn *c, tpm_held *h, tpm_tr *t);
+/* Whether h holds an object on c's current connection; one loaded on a
+ * connection since lost is forgotten, as possibly left in the TPM. */
+bool tpm_held_live(tpm_conn *c, tpm_held *h);
+/* Flushes h's object (or records it as possibly left); h is empty after. */
+void tpm_held_flush(tpm_conn *c, tpm_held *h);
 
 static inline void esys_freep(void *p) {
         Esys_Free(*(void **) p);

@@ -46,24 +46,15 @@ typedef struct tpm_key {
         TPMS_CONTEXT *saved; /* a key file's loaded object, saved */
         bool removed;
         bool hold;           /* keep a key file's key loaded (hsm_options.hold) */
-        ESYS_TR held;        /* ...here, valid in conn->gen held_gen */
-        unsigned held_gen;
+        tpm_held held;       /* ...here */
 } tpm_key;
-
-/* Flushes the held key, with conn->lock held; a handle from before a
- * reconnect died with its connection. */
-static void held_flush(tpm_key *k) {
-        if (k->held != ESYS_TR_NONE && k->held_gen == k->conn->gen && !k->conn->broken)
-                (void) Esys_FlushContext(k->conn->esys, k->held);
-        k->held = ESYS_TR_NONE;
-}
 
 static void tpm_key_free(tpm_key *k) {
         if (!k)
                 return;
         if (k->conn) {
                 pthread_mutex_lock(&k->conn->lock);
-                held_flush(k);
+                tpm_held_flush(k->conn, &k->held);
                 Esys_Free(k->saved);
                 /* A record from before a reconnect died with its context. */
                 if (k->persistent != ESYS_TR_NONE && k->persistent_gen == k->conn->gen && !k->conn->broken)
@@ -84,7 +75,7 @@ static int tpm_key_new(const key_uri *uri, tpm_key **ret) {
         if (!k)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         k->persistent = ESYS_TR_NONE;
-        k->held = ESYS_TR_NONE;
+        k->held = (tpm_held) TPM_HELD;
         if (uri->path) {
                 k->path = strdup(uri->path);
                 if (!k->path)
@@ -157,11 +148,22 @@ static int file_key_load(tpm_key *k, tpm_tr *ret) {
         tpm_parent_done(&parent);
         /* Only a shortcut for next time: if it fails, the next operation
          * goes through the primary again.  A held key needs none. */
-        if (!k->hold && Esys_ContextSave(k->conn->esys, key.tr, &saved) == TSS2_RC_SUCCESS)
-                k->saved = saved;
+        if (!k->hold) {
+                rc = Esys_ContextSave(k->conn->esys, key.tr, &saved);
+                tpm_conn_check(k->conn, rc);
+                if (rc == TSS2_RC_SUCCESS)
+                        k->saved = saved;
+        }
         ret->tr = key.tr;
         key.tr = ESYS_TR_NONE;
         return 0;
+}
+
+/* Flushes the held key (hsm_options.hold), or records it as possibly left. */
+static void held_release(tpm_key *k) {
+        pthread_mutex_lock(&k->conn->lock);
+        tpm_held_flush(k->conn, &k->held);
+        pthread_mutex_unlock(&k->conn->lock);
 }
 
 /* ESYS's record of whatever is at k->handle, or ESYS_TR_NONE if vacant. */
@@ -233,19 +235,16 @@ static int key_acquire(tpm_key *k, tpm_tr *loaded, ESYS_TR *ret) {
                 return hwid_fail(HWID_E_KEY_NOT_FOUND, "%s was removed", k->desc);
         if (!k->path)
                 return persistent_get(k, ret);
-        if (k->held != ESYS_TR_NONE && k->held_gen == k->conn->gen) {
-                *ret = k->held;
+        if (tpm_held_live(k->conn, &k->held)) {
+                *ret = k->held.tr;
                 return 0;
         }
-        k->held = ESYS_TR_NONE;
         r = file_key_load(k, loaded);
         if (r < 0)
                 return r;
         *ret = loaded->tr;
-        if (k->hold) { /* ours now, not the caller's guard's */
-                k->held = tpm_tr_take(loaded);
-                k->held_gen = k->conn->gen;
-        }
+        if (k->hold) /* ours now, not the caller's guard's */
+                tpm_held_keep(k->conn, &k->held, loaded);
         return 0;
 }
 
@@ -290,6 +289,7 @@ static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
         _cleanup_(tpm_parent_done) tpm_parent parent = TPM_PARENT(k->conn, 0);
         _cleanup_(tpm_tr_flush) tpm_tr key = TPM_TR(k->conn);
         TPMS_CONTEXT *saved = NULL;
+        TSS2_RC rc;
         int r;
 
         r = tpm_conn_lock(k->conn, &locked);
@@ -300,13 +300,14 @@ static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
         k->parent = parent.handle;
         tpm_parent_done(&parent);
         if (k->hold) { /* kept loaded for the operations to come */
-                k->held = tpm_tr_take(&key);
-                k->held_gen = k->conn->gen;
+                tpm_held_keep(k->conn, &k->held, &key);
                 return 0;
         }
         /* Only a shortcut: without it the first signature loads the key
          * through the primary, as after hwid_key_open(). */
-        if (Esys_ContextSave(k->conn->esys, key.tr, &saved) == TSS2_RC_SUCCESS)
+        rc = Esys_ContextSave(k->conn->esys, key.tr, &saved);
+        tpm_conn_check(k->conn, rc);
+        if (rc == TSS2_RC_SUCCESS)
                 k->saved = saved;
         return 0;
 }
@@ -415,9 +416,14 @@ static int tpm2_create(const key_uri *uri, hwid_key_type type, bool force,
                 r = tpm_key_connect(k, opts);
         if (r < 0)
                 return r;
+        /* Made, a flush lost on the way is reported by the key's next
+         * operation (its signature).  Not made, what the TPM may still
+         * hold is said now, the held key's flush included. */
         r = k->path ? create_file(k, &tmpl, opts, ret_pub) : create_persistent(k, &tmpl, force, opts, ret_pub);
-        if (r < 0)
-                return r;
+        if (r < 0) {
+                held_release(k);
+                return tpm_conn_left_report(k->conn, r);
+        }
         *ret_obj = TAKE_PTR(k);
         return 0;
 }
@@ -519,7 +525,8 @@ static int tpm2_sign(void *obj, hsm_sig_scheme scheme, int md_nid, const uint8_t
         if (r < 0)
                 return r;
         memcpy(d.buffer, digest, digest_len); /* at most 64 bytes, checked above */
-        r = sign_locked(k, &s, &d, &signature);
+        /* A flush lost after the signature fails it too: the TPM went away. */
+        r = tpm_conn_left_report(k->conn, sign_locked(k, &s, &d, &signature));
         if (r < 0)
                 return r;
         return tpm_sig_encode(signature, sig, siglen);
@@ -552,7 +559,7 @@ static int tpm2_custody(void *obj, hwid_custody *ret) {
         TPMA_OBJECT a;
         int r;
 
-        r = read_public(k, &pub);
+        r = tpm_conn_left_report(k->conn, read_public(k, &pub));
         if (r < 0)
                 return r;
         a = pub->publicArea.objectAttributes;
@@ -581,7 +588,7 @@ static int remove_file(tpm_key *k) {
                 return hwid_fail(errno == ENOENT ? HWID_E_KEY_NOT_FOUND : HWID_E_IO,
                                  "cannot remove %s: %s", k->path, strerror(errno));
         pthread_mutex_lock(&k->conn->lock);
-        held_flush(k);
+        tpm_held_flush(k->conn, &k->held);
         Esys_Free(TAKE_PTR(k->saved));
         k->removed = true;
         pthread_mutex_unlock(&k->conn->lock);
@@ -617,14 +624,13 @@ static int tpm2_remove(void *obj) {
         return k->path ? remove_file(k) : remove_persistent(k);
 }
 
-static void tpm2_release(void *obj) {
+static int tpm2_release(void *obj) {
         tpm_key *k = obj;
 
         if (!k->conn)
-                return;
-        pthread_mutex_lock(&k->conn->lock);
-        held_flush(k);
-        pthread_mutex_unlock(&k->conn->lock);
+                return 0;
+        held_release(k);
+        return tpm_conn_left_report(k->conn, 0);
 }
 
 static void tpm2_free(void *obj) {

@@ -92,31 +92,58 @@ static size_t attr_name_len(const char *seg, size_t seg_len) {
         return eq ? (size_t) (eq - seg) : seg_len;
 }
 
-/* Whether the attribute named like seg occurs in the segments of
- * s[0..end) (separated by any of seps) before seg. */
-static bool attr_seen_before(const char *s, const char *seg, size_t name_len, const char *seps) {
-        for (const char *p = s; p < seg; p += strcspn(p, seps) + 1) {
-                size_t len = strcspn(p, seps);
-                if (attr_name_len(p, len) == name_len && memcmp(p, seg, name_len) == 0)
+/* The attributes p11-kit recognises (RFC 7512): a path attribute names
+ * what to match, a query attribute how to reach it. */
+#define PATH_ATTRS "token, object, id, type, serial, manufacturer, model, slot-id, slot-description, " \
+                   "slot-manufacturer, library-description, library-manufacturer, library-version"
+#define QUERY_ATTRS "pin-source, pin-value, module-name, module-path"
+
+/* Whether name (n bytes) is one of the comma-separated names in list. */
+static bool attr_known(const char *list, const char *name, size_t n) {
+        for (const char *p = list; *p; p += strspn(p, ", ")) {
+                size_t len = strcspn(p, ",");
+                if (len == n && memcmp(p, name, n) == 0)
                         return true;
+                p += len;
         }
         return false;
 }
 
-/* p11-kit keeps the last of two equal attributes; a URI that names one
- * twice (two pin-source, two token) is ambiguous, so it is refused. */
-static int refuse_duplicates(const char *s) {
-        const char *body = s + strlen("pkcs11:"), *p = body;
+/* One part of a PKCS#11 URI (the path, separated by ';', or the query,
+ * by '&'): every attribute is one hwid knows, and none occurs twice.
+ * p11-kit itself ignores an unknown query attribute (a typo such as
+ * pin-valu= would drop the PIN without a word) and keeps the last of two
+ * equal attributes (two pin-source, two token): both are refused. */
+static int check_part(const char *part, size_t len, char sep, const char *known, const char *kind) {
+        const char *end = part + len;
 
-        for (;;) {
-                size_t seg_len = strcspn(p, ";?&"), name_len = attr_name_len(p, seg_len);
+        for (const char *p = part; p < end;) {
+                const char *q = memchr(p, sep, (size_t) (end - p));
+                size_t seg_len = q ? (size_t) (q - p) : (size_t) (end - p), n = attr_name_len(p, seg_len);
 
-                if (name_len > 0 && attr_seen_before(body, p, name_len, ";?&"))
-                        return hwid_fail(HWID_E_URI, "PKCS#11 URI names '%.*s' more than once", (int) name_len, p);
-                if (!p[seg_len])
-                        return 0;
+                if (n > 0 && !attr_known(known, p, n))
+                        return hwid_fail(HWID_E_URI, "PKCS#11 URI has a %s attribute '%.*s' hwid does not know "
+                                         "(known: %s)", kind, (int) n, p, known);
+                for (const char *o = part; n > 0 && o < p;) {
+                        const char *oq = memchr(o, sep, (size_t) (p - o));
+                        size_t o_len = oq ? (size_t) (oq - o) : (size_t) (p - o);
+                        if (attr_name_len(o, o_len) == n && memcmp(o, p, n) == 0)
+                                return hwid_fail(HWID_E_URI, "PKCS#11 URI names '%.*s' more than once", (int) n, p);
+                        o += o_len + 1;
+                }
                 p += seg_len + 1;
         }
+        return 0;
+}
+
+static int check_pkcs11_attributes(const char *s) {
+        const char *body = s + strlen("pkcs11:");
+        size_t path_len = strcspn(body, "?");
+        int r = check_part(body, path_len, ';', PATH_ATTRS, "path");
+
+        if (r < 0 || !body[path_len])
+                return r;
+        return check_part(body + path_len + 1, strlen(body + path_len + 1), '&', QUERY_ATTRS, "query");
 }
 
 static int parse_pkcs11(const char *s, key_uri *u) {
@@ -124,7 +151,7 @@ static int parse_pkcs11(const char *s, key_uri *u) {
         int r;
 
         u->scheme = KEY_URI_PKCS11;
-        if ((r = refuse_duplicates(s)) < 0)
+        if ((r = check_pkcs11_attributes(s)) < 0)
                 return r;
         u->p11 = p11_kit_uri_new();
         if (!u->p11)
@@ -132,10 +159,9 @@ static int parse_pkcs11(const char *s, key_uri *u) {
         r = p11_kit_uri_parse(s, P11_KIT_URI_FOR_ANY, u->p11);
         if (r != P11_KIT_URI_OK)
                 return hwid_fail(HWID_E_URI, "malformed PKCS#11 URI: %s", p11_kit_uri_message(r));
+        /* Only if the lists above and p11-kit's part ways (a newer p11-kit). */
         if (p11_kit_uri_any_unrecognized(u->p11))
-                return hwid_fail(HWID_E_URI, "PKCS#11 URI has an attribute hwid does not know "
-                                             "(known: token, object, id, serial, manufacturer, model, "
-                                             "slot-id, module-name, module-path, pin-source, pin-value)");
+                return hwid_fail(HWID_E_URI, "PKCS#11 URI has an attribute p11-kit does not know");
         if ((r = token_label(u->p11, &u->token)) < 0 ||
             (r = attr_string(u->p11, CKA_LABEL, &u->object)) < 0 ||
             (r = dup_opt(p11_kit_uri_get_module_path(u->p11), &u->module_path)) < 0 ||
@@ -178,10 +204,28 @@ static int parse_tpm_handle(const char *v, key_uri *u) {
         return 0;
 }
 
+/* tpm2: URIs have no query attributes: a '?' would otherwise become part
+ * of a handle (refused as a bad number) or of a path (a key file nobody
+ * meant), and the attribute after it would be ignored. */
+static int refuse_tpm2_query(const char *body) {
+        const char *q = strchr(body, '?');
+        size_t n;
+
+        if (!q)
+                return 0;
+        q++;
+        n = attr_name_len(q, strcspn(q, "&"));
+        return hwid_fail(HWID_E_URI, "TPM URI has a query attribute '%.*s' hwid does not know "
+                         "(tpm2: URIs take none)", (int) n, q);
+}
+
 static int parse_tpm2(const char *s, key_uri *u) {
         const char *body = s + strlen("tpm2:");
+        int r;
 
         u->scheme = KEY_URI_TPM2;
+        if ((r = refuse_tpm2_query(body)) < 0)
+                return r;
         if (strncmp(body, "handle=", 7) == 0)
                 return parse_tpm_handle(body + 7, u);
         if (strncmp(body, "file=", 5) == 0) {

@@ -7,7 +7,11 @@
  * (401) and the operator roles.  Audit-only rolls out *scoping* rules (a
  * node acts on itself, a token on its profile and pattern, the profiles'
  * name and key rules); it never authenticates anyone nor gives anyone a
- * role or a provisioner's scope. */
+ * role or a provisioner's scope.
+ *
+ * Token creation, the one action whose arguments are checked too (the
+ * profile, the name pattern, a provisioner's scope: roles.c), is decided
+ * here on top of the chain. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -194,7 +198,10 @@ static policy_verdict authz_anonymous(authz *a) {
                 return deny(a, -HWID_E_UNAUTHENTICATED, true,
                             "reading an identity needs mutual TLS with that identity's certificate");
         default:
-                if (has_cert || !policy_action_is_admin_api(a->action))
+                /* Every operators' action, /metrics included: a client
+                 * without credentials is told to bring them (401), as
+                 * for the admin API, not that it may not (403). */
+                if (has_cert || !operators_only(a->action))
                         return VERDICT_NO_OPINION;
                 snprintf(reason, sizeof(reason), "'%s' needs mutual TLS with the certificate of an operator (%s role)",
                          policy_action_name(a->action), policy_roles_allowed(a->action, roles, sizeof(roles)));
@@ -253,4 +260,44 @@ void policy_authorize(const policy *p, const policy_requester *who, policy_actio
                 ret->audit_only = true;
                 ret->error = 0;
         }
+}
+
+/* ---------- token creation: the action with arguments to check ---------- */
+
+#define TOKEN_PATTERN_MAX 255
+
+void policy_check_token_create(const policy *p, const policy_requester *who, const char *profile,
+                               const char *name_pattern, policy_decision *ret) {
+        const policy_profile *prof;
+        char q[QUOTE_BUF];
+        name_fault f;
+
+        policy_authorize(p, who, ACTION_TOKEN_CREATE, profile, ret);
+        if (ret->verdict != VERDICT_ALLOW || ret->audit_only)
+                return;
+        prof = policy_profile_find(p, profile);
+        if (!prof) {
+                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.profile", "there is no profile '%s'",
+                             profile ? name_quote(q, sizeof(q), profile, strlen(profile)) : "");
+                return;
+        }
+        if (name_pattern && (f = name_check(name_pattern, strlen(name_pattern), TOKEN_PATTERN_MAX)) != NAME_OK) {
+                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.name_pattern", "name pattern '%s' %s",
+                             name_quote(q, sizeof(q), name_pattern, strlen(name_pattern)),
+                             f == NAME_TOO_LONG ? "is longer than 255 bytes" : name_fault_str(f));
+                return;
+        }
+        if (who->role == ROLE_PROVISIONER)
+                (void) provisioner_scope_check(p, who, prof, name_pattern, ret);
+}
+
+/* ---------- a held request: who may approve or deny it ---------- */
+
+void policy_check_request_decide(const policy *p, const policy_requester *who, policy_action action,
+                                 const policy_pending *rq, policy_decision *ret) {
+        policy_authorize(p, who, action, NULL, ret);
+        /* Even when audit-only mode let the role through: four eyes is a
+         * privilege, never merely reported. */
+        if (ret->verdict == VERDICT_ALLOW && action == ACTION_REQUEST_APPROVE)
+                (void) request_four_eyes_check(p, who, rq, ret);
 }

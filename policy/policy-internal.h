@@ -31,6 +31,17 @@ void decision_set(policy_decision *d, policy_verdict v, int error, const char *b
 
 /* Whether role may perform action by the grants table (admin: always). */
 bool role_may(policy_role role, policy_action action);
+/* The scope recorded with a provisioner's certificate against the token
+ * it asks for (a profile, a name pattern); the decision is left alone
+ * when within, else a denial and -1. */
+int provisioner_scope_check(const policy *p, const policy_requester *who, const policy_profile *prof,
+                            const char *pattern, policy_decision *d);
+/* Four eyes on the approval of a held request rq by who, whose role
+ * already allows it: nobody approves its own key or identity, and only an
+ * admin approves a request for an operator role.  The decision is left
+ * alone when allowed, else a denial and -1. */
+int request_four_eyes_check(const policy *p, const policy_requester *who, const policy_pending *rq,
+                            policy_decision *d);
 
 /* ---------- checks of a CSR against a profile (profile.c) ---------- */
 

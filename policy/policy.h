@@ -348,6 +348,29 @@ void policy_authorize(const policy *p, const policy_requester *who, policy_actio
 void policy_check_token_create(const policy *p, const policy_requester *who, const char *profile,
                                const char *name_pattern, policy_decision *ret);
 
+/* A request held for manual approval, as far as deciding it goes. */
+typedef struct policy_pending {
+        const char *identity;    /* the CN it asks for */
+        const char *profile;     /* the profile it was made under */
+        const char *spki_sha256; /* its key (hex) */
+} policy_pending;
+
+/* Approving or denying a held request (ACTION_REQUEST_APPROVE or
+ * ACTION_REQUEST_DENY): policy_authorize() for the action, then, for an
+ * approval, four eyes (decided_by "request.four_eyes", -HWID_E_FORBIDDEN):
+ *   - never by a certificate whose key is the request's key, nor by the
+ *     identity the request names: nobody approves their own request;
+ *   - a request under a profile whose role is an operator role (admin,
+ *     approver, provisioner, auditor) by an admin only: approvers do not
+ *     mint operators;
+ *   - a profile no longer configured by an admin only (its role is not
+ *     known).
+ * A denial grants nothing and is left to policy_authorize(): an approver
+ * may deny any request, its own included.  The one place that says who
+ * may decide what request; not lifted by audit-only mode. */
+void policy_check_request_decide(const policy *p, const policy_requester *who, policy_action action,
+                                 const policy_pending *rq, policy_decision *ret);
+
 /* Whether every name a token's pattern admits is admitted by a scope's
  * pattern, by the one rule simple enough to be sound: the pattern equals
  * the scope pattern (ignoring ASCII case, as identities do), or it is a

@@ -101,21 +101,23 @@ static const char *strv_join(const char *const *v, char *buf, size_t size) {
         return buf;
 }
 
-/* Returns -1, for `return scope_deny(...)` in checks that stop at the first. */
-static int scope_deny(policy_decision *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int scope_deny(policy_decision *d, const char *fmt, ...) {
+/* A denial decided by rule `by`; returns -1, for `return deny_by(...)` in
+ * checks that stop at the first. */
+static int deny_by(policy_decision *d, const char *by, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int deny_by(policy_decision *d, const char *by, const char *fmt, ...) {
         va_list ap;
 
         va_start(ap, fmt);
-        decision_vset(d, VERDICT_DENY, -HWID_E_FORBIDDEN, "provisioner.scope", fmt, ap);
+        decision_vset(d, VERDICT_DENY, -HWID_E_FORBIDDEN, by, fmt, ap);
         va_end(ap);
         return -1;
 }
 
-/* The scope recorded with a provisioner's certificate against the token
- * it asks for; the decision is left alone when within. */
-static int check_scope(const policy *p, const policy_requester *who, const policy_profile *prof,
-                       const char *pattern, policy_decision *d) {
+#define scope_deny(d, ...) deny_by(d, "provisioner.scope", __VA_ARGS__)
+#define four_eyes_deny(d, ...) deny_by(d, "request.four_eyes", __VA_ARGS__)
+
+int provisioner_scope_check(const policy *p, const policy_requester *who, const policy_profile *prof,
+                            const char *pattern, policy_decision *d) {
         const char *me = who->identity ? who->identity : "?";
         char list[192], q[QUOTE_BUF];
 
@@ -145,31 +147,41 @@ static int check_scope(const policy *p, const policy_requester *who, const polic
                    strv_join(who->scope_name_patterns, list, sizeof(list)));
 }
 
-#define TOKEN_PATTERN_MAX 255
+/* ---------- four eyes: who may decide a held request ---------- */
 
-void policy_check_token_create(const policy *p, const policy_requester *who, const char *profile,
-                               const char *name_pattern, policy_decision *ret) {
-        const policy_profile *prof;
+/* The role certificates of the request's profile would carry; -1 when the
+ * profile is gone from the configuration. */
+static int pending_role(const policy *p, const policy_pending *rq) {
+        const policy_profile *prof = rq->profile ? policy_profile_find(p, rq->profile) : NULL;
+
+        return prof ? (int) policy_profile_role(p, prof) : -1;
+}
+
+/* The approval of rq by who, already allowed by its role; the decision
+ * is left alone when four eyes allow it too. */
+int request_four_eyes_check(const policy *p, const policy_requester *who, const policy_pending *rq, policy_decision *d) {
+        const char *me = who->identity ? who->identity : "?";
         char q[QUOTE_BUF];
-        name_fault f;
+        int role;
 
-        policy_authorize(p, who, ACTION_TOKEN_CREATE, profile, ret);
-        if (ret->verdict != VERDICT_ALLOW || ret->audit_only)
-                return;
-        prof = policy_profile_find(p, profile);
-        if (!prof) {
-                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.profile", "there is no profile '%s'",
-                             profile ? name_quote(q, sizeof(q), profile, strlen(profile)) : "");
-                return;
-        }
-        if (name_pattern && (f = name_check(name_pattern, strlen(name_pattern), TOKEN_PATTERN_MAX)) != NAME_OK) {
-                decision_set(ret, VERDICT_DENY, -HWID_E_INVALID, "token.name_pattern", "name pattern '%s' %s",
-                             name_quote(q, sizeof(q), name_pattern, strlen(name_pattern)),
-                             f == NAME_TOO_LONG ? "is longer than 255 bytes" : name_fault_str(f));
-                return;
-        }
-        if (who->role == ROLE_PROVISIONER)
-                (void) check_scope(p, who, prof, name_pattern, ret);
+        if (who->cert_spki_sha256 && rq->spki_sha256 && strcasecmp(who->cert_spki_sha256, rq->spki_sha256) == 0)
+                return four_eyes_deny(d, "'%s' may not approve a request for its own key (the request's key is "
+                                      "the one of the certificate asking): another operator must", me);
+        if (who->identity && rq->identity && strcasecmp(who->identity, rq->identity) == 0)
+                return four_eyes_deny(d, "'%s' may not approve a request for its own identity: another operator "
+                                      "must", me);
+        if (who->role == ROLE_ADMIN)
+                return 0;
+        role = pending_role(p, rq);
+        if (role < 0)
+                return four_eyes_deny(d, "the request's profile '%s' is no longer configured: only an admin may "
+                                      "approve it", rq->profile ? name_quote(q, sizeof(q), rq->profile,
+                                                                             strlen(rq->profile)) : "");
+        if ((policy_role) role != ROLE_NODE)
+                return four_eyes_deny(d, "profile '%s' issues %s certificates: only an admin may approve a "
+                                      "request for an operator role", rq->profile,
+                                      policy_cert_role_name((policy_role) role));
+        return 0;
 }
 
 /* ---------- the scopes in a configuration ---------- */

@@ -31,13 +31,6 @@ typedef struct agent_state {
                         (o)->log((o)->userdata, (level), __VA_ARGS__);        \
         } while (0)
 
-static void fmt_time(int64_t t, char out[32]) {
-        time_t tt = (time_t) t;
-        struct tm tm;
-
-        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
-}
-
 static double random_fraction(void) {
         uint32_t v;
 
@@ -131,7 +124,7 @@ static int schedule(const agent_opts *o, agent_state *a, int64_t *ret_at) {
         if (r >= 0) {
                 at = agent_renewal_time(o, effective_start(&s), s.not_after, renew_after, random_fraction());
                 now = (int64_t) time(NULL);
-                fmt_time(at, when);
+                device_fmt_utc(at, when);
                 say(o, LOG_LVL_INFO, "%s (generation %d): next renewal at %s (in %llds)", s.identity, s.generation,
                     when, (long long) (at > now ? at - now : 0));
                 *ret_at = at;
@@ -161,12 +154,17 @@ static int renew_once(const agent_opts *o, agent_state *a) {
         int r;
 
         a->opens_at = 0;
-        if ((r = renew_run(&ro, &res)) < 0)
+        if (o->tpm_turn)
+                pthread_mutex_lock(o->tpm_turn);
+        r = renew_run(&ro, &res);
+        if (o->tpm_turn)
+                pthread_mutex_unlock(o->tpm_turn);
+        if (r < 0)
                 return r;
         a->failures = 0;
         a->retry_at = 0;
         a->not_after = res.not_after;
-        fmt_time(res.not_after, until);
+        device_fmt_utc(res.not_after, until);
         say(o, LOG_LVL_NOTICE, "%s renewed: generation %d, valid until %s%s", a->identity, res.generation, until,
             res.rotated ? ", new key" : "");
         return 0;
@@ -180,7 +178,7 @@ static bool wait_for_window(const agent_opts *o, agent_state *a, int r, int64_t 
         if (r != -HWID_E_TOO_EARLY || a->opens_at <= now)
                 return false;
         a->retry_at = a->opens_at;
-        fmt_time(a->opens_at, when);
+        device_fmt_utc(a->opens_at, when);
         say(o, LOG_LVL_INFO, "%s: the server's renewal window opens at %s (renewal_opens_at %lld); waiting until then",
             a->identity[0] ? a->identity : o->dir, when, (long long) a->opens_at);
         return true;

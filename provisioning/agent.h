@@ -16,6 +16,7 @@
  * (SIGTERM) is noticed — never in the middle of a renewal. */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -35,6 +36,12 @@ typedef struct agent_opts {
         int64_t clock_skew;     /* seconds, DEVICE_CLOCK_SKEW_DEFAULT */
         bool once;              /* stop after the first successful renewal */
         long http_timeout;
+        /* Held for each renewal's whole run, or NULL: a renewal keeps keys
+         * loaded in the TPM between its commands, and what else in this
+         * process uses the TPM (workload signatures) takes it too, so that
+         * the two never share the TPM's few object slots (3 on a TPM
+         * without a resource manager, swtpm). */
+        pthread_mutex_t *tpm_turn;
         agent_log_fn log;       /* levels of common/log.h */
         agent_wait_fn wait;
         void *userdata;         /* for log and wait */

@@ -78,10 +78,12 @@ static int challenge_bytes(json_object *o, const char *key, size_t max, uint8_t 
 
 /* 201 {"id", "credential", "secret", "nonce", "expires"}. */
 static int challenge_parse(const client_response *resp, device_attest *d) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : ""), *id = NULL;
-        int r = 0;
+        json_object *o = NULL, *id = NULL;
+        int r = client_response_json(resp, &o);
 
-        if (!o || !json_object_object_get_ex(o, "id", &id) || !json_object_is_type(id, json_type_string) ||
+        if (r < 0)
+                return hwid_fail(HWID_E_NETWORK, "the CA's challenge is malformed: %s", hwid_strerror(r));
+        if (!json_object_object_get_ex(o, "id", &id) || !json_object_is_type(id, json_type_string) ||
             json_object_get_string_len(id) != 32)
                 r = hwid_fail(HWID_E_NETWORK, "the CA answered its attestation challenge without an id");
         if (r >= 0) {

@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "error.h"
+#include "json-read.h"
 #include "ossl-util.h"
 #include "secret.h"
 
@@ -219,7 +220,11 @@ static int request_one(client_session *s, const char *method, const char *path, 
         curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, ret);
         curl_easy_setopt(s->curl, CURLOPT_HEADERDATA, ret);
         r = perform(s->curl, url, ret);
-        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL); /* the list dies here */
+        /* The header list dies here and the body with the caller: the
+         * handle keeps no pointer to either (curl copies neither). */
+        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL);
+        if (body)
+                curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, NULL);
         s->sent = request_sent(s->curl);
         return r;
 }
@@ -361,12 +366,17 @@ static int error_for_status(long status) {
 
 /* Maps the server's {"error": slug, "message": ...} back to an error code
  * (by slug when known, else by status) and keeps its message. */
+int client_response_json(const client_response *r, json_object **ret) {
+        return json_read(r->body.data, r->body.len, 16, 0, "the server's answer", ret);
+}
+
 int client_error_from_response(const client_response *r) {
-        json_object *o = json_tokener_parse(r->body.data ? (const char *) r->body.data : "");
+        json_object *o = NULL;
         json_object *msg = NULL, *slug = NULL;
         const char *m = NULL, *sl = NULL;
         int code = error_for_status(r->status), ret;
 
+        (void) client_response_json(r, &o); /* an error may come as text */
         if (o && json_object_object_get_ex(o, "message", &msg))
                 m = json_object_get_string(msg);
         if (o && json_object_object_get_ex(o, "error", &slug))
@@ -386,10 +396,10 @@ int client_error_from_response(const client_response *r) {
 }
 
 int64_t client_response_server_time(const client_response *r) {
-        json_object *o = json_tokener_parse(r->body.data ? (const char *) r->body.data : "");
-        json_object *t = NULL;
+        json_object *o = NULL, *t = NULL;
         int64_t v = r->date;
 
+        (void) client_response_json(r, &o);
         if (o && json_object_object_get_ex(o, "server_time", &t) && json_object_is_type(t, json_type_int) &&
             json_object_get_int64(t) > 0)
                 v = json_object_get_int64(t);

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <json-c/json.h>
+
 #include "buf.h"
 #include "hsm.h"
 
@@ -91,6 +93,9 @@ int client_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char 
 
 /* The error a non-2xx response means, with the server's JSON message. */
 int client_error_from_response(const client_response *r);
+/* The answer's body as one JSON object (json_read(): strict, no member
+ * twice); -HWID_E_INVALID "the server's answer is not ..." otherwise. */
+int client_response_json(const client_response *r, json_object **ret);
 
 /* The server's clock when it answered (Unix seconds): the "server_time"
  * of a JSON error answer, else its Date header; 0 if it gave neither. */

@@ -17,6 +17,7 @@
 #include "device.h"
 #include "error.h"
 #include "fsutil.h"
+#include "json-read.h"
 #include "ossl-util.h"
 #include "x509-util.h"
 
@@ -150,14 +151,21 @@ void device_server_order(const device_state *s, const char *ret[DEVICE_ORDER_MAX
         ret[k] = NULL;
 }
 
+/* DIR/NAME's text as a JSON object. */
+static int read_json(const char *dir, const char *name, const char *text, json_object **ret) {
+        char what[512];
+
+        snprintf(what, sizeof(what), "%s/%s", dir, name);
+        return json_read(text, strlen(text), 8, 0, what, ret);
+}
+
 static int load_device_json(const char *dir, device_state *s) {
         _cleanup_free_ char *text = NULL;
         json_object *o, *v, *list = NULL;
         int r = 0;
 
-        if ((r = read_in(dir, "device.json", &text)) < 0)
+        if ((r = read_in(dir, "device.json", &text)) < 0 || (r = read_json(dir, "device.json", text, &o)) < 0)
                 return r;
-        o = json_tokener_parse(text);
         if (o && json_object_object_get_ex(o, "server", &v))
                 s->server = strdup(json_object_get_string(v));
         if (o && json_object_object_get_ex(o, "identity", &v))
@@ -536,9 +544,8 @@ int device_read_pending(const char *dir, char **ret_server, char **ret_identity,
         json_object *o;
         int r;
 
-        if ((r = read_in(dir, "pending.json", &text)) < 0)
+        if ((r = read_in(dir, "pending.json", &text)) < 0 || (r = read_json(dir, "pending.json", text, &o)) < 0)
                 return r;
-        o = json_tokener_parse(text);
         r = json_str(o, "server", ret_server);
         if (r >= 0)
                 r = json_str(o, "identity", ret_identity);
@@ -593,4 +600,11 @@ int device_forget(const device_state *s) {
                 r = any ? fsync_parent_dir(any) : hwid_fail(HWID_E_NOMEM, NULL);
         }
         return r;
+}
+
+void device_fmt_utc(int64_t t, char out[32]) {
+        time_t tt = (time_t) t;
+        struct tm tm;
+
+        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
 }

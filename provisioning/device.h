@@ -125,5 +125,8 @@ int device_all_keys(const device_state *s, device_key_ref **ret);
  * then the links, device.json, the generations and the marker. */
 int device_forget(const device_state *s);
 
+/* t (Unix seconds) as 2025-07-01T10:00:00Z, for messages. */
+void device_fmt_utc(int64_t t, char out[32]);
+
 /* Parses the first certificate of a PEM text. */
 int pem_first_cert(const char *pem, X509 **ret);

@@ -1,4 +1,3 @@
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -25,19 +24,19 @@
 #define BACKOFF_MIN 2
 #define BACKOFF_MAX 60
 
-void progress_say(progress_fn fn, void *userdata, const char *fmt, ...) {
-        char line[512];
-        va_list ap;
-
-        if (!fn)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        fn(userdata, line);
-}
-
 #define say(o, ...) progress_say((o)->progress, (o)->progress_data, __VA_ARGS__)
+
+int device_key_release(hwid_key *k, int r, progress_fn fn, void *userdata) {
+        char detail[1024];
+        int q;
+
+        snprintf(detail, sizeof(detail), "%s", r < 0 ? hwid_strerror(r) : "");
+        q = hwid_key_release(k);
+        if (q >= 0)
+                return r;
+        progress_say(fn, userdata, "warning: %s", hwid_strerror(q));
+        return r < 0 ? hwid_fail((hwid_err) -r, "%s", detail) : r;
+}
 
 bool ca_hash_valid(const char *s) {
         if (!s || strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
@@ -84,11 +83,12 @@ static int make_csr(const join_opts *o, hwid_key *k, char **ret_pem) {
 
 /* The request id and fingerprint of a 202 answer. */
 static int parse_pending(const client_response *resp, char **ret_id, char *spki, size_t n) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
-        json_object *id = NULL, *fp = NULL;
-        int r = 0;
+        json_object *o = NULL, *id = NULL, *fp = NULL;
+        int r = client_response_json(resp, &o);
 
-        if (!o || !json_object_object_get_ex(o, "request_id", &id) || !json_object_is_type(id, json_type_string))
+        if (r < 0)
+                return r;
+        if (!json_object_object_get_ex(o, "request_id", &id) || !json_object_is_type(id, json_type_string))
                 r = hwid_fail(HWID_E_NETWORK, "the server answered 202 without a request id");
         else if (!(*ret_id = strdup(json_object_get_string(id))))
                 r = hwid_fail(HWID_E_NOMEM, NULL);
@@ -264,13 +264,15 @@ static int request_body(const join_opts *o, join_ctx *c, device_attest *att, cha
         int r = make_csr(o, c->key, &csr);
 
         if (r < 0 || !att) {
-                hwid_key_release(c->key); /* signed: nothing left for it to do in the TPM */
+                /* signed: nothing left for it to do in the TPM */
+                r = device_key_release(c->key, r, o->progress, o->progress_data);
                 if (r >= 0)
                         *ret_body = TAKE_PTR(csr);
                 return r;
         }
         r = device_attest_body(att, c->key, csr, ret_body);
-        hwid_key_release(c->key); /* signed and certified: nothing left for it to do in the TPM */
+        /* signed and certified: nothing left for it to do in the TPM */
+        r = device_key_release(c->key, r, o->progress, o->progress_data);
         if (r >= 0)
                 say(o, "the TPM activated the CA's credential and certified the key");
         return r;

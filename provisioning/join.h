@@ -14,17 +14,19 @@
 #include <stdint.h>
 
 #include "hsm.h"
+#include "progress.h"
 
 /* How far the device's clock and the CA's may differ before the dates of
  * a certificate are held against it (seconds): a certificate counts as
  * expired only this long after its notAfter by the device's clock. */
 #define DEVICE_CLOCK_SKEW_DEFAULT 300
 
-/* Progress reports: one finished line per step, for the caller to show. */
-typedef void (*progress_fn)(void *userdata, const char *message);
-
-/* Formats a progress line and hands it to fn (nothing if fn is NULL). */
-void progress_say(progress_fn fn, void *userdata, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Flushes what a join or renewal held loaded in the device
+ * (hwid_key_release()) once the key has signed its last.  A flush the
+ * TPM's going away lost is said as a warning naming what the TPM may
+ * still hold, and fails nothing (the signatures stand).  Returns r with
+ * its detail kept. */
+int device_key_release(hwid_key *k, int r, progress_fn fn, void *userdata);
 
 typedef struct join_opts {
         const char *server;    /* https://host:port */

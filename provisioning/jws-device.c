@@ -1,4 +1,4 @@
-/* hwid jws sign: the identity in DIR signs (see jws.h). */
+/* The identity in DIR signs: hwid jws sign, and the agent's workload tokens (see jws.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -78,49 +78,75 @@ static int sign_init(void *userdata, EVP_MD_CTX *mctx, const char *md) {
         return hwid_key_sign_init(userdata, mctx, md);
 }
 
-static int payload_of(const jws_device_opts *o, const device_state *s, char **ret_claims) {
-        int64_t exp = o->now + (o->ttl > 0 ? o->ttl : 300);
+int jws_device_load(const char *dir, int64_t now, device_state *ret_state, STACK_OF(X509) **ret_chain) {
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = NULL;
+        device_state s;
+        char why[512];
+        int r;
 
-        /* A token that outlives its certificate could not be verified anyway. */
-        if (exp > s->not_after)
-                exp = s->not_after;
-        return jws_claims(o->claims, s->identity, o->now, exp, ret_claims);
+        if ((r = device_load(dir, &s)) < 0)
+                return r;
+        if (device_needs_bootstrap(dir))
+                r = hwid_fail(HWID_E_REVOKED, "the identity in %s can no longer renew (see %s/needs-bootstrap): "
+                              "it signs nothing; join again", dir, dir);
+        else if ((r = device_chain(&s, now, &chain)) < 0) {
+                snprintf(why, sizeof(why), "%s", hwid_strerror(r)); /* the detail is about to be replaced */
+                r = hwid_fail((hwid_err) -r, "%s: %s", dir, why);
+        }
+        if (r < 0) {
+                device_state_clear(&s);
+                return r;
+        }
+        *ret_state = s;
+        *ret_chain = TAKE_PTR(chain);
+        return 0;
 }
 
-static int sign_with(const jws_device_opts *o, const device_state *s, char **ret_token) {
-        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = NULL;
+/* A JWT's claims; exp never past the certificate's end (a token that
+ * outlives its certificate could not be verified anyway). */
+static int payload_of(const jws_device_opts *o, const device_state *s, char **ret_claims, int64_t *ret_exp) {
+        int64_t exp = o->now + (o->ttl > 0 ? o->ttl : 300);
+        int r;
+
+        if (exp > s->not_after)
+                exp = s->not_after;
+        if ((r = jws_claims(o->claims, s->identity, o->identity_claims, o->now, exp, ret_claims)) < 0)
+                return r;
+        *ret_exp = exp;
+        return 0;
+}
+
+static int sign_with(const jws_device_opts *o, const device_state *s, STACK_OF(X509) *chain, char **ret_token,
+                     int64_t *ret_exp) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
         _cleanup_free_ char *claims = NULL;
         hsm_options ho = { .tcti = o->tcti };
         jws_signer signer;
+        int64_t exp = 0;
         int r;
 
-        if ((r = device_chain(s, o->now, &chain)) < 0) {
-                char why[512];
-                snprintf(why, sizeof(why), "%s", hwid_strerror(r)); /* the detail is about to be replaced */
-                return hwid_fail((hwid_err) -r, "%s: %s", o->dir, why);
-        }
-        if (!o->payload && (r = payload_of(o, s, &claims)) < 0)
+        if (!o->payload && (r = payload_of(o, s, &claims, &exp)) < 0)
                 return r;
         if ((r = hwid_key_open(s->key_uri, &ho, &k)) < 0)
                 return r;
         signer = (jws_signer) { .public_key = hwid_key_public(k), .init = sign_init, .userdata = k, .chain = chain };
         if (o->payload)
-                return jws_sign(&signer, o->payload, o->payload_len, false, ret_token);
-        return jws_sign(&signer, (const uint8_t *) claims, strlen(claims), true, ret_token);
+                r = jws_sign(&signer, o->payload, o->payload_len, false, ret_token);
+        else
+                r = jws_sign(&signer, (const uint8_t *) claims, strlen(claims), true, ret_token);
+        if (r >= 0 && ret_exp)
+                *ret_exp = exp;
+        return r;
 }
 
-int jws_device_sign(const jws_device_opts *o, char **ret_token) {
+int jws_device_sign(const jws_device_opts *o, char **ret_token, int64_t *ret_exp) {
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = NULL;
         device_state s;
         int r;
 
-        if ((r = device_load(o->dir, &s)) < 0)
+        if ((r = jws_device_load(o->dir, o->now, &s, &chain)) < 0)
                 return r;
-        if (device_needs_bootstrap(o->dir))
-                r = hwid_fail(HWID_E_REVOKED, "the identity in %s can no longer renew (see %s/needs-bootstrap): "
-                              "it signs nothing; join again", o->dir, o->dir);
-        else
-                r = sign_with(o, &s, ret_token);
+        r = sign_with(o, &s, chain, ret_token, ret_exp);
         device_state_clear(&s);
         return r;
 }

@@ -8,6 +8,7 @@
 #include "base64.h"
 #include "error.h"
 #include "hsm.h"
+#include "json-read.h"
 #include "jws.h"
 #include "ossl-util.h"
 
@@ -103,35 +104,32 @@ int jws_ecdsa_jose_to_der(const uint8_t *sig, size_t len, size_t n, uint8_t **re
 }
 
 int jws_json_object(const char *text, size_t len, bool trailing_space, const char *what, json_object **ret) {
-        struct json_tokener *tok = json_tokener_new_ex(16);
-        json_object *o;
-        size_t end;
-
-        if (!tok)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        o = memchr(text, '\0', len) ? NULL : json_tokener_parse_ex(tok, text, (int) len);
-        end = o ? json_tokener_get_parse_end(tok) : 0;
-        json_tokener_free(tok);
-        while (o && trailing_space && end < len && strchr(" \t\r\n", text[end]))
-                end++;
-        if (!o || end != len || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return hwid_fail(HWID_E_INVALID, "%s is not one JSON object", what);
-        }
-        *ret = o;
-        return 0;
+        return json_read(text, len, 16, trailing_space ? 0 : JSON_READ_NO_TRAILING_SPACE, what, ret);
 }
 
 static const char *json_text(json_object *o) {
         return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
-/* x5c (standard base64 DER, RFC 7515 §4.1.6) and x5t#S256 (base64url). */
+/* A thumbprint of the leaf's DER (base64url), as header member name. */
+static int add_thumbprint(json_object *h, const char *name, const EVP_MD *md, const unsigned char *der, size_t len) {
+        unsigned char d[EVP_MAX_MD_SIZE];
+        unsigned int dlen = 0;
+        _cleanup_free_ char *t = NULL;
+        int r;
+
+        if (!EVP_Digest(der, len, d, &dlen, md, NULL))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot hash the certificate");
+        if ((r = base64_encode(d, dlen, true, &t)) < 0)
+                return r;
+        json_object_object_add(h, name, json_object_new_string(t));
+        return 0;
+}
+
+/* x5c (standard base64 DER, RFC 7515 §4.1.6), x5t#S256 and x5t
+ * (base64url, §4.1.8 and §4.1.7). */
 static int add_certs(json_object *h, STACK_OF(X509) *chain) {
         json_object *x5c = json_object_new_array();
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int mdlen = 0;
         int r = 0;
 
         json_object_object_add(h, "x5c", x5c);
@@ -142,15 +140,11 @@ static int add_certs(json_object *h, STACK_OF(X509) *chain) {
 
                 if (len <= 0)
                         return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode certificate %d of the chain", i + 1);
-                if (i == 0 && !EVP_Digest(der, (size_t) len, md, &mdlen, EVP_sha256(), NULL))
-                        return hwid_fail_ossl(HWID_E_CRYPTO, "cannot hash the certificate");
+                if (i == 0 && ((r = add_thumbprint(h, "x5t#S256", EVP_sha256(), der, (size_t) len)) < 0 ||
+                               (r = add_thumbprint(h, "x5t", EVP_sha1(), der, (size_t) len)) < 0))
+                        return r;
                 if ((r = base64_encode(der, (size_t) len, false, &b64)) >= 0)
                         json_object_array_add(x5c, json_object_new_string(b64));
-        }
-        if (r >= 0) {
-                _cleanup_free_ char *t = NULL;
-                if ((r = base64_encode(md, mdlen, true, &t)) >= 0)
-                        json_object_object_add(h, "x5t#S256", json_object_new_string(t));
         }
         return r;
 }
@@ -223,21 +217,41 @@ int jws_sign(const jws_signer *s, const uint8_t *payload, size_t len, bool jwt, 
         return 0;
 }
 
-int jws_claims(const char *extra, const char *iss, int64_t iat, int64_t exp, char **ret_json) {
-        static const char *const ours[] = { "iss", "iat", "exp" };
+/* The claims hwid sets, which extra may not. */
+static int claims_free_of(json_object *o, unsigned identity_claims) {
+        static const struct {
+                const char *name;
+                unsigned when; /* 0: always */
+        } ours[] = { { "iss", JWS_IDENTITY_ISS }, { "sub", JWS_IDENTITY_SUB }, { "iat", 0 }, { "exp", 0 } };
+
+        for (size_t i = 0; i < ELEMENTSOF(ours); i++)
+                if ((!ours[i].when || (identity_claims & ours[i].when)) && json_object_object_get_ex(o, ours[i].name, NULL))
+                        return hwid_fail(HWID_E_INVALID, "the claims may not set '%s': hwid sets %s (the device's "
+                                         "identity), iat (now) and exp (now + the lifetime)", ours[i].name,
+                                         identity_claims == (JWS_IDENTITY_ISS | JWS_IDENTITY_SUB) ? "iss and sub"
+                                         : identity_claims == JWS_IDENTITY_SUB                 ? "sub"
+                                                                                               : "iss");
+        return 0;
+}
+
+int jws_claims(const char *extra, const char *identity, unsigned identity_claims, int64_t iat, int64_t exp,
+               char **ret_json) {
         json_object *o = NULL;
         int r = 0;
 
+        if (!identity_claims)
+                identity_claims = JWS_IDENTITY_ISS;
         if (extra)
                 r = jws_json_object(extra, strlen(extra), true, "the claims", &o);
         else if (!(o = json_object_new_object()))
                 r = hwid_fail(HWID_E_NOMEM, NULL);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(ours); i++)
-                if (json_object_object_get_ex(o, ours[i], NULL))
-                        r = hwid_fail(HWID_E_INVALID, "the claims may not set '%s': hwid sets iss (the device's "
-                                      "identity), iat (now) and exp (now + the lifetime)", ours[i]);
+        if (r >= 0)
+                r = claims_free_of(o, identity_claims);
         if (r >= 0) {
-                json_object_object_add(o, "iss", json_object_new_string(iss));
+                if (identity_claims & JWS_IDENTITY_ISS)
+                        json_object_object_add(o, "iss", json_object_new_string(identity));
+                if (identity_claims & JWS_IDENTITY_SUB)
+                        json_object_object_add(o, "sub", json_object_new_string(identity));
                 json_object_object_add(o, "iat", json_object_new_int64(iat));
                 json_object_object_add(o, "exp", json_object_new_int64(exp));
                 if (!(*ret_json = strdup(json_text(o))))

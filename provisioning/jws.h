@@ -1,8 +1,9 @@
 /* JSON Web Signatures (RFC 7515, compact serialization) with a device's
  * identity: the device key signs inside its TPM/HSM, and the certificate
  * chain travels in the protected header (x5c: leaf first, then its
- * issuers; x5t#S256: the leaf's SHA-256 thumbprint), so that a verifier
- * needs nothing but the CA.
+ * issuers; x5t#S256 and x5t: the leaf's SHA-256 and SHA-1 thumbprints,
+ * RFC 7515 §4.1.8 and §4.1.7), so that a verifier needs nothing but the
+ * CA.
  *
  *   alg    key                           signature
  *   ES256  EC P-256                      r || s, 32 bytes each (RFC 7518 §3.4)
@@ -66,12 +67,22 @@ typedef struct jws_signer {
 } jws_signer;
 
 /* A compact JWS of payload; the protected header holds alg, typ "JWT"
- * when jwt, x5c and x5t#S256. */
+ * when jwt, x5c, x5t#S256 and x5t (SHA-1: for verifiers that know only
+ * that one; it identifies, the signature and chain are what is checked). */
 int jws_sign(const jws_signer *s, const uint8_t *payload, size_t len, bool jwt, char **ret_token);
 
+/* Where a JWT names the device's identity: iss (what hwid jws verify
+ * checks against the signer), sub, or both. */
+enum {
+        JWS_IDENTITY_ISS = 1 << 0,
+        JWS_IDENTITY_SUB = 1 << 1,
+};
+
 /* A JWT claims set: the members of extra (a JSON object as text, or
- * NULL), then iss, iat and exp (Unix seconds), which extra may not set. */
-int jws_claims(const char *extra, const char *iss, int64_t iat, int64_t exp, char **ret_json);
+ * NULL), then identity as iss and/or sub (identity_claims, 0: iss), iat
+ * and exp (Unix seconds); extra may not set any claim hwid sets. */
+int jws_claims(const char *extra, const char *identity, unsigned identity_claims, int64_t iat, int64_t exp,
+               char **ret_json);
 
 typedef struct jws_device_opts {
         const char *dir;            /* the identity (hwid join) */
@@ -79,14 +90,22 @@ typedef struct jws_device_opts {
         const uint8_t *payload;     /* NULL: a JWT of claims */
         size_t payload_len;
         const char *claims;         /* extra claims (JSON object text), or NULL */
+        unsigned identity_claims;   /* JWS_IDENTITY_*, 0: iss */
         int64_t ttl;                /* JWT lifetime in seconds; exp never past the certificate's end */
         int64_t now;
 } jws_device_opts;
 
-/* Signs with the identity in DIR: its key in the TPM/HSM, its certificate
- * and the chain to DIR/ca.pem, checked first (valid now, for this key,
- * not marked for bootstrap). */
-int jws_device_sign(const jws_device_opts *o, char **ret_token);
+/* The identity in DIR as a signer may use it: loaded, not marked for
+ * bootstrap, its certificate valid at now and chained to DIR/ca.pem (up
+ * to a self-signed root there, else to the pinned CA): ret_chain holds
+ * the leaf first.  Errors name DIR. */
+struct device_state;
+int jws_device_load(const char *dir, int64_t now, struct device_state *ret_state, STACK_OF(X509) **ret_chain);
+
+/* Signs with the identity in DIR (jws_device_load() first): its key in
+ * the TPM/HSM, which is opened for this signature and closed after it.
+ * ret_exp (may be NULL): the JWT's exp. */
+int jws_device_sign(const jws_device_opts *o, char **ret_token, int64_t *ret_exp);
 
 /* ---------- verification ---------- */
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "progress.h"
 #include "renew-key.h"
 #include "uri.h"
 #include "x509-util.h"

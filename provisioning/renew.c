@@ -52,13 +52,6 @@ static int dead_end(const char *dir, int r) {
         return hwid_fail((hwid_err) -r, "%s", why);
 }
 
-static void fmt_utc(int64_t t, char out[32]) {
-        time_t tt = (time_t) t;
-        struct tm tm;
-
-        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
-}
-
 /* A refusal of the current certificate for its dates.  A wrong clock —
  * the device's or the CA's — is not a revocation: "not yet valid", said by
  * the server or shown by its own clock being before the certificate's
@@ -77,10 +70,10 @@ static int refusal(const device_state *s, const client_response *resp) {
                          "is not valid yet");
         else
                 snprintf(why, sizeof(why), "%s", hwid_strerror(r));
-        fmt_utc(s->not_before, nb);
-        fmt_utc((int64_t) time(NULL), dev);
+        device_fmt_utc(s->not_before, nb);
+        device_fmt_utc((int64_t) time(NULL), dev);
         if (server > 0)
-                fmt_utc(server, srv);
+                device_fmt_utc(server, srv);
         return hwid_fail(HWID_E_NOT_YET_VALID, "%s; the certificate of %s is valid from %s, the server's clock reads "
                          "%s, this device's %s: a clock is wrong, which is not a revocation (try again later)",
                          why, s->identity, nb, srv, dev);
@@ -102,7 +95,10 @@ static int identity_status(const renew_opts *o, client_session *cs, const device
                 client_response_clear(&resp);
                 return r;
         }
-        j = json_tokener_parse(resp.body.data ? (const char *) resp.body.data : "");
+        r = client_response_json(&resp, &j);
+        client_response_clear(&resp);
+        if (r < 0)
+                return r;
         ret->rotate_key = j && json_object_object_get_ex(j, "rotate_key", &v) && json_object_get_boolean(v);
         ret->renew_after = j && json_object_object_get_ex(j, "renew_after", &v) ? json_object_get_int64(v) : -1;
         ret->attested = j && json_object_object_get_ex(j, "attested", &v) && json_object_get_boolean(v);
@@ -112,7 +108,6 @@ static int identity_status(const renew_opts *o, client_session *cs, const device
                                    : strcmp(json_object_get_string(v), "optional") == 0 ? 1
                                                                                          : 0;
         json_object_put(j);
-        client_response_clear(&resp);
         return 0;
 }
 
@@ -186,10 +181,10 @@ int renew_cleanup(const renew_opts *o) {
 /* When a "too early" answer says the window opens: its renewal_opens_at,
  * else now + Retry-After, else 0 (unknown). */
 static int64_t window_opens_at(const client_response *resp) {
-        json_object *j = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
-        json_object *v;
+        json_object *j = NULL, *v;
         int64_t at = 0;
 
+        (void) client_response_json(resp, &j);
         if (j && json_object_object_get_ex(j, "renewal_opens_at", &v) && json_object_is_type(v, json_type_int))
                 at = json_object_get_int64(v);
         json_object_put(j);
@@ -236,7 +231,8 @@ static int new_certificate(const renew_opts *o, const device_state *s, client_se
                 r = csr_to_pem(req, &csr);
         if (r >= 0 && att)
                 r = device_attest_body(att, k, csr, &body);
-        hwid_key_release(k); /* signed (and certified): nothing left for it to do in the TPM */
+        /* signed (and certified): nothing left for it to do in the TPM */
+        r = device_key_release(k, r, o->progress, o->progress_data);
         if (r < 0)
                 return r;
         if (att)
@@ -327,7 +323,7 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
         /* Held since the handshake; a key being replaced has signed its
          * last, and the new key (and the AK) need the TPM's room. */
         if (plan.rotate)
-                hwid_key_release(current);
+                (void) device_key_release(current, 0, o->progress, o->progress_data);
         if (plan.attest) {
                 say(o, "asking %s for an attestation challenge for this TPM", client_session_server(cs));
                 if ((r = device_attest_begin(cs, NULL, o->tcti, (tpm_ek_alg) o->ek, &att)) < 0)
@@ -359,7 +355,7 @@ static void warn_clock(const renew_opts *o, const device_state *s) {
 
         if (s->not_before <= now + o->clock_skew)
                 return;
-        fmt_utc(s->not_before, nb);
+        device_fmt_utc(s->not_before, nb);
         say(o, "warning: the new certificate is valid from %s, %llds ahead of this device's clock: check the "
             "clocks", nb, (long long) (s->not_before - now));
 }

@@ -7,10 +7,12 @@ set -euo pipefail
 PACKAGES=(
         # build
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
+        # the layering test (tests/check-rooms.py)
+        python3 binutils
         # libraries
         libssl-dev libtss2-dev libp11-kit-dev libmicrohttpd-dev
         libgnutls28-dev libsqlite3-dev libcurl4-openssl-dev libyaml-dev libpq-dev
-        libjson-c-dev
+        libjson-c-dev libjansson-dev
         # runtime, test peers and tools
         openssl tpm2-openssl tpm2-tools p11-kit sqlite3 curl softhsm2 postgresql
         # a TPM resource manager for openssl's tpm2 provider in a TLS handshake (est-device)

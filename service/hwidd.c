@@ -1,11 +1,14 @@
 /* hwidd: the CA service.  hwidd --config FILE [--listen ADDR:PORT] */
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
+#include "api.h"
 #include "ca.h"
 #include "config.h"
 #include "error.h"
@@ -16,6 +19,8 @@
 #include "store.h"
 
 #define TLS_PEM_MAX (256 * 1024)
+#define FD_RESERVE 2048 /* the plain listener (PLAIN_MAX_CONNECTIONS), the store, the HSM */
+#define PLAIN_MAX_CONNECTIONS 1024
 
 typedef struct hwidd_args {
         const char *config;
@@ -94,10 +99,64 @@ static int serve_plain(const hwidd_config *cfg, const http_options *tls_opts, ca
         o.tls_key = NULL;
         o.tls_cert_pem = NULL;
         o.client_ca_pem = NULL;
+        o.on_tls_failure = NULL;
+        /* Relying parties fetching a CRL: a small budget of its own. */
+        if (o.max_connections > PLAIN_MAX_CONNECTIONS)
+                o.max_connections = PLAIN_MAX_CONNECTIONS;
+        o.workers = 4;
         if ((r = http_server_start(&o, ca_service_handle_public, ca, ret)) < 0)
                 return r;
         log_notice("serving GET /crl and GET /ca on http://%s (port %d)", cfg->http_listen, http_server_port(*ret));
         return 0;
+}
+
+/* Every connection is a file descriptor: the soft limit goes up to the
+ * hard one (systemd's unit sets LimitNOFILE), and max_connections comes
+ * down to what it allows, with room for the store, the HSM and the plain
+ * listener.  At the limit itself the kernel keeps new connections in the
+ * listen queue until one closes (libmicrohttpd stops accepting). */
+
+static unsigned fit_connections(unsigned want) {
+        struct rlimit rl;
+        rlim_t room;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return want;
+        if (rl.rlim_cur < rl.rlim_max) {
+                rlim_t was = rl.rlim_cur;
+                rl.rlim_cur = rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        rl.rlim_cur = was;
+        }
+        room = rl.rlim_cur > FD_RESERVE * 2 ? rl.rlim_cur - FD_RESERVE : rl.rlim_cur / 2;
+        room -= room / 64 > 64 ? room / 64 : 64; /* the transport's slack for closing connections */
+        if (rl.rlim_cur == RLIM_INFINITY || (rlim_t) want <= room)
+                return want;
+        log_warning("limits.max_connections %u is more than %llu open files allow (RLIMIT_NOFILE %llu): "
+                    "serving %llu connections at most; raise LimitNOFILE (systemd) or ulimit -n",
+                    want, (unsigned long long) room, (unsigned long long) rl.rlim_cur, (unsigned long long) room);
+        return (unsigned) room;
+}
+
+/* A failed TLS handshake: one line each, at most 10 a second (a scanner
+ * would fill the log), the rest counted into the next line. */
+static void on_tls_failure(void *userdata, const char *peer, const char *why) {
+        static _Atomic int64_t second;
+        static atomic_uint in_second, dropped;
+        int64_t now = (int64_t) time(NULL), was = atomic_load(&second);
+        unsigned n;
+
+        if (now != was && atomic_compare_exchange_strong(&second, &was, now))
+                atomic_store(&in_second, 0);
+        if (atomic_fetch_add(&in_second, 1) >= 10) {
+                atomic_fetch_add(&dropped, 1);
+                return;
+        }
+        n = atomic_exchange(&dropped, 0);
+        if (n)
+                log_notice("TLS handshake from %s refused: %s (and %u more not logged)", peer, why, n);
+        else
+                log_notice("TLS handshake from %s refused: %s", peer, why);
 }
 
 static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const char *tls_pem, ca_service *ca,
@@ -106,9 +165,12 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                 .listen = cfg->listen, .tls_key = tls_key, .tls_cert_pem = tls_pem,
                 .client_ca_pem = ca_service_client_ca_pem(ca), .max_body = cfg->max_body,
                 .max_header = cfg->max_header, .timeout = cfg->timeout,
-                .max_connections = cfg->max_connections,
+                .max_connections = fit_connections(cfg->max_connections),
+                .max_connections_per_ip = cfg->max_connections_per_ip,
+                .handshake_cap = cfg->handshake_cap, .handshake_timeout = cfg->handshake_timeout,
+                .workers = cfg->workers,
                 .rate_per_ip = cfg->rate_per_ip, .rate_burst = cfg->rate_burst,
-                .on_refusal = ca_service_on_refusal,
+                .on_refusal = ca_service_on_refusal, .on_tls_failure = on_tls_failure,
         };
         http_server *srv = NULL, *plain = NULL;
         int r, sig;
@@ -119,6 +181,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                 http_server_stop(srv);
                 return r;
         }
+        ca_service_set_transport(ca, srv);
         log_notice("listening on https://%s (port %d)", cfg->listen, http_server_port(srv));
         for (;;) {
                 /* Woken once a second for housekeeping when no signal comes. */
@@ -135,7 +198,10 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                 break;
         }
         http_server_stop(plain);
-        http_server_stop(srv);
+        http_server_stop(srv); /* its requests finish first: then nothing reads it */
+        ca_service_set_transport(ca, NULL);
+        /* Nothing is appended any more: the head as it is, signed. */
+        ca_service_checkpoint(ca, (int64_t) time(NULL));
         return 0;
 }
 

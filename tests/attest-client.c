@@ -294,7 +294,7 @@ static int run(const opts *o, client_session *cs, client_session *csr_cs, const 
 }
 
 static int parse(int argc, char **argv, opts *o) {
-        static const struct option opts[] = {
+        static const struct option longopts[] = {
                 { "server", required_argument, NULL, 's' }, { "csr-server", required_argument, NULL, 'S' },
                 { "ca", required_argument, NULL, 'a' }, { "key", required_argument, NULL, 'k' },
                 { "cn", required_argument, NULL, 'n' }, { "tcti", required_argument, NULL, 't' },
@@ -307,7 +307,7 @@ static int parse(int argc, char **argv, opts *o) {
         };
         int ch;
 
-        while ((ch = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
+        while ((ch = getopt_long(argc, argv, "", longopts, NULL)) >= 0) {
                 switch (ch) {
                 case 's': o->server = optarg; break;
                 case 'S': o->csr_server = optarg; break;

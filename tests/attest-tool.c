@@ -1,6 +1,6 @@
 /* attest-tool: runs the TPM attestation exchange end to end for
  * tests/integration/attest-crypto.sh: the device side (hsm/tpm-attest.h)
- * against a real TPM (swtpm), the CA side (service/attest-verify.h) in
+ * against a real TPM (swtpm), the CA side (service/attest/attest-verify.h) in
  * software, in one process; options swap in what an attacker would send.
  *
  *   attest-tool exchange --key URI --roots PATH... [options]

@@ -16,10 +16,12 @@ the test can change it between requests:
     DIR/leaf-extra     PEM put AFTER the issued certificate (optional)
     DIR/refusal        if present: "STATUS" on its first line, then a JSON
                        body, the answer to every mutual-TLS request
+    DIR/identity       if present: the body of GET /v1/identities/NAME
 
     GET  /ca                   DIR/ca-answer
     POST /csr                  201: prefix + certificate + extra
     GET  /v1/identities/NAME   200 {"rotate_key": false, "renew_after": 0}
+                               (or DIR/identity)
     POST /v1/renew             201: prefix + certificate + extra (mutual
                                TLS: the client certificate must verify)
 
@@ -101,8 +103,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/ca":
             return self.answer(200, read(os.path.join(self.server.dir, "ca-answer")), "application/x-pem-file")
         if self.path.startswith("/v1/identities/"):
-            return self.answer(200, json.dumps({"rotate_key": False, "renew_after": 0}).encode(),
-                               "application/json")
+            custom = os.path.join(self.server.dir, "identity")
+            body = read(custom) if os.path.exists(custom) else \
+                json.dumps({"rotate_key": False, "renew_after": 0}).encode()
+            return self.answer(200, body, "application/json")
         self.answer(404, b'{"error":"not_found","message":"no such path"}', "application/json")
 
     def do_POST(self):

@@ -1,4 +1,4 @@
-/* A tiny server around service/http.c for tests/integration/http-transport.sh.
+/* A tiny server around service/http/http.c for tests/integration/http-transport.sh.
  *
  *   http-test-server create-key URI TYPE      creates a key in the device,
  *                                             prints its public key (PEM)
@@ -13,6 +13,7 @@
  *   /ca          a cacheable plain-text answer
  *   /big         a response larger than the response cap
  *   /large       an 8 MiB response (for slow readers)
+ *   /stats       the transport's counters (http_server_stats()) as JSON
  * Every echo carries "calls": how many times the handler ran, so a test can
  * tell that a refused request never reached it. */
 #include <getopt.h>
@@ -33,6 +34,7 @@
 #include "http.h"
 
 static atomic_long calls;
+static http_server *server;
 
 static char *read_text(const char *path) {
         FILE *f = fopen(path, "re");
@@ -100,7 +102,33 @@ static void echo(const http_request *req, http_response *resp) {
         json_object_put(o);
 }
 
+static void stats(http_response *resp) {
+        json_object *o = json_object_new_object(), *ev = json_object_new_object(), *rf = json_object_new_object();
+        http_stats st;
+
+        http_server_stats(server, &st);
+        json_object_object_add(o, "handshaking", json_object_new_int64(st.handshaking));
+        json_object_object_add(o, "idle", json_object_new_int64(st.idle));
+        json_object_object_add(o, "active", json_object_new_int64(st.active));
+        json_object_object_add(o, "handshakes", json_object_new_int64((int64_t) st.handshake.count));
+        json_object_object_add(o, "tls_failures", json_object_new_int64((int64_t) st.tls_failures));
+        for (int i = 0; i < _HTTP_EVICT_MAX; i++)
+                json_object_object_add(ev, http_evict_name(i), json_object_new_int64((int64_t) st.evicted[i]));
+        for (int i = 0; i < _HTTP_REFUSE_MAX; i++)
+                json_object_object_add(rf, http_refuse_name(i), json_object_new_int64((int64_t) st.refused[i]));
+        json_object_object_add(o, "evicted", ev);
+        json_object_object_add(o, "refused", rf);
+        resp->status = 200;
+        resp->content_type = "application/json";
+        buf_append_str(&resp->body, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+}
+
 static void handler(void *userdata, const http_request *req, http_response *resp) {
+        if (strcmp(req->path, "/stats") == 0) {
+                stats(resp);
+                return;
+        }
         atomic_fetch_add(&calls, 1);
         if (strcmp(req->path, "/slow") == 0) {
                 long ms = req->query && strncmp(req->query, "ms=", 3) == 0 ? strtol(req->query + 3, NULL, 10) : 1000;
@@ -163,7 +191,8 @@ static const struct option serve_opts[] = {
         { "client-ca", required_argument, NULL, 'a' }, { "listen", required_argument, NULL, 'l' },
         { "max-body", required_argument, NULL, 'b' },  { "max-header", required_argument, NULL, 'h' },
         { "timeout", required_argument, NULL, 't' },   { "max-conn", required_argument, NULL, 'm' },
-        { "per-ip", required_argument, NULL, 'i' },
+        { "per-ip", required_argument, NULL, 'i' },    { "handshake-cap", required_argument, NULL, 'H' },
+        { "handshake-timeout", required_argument, NULL, 'T' }, { "workers", required_argument, NULL, 'w' },
         { "rate", required_argument, NULL, 'r' },      { "burst", required_argument, NULL, 'u' },
         { NULL, 0, NULL, 0 },
 };
@@ -189,6 +218,9 @@ static int serve(int argc, char **argv) {
                 case 't': o.timeout = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'm': o.max_connections = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'i': o.max_connections_per_ip = (unsigned) strtoul(optarg, NULL, 10); break;
+                case 'H': o.handshake_cap = (unsigned) strtoul(optarg, NULL, 10); break;
+                case 'T': o.handshake_timeout = (unsigned) strtoul(optarg, NULL, 10); break;
+                case 'w': o.workers = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'r': o.rate_per_ip = strtod(optarg, NULL); break;
                 case 'u': o.rate_burst = (unsigned) strtoul(optarg, NULL, 10); break;
                 default: return 2;
@@ -220,6 +252,7 @@ static int serve(int argc, char **argv) {
                 free(ca_pem);
                 return 1;
         }
+        server = srv;
         printf("port %d\n", http_server_port(srv));
         fflush(stdout);
         sigwait(&mask, &sig);

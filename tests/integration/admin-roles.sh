@@ -337,10 +337,13 @@ test_raw_api() {
                 -H "Content-Type: application/json" "${@:3}"; }
         before=$(admin token list)
         api POST /v1/admin/tokens --data-binary 'not json'
-        expect_error 400 invalid_argument "$DEV/api" "not a JSON object"
+        expect_error 400 invalid_argument "$DEV/api" "the request body is not one JSON object"
         api POST /v1/admin/tokens --data-binary '{"profile":"line","secret":"x"}'
         expect_error 400 invalid_argument "$DEV/api" 'unknown field'
         assert_contains "$(json_msg "$DEV/api")" 'unknown field "secret"' "the field named"
+        api POST /v1/admin/tokens --data-binary '{"profile":"line","name_pattern":"line-3-1","profile":"ops-admin"}'
+        expect_error 400 invalid_argument "$DEV/api" \
+                'the request body is not valid JSON: an object names a member twice (line 1, column'
         api POST /v1/admin/tokens --data-binary '{"count":0}'
         expect_error 400 invalid_argument "$DEV/api" 'must be 1 to 1000'
         api POST /v1/admin/tokens --data-binary '{"uses":"5"}'

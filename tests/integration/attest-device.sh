@@ -22,11 +22,12 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=attest-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/attest-lib.sh"
+# shellcheck source=tpm-log-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tpm-log-lib.sh"
 
 # Four TPMs of one manufacturer: A for one device, 1..3 for a factory line.
 swtpm_init --log 4
 A=${TCTIS[0]}
-A_LOG=$SWTPM_DIR/tpm0/swtpm.log
 manufacturer_roots "$T/ek-roots"
 attest_ca "$T/ek-roots" <<'EOF'
   rotating:
@@ -52,27 +53,6 @@ EOF
 ek_cert "$A" "$T/ek-a.der"
 EK_A=$(ek_pub_sha256 "$T/ek-a.der")
 
-# tpm_name CODE — a TPM command's name (TPM 2.0 part 2, TPM_CC).
-tpm_name() {
-        case $1 in
-        00000131) echo CreatePrimary ;; 00000147) echo ActivateCredential ;; 00000148) echo Certify ;;
-        0000014E) echo NV_Read ;; 00000151) echo PolicySecret ;; 00000153) echo Create ;;
-        00000157) echo Load ;; 0000015D) echo Sign ;; 00000161) echo ContextLoad ;;
-        00000162) echo ContextSave ;; 00000165) echo FlushContext ;; 00000169) echo NV_ReadPublic ;;
-        00000173) echo ReadPublic ;; 00000176) echo StartAuthSession ;; 0000017A) echo GetCapability ;;
-        *) echo "0x$1" ;;
-        esac
-}
-
-# commands_since LINE — the TPM commands in swtpm's log after LINE, one a
-# line (a command refused with TPM_RC_RETRY, which tpm2-tss resends: RETRY).
-commands_since() {
-        tail -n +$(($1 + 1)) "$A_LOG" |
-                awk '/SWTPM_IO_Read/ { getline; code = $7 $8 $9 $10 }
-                     /SWTPM_IO_Write/ { getline; print ($7 $8 $9 $10 == "00000922" ? "RETRY" : code) }' |
-                while read -r c; do if [ "$c" = RETRY ]; then echo RETRY; else tpm_name "$c"; fi; done
-}
-
 renew_dev() {
         "$HWID" renew --dir "$1" --tcti "$2" "${@:3}"
 }
@@ -90,10 +70,10 @@ echo "== an attested join: at most 16 TPM commands, 2 CreatePrimary"
 run_ok "$HWID" key create "tpm2:file=$T/warm.pem" --tcti "$A" >/dev/null
 run_ok "$ATTEST_TOOL" exchange --tcti "$A" --roots "$T/ek-roots" --key "tpm2:file=$T/warm.pem" >/dev/null
 tok=$(token_new --profile rotating)
-l0=$(wc -l <"$A_LOG")
+l0=$(log_lines 0)
 HWID_TOKEN=$tok expect_exit 0 "enrolled dev-1" --multiline -- \
         join_dev "$T/dev-1" dev-1 "$tok" --tcti "$A" --attest
-cmds=$(commands_since "$l0")
+cmds=$(commands_since --retries 0 "$l0")
 n=$(grep -c . <<<"$cmds")
 cp=$(grep -c '^CreatePrimary$' <<<"$cmds" || true)
 echo "  $n commands, $cp CreatePrimary: $(tr '\n' ' ' <<<"$cmds")"

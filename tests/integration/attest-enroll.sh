@@ -103,6 +103,13 @@ attest_post() {
 b64a() { base64 -w0 <"$T/ek-a.der"; }
 attest_post "$T/m1" '{"ek_cert": "AAAA", "ek_public": "AAAA"'
 expect_error 400 invalid_argument "$T/m1" "the attestation request is not one JSON object"
+# A member twice: which one would a proxy, a log reader, hwidd believe?
+attest_post "$T/m1d" "{\"ek_cert\": \"$(b64a)\", \"ek_public\": \"AAAA\", \"ak_public\": \"AAAA\", \"ek_cert\": \"AAAA\"}"
+expect_error 400 invalid_argument "$T/m1d" \
+        "the attestation request is not valid JSON: an object names a member twice (line 1, column"
+printf '{"csr": "x", "csr": "y"}' >"$T/m1c.in"
+http "$T/m1c" POST /csr -H "Authorization: Bearer $tok" -H "Content-Type: application/json" --data-binary "@$T/m1c.in"
+expect_error 400 invalid_argument "$T/m1c" "the request body is not valid JSON: an object names a member twice"
 attest_post "$T/m2" "{\"ek_cert\": \"$(b64a)\", \"ek_public\": \"AAAA\", \"ak_public\": \"AAAA\", \"x\": \"\"}"
 expect_error 400 invalid_argument "$T/m2" "the attestation request: unknown member 'x'"
 attest_post "$T/m3" "{\"ek_cert\": \"$(b64a)\", \"ek_public\": \"AAAA\"}"

@@ -3,8 +3,13 @@
 again from the document alone (Python's hashlib and sqlite3), so that the
 tests prove hwid's chain is exactly the specified one, both ways:
 
-  audit-chain.py check DB     recomputes every hash and link, the anchor
-                              and the head; exit 0 and "ok N" if all hold
+  audit-chain.py check DB [CA.pem]
+                              recomputes every hash and link, the anchor
+                              and the head; with the CA certificate, also
+                              every signed checkpoint, that the newest one
+                              of the head is reached by the chain and that
+                              the anchor is the newest pruning's; exit 0
+                              and "ok N" if all hold
   audit-chain.py rechain DB   recomputes every hash and link and the head
                               from the anchor (or genesis), as the spec
                               says: hwid audit verify must then accept it
@@ -15,6 +20,7 @@ import struct
 import sys
 
 DOMAIN = b"hwid-audit-v1\x00"
+CHECKPOINT_DOMAIN = b"hwid-audit-checkpoint-v1\x00"
 ZERO = bytes(32)
 FIELDS = ("actor", "action", "target", "outcome", "reason", "token_id")
 
@@ -46,7 +52,52 @@ def rows(db):
                       "FROM audit ORDER BY id").fetchall()
 
 
-def check(db):
+def checkpoint_message(cp):
+    return (CHECKPOINT_DOMAIN + cp["kind"].encode() + struct.pack(">qq", cp["id"], cp["record_at"]) +
+            cp["hash"] + struct.pack(">q", cp["at"]))
+
+
+def signed(key, cp):
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
+    try:
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            key.verify(cp["sig"], checkpoint_message(cp), ec.ECDSA(hashes.SHA256()))
+        else:
+            key.verify(cp["sig"], checkpoint_message(cp), padding.PKCS1v15(), hashes.SHA256())
+        return True
+    except InvalidSignature:
+        return False
+
+
+def newest_checkpoints(db, ca_pem):
+    """Every signature checked; the newest checkpoint of each kind."""
+    from cryptography import x509
+    with open(ca_pem, "rb") as f:
+        key = x509.load_pem_x509_certificate(f.read()).public_key()
+    newest = {}
+    for cp in db.execute("SELECT kind, id, record_at, hash, at, sig FROM audit_checkpoints ORDER BY at, seq"):
+        if not signed(key, cp):
+            sys.exit("the checkpoint of record %d does not verify with the CA key" % cp["id"])
+        newest[cp["kind"]] = cp
+    return newest.get("H"), newest.get("P")
+
+
+def check_checkpoints(db, ca_pem, anchor, by_id):
+    head_cp, prune_cp = newest_checkpoints(db, ca_pem)
+    if anchor is not None and (prune_cp is None or (prune_cp["id"], prune_cp["record_at"], prune_cp["hash"]) !=
+                               (anchor["id"], anchor["at"], anchor["hash"])):
+        sys.exit("the anchor (record %d) is not the one a signed pruning left" % anchor["id"])
+    if anchor is None and prune_cp is not None:
+        sys.exit("the anchor is missing, though records were pruned")
+    if head_cp is not None and (anchor is None or head_cp["id"] > anchor["id"]):
+        row = by_id.get(head_cp["id"])
+        if row is None or row["hash"] != head_cp["hash"] or row["at"] != head_cp["record_at"]:
+            sys.exit("record %d, signed by a checkpoint, is not in the log as signed" % head_cp["id"])
+
+
+def check(db, ca_pem=None):
     anchor, head = ends(db)
     prev = anchor["hash"] if anchor else ZERO
     last = None
@@ -58,6 +109,8 @@ def check(db):
         prev, last = row["hash"], row
     if last is not None and (head is None or head["id"] != last["id"] or head["hash"] != last["hash"]):
         sys.exit("the head is not the newest record")
+    if ca_pem:
+        check_checkpoints(db, ca_pem, anchor, {row["id"]: row for row in rows(db)})
     print("ok %d" % len(rows(db)))
 
 
@@ -78,11 +131,15 @@ def rechain(db):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "rechain"):
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in ("check", "rechain") or \
+            (sys.argv[1] == "rechain" and len(sys.argv) != 3):
         sys.exit(__doc__)
     db = sqlite3.connect(sys.argv[2])
     db.row_factory = sqlite3.Row
-    (check if sys.argv[1] == "check" else rechain)(db)
+    if sys.argv[1] == "check":
+        check(db, *sys.argv[3:])
+    else:
+        rechain(db)
 
 
 main()

@@ -11,9 +11,15 @@
 #   - a token is never spent more than its uses: 32 concurrent enrollments
 #     of distinct names with a 5-use token give exactly 5 certificates, the
 #     rest 401 bad_token;
-#   - one renewal per certificate: 16 concurrent renewals with the same
-#     client certificate give exactly one 201 (the rest 409 or 401), and the
-#     identity has one valid certificate, the new one.
+#   - one renewal per certificate: 16 concurrent identical renewals with the
+#     same client certificate give exactly one 201, the other 15 the same
+#     certificate back (200), and the identity has one valid certificate,
+#     the new one;
+#   - identical retries (the same token, key and name) sent at once get the
+#     idempotent answer, never "used up": 16 concurrent POST /csr with a
+#     one-use token give one 201 and 15 200s of the same certificate; under
+#     manual approval all 16 get 202 for one request; 16 concurrent EST
+#     simpleenrolls all get 200 with the same certificate.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -109,12 +115,11 @@ EOF
                 pids+=($!)
         done
         for i in "${pids[@]}"; do wait "$i"; done
-        # One renewal wins (201).  The others either lose the race (409) or
-        # come after it, presenting the now superseded certificate with the
-        # live certificate's key: they get the winner's certificate back
-        # (200, a replay), never a second one.
-        assert_eq "$(count r 201)/$(( $(count r 409) + $(count r 401) + $(count r 200) ))" 1/15 \
-                "201s/(409s+401s+200s) of 16 renewals"
+        # One renewal wins (201).  The others, identical, get the winner's
+        # certificate back (200): those that lost the race to commit as
+        # well as those that came after it with the now superseded
+        # certificate; never a second one, nor a 409.
+        assert_eq "$(count r 201)/$(count r 200)" 1/15 "201s/200s of 16 identical renewals"
         winner=$(grep -lx 201 "$DEV"/r-*.code)
         for i in $(grep -lx 200 "$DEV"/r-*.code); do
                 assert_eq "$(serial_of "${i%.code}.body")" "$(serial_of "${winner%.code}.body")" "a replayed renewal"
@@ -125,11 +130,77 @@ EOF
         assert_eq "$(cert_rows --identity r-0 | wc -l)" 2 "certificates of r-0: the original and one renewal"
 }
 
+# burst TAG N CMD... — N concurrent runs of CMD (a function that sets CODE
+# and writes its answer to OUT.body, OUT=$DEV/TAG-I given as its last
+# argument); statuses in $DEV/TAG-I.code.
+burst() {
+        local tag=$1 n=$2 i pids=()
+        shift 2
+        for i in $(seq "$n"); do
+                ("$@" "$DEV/$tag-$i" && echo "$CODE" >"$DEV/$tag-$i.code") &
+                pids+=($!)
+        done
+        for i in "${pids[@]}"; do wait "$i"; done
+}
+
+same_csr() { post_csr "$3" "$2" "$DEV/$1.csr"; }
+
+same_est() {
+        http "$3" POST /.well-known/est/simpleenroll --user "${2%%.*}:${2#*.}" \
+                -H "Content-Type: application/pkcs10" --data-binary "@$DEV/$1.b64"
+}
+
+# the_same_serial TAG CODE... — every answer of TAG with one of CODEs holds
+# one and the same certificate (PEM, or EST's base64 PKCS#7); prints it.
+the_same_serial() {
+        local tag=$1 f serials
+        shift
+        serials=$(for f in "$DEV/$tag"-*.code; do
+                grep -qxE "$(IFS='|'; echo "$*")" "$f" || continue
+                if [ "$tag" = e ]; then
+                        openssl base64 -d -in "${f%.code}.body" | openssl pkcs7 -inform DER -print_certs |
+                                openssl x509 -noout -serial | cut -d= -f2
+                else
+                        serial_of "${f%.code}.body"
+                fi
+        done | sort -u)
+        assert_eq "$(wc -l <<<"$serials")" 1 "certificates in the answers of $tag: $serials"
+        echo "$serials"
+}
+
+test_identical_retries() {
+        local tok serial
+        tok=$(token_new)
+        make_csr same
+        burst s 16 same_csr same "$tok"
+        assert_eq "$(count s 201)/$(count s 200)" 1/15 "201s/200s of 16 identical enrollments at once"
+        serial=$(the_same_serial s 201 200)
+        assert_eq "$(cert_rows --identity same | awk '{ print $1 }')" "$serial" "the one certificate stored"
+        assert_eq "$(token_used "$tok")" 1 "token uses spent by identical enrollments"
+        # Held for approval: one request, and every retry is told about it.
+        tok=$(token_new --profile manual)
+        make_csr held
+        burst h 16 same_csr held "$tok"
+        assert_eq "$(count h 202)" 16 "202s of 16 identical enrollments held for approval"
+        assert_eq "$(for f in "$DEV"/h-*.body; do json_str request_id "$f"; done | sort -u | wc -l)" 1 \
+                "requests named in the 202s"
+        assert_eq "$(admin request list --all | awk '$3 == "held"' | wc -l)" 1 "requests stored for held"
+        # EST: a client retrying at once gets the certificate too.
+        tok=$(token_new)
+        make_csr e-same
+        openssl req -in "$DEV/e-same.csr" -outform DER | openssl base64 -e >"$DEV/e-same.b64"
+        burst e 16 same_est e-same "$tok"
+        assert_eq "$(count e 200)" 16 "200s of 16 identical EST simpleenrolls at once"
+        serial=$(the_same_serial e 200)
+        assert_eq "$(cert_rows --identity e-same | awk '{ print $1 }')" "$serial" "the one EST certificate stored"
+}
+
 ca_setup
 hwidd_start
 test_one_winner
 test_all_lose
 test_token_uses
+test_identical_retries
 test_one_renewal
 hwidd_stop
 echo "ca-concurrency: all checks passed"

@@ -213,7 +213,7 @@ EOF
 sed -i 's/^  audit_only: false$/&\n  admin_group: hwid-admins/' "$CFG"
 grep -q '^  admin_group: hwid-admins$' "$CFG" || fail "could not set policy.admin_group"
 hwidd_start
-# libpq is opened only for a PostgreSQL store (service/pq-dl.h): an hwidd on
+# libpq is opened only for a PostgreSQL store (service/store/pg/pq-dl.h): an hwidd on
 # SQLite maps neither it nor the Kerberos and LDAP libraries it brings.
 if [ -n "${PG_URI:-}" ]; then
         grep -q 'libpq\.so' "/proc/$HWIDD_PID/maps" || fail "hwidd on PostgreSQL has no libpq mapped"

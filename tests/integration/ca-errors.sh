@@ -260,7 +260,7 @@ test_store_unavailable() {
 test_rate_limited() {
         local tok before
         hwidd_stop
-        sed 's/^  retry_after: 5s$/&\n  rate_per_ip: 0.1\n  rate_burst: 2/' "$CA_DIR/hwidd.yaml" >"$CA_DIR/rate.yaml"
+        sed 's/^  rate_per_ip: .*$/  rate_per_ip: 0.1/; s/^  rate_burst: .*$/  rate_burst: 2/' "$CA_DIR/hwidd.yaml" >"$CA_DIR/rate.yaml"
         grep -q '^  rate_burst: 2$' "$CA_DIR/rate.yaml" || fail "could not set the rate limit"
         CFG=$CA_DIR/rate.yaml
         hwidd_start

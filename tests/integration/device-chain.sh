@@ -25,7 +25,10 @@
 #     clock, never needs-bootstrap; 401 "expired" with the server's clock
 #     past the certificate's end makes it exit 4 and mark DIR; 401
 #     "expired" with the server's clock before the certificate's start is
-#     taken for what it is (a clock problem): exit 1, no mark.
+#     taken for what it is (a clock problem): exit 1, no mark;
+#   - an answer naming a JSON member twice ({"rotate_key": false, ...,
+#     "rotate_key": true}) is refused by the client (exit 1, naming it),
+#     the certificate kept: a client reads JSON as strictly as hwidd.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
@@ -192,6 +195,17 @@ test_clock_contract() {
         rm -f "$S/refusal"
 }
 
+# What the CA says about the identity, a member twice: which one is meant?
+test_duplicate_member() {
+        local before
+        before=$(fingerprints "$D/cert.pem")
+        printf '{"rotate_key": false, "renew_after": 0, "rotate_key": true}' >"$S/identity"
+        expect_exit 1 "the server's answer is not valid JSON: an object names a member twice" --multiline -- \
+                "$HWID" renew --dir "$D"
+        assert_eq "$(fingerprints "$D/cert.pem")" "$before" "$D/cert.pem after an answer with a member twice"
+        rm -f "$S/identity"
+}
+
 setup_pki
 start_server
 swtpm_init
@@ -200,5 +214,6 @@ test_renew
 test_replaced_leaf
 test_pin_first
 test_clock_contract
+test_duplicate_member
 no_private_keys_in "$D"
 echo "device-chain: all checks passed"

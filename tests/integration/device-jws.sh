@@ -9,7 +9,8 @@
 #     object left), that jwcrypto verifies with the device certificate's
 #     public key alone: ES256, ES384, RS256 after the key; x5c is the leaf
 #     (the device's certificate) and its chain, each signed by the next;
-#     x5t#S256 is the leaf's thumbprint; a JWT carries iss = the device's
+#     x5t#S256 and x5t are the leaf's SHA-256 and SHA-1 thumbprints (RFC
+#     7515 §4.1.8, §4.1.7); a JWT carries iss = the device's
 #     identity, iat and exp = iat + --ttl, and the --claims given; a raw
 #     --payload (file or standard input) is signed byte for byte;
 #   - a JWS jwcrypto signs (ES256 and RS256) with a software key whose
@@ -20,8 +21,9 @@
 #     another CA even with ours in x5c, an expired certificate, an expired
 #     JWT, a revoked certificate with --crl (accepted without it, and with
 #     the CRL from before the revocation), alg none, HS256, an alg that is
-#     not the key's (RS256 or ES384 on a P-256 key), an x5t#S256 of
-#     another certificate, crit, an iss that is not the signer, garbage;
+#     not the key's (RS256 or ES384 on a P-256 key), an x5t#S256 or an x5t
+#     of another certificate (x5t alone, the leaf's, is accepted), crit,
+#     an iss that is not the signer, garbage;
 #   - `hwid jws sign` refuses an identity marked for bootstrap or whose
 #     certificate has expired, claims that set iss/iat/exp, and --payload
 #     with --claims.
@@ -30,9 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"
 
-PY=/usr/bin/python3
-PEER=$SRCDIR/tests/integration/jws-peer.py
-"$PY" -c 'import jwcrypto, cryptography' 2>/dev/null || missing_hardware "python3-jwcrypto and python3-cryptography"
+jose_peer
 
 # short: certificates that expire during the test.
 device_ca <<'EOF'
@@ -43,11 +43,6 @@ EOF
 swtpm_init
 J=$T/jws
 mkdir -p "$J"
-
-# json EXPR FILE — a value from a JSON file (python: j is the document).
-json() {
-        "$PY" -c "import json, sys; j = json.load(open(sys.argv[1])); print($1)" "$2"
-}
 
 # jws_verify OUT ARGS... — hwid jws verify (must succeed), JSON in OUT.
 jws_verify() {
@@ -198,6 +193,15 @@ test_header_rules() {
         peer_sign "$J/h-x5t.jws" "$DEV/sw-ec.key" ES256 "$J/sw-ec.claims" "$DEV/sw-ec.pem" \
                 --header "{\"x5t#S256\":\"$thumb\"}"
         refused "$J/h-x5t.jws" "x5t#S256 does not match the certificate in x5c[0]"
+        # x5t (SHA-1) alone, the leaf's: accepted; another certificate's: refused.
+        thumb=$(openssl x509 -in "$DEV/sw-ec.pem" -outform DER | openssl dgst -sha1 -binary | basenc --base64url | tr -d '=\n')
+        peer_sign "$J/h-x5t1.jws" "$DEV/sw-ec.key" ES256 "$J/sw-ec.claims" "$DEV/sw-ec.pem" \
+                --header "{\"x5t#S256\":null,\"x5t\":\"$thumb\"}"
+        jws_verify "$J/h-x5t1.out" --token "$J/h-x5t1.jws"
+        thumb=$(openssl x509 -in "$CA_DIR/ca.pem" -outform DER | openssl dgst -sha1 -binary | basenc --base64url | tr -d '=\n')
+        peer_sign "$J/h-x5t2.jws" "$DEV/sw-ec.key" ES256 "$J/sw-ec.claims" "$DEV/sw-ec.pem" \
+                --header "{\"x5t#S256\":null,\"x5t\":\"$thumb\"}"
+        refused "$J/h-x5t2.jws" "x5t does not match the certificate in x5c[0]"
         peer_sign "$J/h-crit.jws" "$DEV/sw-ec.key" ES256 "$J/sw-ec.claims" "$DEV/sw-ec.pem" \
                 --header '{"b64":true,"crit":["b64"]}'
         refused "$J/h-crit.jws" "critical extensions (crit)"

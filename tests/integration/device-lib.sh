@@ -67,3 +67,28 @@ check_dir() {
 audit_rows() {
         sqlite3 "$CA_DIR/hwid.db" 'SELECT count(*) FROM audit'
 }
+
+# jose_peer — the independent JOSE implementation, python3-jwcrypto through
+# jws-peer.py (Debian's python, which has it): sets PY and PEER.
+jose_peer() {
+        PY=/usr/bin/python3
+        PEER=$SRCDIR/tests/integration/jws-peer.py
+        "$PY" -c 'import jwcrypto, cryptography' 2>/dev/null ||
+                missing_hardware "python3-jwcrypto and python3-cryptography"
+}
+
+# json EXPR FILE — a value from a JSON file (python: j is the document).
+json() {
+        "$PY" -c "import json, sys; j = json.load(open(sys.argv[1])); print($1)" "$2"
+}
+
+# wait_log_line FILE PATTERN TIMEOUT PID — until FILE has a line matching
+# PATTERN (grep -E), while PID lives.
+wait_log_line() {
+        local file=$1 pat=$2 deadline=$((SECONDS + $3)) pid=$4
+        until grep -qE "$pat" "$file"; do
+                [ $SECONDS -lt $deadline ] || fail "after ${3}s, no '$pat' in $file: $(tail -n 5 "$file")"
+                _lib_is_alive "$pid" || fail "$file: the process exited: $(tail -n 5 "$file")"
+                sleep 0.1
+        done
+}

@@ -3,7 +3,7 @@
 module: a peer independent of hwid).  Reports, on one line, when and how the
 connection ended, measured from the TCP connect:
 
-  http-slow-client.py PORT CAFILE MODE INTERVAL COUNT
+  http-slow-client.py PORT CAFILE MODE INTERVAL COUNT [SOURCE]
     MODE headers  sends a request's header block one byte per INTERVAL
                   seconds (COUNT bytes of one header, never finished)
     MODE body     sends the headers at once, then a body of COUNT bytes, one
@@ -11,6 +11,8 @@ connection ended, measured from the TCP connect:
     MODE read     asks for /large and reads 16 KiB per INTERVAL seconds,
                   COUNT times at most (prints "reading" once the answer
                   has begun)
+
+  SOURCE: the local address to connect from (default: the kernel's choice).
 
   prints "closed S" (the server closed the connection after S seconds),
   "answered CODE S" (a whole response came back), or "open S" (still open
@@ -23,9 +25,9 @@ import sys
 import time
 
 
-def connect(port, cafile):
+def connect(port, cafile, source):
     ctx = ssl.create_default_context(cafile=cafile)
-    raw = socket.create_connection(("127.0.0.1", port))
+    raw = socket.create_connection(("127.0.0.1", port), source_address=(source, 0) if source else None)
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
 
@@ -96,8 +98,9 @@ def slow_read(conn, interval, count, start):
 def main():
     port, cafile, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     interval, count = float(sys.argv[4]), int(sys.argv[5])
+    source = sys.argv[6] if len(sys.argv) > 6 else None
     start = time.monotonic()
-    conn = connect(port, cafile)
+    conn = connect(port, cafile, source)
     if mode == "headers":
         out = drip(conn, b"GET /drip HTTP/1.1\r\nHost: x\r\nX-Drip: " + b"d" * count, interval, start)
         print(out or "open %.1f" % (time.monotonic() - start))

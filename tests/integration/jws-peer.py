@@ -12,13 +12,14 @@
       signs PAYLOAD-FILE's bytes with the private key KEY-PEM (a software key)
       and prints the compact JWS; the protected header holds alg, x5c (the
       certificates in order), x5t#S256 of the first, and the members of
-      --header (which replace those).
+      --header (which replace those; null removes one).
   jws-peer.py forge TOKEN-FILE HEADER-JSON [PAYLOAD-FILE]
       the token with its protected header replaced by the given members
       merged into it (null deletes one) and, if given, its payload replaced;
       the signature is kept: what an attacker can do without the key.
 """
 import base64
+import datetime
 import hashlib
 import json
 import sys
@@ -26,7 +27,7 @@ import sys
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding
-from jwcrypto import jwk, jws
+from jwcrypto import jwk, jws, jwt
 
 
 def b64url(data):
@@ -71,7 +72,34 @@ def verify(token_file, cert_pem, alg):
     for child, parent in zip(chain, chain[1:]):
         check_issued_by(child, parent)
     assert header["x5t#S256"] == b64url(hashlib.sha256(der).digest()), "x5t#S256"
+    assert header["x5t"] == b64url(hashlib.sha1(der).digest()), "x5t"
     print(b64url(obj.payload))
+
+
+def check_valid_now(cert):
+    now = datetime.datetime.utcnow()
+    assert cert.not_valid_before <= now <= cert.not_valid_after, "x5c certificate not valid now: %s" % cert.subject
+
+
+def jwt_check(token_file, ca_pem, audience):
+    token = open(token_file).read().strip()
+    ca = load_certs([ca_pem])[0]
+    header = json.loads(unb64url(token.split(".")[0]))
+    chain = [x509.load_der_x509_certificate(base64.b64decode(c, validate=True)) for c in header["x5c"]]
+    for child, parent in zip(chain, chain[1:]):
+        check_issued_by(child, parent)
+    if chain[-1] != ca:
+        check_issued_by(chain[-1], ca)
+    for c in chain:
+        check_valid_now(c)
+    der = chain[0].public_bytes(serialization.Encoding.DER)
+    assert header["x5t#S256"] == b64url(hashlib.sha256(der).digest()), "x5t#S256"
+    assert header["x5t"] == b64url(hashlib.sha1(der).digest()), "x5t"
+    key = jwk.JWK.from_pem(chain[0].public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    alg = {"EC": "ES256" if key.get("crv") == "P-256" else "ES384", "RSA": "RS256"}[key["kty"]]
+    tok = jwt.JWT(jwt=token, key=key, algs=[alg], check_claims={"aud": audience, "exp": None})
+    print(tok.claims)
 
 
 def sign(key_pem, alg, payload_file, cert_pems, extra):
@@ -80,7 +108,11 @@ def sign(key_pem, alg, payload_file, cert_pems, extra):
     ders = [c.public_bytes(serialization.Encoding.DER) for c in chain]
     header = {"alg": alg, "x5c": [base64.b64encode(d).decode() for d in ders],
               "x5t#S256": b64url(hashlib.sha256(ders[0]).digest())}
-    header.update(extra)
+    for k, v in extra.items():
+        if v is None:
+            header.pop(k, None)
+        else:
+            header[k] = v
     obj = jws.JWS(open(payload_file, "rb").read())
     obj.add_signature(key, None, json.dumps(header))
     print(obj.serialize(compact=True))
@@ -110,6 +142,8 @@ def main(argv):
             extra = json.loads(args[i + 1])
             args = args[:i] + args[i + 2:]
         sign(argv[2], argv[3], argv[4], args, extra)
+    elif argv[1] == "jwt":
+        jwt_check(argv[2], argv[3], argv[4])
     elif argv[1] == "forge":
         forge(argv[2], argv[3], argv[4] if len(argv) > 4 else None)
     else:

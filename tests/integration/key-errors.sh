@@ -86,8 +86,16 @@ test_pin_locked() {
 }
 
 test_malformed_uri() {
-        refused 1 "PKCS#11 URI has an attribute hwid does not know" -- \
+        refused 1 "PKCS#11 URI has a path attribute 'objekt' hwid does not know" -- \
                 key create "pkcs11:token=ca;objekt=k?module-path=$SOFTHSM_MODULE&pin-source=file:$T/pin"
+        # Unknown query attributes too (p11-kit alone ignores them): a
+        # typo'd pin-value, one nobody knows; the URI would work without.
+        refused 1 "PKCS#11 URI has a query attribute 'pin-valu' hwid does not know" -- \
+                key create "$(uri new)&pin-valu=1234"
+        refused_all "PKCS#11 URI has a query attribute 'frobnicate' hwid does not know" "$KEY&frobnicate=1"
+        refused 1 "TPM URI has a query attribute 'frobnicate' hwid does not know" -- \
+                key create "tpm2:file=$T/k.tss2.pem?frobnicate=1"
+        [ -z "$(find "$T" -maxdepth 1 -name 'k.tss2.pem*')" ] || fail "a refused tpm2: URI left a key file"
         refused 1 "PKCS#11 URI names no key" -- key create "pkcs11:token=ca?pin-source=file:$T/pin"
         refused 1 "malformed PKCS#11 URI" -- key create "pkcs11:token=ca;object=k%zz"
         refused 1 "key URI must start with pkcs11: or tpm2:" -- csr --key "$T/k.pem" --subject /CN=x --out "$OUT"

@@ -13,7 +13,15 @@
 #     check too; tampering after the pruning is still caught, and a
 #     pruning never removes a record that does not verify;
 #   - a log re-chained by the independent implementation after its oldest
-#     records were back-dated is accepted by hwid (the spec holds both ways).
+#     records were back-dated is accepted by hwid (the spec holds both ways);
+#   - signed checkpoints (the CA key, SoftHSM2): hwidd signs the head when
+#     it stops and the anchor when it prunes; both implementations check
+#     every signature, and catch the two truncations that need no hash
+#     recomputed: the newest records deleted and the head moved back to the
+#     new last row ("the newest record(s) were deleted: the log ends at
+#     record N, but the checkpoint made at T signed record M"), and the
+#     oldest records deleted under an anchor copied from a row; a
+#     checkpoint altered does not verify.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -31,7 +39,7 @@ tampered() {
         sed "s|^database: .*|database: $name.db|" "$CFG" >"$CA_DIR/$name.yaml"
         expect_exit 1 "$want" -- "$HWID" audit verify --config "$CA_DIR/$name.yaml"
         assert_contains "$(cat "$T/last.err")" "does not verify" "verify's message for $name"
-        if /usr/bin/python3 "$CHAIN" check "$CA_DIR/$name.db" >/dev/null 2>&1; then
+        if /usr/bin/python3 "$CHAIN" check "$CA_DIR/$name.db" "$CA_DIR/ca.pem" >/dev/null 2>&1; then
                 fail "the independent check accepts $name"
         fi
 }
@@ -53,8 +61,11 @@ hwidd_stop
 N=$(sqlite3 "$DB" "SELECT count(*) FROM audit")
 [ "$N" -ge 6 ] || fail "only $N audit records"
 run_ok "$HWID" audit verify --config "$CFG" >"$T/v2.out"
-assert_eq "$(cat "$T/v2.out")" "audit log verified: $N records (1 to $N)" "verify's report"
-assert_eq "$(/usr/bin/python3 "$CHAIN" check "$DB")" "ok $N" "the independent check"
+assert_eq "$(head -n 1 "$T/v2.out")" "audit log verified: $N records (1 to $N)" "verify's report"
+# hwidd signed the head when it stopped.
+assert_contains "$(sed -n 2p "$T/v2.out")" "signs record $N: records after it are covered by the chain only" \
+        "verify's report of the newest checkpoint"
+assert_eq "$(/usr/bin/python3 "$CHAIN" check "$DB" "$CA_DIR/ca.pem")" "ok $N" "the independent check"
 
 # --- tampering, each on a copy --------------------------------------------------
 tampered reason "UPDATE audit SET reason = 'nothing happened' WHERE id = 3" "record 3 was modified"
@@ -70,12 +81,28 @@ tampered swap "UPDATE audit SET id = -1 WHERE id = 3; UPDATE audit SET id = 3 WH
 tampered far "UPDATE audit SET id = -1 WHERE id = 2; UPDATE audit SET id = 2 WHERE id = 5;
         UPDATE audit SET id = 5 WHERE id = -1" "record 2 is stored before record 4, but was written after it"
 tampered head "DELETE FROM audit_chain WHERE role = 'head'" "head is missing"
+# Truncation without a hash recomputed: the newest records deleted and the
+# head moved back onto the new last row.  The chain alone holds; the
+# checkpoint hwidd signed at shutdown does not.
+tampered cut-newest "DELETE FROM audit WHERE id > $((N - 2));
+        UPDATE audit_chain SET id = $((N - 2)), at = (SELECT at FROM audit WHERE id = $((N - 2))),
+        hash = (SELECT hash FROM audit WHERE id = $((N - 2))) WHERE role = 'head'" \
+        "the newest record(s) were deleted: the log ends at record $((N - 2)), but the checkpoint made at"
+# The oldest records deleted, an anchor copied from the row before the new
+# first one: no signed pruning left it.
+tampered cut-oldest "INSERT INTO audit_chain (role, id, at, hash) SELECT 'anchor', id, at, hash FROM audit WHERE id = 2;
+        DELETE FROM audit WHERE id <= 2" "the chain's anchor (record 2) was not left by a signed pruning"
+tampered checkpoint "UPDATE audit_checkpoints SET record_at = record_at - 1" "does not verify with the CA's key"
 
 # --- retention: the oldest records pruned, the chain verifiable from the anchor -----
 # The first 4 records back-dated 400 days and the log re-chained by the
 # independent implementation: hwid accepts its chain.
 sqlite3 "$DB" "UPDATE audit SET at = at - 400 * 86400 WHERE id <= 4"
 assert_eq "$(/usr/bin/python3 "$CHAIN" rechain "$DB")" "rechained $N" "re-chaining"
+# A rewritten log no longer matches the checkpoints signed before (that is
+# what they are for): verify says so, and without them it is a fresh log.
+expect_exit 1 "is not the one the checkpoint made at" -- "$HWID" audit verify --config "$CFG"
+sqlite3 "$DB" "DELETE FROM audit_checkpoints"
 run_ok "$HWID" audit verify --config "$CFG" >/dev/null
 sed -i 's/^profiles:$/audit:\n  retention: 30d\n&/' "$CFG"
 hwidd_start
@@ -90,8 +117,14 @@ expect_status 201 "$DEV/after"
 run_ok "$HWID" audit verify --config "$CFG" >"$T/v3.out"
 assert_contains "$(cat "$T/v3.out")" "chained from the anchor left by retention pruning at record 4" "verify after pruning"
 hwidd_stop
+assert_eq "$(sqlite3 "$DB" "SELECT kind, id FROM audit_checkpoints WHERE kind = 'P'")" "P|4" \
+        "the pruning's signed checkpoint"
 M=$(sqlite3 "$DB" "SELECT count(*) FROM audit")
-assert_eq "$(/usr/bin/python3 "$CHAIN" check "$DB")" "ok $M" "the independent check after pruning"
+assert_eq "$(/usr/bin/python3 "$CHAIN" check "$DB" "$CA_DIR/ca.pem")" "ok $M" "the independent check after pruning"
+# Pruned once more by hand, the anchor moved along: not a signed pruning.
+tampered cut-pruned "UPDATE audit_chain SET id = 6, at = (SELECT at FROM audit WHERE id = 6),
+        hash = (SELECT hash FROM audit WHERE id = 6) WHERE role = 'anchor'; DELETE FROM audit WHERE id <= 6" \
+        "the chain's anchor (record 6) was not left by a signed pruning"
 tampered pruned-first "DELETE FROM audit WHERE id = 5" "the oldest record(s) before it were deleted"
 tampered anchor "UPDATE audit_chain SET hash = zeroblob(32) WHERE role = 'anchor'" "record 5"
 

@@ -10,6 +10,9 @@
 #   - field values are quoted and escaped: a CN with a quote, a backslash
 #     and a right-to-left override reaches the collector as \" \\ \\u{202E},
 #     on one line with printable ASCII only;
+#   - the audit chain's signed checkpoints reach it too, one
+#     "hwid-audit-checkpoint kind=H id=N ... hash=H ... sig=S" line each,
+#     as stored (docs/OPERATIONS.md);
 #   - a collector that is gone costs nothing: enrollment goes on, and the
 #     copies that could not be delivered are counted in /metrics.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -56,18 +59,27 @@ admin token revoke "${TOK%%.*}" >/dev/null
 # Every record after the start, once, with the database's id and hash.
 want=$(sqlite3 "$DB" "SELECT id || ' ' || lower(hex(hash)) FROM audit WHERE id > $before ORDER BY id")
 for _ in $(seq 50); do
-        [ "$(wc -l <"$GOT")" -ge "$(wc -l <<<"$want")" ] && break
+        [ "$(grep -vc hwid-audit-checkpoint "$GOT")" -ge "$(wc -l <<<"$want")" ] &&
+                grep -q hwid-audit-checkpoint "$GOT" && break
         sleep 0.1
 done
-got=$(sed -n 's/.*hwid-audit id=\([0-9]*\) at=[^ ]* hash=\([0-9a-f]*\) .*/\1 \2/p' "$GOT" | sort -n)
+# The checkpoints apart (hwidd signs one of the head when it starts).
+grep hwid-audit-checkpoint "$GOT" >"$T/checkpoints.txt" || fail "no checkpoint reached syslog: $(cat "$GOT")"
+cp_want=$(sqlite3 "$DB" "SELECT 'kind=' || kind || ' id=' || id || ' record_at=' || record_at || ' hash=' ||
+        lower(hex(hash)) FROM audit_checkpoints ORDER BY seq LIMIT 1")
+assert_contains "$(head -n 1 "$T/checkpoints.txt")" "hwidd[$HWIDD_PID]: hwid-audit-checkpoint $cp_want at=" \
+        "the first checkpoint as syslog received it"
+REC=$T/records.txt
+grep -v hwid-audit-checkpoint "$GOT" >"$REC"
+got=$(sed -n 's/.*hwid-audit id=\([0-9]*\) at=[^ ]* hash=\([0-9a-f]*\) .*/\1 \2/p' "$REC" | sort -n)
 assert_eq "$got" "$want" "the records syslog received (id and hash)"
-assert_eq "$(wc -l <"$GOT")" "$(wc -l <<<"$want")" "one datagram per record"
+assert_eq "$(wc -l <"$REC")" "$(wc -l <<<"$want")" "one datagram per record"
 # Only printable ASCII, and every line a syslog message with our header.
 if LC_ALL=C grep -n '[^ -~]' "$GOT" >/dev/null; then
         fail "a datagram holds bytes outside printable ASCII: $(LC_ALL=C grep -n '[^ -~]' "$GOT" | head -n 2)"
 fi
-grep -vqE '^<8[56]>[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} hwidd?\[[0-9]+\]: hwid-audit id=' "$GOT" &&
-        fail "a datagram without the syslog header: $(grep -vE '^<8[56]>' "$GOT" | head -n 1)"
+grep -vqE '^<8[56]>[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} hwidd?\[[0-9]+\]: hwid-audit id=' "$REC" &&
+        fail "a datagram without the syslog header: $(grep -vE '^<8[56]>' "$REC" | head -n 1)"
 line=$(grep 'action="enroll"' "$GOT" | grep 'outcome="allow"' | head -n 1)
 assert_contains "$line" "<86>" "an allowed action is authpriv.info"
 assert_contains "$line" "hwidd[$HWIDD_PID]: " "hwidd's own records"

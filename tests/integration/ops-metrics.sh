@@ -8,7 +8,10 @@
 #     certificate gauge by N, and the CA key's sign histogram by exactly
 #     the signatures made (N certificates and one CRL);
 #     a garbage CSR moves bad_csr and the enroll client_error histogram; a
-#     body over the limit (refused by the transport) moves too_large; a
+#     body over the limit and a Content-Length beyond any integer (refused
+#     by the transport) move too_large, a header block far beyond
+#     max_header headers_too_large; a refused TLS 1.1 handshake gets an
+#     alert, a log line and moves the handshake failures; a
 #     request without a token moves the unauthenticated refusals (kept from
 #     before); a request held for approval moves the pending gauge; the
 #     certificate expiry gauges match openssl's reading of ca.pem and
@@ -45,7 +48,14 @@ near() {
 
 ca_setup
 public_metrics
+# The CA key's signatures are counted below: hwidd signs an audit
+# checkpoint when it starts, and then not again while this test runs.
+sed -i 's/^profiles:$/audit:\n  checkpoint_interval: 1d\n  checkpoint_records: 1000000\n&/' "$CFG"
 hwidd_start
+for _ in $(seq 100); do
+        [ "$(store_sql "SELECT count(*) FROM audit_checkpoints")" -ge 1 ] && break
+        sleep 0.1
+done
 
 scrape "$T/m0"
 # A fresh hwidd: nothing enrolled yet, the gauges there already.
@@ -105,6 +115,23 @@ expect_status 401 "$DEV/anon"
 head -c 70000 /dev/zero | tr '\0' 'A' >"$DEV/huge.csr"
 post_csr "$DEV/huge" "$TOK" "$DEV/huge.csr"
 expect_error 413 too_large "$DEV/huge"
+# A Content-Length no integer holds (libmicrohttpd's own 413), and a
+# header block far beyond max_header (its own 431): answered with our JSON
+# by the transport, and counted like the rest.
+http "$DEV/overflow" POST /csr -H "Content-Length: 99999999999999999999999" -H "Content-Type: application/pkcs10"
+expect_error 413 too_large "$DEV/overflow"
+{ printf 'X-Big: '; head -c 100000 /dev/zero | tr '\0' h; echo; } >"$DEV/big.hdr"
+http "$DEV/big-header" GET /healthz -H @"$DEV/big.hdr"
+expect_error 431 headers_too_large "$DEV/big-header"
+# A TLS 1.1 handshake: refused with an alert, and a log line.
+out=$(echo | timeout 20 openssl s_client -connect "127.0.0.1:$PORT" -tls1_1 -cipher 'DEFAULT@SECLEVEL=0' 2>&1 || true)
+assert_contains "$out" "alert protocol version" "a TLS 1.1 handshake"
+for ((i = 0; i < 50; i++)); do
+        grep -q "TLS handshake from 127.0.0.1 refused: the client offers no TLS version served" "$HWIDD_LOG" && break
+        sleep 0.1
+done
+grep -q "TLS handshake from 127.0.0.1 refused: the client offers no TLS version served" "$HWIDD_LOG" ||
+        fail "no log line for the refused TLS 1.1 handshake"
 # A request held for approval.
 MTOK=$(token_new --profile manual)
 enroll held "$MTOK"
@@ -125,8 +152,13 @@ assert_eq "$(metric "$T/after" 'hwid_sign_errors_total{key="ca",backend="pkcs11"
 assert_eq "$(metric_delta "$T/before" "$T/after" 'hwid_request_errors_total{error="bad_csr"}')" 1 "bad_csr errors"
 # 400 and 401 went through the handler; the 413 never reached it.
 assert_eq "$(metric_delta "$T/before" "$T/after" "$ENROLL_BAD")" 2 "enroll client errors"
-assert_eq "$(metric_delta "$T/before" "$T/after" 'hwid_request_errors_total{error="too_large"}')" 1 \
-        "too_large (the transport's refusal)"
+assert_eq "$(metric_delta "$T/before" "$T/after" 'hwid_request_errors_total{error="too_large"}')" 2 \
+        "too_large (the transport's refusals)"
+assert_eq "$(metric_delta "$T/before" "$T/after" 'hwid_request_errors_total{error="headers_too_large"}')" 1 \
+        "headers_too_large (libmicrohttpd's refusal)"
+assert_eq "$(metric_delta "$T/before" "$T/after" hwid_tls_handshake_failures_total)" 1 "failed TLS handshakes"
+[ "$(metric "$T/after" 'hwid_tls_handshake_duration_seconds_count')" -ge "$N" ] ||
+        fail "TLS handshake durations: $(metric "$T/after" 'hwid_tls_handshake_duration_seconds_count') for $N handshakes"
 assert_eq "$(metric_delta "$T/before" "$T/after" hwid_unauthenticated_refusals_total)" 1 \
         "unauthenticated refusals"
 assert_eq "$(metric_delta "$T/before" "$T/after" hwid_requests_pending)" 1 "pending requests gauge"

@@ -80,7 +80,7 @@ test_public_endpoints() {
 # /metrics without public_metrics: the admin role only.
 test_metrics_admin_only() {
         get_as "$DEV/m-anon" /metrics ""
-        expect_refused_unauthenticated 403 forbidden "$DEV/m-anon" metrics - "admin role"
+        expect_refused_unauthenticated 401 unauthenticated "$DEV/m-anon" metrics - "admin role"
         assert_not_contains "$(cat "$DEV/m-anon.body")" hwid_http_requests_total "metrics given to anonymous"
         get_as "$DEV/m-node" /metrics edge-2
         expect_error 403 forbidden "$DEV/m-node" "admin role"

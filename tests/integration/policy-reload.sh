@@ -78,7 +78,7 @@ test_start_refused() {
 # metrics_closed — anonymous GET /metrics is refused.
 metrics_closed() {
         get_as "$DEV/metrics" /metrics ""
-        expect_error 403 forbidden "$DEV/metrics" "admin role"
+        expect_error 401 unauthenticated "$DEV/metrics" "admin role"
 }
 
 # allowed NAME / refused NAME PATTERN — enrollment of NAME with the token

@@ -31,6 +31,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=attest-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/attest-lib.sh"
+# shellcheck source=tpm-log-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tpm-log-lib.sh"
 
 require_tools tpm2_createprimary tpm2_evictcontrol tpm2_flushcontext
 
@@ -70,37 +72,12 @@ srk 2 rsa2048:aes128cfb "$TCG_SRK_ATTRS"
 srk 3 ecc256:aes128cfb # tpm2-tools' defaults: no noDA
 srk 4 ecc256:aes128cfb "$TCG_SRK_ATTRS" -p srk-secret
 
-# tpm_name CODE — a TPM command's name (TPM 2.0 part 2, TPM_CC).
-tpm_name() {
-        case $1 in
-        00000131) echo CreatePrimary ;; 00000147) echo ActivateCredential ;; 00000148) echo Certify ;;
-        0000014E) echo NV_Read ;; 00000151) echo PolicySecret ;; 00000153) echo Create ;;
-        00000157) echo Load ;; 0000015D) echo Sign ;; 00000161) echo ContextLoad ;;
-        00000162) echo ContextSave ;; 00000165) echo FlushContext ;; 00000169) echo NV_ReadPublic ;;
-        00000173) echo ReadPublic ;; 00000176) echo StartAuthSession ;; 0000017A) echo GetCapability ;;
-        00000191) echo CreateLoaded ;;
-        *) echo "0x$1" ;;
-        esac
-}
-
-log_of() { echo "$SWTPM_DIR/tpm$1/swtpm.log"; }
-
-# commands_since TPM LINE — the commands in TPM's log after LINE, one a
-# line.  A fresh swtpm refuses the first use of an algorithm with
-# TPM_RC_RETRY (tpm2-tss sends it again): those are left out.
-commands_since() {
-        tail -n +$(($2 + 1)) "$(log_of "$1")" |
-                awk '/SWTPM_IO_Read/ { getline; code = $7 $8 $9 $10 }
-                     /SWTPM_IO_Write/ { getline; if ($7 $8 $9 $10 != "00000922") print code }' |
-                while read -r c; do tpm_name "$c"; done
-}
-
 # counted TPM MAX MAX_CP WHAT COMMAND... — runs COMMAND, which must succeed;
 # it may cost TPM at most MAX commands and MAX_CP CreatePrimary.  Sets CMDS.
 counted() {
         local tpm=$1 max=$2 max_cp=$3 what=$4 l0 n cp
         shift 4
-        l0=$(wc -l <"$(log_of "$tpm")")
+        l0=$(log_lines "$tpm")
         expect_exit 0 "" --multiline -- "$@"
         CMDS=$(commands_since "$tpm" "$l0")
         n=$(grep -c . <<<"$CMDS")

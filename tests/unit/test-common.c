@@ -1,6 +1,7 @@
-/* Capped buffers, secrets and atomic files. */
+/* Capped buffers, secrets, atomic files, and the one JSON reader. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include "check.h"
 #include "error.h"
 #include "fsutil.h"
+#include "json-read.h"
 #include "secret.h"
 
 static void buf_is_capped(void) {
@@ -159,6 +161,52 @@ static void process_is_protected(void) {
         CHECK(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1); /* the parent is untouched */
 }
 
+/* json_read(): strict, bounded, and no member named twice at any depth,
+ * however the name is spelt (escapes are the same name). */
+static const struct {
+        const char *text;
+        bool ok;
+        const char *why; /* part of the error */
+} json_cases[] = {
+        { "{\"profile\":\"a\",\"count\":1}", true, NULL },
+        { " {\"a\":{\"b\":[1,2,null]}}\r\n", true, NULL },
+        { "{\"profile\":\"a\",\"count\":1,\"profile\":\"b\"}", false, "an object names a member twice (line 1, column 34)" },
+        { "{\"a\":{\"x\":1,\"x\":1}}", false, "names a member twice" },
+        { "{\"a\":[{\"x\":1},{\"x\":2}],\"b\":{\"z\":1,\"z\":2}}", false, "names a member twice" },
+        { "{\"profile\":1,\"\\u0070rofile\":2}", false, "names a member twice" },
+        { "{\"a\":1} x", false, "is not one JSON object" },
+        { "{\"a\":1}{\"a\":1}", false, "is not one JSON object" },
+        { "[1,2]", false, "is not one JSON object" },
+        { "{'a':1}", false, "is not valid JSON" }, /* json-c takes it; jansson does not */
+        { "{\"a\":\"\xff\"}", false, "is not one JSON object" },
+        { "{\"a\":{\"b\":{\"c\":{\"d\":{}}}}}", false, "is not one JSON object" }, /* deeper than 4 */
+        { "{\"a\":{\"b\":{\"c\":1}}}", true, NULL },
+        { "", false, "is not one JSON object" },
+};
+
+static void json_reads_strictly(void) {
+        for (size_t i = 0; i < ELEMENTSOF(json_cases); i++) {
+                json_object *o = NULL;
+                int r = json_read(json_cases[i].text, strlen(json_cases[i].text), 4, 0, "the body", &o);
+
+                if (json_cases[i].ok) {
+                        CHECK(r == 0 && json_object_is_type(o, json_type_object));
+                } else {
+                        CHECK(r == -HWID_E_INVALID && !o);
+                        CHECK_CONTAINS(hwid_strerror(r), "the body ");
+                        CHECK_CONTAINS(hwid_strerror(r), json_cases[i].why);
+                }
+                json_object_put(o);
+        }
+        /* Not NUL-terminated, a NUL inside, trailing space when refused. */
+        json_object *o = NULL;
+        CHECK(json_read("{\"a\":1}xyz", 7, 4, 0, "t", &o) == 0);
+        json_object_put(o);
+        o = NULL;
+        CHECK(json_read("{\"a\":1}\0", 8, 4, 0, "t", &o) == -HWID_E_INVALID && !o);
+        CHECK(json_read("{\"a\":1} ", 8, 4, JSON_READ_NO_TRAILING_SPACE, "t", &o) == -HWID_E_INVALID && !o);
+}
+
 int main(void) {
         buf_is_capped();
         buf_reserve_keeps_data_in_place();
@@ -166,5 +214,6 @@ int main(void) {
         files_are_atomic_and_capped();
         secrets_are_locked();
         process_is_protected();
+        json_reads_strictly();
         return check_done("test-common");
 }

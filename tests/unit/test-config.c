@@ -152,8 +152,9 @@ static void defaults(void) {
         CHECK_STREQ(c->ca_cert, "etc/hwid/ca.pem");
         CHECK(c->tcti == NULL && c->ca_chain == NULL && c->crl_url == NULL);
         CHECK(c->crl_validity == 7 * 86400 && c->max_body == 65536 && c->max_header == 8192);
-        CHECK(c->timeout == 30 && c->max_connections == 1024);
-        CHECK(c->rate_per_ip == 0 && c->retry_after == 5);
+        CHECK(c->timeout == 30 && c->max_connections == 16384 && c->max_connections_per_ip == 1024);
+        CHECK(c->handshake_cap == 1024 && c->handshake_timeout == 10 && c->workers == 32);
+        CHECK(c->rate_per_ip == 200 && c->rate_burst == 500 && c->retry_after == 5);
         CHECK(!policy_audit_only(c->policy) && policy_admin_group(c->policy) == NULL);
         CHECK(c->http_listen == NULL && c->clock_skew == 300);
         CHECK(!c->audit_syslog);
@@ -173,7 +174,8 @@ static void variants(void) {
                                    "{from_profiles: [edge, later], name: \"{cn}-op\"}}\n"
                                    "  later: {}\n"
                                    "policy: {audit_only: yes, public_metrics: on}\n"
-                                   "limits: {max_body: 1MiB, timeout: 2m, rate_per_ip: 0.5, retry_after: 1d}\n"
+                                   "limits: {max_body: 1MiB, timeout: 2m, rate_per_ip: 0.5, retry_after: 1d,\n"
+                                   "         max_connections_per_ip: 5, handshake_cap: 7, handshake_timeout: 3s, workers: 4}\n"
                                    "audit: {syslog: true, syslog_socket: run/log.sock}\n";
         _cleanup_(config_freep) hwidd_config *c = NULL;
         const policy_profile *p;
@@ -188,6 +190,7 @@ static void variants(void) {
         CHECK_STREQ(c->database, "hwid.db");
         CHECK(policy_audit_only(c->policy) && policy_public_metrics(c->policy));
         CHECK(c->max_body == 1024 * 1024 && c->timeout == 120 && c->rate_per_ip == 0.5 && c->retry_after == 86400);
+        CHECK(c->max_connections_per_ip == 5 && c->handshake_cap == 7 && c->handshake_timeout == 3 && c->workers == 4);
         CHECK(c->audit_syslog);
         CHECK_STREQ(c->audit_syslog_socket, "run/log.sock");
         p = policy_profile_find(c->policy, "edge");
@@ -364,6 +367,8 @@ static const broken broken_files[] = {
         { PROFILE_OK "limits:\n  timeout: 30\n", 12, "limits.timeout", "not a duration" },
         { PROFILE_OK "limits:\n  max_connections: -1\n", 12, "limits.max_connections", "not a whole number" },
         { PROFILE_OK "limits:\n  max_connections: 0\n", 12, "limits.max_connections", "out of range" },
+        { PROFILE_OK "limits:\n  handshake_cap: 0\n", 12, "limits.handshake_cap", "out of range" },
+        { PROFILE_OK "limits:\n  workers: 2000\n", 12, "limits.workers", "out of range" },
         { PROFILE_OK "limits:\n  rate_per_ip: fast\n", 12, "limits.rate_per_ip", "not a number" },
         { PROFILE_OK "limits:\n  rate_per_ip: nan\n", 12, "limits.rate_per_ip", "not a number" },
         { PROFILE_OK "limits:\n  retry_after: 2d\n", 12, "limits.retry_after", "out of range" },

@@ -1,4 +1,4 @@
-/* The issuer's leaf certificates (service/issuer-leaf.c), assembled as
+/* The issuer's leaf certificates (service/ca/issuer/issuer-leaf.c), assembled as
  * DER, against the same certificate built the way hwid built them before
  * (an OpenSSL X509 object, fields set and extensions added in the same
  * order, signed with X509_sign_ctx): for every kind of request, the TBS

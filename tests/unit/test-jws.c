@@ -190,7 +190,7 @@ static void round_trips(void) {
                 pki_make(&p, keys[i].alg, keys[i].param, NOW - 3600, NOW + 3600);
                 CHECK(jws_alg_for_key(p.key, &a) == 0);
                 CHECK_STREQ(jws_alg_name(a), keys[i].name);
-                CHECK(jws_claims("{\"aud\":\"x\"}", "dev-1", NOW, NOW + 300, &claims) == 0);
+                CHECK(jws_claims("{\"aud\":\"x\"}", "dev-1", 0, NOW, NOW + 300, &claims) == 0);
                 tok = sign(&p, claims, true);
                 CHECK(tok && verify(&p, tok, NOW, 0, NULL) == 0);
                 CHECK(verify(&p, tok, NOW + 299, 0, NULL) == 0);
@@ -218,7 +218,7 @@ static void refusals(void) {
                             *bad_iss = NULL, *jwt_text = NULL;
 
         pki_make(&p, "EC", "P-256", NOW - 3600, NOW + 3600);
-        CHECK(jws_claims(NULL, "dev-1", NOW, NOW + 300, &claims) == 0);
+        CHECK(jws_claims(NULL, "dev-1", 0, NOW, NOW + 300, &claims) == 0);
         tok = sign(&p, claims, true);
         t0 = tamper(tok, 0), t1 = tamper(tok, 1), t2 = tamper(tok, 2);
         CHECK(verify(&p, t0, NOW, 0, "JWS refused") < 0);
@@ -229,7 +229,7 @@ static void refusals(void) {
         CHECK(verify(&p, "a.b", NOW, 0, "not a compact JWS") == -HWID_E_INVALID);
         CHECK(verify(&p, "a.b.c.d", NOW, 0, "not a compact JWS") == -HWID_E_INVALID);
         /* iss must be the signer; a raw payload is no JWT; typ JWT must be one. */
-        CHECK(jws_claims(NULL, "dev-2", NOW, NOW + 300, &bad_iss) == 0);
+        CHECK(jws_claims(NULL, "dev-2", 0, NOW, NOW + 300, &bad_iss) == 0);
         free(tok);
         tok = sign(&p, bad_iss, true);
         CHECK(verify(&p, tok, NOW, 0, "is not the signer 'dev-1'") == -HWID_E_UNTRUSTED);
@@ -240,9 +240,76 @@ static void refusals(void) {
         /* hwid sets iss, iat and exp itself. */
         free(claims);
         claims = NULL;
-        CHECK(jws_claims("{\"exp\":1}", "dev-1", NOW, NOW + 1, &claims) == -HWID_E_INVALID);
-        CHECK(jws_claims("{\"a\":1} x", "dev-1", NOW, NOW + 1, &claims) == -HWID_E_INVALID);
-        CHECK(jws_claims("{\"a\":\"\xff\"}", "dev-1", NOW, NOW + 1, &claims) == -HWID_E_INVALID);
+        CHECK(jws_claims("{\"exp\":1}", "dev-1", 0, NOW, NOW + 1, &claims) == -HWID_E_INVALID);
+        CHECK(jws_claims("{\"a\":1} x", "dev-1", 0, NOW, NOW + 1, &claims) == -HWID_E_INVALID);
+        CHECK(jws_claims("{\"a\":\"\xff\"}", "dev-1", 0, NOW, NOW + 1, &claims) == -HWID_E_INVALID);
+        pki_free(&p);
+}
+
+/* The protected header of tok, parsed. */
+static json_object *header_of(const char *tok) {
+        _cleanup_free_ uint8_t *h = NULL;
+        json_object *o = NULL;
+        size_t n = 0;
+
+        CHECK(base64_decode(tok, (size_t) (strchr(tok, '.') - tok), true, &h, &n) == 0);
+        CHECK(h && jws_json_object((const char *) h, n, false, "the header", &o) == 0);
+        return o;
+}
+
+/* The base64url thumbprint of cert with md. */
+static char *thumbprint(X509 *cert, const EVP_MD *md) {
+        unsigned char d[EVP_MAX_MD_SIZE];
+        unsigned int dlen = 0;
+        char *t = NULL;
+
+        CHECK(X509_digest(cert, md, d, &dlen) == 1);
+        CHECK(base64_encode(d, dlen, true, &t) == 0);
+        return t;
+}
+
+/* x5t#S256 and x5t (SHA-1, RFC 7515 §4.1.7) are the leaf's; the identity
+ * goes to iss, sub or both, and the claims may not set those. */
+static void thumbprints_and_identity(void) {
+        static const struct { unsigned flags; bool iss, sub; } ids[] = {
+                { 0, true, false }, { JWS_IDENTITY_ISS, true, false }, { JWS_IDENTITY_SUB, false, true },
+                { JWS_IDENTITY_ISS | JWS_IDENTITY_SUB, true, true },
+        };
+        _cleanup_free_ char *claims = NULL, *tok = NULL, *s256 = NULL, *s1 = NULL;
+        json_object *h, *v;
+        pki p = { 0 };
+
+        pki_make(&p, "EC", "P-256", NOW - 3600, NOW + 3600);
+        CHECK(jws_claims(NULL, "dev-1", 0, NOW, NOW + 300, &claims) == 0);
+        tok = sign(&p, claims, true);
+        h = header_of(tok);
+        s256 = thumbprint(p.leaf, EVP_sha256());
+        s1 = thumbprint(p.leaf, EVP_sha1());
+        CHECK(json_object_object_get_ex(h, "x5t#S256", &v) && strcmp(json_object_get_string(v), s256) == 0);
+        CHECK(json_object_object_get_ex(h, "x5t", &v) && strcmp(json_object_get_string(v), s1) == 0);
+        CHECK(strlen(s1) == 27); /* 20 bytes */
+        json_object_put(h);
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+                _cleanup_free_ char *c = NULL, *t = NULL;
+                json_object *o = NULL;
+                CHECK(jws_claims("{\"aud\":\"x\"}", "dev-1", ids[i].flags, NOW, NOW + 300, &c) == 0);
+                CHECK(c && jws_json_object(c, strlen(c), false, "claims", &o) == 0);
+                CHECK(json_object_object_get_ex(o, "iss", &v) == ids[i].iss);
+                CHECK(!ids[i].iss || strcmp(json_object_get_string(v), "dev-1") == 0);
+                CHECK(json_object_object_get_ex(o, "sub", &v) == ids[i].sub);
+                CHECK(!ids[i].sub || strcmp(json_object_get_string(v), "dev-1") == 0);
+                json_object_put(o);
+                t = sign(&p, c, true);
+                CHECK(verify(&p, t, NOW, 0, NULL) == 0);
+        }
+        free(claims);
+        claims = NULL;
+        CHECK(jws_claims("{\"sub\":\"x\"}", "dev-1", JWS_IDENTITY_SUB, NOW, NOW + 1, &claims) == -HWID_E_INVALID);
+        CHECK(strstr(hwid_strerror(-HWID_E_INVALID), "may not set 'sub': hwid sets sub"));
+        CHECK(jws_claims("{\"iss\":\"x\"}", "dev-1", JWS_IDENTITY_ISS | JWS_IDENTITY_SUB, NOW, NOW + 1, &claims) ==
+              -HWID_E_INVALID);
+        CHECK(strstr(hwid_strerror(-HWID_E_INVALID), "hwid sets iss and sub"));
+        CHECK(jws_claims("{\"sub\":\"x\"}", "dev-1", JWS_IDENTITY_ISS, NOW, NOW + 1, &claims) == 0);
         pki_free(&p);
 }
 
@@ -252,6 +319,7 @@ int main(void) {
         ecdsa_forms();
         round_trips();
         refusals();
+        thumbprints_and_identity();
         ERR_clear_error();
         if (!check_failures)
                 printf("test-jws: all checks passed\n");

@@ -33,17 +33,17 @@ static policy_profile *accepting(const char *name, const char *from, const char 
  * approval) accepts lab's. */
 static policy *make(bool audit_only) {
         policy *p = NULL;
-        policy_profile *op = accepting("op", "device", "{cn}-op"), *att = accepting("att", "gw", "{cn}-att"),
+        policy_profile *op_prof = accepting("op", "device", "{cn}-op"), *att = accepting("att", "gw", "{cn}-att"),
                        *held = accepting("held", "lab", "{cn}");
 
-        op->cn_pattern = strdup("dev-*-op");
+        op_prof->cn_pattern = strdup("dev-*-op");
         att->attestation = ATTESTATION_REQUIRED;
         held->approval = APPROVAL_MANUAL;
         CHECK(policy_new(&p) == 0);
         CHECK(policy_add_profile(p, new_profile("device")) == 0);
         CHECK(policy_add_profile(p, new_profile("gw")) == 0);
         CHECK(policy_add_profile(p, new_profile("lab")) == 0);
-        CHECK(policy_add_profile(p, op) == 0);
+        CHECK(policy_add_profile(p, op_prof) == 0);
         CHECK(policy_add_profile(p, att) == 0);
         CHECK(policy_add_profile(p, accepting("alt", "gw", "{cn}-alt")) == 0);
         CHECK(policy_add_profile(p, held) == 0);

@@ -6,7 +6,10 @@
  *     reads any identity;
  *   - token creation: a provisioner within its recorded scope only, by
  *     the documented rule for globs; admins anything valid;
- *   - the scopes a configuration may hold (policy_check_scopes). */
+ *   - the scopes a configuration may hold (policy_check_scopes);
+ *   - four eyes: nobody approves a request for its own key or identity,
+ *     only an admin approves one for an operator profile (or a profile
+ *     gone), in audit-only mode too; denying is left to the role. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,8 +92,10 @@ static void one_cell(policy *p, policy_role role, size_t i) {
                          policy_action_name(expected[i].action), expected[i].need);
                 CHECK_CONTAINS(d.reason, want);
         }
-        /* Without a certificate the admin API is a 401, not a 403. */
-        if (!name && policy_action_is_admin_api(expected[i].action))
+        /* Without a certificate an operators' action (the admin API,
+         * /metrics) is a 401, not a 403. */
+        if (!name && (policy_action_is_admin_api(expected[i].action) || expected[i].action == ACTION_ADMIN ||
+                      expected[i].action == ACTION_METRICS))
                 CHECK(d.error == -HWID_E_UNAUTHENTICATED);
         else
                 CHECK(d.error == -HWID_E_FORBIDDEN);
@@ -278,6 +283,55 @@ static void role_names(void) {
               !policy_role_has_certificate(ROLE_ANONYMOUS));
 }
 
+/* ---------- four eyes ---------- */
+
+static void decide(const policy *p, policy_role role, const char *me, const char *key, policy_action action,
+                   const char *identity, const char *profile, bool allowed, const char *why) {
+        policy_requester who = as(role, me);
+        policy_decision d;
+
+        who.cert_spki_sha256 = key;
+        policy_check_request_decide(p, &who, action,
+                                    &(policy_pending) { .identity = identity, .profile = profile,
+                                                        .spki_sha256 = NEW_KEY }, &d);
+        CHECK(d.verdict == (allowed ? VERDICT_ALLOW : VERDICT_DENY));
+        if (!allowed) {
+                CHECK(d.error == -HWID_E_FORBIDDEN && !d.audit_only);
+                CHECK_CONTAINS(d.reason, why);
+        }
+}
+
+static void four_eyes(const policy *strict, const policy *audit) {
+        const policy *both[] = { strict, audit };
+
+        for (size_t i = 0; i < ELEMENTSOF(both); i++) {
+                const policy *p = both[i];
+
+                /* Its own key, or its own identity (any case): nobody, not even an admin. */
+                decide(p, ROLE_APPROVER, "bob", NEW_KEY, ACTION_REQUEST_APPROVE, "edge-1", "edge", false,
+                       "'bob' may not approve a request for its own key");
+                decide(p, ROLE_ADMIN, "admin-1", NEW_KEY, ACTION_REQUEST_APPROVE, "edge-1", "edge", false,
+                       "its own key");
+                decide(p, ROLE_APPROVER, "Edge-1", OLD_KEY, ACTION_REQUEST_APPROVE, "edge-1", "edge", false,
+                       "'Edge-1' may not approve a request for its own identity");
+                decide(p, ROLE_ADMIN, "admin-1", OLD_KEY, ACTION_REQUEST_APPROVE, "ADMIN-1", "admin", false,
+                       "its own identity");
+                /* Operator profiles: an admin only. */
+                decide(p, ROLE_APPROVER, "bob", OLD_KEY, ACTION_REQUEST_APPROVE, "admin-2", "admin", false,
+                       "profile 'admin' issues admin certificates: only an admin may approve");
+                decide(p, ROLE_APPROVER, "bob", OLD_KEY, ACTION_REQUEST_APPROVE, "x", "gone", false,
+                       "profile 'gone' is no longer configured: only an admin");
+                decide(p, ROLE_ADMIN, "admin-1", OLD_KEY, ACTION_REQUEST_APPROVE, "admin-2", "admin", true, NULL);
+                decide(p, ROLE_ADMIN, "admin-1", OLD_KEY, ACTION_REQUEST_APPROVE, "x", "gone", true, NULL);
+                decide(p, ROLE_APPROVER, "bob", OLD_KEY, ACTION_REQUEST_APPROVE, "edge-1", "edge", true, NULL);
+                /* A denial grants nothing: the role decides, own requests included. */
+                decide(p, ROLE_APPROVER, "bob", NEW_KEY, ACTION_REQUEST_DENY, "bob", "admin", true, NULL);
+                /* The role still comes first. */
+                decide(p, ROLE_AUDITOR, "carol", OLD_KEY, ACTION_REQUEST_APPROVE, "edge-1", "edge", false,
+                       "auditor 'carol' may not perform 'request.approve'");
+        }
+}
+
 int main(void) {
         _cleanup_(policy_freep) policy *strict = make_policy(false);
         _cleanup_(policy_freep) policy *audit = make_policy(true);
@@ -291,6 +345,7 @@ int main(void) {
         pattern_rule();
         scope_rules();
         role_names();
+        four_eyes(strict, audit);
         if (!check_failures)
                 printf("test-policy-roles: %zu actions x %zu requesters, %zu token rows and the rest passed\n",
                        ELEMENTSOF(expected), ELEMENTSOF(requesters), ELEMENTSOF(tokens));

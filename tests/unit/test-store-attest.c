@@ -47,12 +47,12 @@ static void challenges(void) {
         store_challenge a = challenge('a', NOW + 60), b = challenge('b', NOW + 10), c = challenge('c', NOW + 60);
         store_challenge got = { 0 };
 
-        CHECK(store_challenge_put(s, &a, NOW, 2) == 0);
-        CHECK_REFUSED(store_challenge_put(s, &a, NOW, 3), HWID_E_EXISTS, "exists already");
-        CHECK(store_challenge_put(s, &b, NOW, 2) == 0);
-        CHECK_REFUSED(store_challenge_put(s, &c, NOW, 2), HWID_E_RATE_LIMITED, "already waiting");
+        CHECK(store_challenge_put(s, &a, NOW, 2, 0, NULL) == 0);
+        CHECK_REFUSED(store_challenge_put(s, &a, NOW, 3, 0, NULL), HWID_E_EXISTS, "exists already");
+        CHECK(store_challenge_put(s, &b, NOW, 2, 0, NULL) == 0);
+        CHECK_REFUSED(store_challenge_put(s, &c, NOW, 2, 0, NULL), HWID_E_RATE_LIMITED, "already waiting");
         /* Once b has expired, it makes room. */
-        CHECK(store_challenge_put(s, &c, NOW + 10, 2) == 0);
+        CHECK(store_challenge_put(s, &c, NOW + 10, 2, 0, NULL) == 0);
         CHECK(raw_int(path, "SELECT count(*) FROM attest_challenges") == 2);
         /* Taken through the other connection, whole, and only once. */
         CHECK(store_challenge_take(s2, a.id, &got) == 0);
@@ -65,13 +65,13 @@ static void challenges(void) {
         /* Malformed: refused before the database. */
         CHECK_REFUSED(store_challenge_take(s, "ABC", &got), HWID_E_NOT_FOUND, "no such");
         store_challenge bad = challenge('A', NOW + 60);
-        CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9), HWID_E_INVALID, "bad id");
+        CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9, 0, NULL), HWID_E_INVALID, "bad id");
         bad = challenge('d', NOW + 60);
         bad.ak_public_len = 0;
-        CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9), HWID_E_INVALID, "AK");
+        CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9, 0, NULL), HWID_E_INVALID, "AK");
         /* The database itself refuses a secret of the wrong size. */
         CHECK(raw_exec(path, "INSERT INTO attest_challenges VALUES ('" HEX_A "', x'00', zeroblob(32), x'01', x'01', "
-                             "1, 1)") != 0);
+                             "1, 1, '')") != 0);
 }
 
 /* An attest_pending with a real AK public area (a software P-256 key). */
@@ -107,8 +107,8 @@ static void fresh_store(void) {
         _cleanup_(attest_fresh_freep) attest_fresh *f = NULL, *f2 = NULL;
         attest_pending a = pending(1, 100), b = pending(2, 200), c = pending(3, 300), got;
 
-        CHECK(attest_fresh_new_store(s, 2, &f) == 0);
-        CHECK(attest_fresh_new_store(s2, 2, &f2) == 0);
+        CHECK(attest_fresh_new_store(s, &(attest_bounds) { .max = 2 }, &f) == 0);
+        CHECK(attest_fresh_new_store(s2, &(attest_bounds) { .max = 2 }, &f2) == 0);
         CHECK(attest_fresh_put(f, &a, 50) == 0);
         CHECK(attest_fresh_put(f, &b, 50) == 0);
         CHECK_REFUSED(attest_fresh_put(f, &c, 50), HWID_E_RATE_LIMITED, "already waiting");
@@ -121,7 +121,34 @@ static void fresh_store(void) {
         CHECK(attest_fresh_put(f, &c, 150) == 0); /* a (expires 100) is purged */
         CHECK(attest_fresh_put(f2, &b, 150) == 0);
         CHECK_REFUSED(attest_fresh_take(f, a.id, 150, &got), HWID_E_ATTESTATION, "unknown");
-        CHECK_REFUSED(attest_fresh_new_store(s, 0, &f2), HWID_E_INVALID, "room");
+        CHECK_REFUSED(attest_fresh_new_store(s, &(attest_bounds) { .max = 0 }, &f2), HWID_E_INVALID, "room");
+}
+
+/* Per requester: past its bound a requester's oldest challenges make room
+ * for its new one, whatever others hold; the bound of all requesters
+ * together still refuses. */
+static void requester_bound(void) {
+        _cleanup_free_ char *path = db_path("bound.db");
+        _cleanup_(store_freep) store *s = open_fresh(path), *s2 = open_fresh(path);
+        store_challenge x1 = challenge('1', NOW + 60), x2 = challenge('2', NOW + 60), x3 = challenge('3', NOW + 60),
+                        y = challenge('4', NOW + 60), z = challenge('5', NOW + 60), got = { 0 };
+        size_t replaced = 9;
+
+        x1.requester = x2.requester = x3.requester = "token:aaaaaa";
+        y.requester = "ek:0123";
+        z.requester = "cert:0A1B";
+        CHECK(store_challenge_put(s, &x1, NOW, 3, 2, &replaced) == 0 && replaced == 0);
+        CHECK(store_challenge_put(s, &y, NOW + 1, 3, 2, &replaced) == 0 && replaced == 0);
+        CHECK(store_challenge_put(s2, &x2, NOW + 2, 3, 2, &replaced) == 0 && replaced == 0);
+        /* The table is full; token:aaaaaa is at its bound: its oldest goes. */
+        CHECK(store_challenge_put(s, &x3, NOW + 3, 3, 2, &replaced) == 0 && replaced == 1);
+        CHECK_REFUSED(store_challenge_take(s, x1.id, &got), HWID_E_NOT_FOUND, "no attestation challenge");
+        CHECK(store_challenge_take(s2, y.id, &got) == 0);
+        store_challenge_clear(&got);
+        CHECK(store_challenge_put(s, &y, NOW + 4, 3, 2, &replaced) == 0 && replaced == 0);
+        /* Another requester, below its bound, meets the table full. */
+        CHECK_REFUSED(store_challenge_put(s, &z, NOW + 5, 3, 2, &replaced), HWID_E_RATE_LIMITED, "already waiting");
+        CHECK(raw_int(path, "SELECT count(*) FROM attest_challenges WHERE requester = 'token:aaaaaa'") == 2);
 }
 
 static store_ek entry(const char *cert, const char *pub, const char *name, const char *profile) {
@@ -257,6 +284,7 @@ int main(void) {
         if (!fixture_begin())
                 return 1;
         challenges();
+        requester_bound();
         fresh_store();
         allowlist();
         records();

@@ -176,16 +176,16 @@ static void audit_prune(void) {
                                 NOW + 10, NOW - 50, NOW };
         for (size_t i = 0; i < ELEMENTSOF(ats); i++)
                 CHECK(append(s, ats[i], (int) i) == 0);
-        CHECK(store_audit_prune(s, NOW, 0, &n) == -HWID_E_INVALID && n == 99);
-        CHECK(store_audit_prune(s, NOW, 10001, &n) == -HWID_E_INVALID);
+        CHECK(store_audit_prune(s, NOW, 0, NULL, NULL, &n) == -HWID_E_INVALID && n == 99);
+        CHECK(store_audit_prune(s, NOW, 10001, NULL, NULL, &n) == -HWID_E_INVALID);
         /* Oldest first in append order, at most a batch. */
-        CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 3);
+        CHECK(store_audit_prune(s, NOW, 3, NULL, NULL, &n) == 0 && n == 3);
         CHECK(raw_int(path, "SELECT min(id) FROM audit") == 4);
         CHECK(raw_int(path, "SELECT id FROM audit_chain WHERE role = 'anchor'") == 3);
         CHECK(raw_int(path, "SELECT count(*) FROM audit") == 7);
-        CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 3);
-        CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 1);
-        CHECK(store_audit_prune(s, NOW, 3, &n) == 0 && n == 0);
+        CHECK(store_audit_prune(s, NOW, 3, NULL, NULL, &n) == 0 && n == 3);
+        CHECK(store_audit_prune(s, NOW, 3, NULL, NULL, &n) == 0 && n == 1);
+        CHECK(store_audit_prune(s, NOW, 3, NULL, NULL, &n) == 0 && n == 0);
         /* The recent record stops the pruning: the old one after it waits
          * for it (kept longer, never shorter, than the retention). */
         CHECK(raw_int(path, "SELECT count(*) FROM audit") == 3);
@@ -193,7 +193,7 @@ static void audit_prune(void) {
         CHECK(raw_int(path, "SELECT count(*) FROM audit WHERE at = 1699999950") == 1);
         CHECK(append(s, NOW + 30, 99) == 0);
         CHECK(audit_rows(s) == 4);
-        CHECK(store_audit_verify(s, &rep) == 0 && rep.problem == AUDIT_OK);
+        CHECK(store_audit_verify(s, NULL, 0, &rep) == 0 && rep.problem == AUDIT_OK);
         CHECK(rep.anchored && rep.anchor_id == 7 && rep.n_records == 4 && rep.first_id == 8 && rep.last_id == 11);
         /* The batch is read in id order from the table itself: no sort. */
         {
@@ -213,9 +213,9 @@ static void audit_prune_refuses_tampered(void) {
         for (int i = 0; i < 5; i++)
                 CHECK(append(s, NOW - 100 + i, i) == 0);
         CHECK(raw_int(path, "UPDATE audit SET reason = 'nothing to see' WHERE id = 2 RETURNING 0") == 0);
-        CHECK(store_audit_prune(s, NOW, 10, &n) == -HWID_E_STORE && n == 99);
+        CHECK(store_audit_prune(s, NOW, 10, NULL, NULL, &n) == -HWID_E_STORE && n == 99);
         CHECK(raw_int(path, "SELECT count(*) FROM audit") == 5);
-        CHECK(store_audit_verify(s, &rep) == 0 && rep.problem == AUDIT_MODIFIED && rep.id == 2);
+        CHECK(store_audit_verify(s, NULL, 0, &rep) == 0 && rep.problem == AUDIT_MODIFIED && rep.id == 2);
 }
 
 int main(void) {

@@ -134,15 +134,52 @@ static void test_revocation(void) {
         CHECK(store_crl_number_next(a, NOW, &n2) == 0 && n2 > n1);
 }
 
+/* A signer for the test: a signature of one byte, the kind. */
+static int fake_sign(store_audit_checkpoint *cp, void *userdata) {
+        (void) userdata;
+        cp->sig[0] = (uint8_t) cp->kind;
+        cp->sig_len = 1;
+        return 0;
+}
+
+static int keep_checkpoint(const store_audit_checkpoint *cp, void *userdata) {
+        *(store_audit_checkpoint *) userdata = *cp;
+        return 0;
+}
+
+static int no_record(const store_audit *r, void *userdata) {
+        (void) r;
+        (void) userdata;
+        return 0;
+}
+
 static void test_audit(void) {
         store_audit rec = { .actor = "admin:root", .action = "test", .target = "x\n", .outcome = "allow" };
+        store_audit old = { .at = NOW - 1000, .actor = "admin:root", .action = "old", .outcome = "allow" };
+        store_audit_checkpoint last = { 0 }, head_cp = { .kind = STORE_CHECKPOINT_HEAD, .at = NOW };
+        store_audit_link anchor, head;
         store_audit_report rep;
         int before = audit_rows(a);
+        size_t n = 0;
 
         CHECK(store_audit_append(a, &rec) == 0);
         CHECK(store_audit_append(b, &rec) == 0);
         CHECK(audit_rows(b) == before + 2);
-        CHECK(store_audit_verify(b, &rep) == 0 && rep.problem == AUDIT_OK);
+        CHECK(store_audit_verify(b, NULL, 0, &rep) == 0 && rep.problem == AUDIT_OK);
+        /* Checkpoints: one of the head, then a pruning's, in its transaction. */
+        CHECK(store_audit_head(a, &head) == 0 && head.set);
+        head_cp.id = head.id;
+        head_cp.record_at = head.at;
+        memcpy(head_cp.hash, head.hash, sizeof(head_cp.hash));
+        head_cp.sig_len = 1;
+        CHECK(store_audit_checkpoint_add(b, &head_cp) == 0);
+        CHECK(store_audit_chain_read(a, &anchor, &head, keep_checkpoint, no_record, &last) == 0);
+        CHECK(last.kind == STORE_CHECKPOINT_HEAD && last.id == head.id && last.sig_len == 1);
+        CHECK(store_audit_append(a, &old) == 0);
+        CHECK(store_audit_prune(b, (int64_t) time(NULL) + 10, 10000, fake_sign, NULL, &n) == 0 && n > 0);
+        CHECK(store_audit_chain_read(a, &anchor, &head, keep_checkpoint, no_record, &last) == 0);
+        CHECK(anchor.set && last.kind == STORE_CHECKPOINT_PRUNE && last.id == anchor.id && last.sig[0] == 'P');
+        CHECK(memcmp(last.hash, anchor.hash, sizeof(last.hash)) == 0 && last.record_at == anchor.at);
 }
 
 static void test_attest(void) {
@@ -153,8 +190,8 @@ static void test_attest(void) {
                        .identity = (char *) "Ek-Node", .profile = (char *) "edge" }, f = { 0 };
         store_ek e2 = e;
 
-        CHECK(store_challenge_put(a, &c, NOW, 10) == 0);
-        CHECK(store_challenge_put(b, &c, NOW, 10) == -HWID_E_EXISTS);
+        CHECK(store_challenge_put(a, &c, NOW, 10, 0, NULL) == 0);
+        CHECK(store_challenge_put(b, &c, NOW, 10, 0, NULL) == -HWID_E_EXISTS);
         CHECK(store_challenge_take(b, c.id, &got) == 0 && got.ak_public_len == sizeof(der));
         store_challenge_clear(&got);
         CHECK(store_challenge_take(a, c.id, &got) == -HWID_E_NOT_FOUND);
@@ -364,7 +401,7 @@ static void test_mixed_batch(void) {
         CHECK(ok == RACERS / 2 + 1);
         CHECK(uses_left(b, "tokmix") == 100 - ok);
         CHECK(audit_rows(b) == before + ok);
-        CHECK(store_audit_verify(b, &rep) == 0 && rep.problem == AUDIT_OK);
+        CHECK(store_audit_verify(b, NULL, 0, &rep) == 0 && rep.problem == AUDIT_OK);
 }
 
 static void test_races(void) {

@@ -69,6 +69,16 @@ static void accepts_distinct_attributes(void) {
         CHECK_STREQ(u->module_path, "/m");
 }
 
+/* RFC 7512 lets a query value hold ';', '/' and '?': not attributes. */
+static void accepts_query_punctuation(void) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL, *v = NULL;
+
+        CHECK(key_uri_parse("pkcs11:token=ca;object=k;type=private?pin-source=file:/a;b?c", &u) == 0);
+        CHECK_STREQ(u->pin_source, "file:/a;b?c");
+        CHECK(key_uri_parse("pkcs11:token=ca;object=k;serial=1;manufacturer=m;model=x;slot-id=1"
+                            "?module-name=softhsm2", &v) == 0);
+}
+
 static void accepts_tpm2(void) {
         _cleanup_(key_uri_freep) key_uri *a = NULL, *b = NULL;
 
@@ -87,7 +97,16 @@ static const struct {
         { "file:/x", "must start with pkcs11: or tpm2:" },
         { "pkcs11:object=k", "names no token" },
         { "pkcs11:token=ca", "names no key" },
-        { "pkcs11:token=ca;objekt=k", "does not know" },
+        { "pkcs11:token=ca;objekt=k", "path attribute 'objekt' hwid does not know" },
+        /* Unknown query attributes: p11-kit would ignore them (a typo'd
+         * pin-value= dropped the PIN without a word). */
+        { "pkcs11:token=ca;object=k?pin-source=file:/p&pin-valu=1234", "query attribute 'pin-valu' hwid does not know" },
+        { "pkcs11:token=ca;object=k?pin-source=file:/p&frobnicate=1", "query attribute 'frobnicate'" },
+        { "pkcs11:token=ca;object=k?frobnicate", "query attribute 'frobnicate'" },
+        { "pkcs11:token=ca;object=k?x-vendor=1&pin-value=1", "query attribute 'x-vendor'" },
+        /* A query attribute in the path, a path attribute in the query. */
+        { "pkcs11:token=ca;object=k;pin-value=1", "path attribute 'pin-value'" },
+        { "pkcs11:token=ca?object=k", "query attribute 'object'" },
         { "pkcs11:token=ca;object=k%zz", "malformed PKCS#11 URI" },
         { "pkcs11:token=ca;object=k?pin-value=1&pin-source=file:/p", "both pin-source and pin-value" },
         /* p11-kit would keep the last one: ambiguous, refused. */
@@ -105,6 +124,8 @@ static const struct {
         { "tpm2:file=", "needs a path" },
         { "tpm2:file=/a\nb", "control character" },
         { "tpm2:key=1", "tpm2:handle=0x81xxxxxx or tpm2:file=PATH" },
+        { "tpm2:file=/k.tss2.pem?frobnicate=1", "query attribute 'frobnicate' hwid does not know" },
+        { "tpm2:handle=0x81000001?pin-value=1&x=2", "query attribute 'pin-value'" },
 };
 
 static void refuses_bad_uris(void) {
@@ -134,6 +155,7 @@ int main(void) {
         accepts_pkcs11_id_module_pin_value();
         accepts_tpm2();
         accepts_distinct_attributes();
+        accepts_query_punctuation();
         refuses_bad_uris();
         refuses_overlong();
         return check_done("test-uri");

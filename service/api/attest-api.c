@@ -1,0 +1,389 @@
+/* TPM attestation over HTTP (attest-api.h, docs/ATTESTATION.md).
+ *
+ *   POST /v1/attest  {"ek_cert", "ek_public", "ak_public"}
+ *     -> 201 {"id", "credential", "secret", "nonce", "expires"}
+ *   POST /csr, POST /v1/renew  (Content-Type: application/json)
+ *        {"csr": PEM, "attestation": {"id", "activated", "certify_info",
+ *                                     "signature", "key_public"}}
+ *
+ * Binary fields are standard base64 with padding; every field is
+ * required, bounded and checked, unknown fields are refused. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+#include <openssl/sha.h>
+
+#include "attest-api.h"
+#include "attest-verify.h"
+#include "base64.h"
+#include "error.h"
+#include "json-read.h"
+#include "log.h"
+#include "ossl-util.h"
+#include "secret.h"
+
+#define ATTEST_BODY_MAX (16 * 1024)
+#define JSON_DEPTH 4
+#define CERTIFY_INFO_MAX sizeof(TPMS_ATTEST)
+#define SIGNATURE_MAX sizeof(TPMT_SIGNATURE)
+#define ACTIVATED_MAX 64
+
+/* ---------- JSON ---------- */
+
+/* body is exactly one JSON object (UTF-8, strict, shallow, no member twice). */
+static int json_body(const uint8_t *body, size_t len, const char *what, json_object **ret) {
+        return json_read(body, len, JSON_DEPTH, 0, what, ret);
+}
+
+/* One member of a JSON object: a string, or base64 decoded into bytes. */
+typedef struct member {
+        const char *key;
+        size_t min, max;      /* bytes (decoded) or characters (strings) */
+        bool text;            /* a string, not base64 */
+        const char **str;     /* text: borrowed from the object */
+        uint8_t **bytes;      /* base64: owned by the caller */
+        size_t *len;
+} member;
+
+static int member_value(json_object *v, const char *what, const member *m) {
+        const char *s;
+        size_t n;
+        int r;
+
+        if (!json_object_is_type(v, json_type_string))
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' must be a string", what, m->key);
+        s = json_object_get_string(v);
+        n = (size_t) json_object_get_string_len(v);
+        if (m->text) {
+                if (n < m->min || n > m->max)
+                        return hwid_fail(HWID_E_INVALID, "%s: '%s' has %zu characters (%zu to %zu)", what, m->key, n,
+                                         m->min, m->max);
+                *m->str = s;
+                return 0;
+        }
+        if (n > 4 * ((m->max + 2) / 3))
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' is longer than %zu bytes", what, m->key, m->max);
+        r = base64_decode(s, n, false, m->bytes, m->len);
+        if (r < 0)
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' is not base64: %s", what, m->key, hwid_strerror(r));
+        if (*m->len < m->min || *m->len > m->max)
+                return hwid_fail(HWID_E_INVALID, "%s: '%s' has %zu bytes (%zu to %zu)", what, m->key, *m->len, m->min,
+                                 m->max);
+        return 0;
+}
+
+/* Every member of o is one of ms, and every one of ms is there. */
+static int members(json_object *o, const char *what, const member *ms, size_t n) {
+        size_t seen = 0;
+        int r;
+
+        json_object_object_foreach(o, key, v) {
+                size_t i;
+
+                for (i = 0; i < n && strcmp(ms[i].key, key) != 0; i++)
+                        ;
+                if (i == n)
+                        return hwid_fail(HWID_E_INVALID, "%s: unknown member '%.64s'", what, key);
+                if ((r = member_value(v, what, &ms[i])) < 0)
+                        return r;
+                seen++;
+        }
+        for (size_t i = 0; seen < n && i < n; i++)
+                if (!json_object_object_get_ex(o, ms[i].key, NULL))
+                        return hwid_fail(HWID_E_INVALID, "%s: '%s' is missing", what, ms[i].key);
+        return 0;
+}
+
+static bool is_json(const http_request *req) {
+        const char *ct = req->content_type;
+        size_t n = strlen("application/json");
+
+        return ct && strncasecmp(ct, "application/json", n) == 0 && (!ct[n] || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* ---------- the CSR body ---------- */
+
+void ca_body_clear(ca_body *b) {
+        if (!b)
+                return;
+        if (b->activated)
+                secret_wipe(b->activated, b->activated_len);
+        free(b->activated);
+        free(b->certify_info);
+        free(b->signature);
+        free(b->key_public);
+        free(b->csr_text);
+        *b = (ca_body) { 0 };
+}
+
+static int evidence_parse(json_object *att, ca_body *b) {
+        const char *id = NULL;
+        const member ms[] = {
+                { "id", 32, 32, true, &id, NULL, NULL },
+                { "activated", 1, ACTIVATED_MAX, false, NULL, &b->activated, &b->activated_len },
+                { "certify_info", 1, CERTIFY_INFO_MAX, false, NULL, &b->certify_info, &b->certify_info_len },
+                { "signature", 1, SIGNATURE_MAX, false, NULL, &b->signature, &b->signature_len },
+                { "key_public", 1, TPM_PUBLIC_MAX, false, NULL, &b->key_public, &b->key_public_len },
+        };
+        int r;
+
+        if (!json_object_is_type(att, json_type_object))
+                return hwid_fail(HWID_E_INVALID, "the request's attestation must be a JSON object");
+        if ((r = members(att, "the request's attestation", ms, ELEMENTSOF(ms))) < 0)
+                return r;
+        if (strspn(id, "0123456789abcdef") != 32)
+                return hwid_fail(HWID_E_INVALID, "the request's attestation: 'id' is not 32 lower-case hex digits");
+        memcpy(b->id, id, 33);
+        b->has_evidence = true;
+        return 0;
+}
+
+static int json_csr_body(const http_request *req, ca_body *b) {
+        json_object *o = NULL, *csr = NULL, *att = NULL;
+        int r = json_body(req->body, req->body_len, "the request body", &o);
+
+        if (r < 0)
+                return r;
+        json_object_object_foreach(o, key, v) {
+                (void) v;
+                if (strcmp(key, "csr") != 0 && strcmp(key, "attestation") != 0) {
+                        r = hwid_fail(HWID_E_INVALID, "the request body: unknown member '%.64s'", key);
+                        break;
+                }
+        }
+        if (r >= 0 && (!json_object_object_get_ex(o, "csr", &csr) || !json_object_is_type(csr, json_type_string)))
+                r = hwid_fail(HWID_E_INVALID, "the request body: 'csr' (the PEM certificate request) is missing");
+        if (r >= 0 && !(b->csr_text = strdup(json_object_get_string(csr))))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
+        if (r >= 0 && json_object_object_get_ex(o, "attestation", &att))
+                r = evidence_parse(att, b);
+        json_object_put(o);
+        if (r < 0)
+                return r;
+        b->csr = (const uint8_t *) b->csr_text;
+        b->csr_len = strlen(b->csr_text);
+        return 0;
+}
+
+int ca_body_parse(const http_request *req, ca_body *ret) {
+        ca_body b = { .csr = req->body, .csr_len = req->body_len };
+        int r;
+
+        if (is_json(req) && (r = json_csr_body(req, &b)) < 0) {
+                ca_body_clear(&b);
+                return r;
+        }
+        *ret = b;
+        return 0;
+}
+
+/* ---------- facts and records ---------- */
+
+static void hex(const uint8_t *p, size_t n, char *out) {
+        for (size_t i = 0; i < n; i++)
+                snprintf(out + 2 * i, 3, "%02x", p[i]);
+}
+
+/* ---------- verification ---------- */
+
+static int not_configured(void) {
+        return hwid_fail(HWID_E_ATTESTATION, "this CA does not verify TPM attestation (its configuration has no "
+                         "attestation.ek_roots)");
+}
+
+/* A verifier for this request, with the roots of the configuration it
+ * runs under and the store's table of challenges; a new challenge is
+ * requester's (NULL: an answer), *replaced how many of its older ones
+ * it replaced. */
+static int verifier(ca_service *ca, const char *requester, size_t *replaced, attest_fresh **ret_fresh,
+                    attest_verifier **ret) {
+        const hwidd_config *cfg = ca->cfg;
+        attest_bounds b = { .max = cfg->attest_max_pending, .max_per_requester = cfg->attest_max_per_requester,
+                            .requester = requester, .replaced = replaced };
+        int r;
+
+        if (!cfg->ek_roots)
+                return not_configured();
+        r = attest_fresh_new_store(ca->store, &b, ret_fresh);
+        if (r >= 0)
+                r = attest_verifier_new(cfg->ek_roots, *ret_fresh, (unsigned) cfg->attest_ttl, ret);
+        return r;
+}
+
+int ca_attest_verify(ca_service *ca, const ca_body *b, const csr_info *csr, int64_t now, ca_attested *ret) {
+        _cleanup_(attest_fresh_freep) attest_fresh *fresh = NULL;
+        _cleanup_(attest_verifier_freep) attest_verifier *v = NULL;
+        attest_evidence ev = {
+                .id = b->id, .activated = b->activated, .activated_len = b->activated_len,
+                .certify_info = b->certify_info, .certify_info_len = b->certify_info_len,
+                .signature = b->signature, .signature_len = b->signature_len,
+                .key_public = b->key_public, .key_public_len = b->key_public_len,
+        };
+        attest_fact f;
+        ca_attested a = { .present = true };
+        int r = verifier(ca, NULL, NULL, &fresh, &v);
+
+        if (r >= 0)
+                r = attest_evidence_verify(v, &ev, csr_info_pubkey(csr), (uint64_t) now, &f);
+        if (r < 0)
+                return r;
+        hex(f.ek_cert_sha256, sizeof(f.ek_cert_sha256), a.rec.ek_cert_sha256);
+        hex(f.ek_pub_sha256, sizeof(f.ek_pub_sha256), a.rec.ek_pub_sha256);
+        hex(f.ak_name.name, f.ak_name.size, a.rec.ak_name);
+        *ret = a;
+        ca_attestation_fact(&ret->rec, &ret->fact);
+        return 0;
+}
+
+/* ---------- who: the EK allowlist ---------- */
+
+/* a becomes ROLE_EK if the EK (by certificate or public key hash) is listed. */
+static int auth_by_ek(ca_service *ca, const char *cert_hex, const char *pub_hex, ca_auth *a) {
+        int r = store_ek_find(ca->store, cert_hex, pub_hex, &a->ek);
+
+        if (r == -HWID_E_NOT_FOUND)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "this TPM's EK (sha256:%s) is not on the CA's EK allowlist, "
+                                 "and the request carries no bootstrap token", pub_hex);
+        if (r < 0)
+                return r;
+        a->who = (policy_requester) { .role = ROLE_EK, .identity = a->ek.identity, .ek_profile = a->ek.profile };
+        snprintf(a->actor, sizeof(a->actor), "ek:%s", a->ek.identity);
+        return 0;
+}
+
+int ca_auth_ek(ca_service *ca, const ca_attested *att, ca_auth *a) {
+        if (!att->present)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "enrollment needs a bootstrap token (or TPM attestation "
+                                 "by a TPM on the CA's EK allowlist)");
+        return auth_by_ek(ca, att->rec.ek_cert_sha256, att->rec.ek_pub_sha256, a);
+}
+
+/* ---------- POST /v1/attest ---------- */
+
+typedef struct attest_in {
+        uint8_t *ek_cert, *ek_public, *ak_public;
+        size_t ek_cert_len, ek_public_len, ak_public_len;
+} attest_in;
+
+static void attest_in_clear(attest_in *in) {
+        free(in->ek_cert);
+        free(in->ek_public);
+        free(in->ak_public);
+}
+
+static int attest_in_parse(const http_request *req, attest_in *in) {
+        const member ms[] = {
+                { "ek_cert", 1, TPM_EK_CERT_MAX, false, NULL, &in->ek_cert, &in->ek_cert_len },
+                { "ek_public", 1, TPM_PUBLIC_MAX, false, NULL, &in->ek_public, &in->ek_public_len },
+                { "ak_public", 1, TPM_PUBLIC_MAX, false, NULL, &in->ak_public, &in->ak_public_len },
+        };
+        json_object *o = NULL;
+        int r;
+
+        if (req->body_len > ATTEST_BODY_MAX)
+                return hwid_fail(HWID_E_TOO_LARGE, "an attestation request is at most %d bytes", ATTEST_BODY_MAX);
+        if (!is_json(req))
+                return hwid_fail(HWID_E_INVALID, "an attestation request is application/json");
+        if ((r = json_body(req->body, req->body_len, "the attestation request", &o)) < 0)
+                return r;
+        r = members(o, "the attestation request", ms, ELEMENTSOF(ms));
+        json_object_put(o);
+        return r;
+}
+
+#define REQUESTER_MAX 80
+
+/* The bootstrap token, the client certificate (a renewal), or else the
+ * EK allowlist (looked up before the CA spends a MakeCredential on it).
+ * ret_requester: the credential, which bounds its challenges. */
+static int attest_auth(ca_service *ca, const http_request *req, const attest_in *in, int64_t now, ca_auth *a,
+                       char ret_requester[REQUESTER_MAX]) {
+        uint8_t cert_sha[32], pub_sha[32];
+        char cert_hex[65], pub_hex[65];
+        int r;
+
+        if (req->authorization) {
+                r = ca_auth_token(ca, req, now, a);
+                snprintf(ret_requester, REQUESTER_MAX, "token:%s", a->token.id);
+                return r;
+        }
+        if (req->peer_cert) {
+                r = ca_auth_peer(ca, req, now, a);
+                snprintf(ret_requester, REQUESTER_MAX, "cert:%s", a->cert.serial ? a->cert.serial : "");
+                return r < 0 || a->who.role != ROLE_ANONYMOUS ? r : 0;
+        }
+        if ((r = attest_ek_pub_sha256(in->ek_cert, in->ek_cert_len, pub_sha)) < 0)
+                return r;
+        SHA256(in->ek_cert, in->ek_cert_len, cert_sha);
+        hex(cert_sha, sizeof(cert_sha), cert_hex);
+        hex(pub_sha, sizeof(pub_sha), pub_hex);
+        snprintf(ret_requester, REQUESTER_MAX, "ek:%s", pub_hex);
+        return auth_by_ek(ca, cert_hex, pub_hex, a);
+}
+
+static int respond_challenge(const attest_challenge *c, http_response *resp) {
+        _cleanup_free_ char *cred = NULL, *seed = NULL, *nonce = NULL;
+        json_object *o;
+        char expires[32];
+        struct tm tm;
+        time_t t = (time_t) c->expires;
+        int r;
+
+        if ((r = base64_encode(c->credential, c->credential_len, false, &cred)) < 0 ||
+            (r = base64_encode(c->seed, c->seed_len, false, &seed)) < 0 ||
+            (r = base64_encode(c->nonce, sizeof(c->nonce), false, &nonce)) < 0)
+                return r;
+        if (!gmtime_r(&t, &tm) || !strftime(expires, sizeof(expires), "%Y-%m-%dT%H:%M:%SZ", &tm))
+                return hwid_fail(HWID_E_INTERNAL, "cannot format the challenge's expiry");
+        o = json_object_new_object();
+        json_object_object_add(o, "id", json_object_new_string(c->id));
+        json_object_object_add(o, "credential", json_object_new_string(cred));
+        json_object_object_add(o, "secret", json_object_new_string(seed));
+        json_object_object_add(o, "nonce", json_object_new_string(nonce));
+        json_object_object_add(o, "expires", json_object_new_string(expires));
+        http_respond_json(resp, 201, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+        return 0;
+}
+
+static int do_attest(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
+        _cleanup_(attest_fresh_freep) attest_fresh *fresh = NULL;
+        _cleanup_(attest_verifier_freep) attest_verifier *v = NULL;
+        _cleanup_(attest_in_clear) attest_in in = { 0 };
+        char requester[REQUESTER_MAX] = "";
+        size_t replaced = 0;
+        attest_request areq;
+        attest_challenge c;
+        policy_decision d;
+        int r;
+
+        if (!ca->cfg->ek_roots)
+                return not_configured();
+        if ((r = attest_in_parse(req, &in)) < 0 || (r = attest_auth(ca, req, &in, now, a, requester)) < 0)
+                return r;
+        policy_authorize(ca->cfg->policy, &a->who, ACTION_ATTEST, NULL, &d);
+        if ((r = ca_decision(ca, a, "attest", NULL, &d)) < 0 || (r = verifier(ca, requester, &replaced, &fresh, &v)) < 0)
+                return r;
+        areq = (attest_request) { in.ek_cert, in.ek_cert_len, in.ek_public, in.ek_public_len, in.ak_public,
+                                  in.ak_public_len };
+        r = attest_challenge_new(v, &areq, (uint64_t) now, &c);
+        ca_challenge_note(ca, requester, r, replaced, now);
+        if (r < 0)
+                return r;
+        return respond_challenge(&c, resp);
+}
+
+void ca_attest(ca_service *ca, const http_request *req, http_response *resp) {
+        int64_t now = (int64_t) time(NULL);
+        ca_auth a = { 0 };
+        int r;
+
+        snprintf(a.actor, sizeof(a.actor), "anonymous");
+        r = do_attest(ca, req, now, &a, resp);
+        if (r < 0)
+                ca_fail_request(ca, &a, "attest", NULL, resp, r);
+        ca_auth_clear(&a);
+}

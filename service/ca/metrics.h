@@ -1,0 +1,86 @@
+/* hwidd's Prometheus metrics: what the request path records (with atomic
+ * adds into fixed arrays, never a lock) and the text exposition (format
+ * 0.0.4) of GET /metrics.  The list, with what each means, is in
+ * docs/OPERATIONS.md. */
+#pragma once
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "hsm.h"
+#include "http.h"
+#include "store.h"
+
+typedef struct metrics metrics;
+
+/* What a request is, for the endpoint label: a fixed set (a path a client
+ * made up must not become a label value). */
+typedef enum metrics_endpoint {
+        EP_CA,
+        EP_ENROLL,
+        EP_POLL,
+        EP_RENEW,
+        EP_CRL,
+        EP_HEALTHZ,
+        EP_READYZ,
+        EP_METRICS,
+        EP_IDENTITY,
+        EP_ADMIN,
+        EP_EST,
+        EP_ATTEST,
+        EP_OTHER,
+        _EP_MAX,
+} metrics_endpoint;
+
+/* Whose writes a store commit was, for its duration histogram. */
+typedef enum metrics_commit {
+        COMMIT_CERTIFICATE, /* an issuance: certificate, token use, audit record */
+        COMMIT_REQUEST,     /* a request held for approval */
+        COMMIT_AUDIT,       /* an audit record alone */
+        _COMMIT_MAX,
+} metrics_commit;
+
+int metrics_new(metrics **ret);
+void metrics_free(metrics *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(metrics *, metrics_free)
+
+metrics_endpoint metrics_endpoint_of(const char *method, const char *path);
+/* A request handled: how long, and its status (2xx success but 202
+ * pending, 4xx client_error, 5xx server_error); error is the JSON error slug of a
+ * refusal (NULL otherwise), counted by slug. */
+void metrics_request(metrics *m, metrics_endpoint ep, int status, const char *error, uint64_t ns);
+/* A refusal by the transport before any handler ran (413, 429, 431). */
+void metrics_refusal(metrics *m, const char *error);
+void metrics_commit_observe(metrics *m, metrics_commit op, uint64_t ns);
+
+/* Audit records the syslog sink could not deliver (audit-syslog.c). */
+void metrics_syslog_dropped(metrics *m);
+
+/* Attestation challenges (POST /v1/attest): made, older ones of the same
+ * requester replaced by the per-requester bound, refused (all requesters'
+ * max_pending reached). */
+typedef enum metrics_challenge {
+        CHALLENGE_ISSUED,
+        CHALLENGE_REPLACED,
+        CHALLENGE_REFUSED,
+        _CHALLENGE_MAX,
+} metrics_challenge;
+void metrics_challenge_count(metrics *m, metrics_challenge what, unsigned long n);
+
+/* Everything else the exposition shows, gathered by the caller. */
+typedef struct metrics_sources {
+        int64_t now;
+        /* The counters hwidd kept before the histograms. */
+        unsigned long requests, issued, renewed, pending, denied, errors, unauthenticated;
+        hwid_key *ca_key;
+        hwid_key *tls_key;        /* NULL until hwidd has one */
+        bool have_stats;          /* store_stats_get() answered */
+        store_stats stats;
+        int64_t ca_not_after;
+        int64_t tls_not_after;    /* 0: unknown */
+        int64_t crl_made_at;      /* 0: no CRL made yet */
+        bool have_transport;      /* the HTTPS listener's connections */
+        http_stats transport;
+} metrics_sources;
+
+int metrics_render(metrics *m, const metrics_sources *src, buf *out);

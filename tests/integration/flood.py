@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""A connection flood for the transport tests (Python's standard library
+only: a peer independent of hwid).  Holds connections open to a server on
+127.0.0.1 and opens them again as the server closes them, until told to
+stop.
+
+  flood.py PORT STATUS GROUP...
+    GROUP  KIND:SOURCE:COUNT
+      KIND idle       a TCP connection that sends nothing
+      KIND handshake  a TLS handshake begun and never finished: the first
+                      3 bytes of a TLS record, then nothing
+      SOURCE  the local address to connect from (127.0.0.2, ...)
+      COUNT   how many to hold
+
+  --rate N   new connections per second at most, all groups together
+             (default 500: a flood a loaded test machine sustains)
+  --for S    stop after S seconds (default 120); also stops on SIGTERM
+
+Every second it writes STATUS (replaced atomically): one line per group,
+"KIND SOURCE open N opened N closed N", where open counts connections
+established and not yet closed by the server.  It raises its own limit of
+open files to the hard limit first.
+"""
+import argparse
+import errno
+import os
+import resource
+import selectors
+import signal
+import socket
+import time
+
+TLS_PREFIX = b"\x16\x03\x01"  # a handshake record's type and version: its length never follows
+
+
+class Group:
+    def __init__(self, spec):
+        kind, source, count = spec.split(":")
+        if kind not in ("idle", "handshake"):
+            raise SystemExit(f"flood.py: unknown kind {kind}")
+        self.kind, self.source, self.count = kind, source, int(count)
+        self.open = self.opened = self.closed = 0
+        self.pending = 0  # connects in progress
+        self.wanted = self.count
+
+    def line(self):
+        return f"{self.kind} {self.source} open {self.open} opened {self.opened} closed {self.closed}\n"
+
+
+class Flood:
+    def __init__(self, port, status, groups, rate):
+        self.port, self.status, self.groups, self.rate = port, status, groups, rate
+        self.sel = selectors.DefaultSelector()
+        self.tokens = float(rate)
+        self.last = time.monotonic()
+        self.stop = False
+
+    def refill(self):
+        now = time.monotonic()
+        self.tokens = min(float(self.rate), self.tokens + (now - self.last) * self.rate)
+        self.last = now
+
+    def connect(self, g):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.bind((g.source, 0))
+            s.connect_ex(("127.0.0.1", self.port))
+        except OSError:
+            s.close()
+            return False
+        g.pending += 1
+        self.sel.register(s, selectors.EVENT_WRITE, (g, "connecting"))
+        return True
+
+    def on_event(self, key, mask):
+        s = key.fileobj
+        g, state = key.data
+        if state == "connecting":
+            g.pending -= 1
+            err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self.sel.unregister(s)
+                s.close()
+                g.closed += 1
+                return
+            if g.kind == "handshake":
+                try:
+                    s.send(TLS_PREFIX)
+                except OSError:
+                    pass
+            g.open += 1
+            g.opened += 1
+            self.sel.modify(s, selectors.EVENT_READ, (g, "open"))
+            return
+        # The server wrote or closed: whatever it sent is dropped; a close ends it.
+        try:
+            data = s.recv(4096)
+        except OSError as e:
+            data = b"" if e.errno != errno.EAGAIN else None
+        if data == b"":
+            self.sel.unregister(s)
+            s.close()
+            g.open -= 1
+            g.closed += 1
+
+    def top_up(self):
+        """New connections for each group in proportion to what it lacks,
+        so that no group's churn takes the whole rate, and the largest
+        group is not starved by the small ones either."""
+        self.refill()
+        lacking = [max(0, g.count - g.open - g.pending) for g in self.groups]
+        total = sum(lacking)
+        budget = int(self.tokens)
+        if total == 0 or budget == 0:
+            return
+        for g, lack in zip(self.groups, lacking):
+            share = min(lack, max(1, budget * lack // total)) if lack else 0
+            for _ in range(share):
+                if self.tokens < 1 or not self.connect(g):
+                    break
+                self.tokens -= 1
+
+    def write_status(self):
+        tmp = self.status + ".tmp"
+        with open(tmp, "w") as f:
+            f.writelines(g.line() for g in self.groups)
+        os.replace(tmp, self.status)
+
+    def run(self, seconds):
+        end = time.monotonic() + seconds
+        next_status = 0.0
+        while not self.stop and time.monotonic() < end:
+            self.top_up()
+            for key, mask in self.sel.select(timeout=0.02):
+                self.on_event(key, mask)
+            if time.monotonic() >= next_status:
+                self.write_status()
+                next_status = time.monotonic() + 1.0
+        self.write_status()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("port", type=int)
+    ap.add_argument("status")
+    ap.add_argument("groups", nargs="+")
+    ap.add_argument("--rate", type=int, default=500)
+    ap.add_argument("--for", dest="seconds", type=float, default=120.0)
+    a = ap.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    flood = Flood(a.port, a.status, [Group(g) for g in a.groups], a.rate)
+
+    def on_term(*_):
+        flood.stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    flood.run(a.seconds)
+
+
+if __name__ == "__main__":
+    main()
