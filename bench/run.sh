@@ -4,9 +4,10 @@
 #   bench/run.sh [--quick] [--keep] [--out FILE] [--wait-quiet SECONDS] [--profile-only]
 #   bench/run.sh --stores [--quick] [--keep] [--stores-out FILE] [--wait-quiet SECONDS]
 #
-# --stores measures only hwidd issuance on SQLite against 1 and 2 replicas
-# on one PostgreSQL at 1/16/64 clients (bench/stores.sh), into
-# docs/BENCHMARKS-STORES.md (or FILE).
+# --stores measures only hwidd issuance on SQLite against replicas on one
+# PostgreSQL (bench/stores.sh): 1 and 2 replicas at 1/16/64 clients, and 1,
+# 2 and 3 replicas with PostgreSQL 0, 0.5 and 1 ms away (bench/pg-relay),
+# into docs/BENCHMARKS-STORES.md (or FILE).
 #
 # Builds a release build with the benchmark tools (build-bench/, -Dbench=true),
 # sets up in a fresh temporary directory a CA whose key and TLS key live in a
@@ -134,10 +135,12 @@ kv() {
 # calc EXPR — floating point arithmetic (awk), printed with up to 2 decimals.
 calc() { awk "BEGIN { v = $1; printf (v == int(v) ? \"%d\" : \"%.2f\"), v }"; }
 
+# Ports in HWID_TEST_PORT_BASE's range when it is set (as the tests do),
+# else 22000-31999.
 free_port() {
-        local p i
+        local p i base=${HWID_TEST_PORT_BASE:-22000} count=${HWID_TEST_PORT_COUNT:-10000}
         for ((i = 0; i < 200; i++)); do
-                p=$((22000 + (RANDOM * 32768 + RANDOM) % 10000))
+                p=$((base + (RANDOM * 32768 + RANDOM) % count))
                 ss -Hltn "sport = :$p" | grep -q . && continue
                 grep -qx "$p" "$W/.ports" 2>/dev/null && continue
                 echo "$p" >>"$W/.ports"

@@ -490,6 +490,14 @@ bool policy_dns_is_template(const char *pattern);
 /* The CN of a subject (first CN attribute), or NULL. */
 const policy_attr *policy_csr_cn(const policy_csr *csr);
 
+/* Calls fn (stopping at its first non-zero return, which is returned)
+ * with each DNS name an issuance for csr may carry under any profile of
+ * p: the request's own DNS names, and every profile's DNS templates with
+ * its CN put in.  Candidates, not decisions: what a CA looks up ahead,
+ * before it knows who asks and so which profile applies. */
+typedef int (*policy_name_fn)(const char *name, size_t len, void *userdata);
+int policy_dns_candidates(const policy *p, const policy_csr *csr, policy_name_fn fn, void *userdata);
+
 /* Glob match ('*' any run, '?' one char, '\' makes the next character
  * literal), case-sensitive; a NUL in s is never matched.  Exported for the
  * store's token name patterns and tests. */

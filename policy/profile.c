@@ -349,6 +349,24 @@ static int add_dns_templates(check *c, const policy_attr *cn, size_t *used) {
         return 0;
 }
 
+int policy_dns_candidates(const policy *p, const policy_csr *csr, policy_name_fn fn, void *userdata) {
+        const policy_attr *cn = policy_csr_cn(csr);
+        char name[256];
+        size_t n;
+        int r;
+
+        for (size_t i = 0; i < csr->n_sans; i++)
+                if (csr->sans[i].type == SAN_DNS && (r = fn(csr->sans[i].value, csr->sans[i].len, userdata)) != 0)
+                        return r;
+        for (size_t i = 0; cn && i < p->n_profiles; i++)
+                for (char **t = p->profiles[i]->dns_patterns; t && *t; t++)
+                        if (policy_dns_is_template(*t) &&
+                            template_expand(*t, cn->value, cn->len, name, sizeof(name), &n) == 0 &&
+                            (r = fn(name, n, userdata)) != 0)
+                                return r;
+        return 0;
+}
+
 static int check_sans(check *c, const policy_attr *cn) {
         size_t used = 0;
 

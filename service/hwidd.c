@@ -80,7 +80,8 @@ static void reload(ca_service *ca, const char *path) {
                 log_warning("AUDIT-ONLY MODE: policy denials are logged as 'would-deny' and allowed");
         config_free(ca_service_set_config(ca, fresh));
         log_notice("policy reloaded from %s: profiles, policy, attestation, ca.crl_url, ca.crl_validity and clock_skew "
-                   "apply now; listen, http_listen, limits, tcti, database, keys and certificates need a restart",
+                   "apply now; listen, http_listen, limits, tcti, database, database_connections, keys and "
+                   "certificates need a restart",
                    path);
 }
 

@@ -154,7 +154,7 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issu
                              char ret_live[IDENTITY_BUF]) {
         _cleanup_free_ char *pem = NULL;
         store_cert live = { 0 };
-        int r = store_cert_live_for(ca->store, cn, now, &live);
+        int r = store_reads_cert_live_for(ca->store, a->reads, cn, now, &live);
 
         *ret_done = false;
         if (ret_live)
@@ -262,7 +262,7 @@ static int check_names_free(ca_service *ca, const ca_auth *a, const policy_issue
                         continue;
                 if (!(name = strndup(iss->sans[i].value, iss->sans[i].len)))
                         return hwid_fail(HWID_E_NOMEM, NULL);
-                r = store_dns_owner(ca->store, name, now, &owner);
+                r = store_reads_dns_owner(ca->store, a->reads, name, now, &owner);
                 if (r == -HWID_E_NOT_FOUND || (r == 0 && policy_identity_equal(owner, strlen(owner), cn)))
                         continue;
                 if (r < 0)
@@ -310,18 +310,17 @@ static int enroll_authorize(ca_service *ca, const http_request *req, int64_t now
         return ca_decision(ca, a, "enroll", NULL, &d);
 }
 
-/* The CSR, and what its attestation (if any) proved. */
-static int enroll_request(ca_service *ca, const ca_body *body, int64_t now, csr_info **ret_csr,
+/* The CSR (*csr: parsed already, or NULL), and what its attestation (if
+ * any) proved. */
+static int enroll_request(ca_service *ca, const ca_auth *a, const ca_body *body, int64_t now, csr_info **csr,
                           ca_attested *ret_att) {
-        _cleanup_(csr_info_freep) csr_info *csr = NULL;
         int r;
 
-        if ((r = csr_info_parse(body->csr, body->csr_len, &csr)) < 0 ||
-            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
+        if ((!*csr && (r = csr_info_parse(body->csr, body->csr_len, csr)) < 0) ||
+            (r = store_reads_key_blocked(ca->store, a->reads, csr_info_facts(*csr)->spki_sha256)) < 0)
                 return r;
-        if (body->has_evidence && (r = ca_attest_verify(ca, body, csr, now, ret_att)) < 0)
+        if (body->has_evidence && (r = ca_attest_verify(ca, body, *csr, now, ret_att)) < 0)
                 return r;
-        *ret_csr = TAKE_PTR(csr);
         return 0;
 }
 
@@ -349,9 +348,11 @@ static int do_enroll(ca_service *ca, const http_request *req, const enroll_by *v
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
         by_ek = !by_cert && !via->token_id && !req->authorization && body.has_evidence;
+        ca_reads_fetch(ca, req, body.csr, body.csr_len, (by_cert ? CA_READS_PEER : CA_READS_TOKEN) | CA_READS_NAMES,
+                       now, a, &csr);
         if (!by_ek && (r = enroll_authorize(ca, req, now, NULL, NULL, by_cert, via->token_id, a)) < 0)
                 return a->token_spent ? enroll_spent(ca, &body, now, a, r, resp) : r;
-        if ((r = enroll_request(ca, &body, now, &csr, &att)) < 0)
+        if ((r = enroll_request(ca, a, &body, now, &csr, &att)) < 0)
                 return r;
         request_cn(csr, cn, sizeof(cn));
         if (by_ek && (r = enroll_authorize(ca, req, now, &att, cn, false, NULL, a)) < 0)
@@ -623,6 +624,7 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
 
         if ((r = ca_body_parse(req, &body)) < 0)
                 return r;
+        ca_reads_fetch(ca, req, body.csr, body.csr_len, CA_READS_PEER, now, a, &csr);
         r = renew_authenticate(ca, req, now, a);
         if (r == -HWID_E_SUPERSEDED) {
                 a->who.role = ROLE_NODE;
@@ -630,8 +632,8 @@ static int do_renew(ca_service *ca, const http_request *req, int64_t now, ca_aut
                          a->cert.identity);
                 return replay_renewal(ca, &body, now, a, resp);
         }
-        if (r < 0 || (r = csr_info_parse(body.csr, body.csr_len, &csr)) < 0 ||
-            (r = store_key_blocked(ca->store, csr_info_facts(csr)->spki_sha256)) < 0)
+        if (r < 0 || (!csr && (r = csr_info_parse(body.csr, body.csr_len, &csr)) < 0) ||
+            (r = store_reads_key_blocked(ca->store, a->reads, csr_info_facts(csr)->spki_sha256)) < 0)
                 return r;
         request_cn(csr, cn, sizeof(cn));
         policy_authorize(ca->cfg->policy, &a->who, ACTION_RENEW, cn, &d);

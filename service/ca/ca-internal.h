@@ -82,9 +82,20 @@ typedef struct ca_auth {
         bool reenroll_replace;
         policy_attestation cert_attestation; /* ROLE_NODE: what who.cert_attestation points to */
         bool audited;         /* the failure has been audited already */
+        store_reads *reads;   /* what was read ahead (ca_reads_fetch()), NULL: nothing */
 } ca_auth;
 
 void ca_auth_clear(ca_auth *a);
+
+/* What ca_reads_fetch() reads ahead for a request (ca-reads.c). */
+#define CA_READS_TOKEN 1u  /* the token of its Authorization header */
+#define CA_READS_PEER 2u   /* the record of its client certificate */
+#define CA_READS_NAMES 4u  /* its CSR's CN's live certificate, its DNS names' holders */
+/* Reads what the request (its CSR: csr, csr_len) will look up, into
+ * a->reads, in one go (with whether its CSR's key is blocked); *ret_csr
+ * gets the CSR, parsed, or NULL if it does not parse. */
+void ca_reads_fetch(ca_service *ca, const http_request *req, const uint8_t *csr, size_t csr_len, unsigned what,
+                    int64_t now, ca_auth *a, csr_info **ret_csr);
 
 /* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
  * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */

@@ -75,7 +75,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
             (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
-            (r = store_open(cfg->database, &ca->store)) < 0 ||
+            (r = store_open_pooled(cfg->database, cfg->database_connections, &ca->store)) < 0 ||
             (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
                                      ca_syslog_dropped, ca->metrics)) < 0 ||
             (r = record_old_dns_names(ca)) < 0)
@@ -149,6 +149,7 @@ void ca_auth_clear(ca_auth *a) {
         store_token_clear(&a->token);
         store_cert_clear(&a->cert);
         store_ek_clear(&a->ek);
+        store_reads_free(a->reads);
         cert_scope_strv_free(a->scope_profiles);
         cert_scope_strv_free(a->scope_name_patterns);
         *a = (ca_auth) { 0 };
@@ -180,7 +181,7 @@ int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth 
         if ((r = token_parse(req->authorization, true, id, &secret)) < 0)
                 return r;
         snprintf(ret->actor, sizeof(ret->actor), "token:%s", id);
-        r = store_token_get(ca->store, id, &ret->token);
+        r = store_reads_token_get(ca->store, ret->reads, id, &ret->token);
         /* A wrong secret looks exactly like an unknown id: no probing. */
         if (r == -HWID_E_NOT_FOUND || (r == 0 && !token_secret_matches(secret, ret->token.secret_hash)))
                 return hwid_fail(HWID_E_TOKEN_INVALID, "unknown bootstrap token");
@@ -210,7 +211,7 @@ static int peer_record(ca_service *ca, X509 *x, const http_request *req, int64_t
 
         if ((r = serial_to_hex(X509_get0_serialNumber(x), &serial)) < 0)
                 return r;
-        r = store_cert_get(ca->store, serial, &ret->cert);
+        r = store_reads_cert_get(ca->store, ret->reads, serial, &ret->cert);
         if (r == -HWID_E_NOT_FOUND)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate %s was not issued by this CA", serial);
         if (r < 0)

@@ -27,6 +27,7 @@ typedef struct cfg_ctx {
         yaml_node_t *attest_profile_node;
         char attest_profile_path[256];
         yaml_node_t *ek_roots_node;
+        yaml_node_t *db_connections_node; /* database_connections:, for the check that database: is PostgreSQL */
 } cfg_ctx;
 
 typedef struct cfg_field cfg_field;

@@ -112,11 +112,22 @@ static const cfg_field attestation_fields[] = {
         FIELD_END,
 };
 
+/* database_connections: a PostgreSQL store's pool (store-pg.h). */
+static int fn_db_connections(cfg_ctx *x, yaml_node_t *n, const char *path, const cfg_field *f, void *base) {
+        x->db_connections_node = n;
+        return cfg_fn_uint(x, n, path, f, base);
+}
+
+static bool database_is_uri(const char *s) {
+        return s && (strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0);
+}
+
 static const cfg_field root_fields[] = {
         FIELD("listen", cfg_fn_listen, CFG(listen)),
         FIELD("http_listen", cfg_fn_listen, CFG(http_listen)),
         FIELD("clock_skew", cfg_fn_duration, CFG(clock_skew), .min = 0, .max = 3600),
         FIELD("database", cfg_fn_database, CFG(database), .required = true),
+        FIELD("database_connections", fn_db_connections, CFG(database_connections), .min = 1, .max = 64),
         FIELD("tcti", cfg_fn_string, CFG(tcti)),
         FIELD("ca", cfg_fn_section, 0, .aux = ca_fields, .required = true),
         FIELD("tls", cfg_fn_section, 0, .aux = tls_fields, .required = true),
@@ -217,6 +228,10 @@ static int parse_document(cfg_ctx *x, const char *text, size_t len, hwidd_config
                 r = cfg_fail(x, x->attest_profile_node, x->attest_profile_path,
                              "asks for TPM attestation, which needs the top-level attestation.ek_roots (the TPM "
                              "manufacturers' EK CA certificates)");
+        if (r >= 0 && x->db_connections_node && !database_is_uri(c->database))
+                r = cfg_fail(x, x->db_connections_node, "database_connections",
+                             "applies to a PostgreSQL database (database: postgresql://...) only: a SQLite file "
+                             "has one connection");
         if (r >= 0 && c->ek_root_paths)
                 r = load_ek_roots(x, c);
         if (r >= 0)

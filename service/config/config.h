@@ -16,6 +16,7 @@ typedef struct hwidd_config {
         char *listen;          /* "127.0.0.1:8443" */
         char *http_listen;     /* plain HTTP for GET /crl and GET /ca only; NULL: none */
         char *database;        /* SQLite file, or a postgresql:// URI */
+        unsigned database_connections; /* PostgreSQL: connections kept, 0: the store's default */
         char *tcti;            /* NULL: $HWID_TCTI or the tpm2-tss default */
         /* CA */
         char *ca_key;          /* key URI */

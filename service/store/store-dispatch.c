@@ -1,19 +1,26 @@
 /* store.h's functions, sent to the store behind them: SQLite (a file
  * path) or PostgreSQL (a postgresql:// URI), chosen by store_open(). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "error.h"
 #include "store-pg.h"
+#include "store-reads.h"
+#include "store-rows.h"
 #include "store-sqlite.h"
 
 int store_open(const char *database, store **ret) {
+        return store_open_pooled(database, 0, ret);
+}
+
+int store_open_pooled(const char *database, unsigned connections, store **ret) {
         store_pg *pg = NULL;
         store *s;
         int r;
 
         if (!store_pg_is_uri(database))
                 return store_sqlite_open(database, ret);
-        if ((r = store_pg_open(database, &pg)) < 0)
+        if ((r = store_pg_open(database, connections, &pg)) < 0)
                 return r;
         if (!(s = calloc(1, sizeof(*s)))) {
                 store_pg_free(pg);
@@ -271,4 +278,79 @@ int store_ek_remove(store *s, const char *key, const store_audit *audit, int64_t
         if (s->pg)
                 return store_pg_ek_remove(s->pg, key, audit, now);
         return store_sqlite_ek_remove(s, key, audit, now);
+}
+
+bool store_reads_ahead(const store *s) {
+        return s->pg != NULL;
+}
+
+/* SQLite reads nothing ahead: in-process, a read costs no round trip. */
+int store_reads_fetch(store *s, const store_reads_keys *k, store_reads **ret) {
+        store_reads *rd = NULL;
+        int r = store_reads_new(k, &rd);
+
+        if (r >= 0 && s->pg && (r = store_pg_reads_fetch(s->pg, rd)) < 0)
+                store_reads_free(TAKE_PTR(rd));
+        if (r >= 0)
+                *ret = rd;
+        return r;
+}
+
+/* ---- the reads ahead, given out once per key, as the store function
+ * would have given them; anything else is read from the store when it is
+ * asked for ---- */
+
+/* Whether a holds the answer for key (read ahead for want). */
+static bool answer_for(const store_answer *a, const char *want, const char *key) {
+        return a->ready && want && key && strcmp(want, key) == 0;
+}
+
+/* a's answer, given out once: its result, its detail set again. */
+static int answer_take(store_answer *a) {
+        a->ready = false;
+        return a->r < 0 ? hwid_fail((hwid_err) -a->r, "%s", a->detail) : a->r;
+}
+
+/* The same, and the value read (size bytes at held) moved to ret. */
+static int answer_move(store_answer *a, void *held, void *ret, size_t size) {
+        if (a->r >= 0) {
+                memcpy(ret, held, size);
+                memset(held, 0, size);
+        }
+        return answer_take(a);
+}
+
+int store_reads_token_get(store *s, store_reads *rd, const char *id, store_token *ret) {
+        if (!rd || !answer_for(&rd->token_a, rd->token_id, id))
+                return store_token_get(s, id, ret);
+        return answer_move(&rd->token_a, &rd->token, ret, sizeof(*ret));
+}
+
+int store_reads_cert_get(store *s, store_reads *rd, const char *serial, store_cert *ret) {
+        if (!rd || !answer_for(&rd->cert_a, rd->serial, serial))
+                return store_cert_get(s, serial, ret);
+        return answer_move(&rd->cert_a, &rd->cert, ret, sizeof(*ret));
+}
+
+int store_reads_key_blocked(store *s, store_reads *rd, const char *spki_sha256) {
+        if (!rd || !answer_for(&rd->key_a, rd->spki_sha256, spki_sha256))
+                return store_key_blocked(s, spki_sha256);
+        return answer_take(&rd->key_a);
+}
+
+int store_reads_cert_live_for(store *s, store_reads *rd, const char *identity, int64_t now, store_cert *ret) {
+        if (!rd || now != rd->now || !answer_for(&rd->live_a, rd->identity, identity))
+                return store_cert_live_for(s, identity, now, ret);
+        return answer_move(&rd->live_a, &rd->live, ret, sizeof(*ret));
+}
+
+int store_reads_dns_owner(store *s, store_reads *rd, const char *name, int64_t now, char **ret_identity) {
+        char canon[STORE_DNS_NAME_MAX + 1];
+
+        if (rd && now == rd->now && name && store_dns_canonical(name, canon, sizeof(canon)) >= 0)
+                for (size_t i = 0; i < rd->n_dns; i++)
+                        if (answer_for(&rd->dns_a[i], rd->dns[i], canon))
+                                return answer_move(&rd->dns_a[i], &rd->owner[i], ret_identity,
+                                                   sizeof(*ret_identity));
+        return store_dns_owner(s, name, now, ret_identity);
 }

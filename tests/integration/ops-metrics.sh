@@ -51,11 +51,16 @@ public_metrics
 # The CA key's signatures are counted below: hwidd signs an audit
 # checkpoint when it starts, and then not again while this test runs.
 sed -i 's/^profiles:$/audit:\n  checkpoint_interval: 1d\n  checkpoint_records: 1000000\n&/' "$CFG"
+# A record for that checkpoint to cover: a PostgreSQL store
+# (HWID_TEST_STORE=pg) starts with an empty log, which has none, and its
+# first checkpoint would then be signed in the middle of the count.
+token_new >/dev/null
 hwidd_start
 for _ in $(seq 100); do
         [ "$(store_sql "SELECT count(*) FROM audit_checkpoints")" -ge 1 ] && break
         sleep 0.1
 done
+[ "$(store_sql "SELECT count(*) FROM audit_checkpoints")" -ge 1 ] || fail "no audit checkpoint at hwidd's start"
 
 scrape "$T/m0"
 # A fresh hwidd: nothing enrolled yet, the gauges there already.

@@ -377,6 +377,9 @@ static const broken broken_files[] = {
         { PROFILE_OK "limits:\n  rate_per_ip: nan\n", 12, "limits.rate_per_ip", "not a number" },
         { PROFILE_OK "limits:\n  retry_after: 2d\n", 12, "limits.retry_after", "out of range" },
         { "tcti:\n" PROFILE, 1, "tcti", "needs a value" },
+        { "database_connections: 8\n" PROFILE_OK, 1, "database_connections", "PostgreSQL database" },
+        { "database_connections: 0\n" PROFILE_OK, 1, "database_connections", "out of range" },
+        { "database_connections: 65\n" PROFILE_OK, 1, "database_connections", "out of range" },
         { "http_listen: \"localhost:80\"\n" PROFILE, 1, "http_listen", "is not ADDR:PORT" },
         { "clock_skew: 2h\n" PROFILE, 1, "clock_skew", "out of range" },
         { "clock_skew: 300\n" PROFILE, 1, "clock_skew", "not a duration" },
@@ -554,6 +557,7 @@ static void files(void) {
 static void database_uri(void) {
         static const char text[] =
                 "database: \"postgresql://hwid@db1:5432/hwid?passfile=/etc/hwid/pgpass&sslmode=verify-full\"\n"
+                "database_connections: 16\n"
                 "ca: {key: \"pkcs11:token=ca;object=ca\", certificate: ca.pem}\n"
                 "tls: {key: \"tpm2:handle=0x81000002\", certificate: tls.pem}\n"
                 "profiles:\n  edge:\n    validity: 1d\n";
@@ -567,6 +571,7 @@ static void database_uri(void) {
         }
         CHECK_STREQ(c->database, "postgresql://hwid@db1:5432/hwid?passfile=/etc/hwid/pgpass&sslmode=verify-full");
         CHECK_STREQ(c->ca_cert, "etc/hwid/ca.pem");
+        CHECK(c->database_connections == 16);
 }
 
 int main(void) {

@@ -219,6 +219,9 @@ typedef int (*store_audit_checkpoint_fn)(const store_audit_checkpoint *cp, void 
  * writers wait.  A postgresql:// URI: PostgreSQL (store-pg.h), shared by
  * several hwidd replicas (docs/HA.md). */
 int store_open(const char *path, store **ret);
+/* The same, keeping up to connections connections to a PostgreSQL
+ * database (0: its default, store-pg.h); a SQLite file has one. */
+int store_open_pooled(const char *path, unsigned connections, store **ret);
 void store_free(store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free)
 /* Cheap liveness probe for /healthz. */
@@ -362,6 +365,43 @@ int store_revocation_seq(store *s, int64_t *ret);
  * earlier versions). */
 int store_crl_number_next(store *s, int64_t now, int64_t *ret);
 void store_cert_clear(store_cert *c);
+
+/* ---- what an issuance reads before signing, read at once ----
+ *
+ * An enrollment or a renewal looks up its token, the certificate it
+ * presents, whether its key is blocked, its identity's live certificate
+ * and who holds its DNS names.  store_reads_fetch() reads all of those it
+ * is given keys for at once -- one round trip to PostgreSQL; SQLite reads
+ * nothing ahead and answers each when it is asked -- and store_reads_*()
+ * give each answer as the store function of the same name would have
+ * given it then, errors and their details included.  An answer is given
+ * once: asked again, or for a key that was not fetched (r NULL too), the
+ * store is read at that moment.  Every key is optional (NULL). */
+typedef struct store_reads_keys {
+        const char *token_id;
+        const char *serial;
+        const char *spki_sha256;
+        const char *identity;            /* its live certificate at now */
+        const char *const *dns_names;    /* who holds each at now */
+        size_t n_dns_names;
+        int64_t now;
+} store_reads_keys;
+
+typedef struct store_reads store_reads;
+
+/* Whether s reads ahead at all (PostgreSQL): where it does not, there is
+ * nothing to gain by preparing the keys early. */
+bool store_reads_ahead(const store *s);
+/* 0, or -HWID_E_NOMEM: a store that cannot be read gives its failure as
+ * every answer, as the functions below would have. */
+int store_reads_fetch(store *s, const store_reads_keys *k, store_reads **ret);
+void store_reads_free(store_reads *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(store_reads *, store_reads_free)
+int store_reads_token_get(store *s, store_reads *r, const char *id, store_token *ret);
+int store_reads_cert_get(store *s, store_reads *r, const char *serial, store_cert *ret);
+int store_reads_key_blocked(store *s, store_reads *r, const char *spki_sha256);
+int store_reads_cert_live_for(store *s, store_reads *r, const char *identity, int64_t now, store_cert *ret);
+int store_reads_dns_owner(store *s, store_reads *r, const char *name, int64_t now, char **ret_identity);
 
 /* ---- audit ---- */
 /* Appends a record and chains it (see the hash chain above). */

@@ -11,75 +11,43 @@
 
 
 typedef struct chal_q {
-        const store_challenge *in;
         const char *id;
-        int64_t now;
-        size_t max, max_per_requester, replaced;
         store_challenge *out;
 } chal_q;
 
-/* The requester's oldest challenges go while it has its bound or more. */
-static int requester_room(pg_slot *c, chal_q *q) {
-        _cleanup_(PQclearp) PGresult *res = NULL;
-        const char *who = q->in->requester;
-        int64_t n;
-        int r;
-
-        q->replaced = 0;
-        if (!who || !who[0] || q->max_per_requester == 0)
-                return 0;
-        if ((r = pg_exec(c, &res, "count a requester's attestation challenges",
-                         "SELECT count(*) FROM attest_challenges WHERE requester = $1", "t", who)) < 0)
-                return r;
-        n = pg_i64(res, 0, 0);
-        if (n < (int64_t) q->max_per_requester)
-                return 0;
-        PQclear(TAKE_PTR(res));
-        r = pg_exec(c, &res, "replace a requester's oldest attestation challenge",
-                    "DELETE FROM attest_challenges WHERE id IN (SELECT id FROM attest_challenges WHERE requester = $1 "
-                    "ORDER BY created_at LIMIT $2)", "tI", who, n - (int64_t) q->max_per_requester + 1);
-        if (r >= 0)
-                q->replaced = (size_t) pg_changes(res);
-        return r;
+static int64_t bound(size_t n) {
+        return n > (size_t) INT64_MAX ? INT64_MAX : (int64_t) n;
 }
 
-static int put_run(pg_slot *c, void *userdata) {
-        _cleanup_(PQclearp) PGresult *res = NULL;
-        chal_q *q = userdata;
-        const store_challenge *x = q->in;
-        int r;
-
-        if ((r = pg_exec(c, NULL, "delete expired attestation challenges",
-                         "DELETE FROM attest_challenges WHERE expires_at <= $1", "I", q->now)) < 0 ||
-            (r = requester_room(c, q)) < 0 ||
-            (r = pg_exec(c, &res, "count attestation challenges", "SELECT count(*) FROM attest_challenges", NULL)) < 0)
-                return r;
-        if ((uint64_t) pg_i64(res, 0, 0) >= q->max)
-                return hwid_fail(HWID_E_RATE_LIMITED, "%zu attestation challenges are already waiting for an answer",
-                                 q->max);
-        r = pg_exec(c, NULL, "record an attestation challenge",
-                    "INSERT INTO attest_challenges (id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at, "
-                    "requester) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                    "tbbbbIIt", x->id, x->secret_sha256, sizeof(x->secret_sha256), x->nonce, sizeof(x->nonce),
-                    x->ak_public, x->ak_public_len, x->ek_cert, x->ek_cert_len, x->expires_at, q->now,
-                    x->requester ? x->requester : "");
-        if (r == -HWID_E_INVALID && strcmp(c->sqlstate, "23505") == 0)
-                return hwid_fail(HWID_E_EXISTS, "attestation challenge %.8s... exists already", x->id);
-        return r;
-}
-
+/* One statement, hwid_challenge_put(): the bounds on pending challenges
+ * (all of them, and each requester's) hold across replicas, under a lock
+ * held for no round trip. */
 int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending,
                            size_t max_per_requester, size_t *ret_replaced) {
-        chal_q q = { .in = c, .now = now, .max = max_pending, .max_per_requester = max_per_requester };
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        _cleanup_(pg_leavep) pg_slot *slot = NULL;
+        const char *result;
+        pg_query q;
         int r;
 
         if (!c || !store_hex_ok(c->id, 32, 32) || !c->ak_public || c->ak_public_len == 0 || c->ak_public_len > 1024 ||
             !c->ek_cert || c->ek_cert_len == 0 || c->ek_cert_len > 4096)
                 return hwid_fail(HWID_E_INVALID, "attestation challenge to store has a bad id, AK or EK certificate");
-        if ((r = pg_tx(p, put_run, &q, "commit the attestation challenge")) < 0)
+        if ((r = pg_bind(&q, "record an attestation challenge",
+                         "SELECT result, replaced FROM hwid_challenge_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                         "tbbbbIIItI", c->id, c->secret_sha256, sizeof(c->secret_sha256), c->nonce, sizeof(c->nonce),
+                         c->ak_public, c->ak_public_len, c->ek_cert, c->ek_cert_len, c->expires_at, now,
+                         bound(max_pending), c->requester ? c->requester : "", bound(max_per_requester))) < 0 ||
+            (r = pg_statement(p, &q, &slot, &res)) < 0)
                 return r;
+        result = pg_val(res, 0, 0);
+        if (result && strcmp(result, "full") == 0)
+                return hwid_fail(HWID_E_RATE_LIMITED, "%zu attestation challenges are already waiting for an answer",
+                                 max_pending);
+        if (result && strcmp(result, "exists") == 0)
+                return hwid_fail(HWID_E_EXISTS, "attestation challenge %.8s... exists already", c->id);
         if (ret_replaced)
-                *ret_replaced = q.replaced;
+                *ret_replaced = (size_t) pg_i64(res, 0, 1);
         return 0;
 }
 
@@ -213,28 +181,21 @@ int store_pg_ek_find(store_pg *p, const char *ek_cert_sha256, const char *ek_pub
         return pg_read(p, ek_find_run, &(ek_q) { .a = ek_cert_sha256, .b = ek_pub_sha256, .one = ret });
 }
 
+static int ek_row(PGresult *res, int row, void *ret) {
+        return ek_from_row(res, row, ret);
+}
+
+static void ek_list_free(void *all, size_t n) {
+        store_ek_list_free(all, n);
+}
+
 static int ek_list_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         ek_q *q = userdata;
-        store_ek *all;
-        size_t n = 0;
         int r = pg_exec(c, &res, "list the EK allowlist", "SELECT " EK_COLS " FROM ek_allowlist ORDER BY identity",
                         NULL);
 
-        if (r < 0)
-                return r;
-        if (!(all = calloc((size_t) PQntuples(res) + 1, sizeof(*all))))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (; r >= 0 && n < (size_t) PQntuples(res); n++)
-                if ((r = ek_from_row(res, (int) n, &all[n])) < 0)
-                        break;
-        if (r < 0) {
-                store_ek_list_free(all, n);
-                return r;
-        }
-        *q->all = all;
-        *q->ret_n = n;
-        return 0;
+        return r < 0 ? r : pg_rows(res, sizeof(store_ek), ek_row, ek_list_free, (void **) q->all, q->ret_n);
 }
 
 int store_pg_ek_list(store_pg *p, store_ek **ret, size_t *ret_n) {

@@ -1,20 +1,28 @@
 /* The audit trail in PostgreSQL: the same hash chain as every store
- * (store.h).  Appends from all replicas are put in one order by a
- * transaction-scoped advisory lock taken before the chain's head is read:
- * an append waits for the one before it to commit, so ids grow in chain
- * order and no two records share a prev_hash.  Records reach the sink
- * only after their transaction committed. */
+ * (store.h), chained by the database itself.  A transaction's records are
+ * appended by hwid_audit_chain() (store-pg-schema.c) in the pipeline that
+ * commits it, or by hwid_issue() for issuances: it locks the chain's head
+ * row, hashes each record with sha256() over the encoding of store.h,
+ * inserts it and moves the head, so that the head is held from there to
+ * the end of the commit -- microseconds and a WAL flush, never a round
+ * trip.  Appends from all replicas take turns on that row: an append
+ * waits for the one before it to commit, so ids grow in chain order and
+ * no two records share a prev_hash.  Records reach the sink only after
+ * their transaction committed. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <json-c/json.h>
 
 #include "error.h"
 #include "escape.h"
 #include "store-pg.h"
 #include "store-rows.h"
 
-/* The audit chain's order is the write lock's (store-pg.h). */
-#define PG_AUDIT_LOCK PG_WRITE_LOCK
+/* pg_advisory_xact_lock key of retention pruning: one replica prunes at
+ * a time (appends never take it). */
+#define PG_PRUNE_LOCK "1752656232"
 #define PRUNE_BATCH_MAX 10000
 #define AUDIT_COLS "id, at, actor, action, target, outcome, reason, token_id, prev_hash, hash"
 
@@ -22,7 +30,6 @@ struct store_pg_audit_copy {
         char *f[6];
         int64_t id, at;
         uint8_t prev[STORE_AUDIT_HASH_LEN], hash[STORE_AUDIT_HASH_LEN];
-        bool has_prev;
 };
 
 static bool audit_ok(const store_audit *a) {
@@ -45,39 +52,47 @@ static int link_read(pg_slot *c, const char *role, store_audit_link *ret) {
         return 0;
 }
 
-static int link_write(pg_slot *c, const char *role, int64_t id, int64_t at, const uint8_t *hash) {
-        return pg_exec(c, NULL, "move the audit chain",
-                       "INSERT INTO audit_chain (role, id, at, hash) VALUES ($1, $2, $3, $4) "
-                       "ON CONFLICT (role) DO UPDATE SET id = excluded.id, at = excluded.at, hash = excluded.hash",
-                       "tIIb", role, id, at, hash, (size_t) STORE_AUDIT_HASH_LEN);
+/* The anchor moves forward only: a pruning by an hwid of an earlier
+ * version (under the audit chain's lock, not the pruning one) may have
+ * moved it further meanwhile. */
+static int anchor_write(pg_slot *c, int64_t id, int64_t at, const uint8_t *hash) {
+        return pg_exec(c, NULL, "move the audit chain's anchor",
+                       "INSERT INTO audit_chain (role, id, at, hash) VALUES ('anchor', $1, $2, $3) "
+                       "ON CONFLICT (role) DO UPDATE SET id = excluded.id, at = excluded.at, hash = excluded.hash "
+                       "WHERE audit_chain.id < excluded.id",
+                       "IIb", id, at, hash, (size_t) STORE_AUDIT_HASH_LEN);
 }
 
-/* ---- the sink ---- */
+/* ---- the queue: records of the transaction, then for the sink ---- */
 
 static void copy_clear(store_pg_audit_copy *x) {
         for (size_t i = 0; i < ELEMENTSOF(x->f); i++)
                 free(x->f[i]);
 }
 
-static void sink_queue(pg_slot *c, const store_audit *a, char *f[6]) {
+/* A copy of a (fields escaped already) at the end of the queue. */
+static int queue_push(pg_slot *c, const store_audit *a) {
+        const char *in[6] = { a->actor, a->action, a->target, a->outcome, a->reason, a->token_id };
         store_pg_audit_copy *x;
+        bool oom = false;
 
-        if (!c->p->sink)
-                return;
         if (c->n_queue == c->alloc_queue) {
                 size_t n = c->alloc_queue ? c->alloc_queue * 2 : 8;
                 if (!(x = realloc(c->queue, n * sizeof(*x))))
-                        return; /* the record is in the database: only its copy to the sink is lost */
+                        return hwid_fail(HWID_E_NOMEM, NULL);
                 c->queue = x;
                 c->alloc_queue = n;
         }
-        x = &c->queue[c->n_queue++];
-        *x = (store_pg_audit_copy) { .id = a->id, .at = a->at, .has_prev = a->prev_hash != NULL };
+        x = &c->queue[c->n_queue];
+        *x = (store_pg_audit_copy) { .id = a->id, .at = a->at };
         for (size_t i = 0; i < 6; i++)
-                x->f[i] = f[i] ? strdup(f[i]) : NULL;
-        if (a->prev_hash)
-                memcpy(x->prev, a->prev_hash, STORE_AUDIT_HASH_LEN);
-        memcpy(x->hash, a->hash, STORE_AUDIT_HASH_LEN);
+                oom |= in[i] && !(x->f[i] = strdup(in[i]));
+        if (oom) {
+                copy_clear(x);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        c->n_queue++;
+        return 0;
 }
 
 void pg_sink_flush(pg_slot *c) {
@@ -88,77 +103,137 @@ void pg_sink_flush(pg_slot *c) {
                 store_pg_audit_copy *x = &c->queue[i];
                 store_audit a = { .at = x->at, .actor = x->f[0], .action = x->f[1], .target = x->f[2],
                                   .outcome = x->f[3], .reason = x->f[4], .token_id = x->f[5], .id = x->id,
-                                  .prev_hash = x->has_prev ? x->prev : NULL, .hash = x->hash };
+                                  .prev_hash = x->prev, .hash = x->hash };
                 (void) p->sink(&a, p->sink_userdata);
         }
         pthread_mutex_unlock(&p->sink_lock);
         pg_sink_drop(c);
 }
 
-void pg_sink_truncate(pg_slot *c, size_t keep) {
-        for (size_t i = keep; i < c->n_queue; i++)
-                copy_clear(&c->queue[i]);
-        if (keep < c->n_queue)
-                c->n_queue = keep;
-}
-
 void pg_sink_drop(pg_slot *c) {
-        pg_sink_truncate(c, 0);
+        for (size_t i = 0; i < c->n_queue; i++)
+                copy_clear(&c->queue[i]);
+        c->n_queue = 0;
 }
 
 /* ---- appending ---- */
 
-static int escape_all(const store_audit *a, char *f[6]) {
+/* a as stored: its fields escaped (copies in f, freed by the caller),
+ * at now if a->at is 0. */
+static int audit_escape(const store_audit *a, int64_t now, char *f[6], store_audit *ret) {
         const char *in[6] = { a->actor, a->action, a->target, a->outcome, a->reason, a->token_id };
         int r;
 
+        if (!audit_ok(a))
+                return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
         for (size_t i = 0; i < 6; i++)
                 if (in[i] && (r = text_escape(in[i], strlen(in[i]), &f[i])) < 0)
                         return r;
+        *ret = (store_audit) { .at = a->at ? a->at : now, .actor = f[0], .action = f[1], .target = f[2],
+                               .outcome = f[3], .reason = f[4], .token_id = f[5] };
         return 0;
 }
 
-static int audit_store(pg_slot *c, store_audit *rec, const store_audit_link *head, const uint8_t *hash) {
-        _cleanup_(PQclearp) PGresult *res = NULL;
-        int r = pg_exec(c, &res, "append to the audit log",
-                        "INSERT INTO audit (at, actor, action, target, outcome, reason, token_id, prev_hash, hash) "
-                        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-                        "Ittttttbb", rec->at, rec->actor, rec->action, rec->target, rec->outcome, rec->reason,
-                        rec->token_id, head->hash, (size_t) STORE_AUDIT_HASH_LEN, hash,
-                        (size_t) STORE_AUDIT_HASH_LEN);
-
-        if (r >= 0)
-                rec->id = pg_i64(res, 0, 0);
-        return r;
+static void fields_free(char *f[6]) {
+        for (size_t i = 0; i < 6; i++)
+                free(f[i]);
 }
 
 int pg_audit_insert(pg_slot *c, const store_audit *a, int64_t now) {
         char *f[6] = { 0 };
         store_audit rec;
-        store_audit_link head;
-        uint8_t hash[STORE_AUDIT_HASH_LEN];
-        int r;
+        int r = audit_escape(a, now, f, &rec);
 
-        if (!audit_ok(a))
-                return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
-        rec = *a;
-        if ((r = escape_all(a, f)) >= 0) {
-                rec = (store_audit) { .at = a->at ? a->at : now, .actor = f[0], .action = f[1], .target = f[2],
-                                      .outcome = f[3], .reason = f[4], .token_id = f[5] };
-                if ((r = pg_exec(c, NULL, "lock the audit chain", "SELECT pg_advisory_xact_lock(" PG_AUDIT_LOCK ")",
-                                 NULL)) >= 0 &&
-                    (r = link_read(c, "head", &head)) >= 0 &&
-                    (r = store_audit_hash(head.set ? head.hash : NULL, &rec, hash)) >= 0 &&
-                    (r = audit_store(c, &rec, &head, hash)) >= 0 &&
-                    (r = link_write(c, "head", rec.id, rec.at, hash)) >= 0) {
-                        rec.prev_hash = head.set ? head.hash : NULL;
-                        rec.hash = hash;
-                        sink_queue(c, &rec, f);
+        if (r >= 0)
+                r = queue_push(c, &rec);
+        fields_free(f);
+        return r;
+}
+
+int pg_audit_sink_queue(pg_slot *c, const store_audit *a, int64_t now, int64_t id, const uint8_t *prev,
+                        const uint8_t *hash) {
+        char *f[6] = { 0 };
+        store_audit rec;
+        int r = 0;
+
+        if (c->p->sink && (r = audit_escape(a, now, f, &rec)) >= 0 && (r = queue_push(c, &rec)) >= 0) {
+                store_pg_audit_copy *x = &c->queue[c->n_queue - 1];
+                x->id = id;
+                memcpy(x->prev, prev, STORE_AUDIT_HASH_LEN);
+                memcpy(x->hash, hash, STORE_AUDIT_HASH_LEN);
+        }
+        fields_free(f);
+        return r; /* the record is in the database: only its copy to the sink may be lost */
+}
+
+void pg_json_str(json_object *o, const char *key, const char *v) {
+        json_object_object_add(o, key, v ? json_object_new_string(v) : NULL);
+}
+
+/* A record as stored, as hwid_audit_rec in JSON (at, the six fields). */
+static json_object *record_json(const store_audit *a) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "at", json_object_new_int64(a->at));
+        pg_json_str(o, "actor", a->actor);
+        pg_json_str(o, "action", a->action);
+        pg_json_str(o, "target", a->target);
+        pg_json_str(o, "outcome", a->outcome);
+        pg_json_str(o, "reason", a->reason);
+        pg_json_str(o, "token_id", a->token_id);
+        return o;
+}
+
+int pg_audit_record(const store_audit *a, int64_t now, json_object **ret) {
+        char *f[6] = { 0 };
+        store_audit rec;
+        int r = audit_escape(a, now, f, &rec);
+
+        if (r >= 0 && !(*ret = record_json(&rec)))
+                r = hwid_fail(HWID_E_NOMEM, NULL);
+        fields_free(f);
+        return r;
+}
+
+int pg_audit_json(pg_slot *c, char **ret) {
+        json_object *all = json_object_new_array();
+        char *s = NULL;
+
+        for (size_t i = 0; all && i < c->n_queue; i++) {
+                store_pg_audit_copy *x = &c->queue[i];
+                json_object *o = record_json(&(store_audit) {
+                        .at = x->at, .actor = x->f[0], .action = x->f[1], .target = x->f[2], .outcome = x->f[3],
+                        .reason = x->f[4], .token_id = x->f[5] });
+                if (!o || json_object_array_add(all, o) < 0) {
+                        json_object_put(o);
+                        json_object_put(all);
+                        all = NULL;
                 }
         }
-        for (size_t i = 0; i < 6; i++)
-                free(f[i]);
-        return r;
+        if (all)
+                s = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN));
+        json_object_put(all);
+        if (!s)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret = s;
+        return 0;
+}
+
+int pg_audit_chained(pg_slot *c, PGresult *res) {
+        if ((size_t) PQntuples(res) != c->n_queue)
+                return hwid_fail(HWID_E_STORE, "PostgreSQL %s chained %d audit records, not %zu", c->p->label,
+                                 PQntuples(res), c->n_queue);
+        for (size_t i = 0; i < c->n_queue; i++) {
+                store_pg_audit_copy *x = &c->queue[i];
+                x->id = pg_i64(res, (int) i, 0);
+                if (!pg_blob_copy(res, (int) i, 1, x->prev, STORE_AUDIT_HASH_LEN) ||
+                    !pg_blob_copy(res, (int) i, 2, x->hash, STORE_AUDIT_HASH_LEN))
+                        return hwid_fail(HWID_E_STORE, "PostgreSQL %s chained an audit record without its hashes",
+                                         c->p->label);
+        }
+        return 0;
 }
 
 typedef struct audit_q {
@@ -179,6 +254,8 @@ static int append_run(pg_slot *c, void *userdata) {
         return pg_audit_insert(c, q->a, (int64_t) time(NULL));
 }
 
+/* One round trip: the record is all the transaction holds, and goes with
+ * its BEGIN and COMMIT (pg_tx()). */
 int store_pg_audit_append(store_pg *p, const store_audit *a) {
         if (!audit_ok(a))
                 return hwid_fail(HWID_E_INVALID, "audit record lacks an actor, action or outcome");
@@ -288,7 +365,8 @@ static int prune_run(pg_slot *c, void *userdata) {
         prune_scan s = { .p = c->p, .before = q->before };
         int r;
 
-        if ((r = pg_exec(c, NULL, "lock the audit chain", "SELECT pg_advisory_xact_lock(" PG_AUDIT_LOCK ")", NULL)) < 0 ||
+        if ((r = pg_exec(c, NULL, "take the pruning turn", "SELECT pg_advisory_xact_lock(" PG_PRUNE_LOCK ")",
+                         NULL)) < 0 ||
             (r = link_read(c, "anchor", &s.anchor)) < 0 ||
             (r = pg_exec(c, &res, "read the oldest audit records", "SELECT " AUDIT_COLS " FROM audit ORDER BY id LIMIT $1",
                          "I", (int64_t) q->limit)) < 0)
@@ -299,9 +377,22 @@ static int prune_run(pg_slot *c, void *userdata) {
         if (s.n == 0)
                 return 0;
         if ((r = pg_exec(c, NULL, "prune the audit log", "DELETE FROM audit WHERE id <= $1", "I", s.anchor.id)) < 0 ||
-            (r = link_write(c, "anchor", s.anchor.id, s.anchor.at, s.anchor.hash)) < 0)
+            (r = anchor_write(c, s.anchor.id, s.anchor.at, s.anchor.hash)) < 0)
                 return r;
         return q->sign ? pg_audit_prune_checkpoint(c, &s.anchor, q->sign, q->userdata) : 0;
+}
+
+/* Whether the oldest record is older than before: pruning would start
+ * there (one read, without the pruning turn, once a minute per replica
+ * when there is nothing to prune). */
+static int oldest_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        audit_q *q = userdata;
+        int r = pg_exec(c, &res, "read the oldest audit record", "SELECT at FROM audit ORDER BY id LIMIT 1", NULL);
+
+        if (r >= 0)
+                q->n = PQntuples(res) == 1 && pg_i64(res, 0, 0) < q->before;
+        return r;
 }
 
 int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
@@ -311,7 +402,9 @@ int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, store_aud
 
         if (max_rows == 0 || max_rows > PRUNE_BATCH_MAX)
                 return hwid_fail(HWID_E_INVALID, "an audit pruning batch is 1 to %d records", PRUNE_BATCH_MAX);
-        if ((r = pg_tx(p, prune_run, &q, "commit the audit pruning")) < 0)
+        if ((r = pg_read(p, oldest_run, &q)) < 0)
+                return r;
+        if (q.n > 0 && (r = pg_tx(p, prune_run, &q, "commit the audit pruning")) < 0)
                 return r;
         *ret_n = q.n;
         return 0;

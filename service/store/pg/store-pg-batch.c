@@ -1,88 +1,137 @@
 /* Group commit for the PostgreSQL store: issuances that arrive while a
- * commit is under way share the next transaction, each in a savepoint of
- * its own (one that fails is rolled back alone), and one COMMIT -- one
- * WAL flush and one turn of the audit chain's lock for all of them.
- * Every caller returns only once its own job is committed or has failed,
- * with its own error.  As in the SQLite store (store-sqlite.c). */
+ * commit is under way share the next one -- one statement, hwid_issue()
+ * (store-pg-functions.c), so one round trip and one WAL flush for all of
+ * them.  In the database each runs in a subtransaction of its own (one
+ * that fails is undone alone) and their audit records are chained at the
+ * end, at once.  An issuance that lost a deadlock to another replica's
+ * batch is undone alone and runs again in a batch of its own once this
+ * one committed.  Every caller returns only once its own issuance is
+ * committed or has failed, with its own error.  As in the SQLite store
+ * (store-sqlite.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <json-c/json.h>
 
 #include "error.h"
 #include "store-pg.h"
 
-#define JOB_ATTEMPTS 8
+#define BATCH_ATTEMPTS 8
+#define JOB_PENDING 1   /* pg_job.r of a job whose turn has not come */
+
+#define ISSUE_SQL "SELECT member, result, result_detail, audit_id, audit_prev, audit_hash FROM hwid_issue($1::jsonb)"
 
 static void job_fail(pg_job *j, int r) {
         j->r = r;
         snprintf(j->detail, sizeof(j->detail), "%s", hwid_strerror(r));
 }
 
-/* One job in its own savepoint, run again when it lost a race that the
- * next attempt sees settled (a deadlock, a replaced certificate). Fails
- * only when the transaction as a whole is lost. */
-static int run_job(pg_slot *c, pg_job *j) {
-        size_t queued = c->n_queue;
+/* The pending jobs of batch as hwid_issue()'s argument (a job the
+ * database need not see fails here); *ret_n: how many. */
+static int batch_json(pg_job *batch, char **ret, size_t *ret_n) {
+        json_object *all = json_object_new_array(), *m;
+        size_t n = 0;
         int r;
 
-        for (int i = 0; i < JOB_ATTEMPTS; i++) {
-                j->r = 0;
-                hwid_error_clear();
-                c->retry = false;
-                if ((r = pg_exec(c, NULL, "manage a savepoint", "SAVEPOINT job", NULL)) < 0)
-                        return r;
-                if ((r = j->run(c, j->userdata)) >= 0)
-                        return pg_exec(c, NULL, "manage a savepoint", "RELEASE job", NULL);
-                job_fail(j, r);
-                pg_sink_truncate(c, queued);
-                if (c->lost)
-                        return r;
-                if ((r = pg_exec(c, NULL, "manage a savepoint", "ROLLBACK TO job", NULL)) < 0)
-                        return r;
-                if (!c->retry)
-                        break;
+        if (!all)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (pg_job *j = batch; j; j = j->next) {
+                if (j->r != JOB_PENDING)
+                        continue;
+                if ((r = pg_issue_json(j->in, j->now, &m)) < 0) {
+                        job_fail(j, r);
+                        continue;
+                }
+                if (json_object_array_add(all, m) < 0) {
+                        json_object_put(m);
+                        job_fail(j, hwid_fail(HWID_E_NOMEM, NULL));
+                        continue;
+                }
+                j->sent = true;
+                n++;
         }
-        return pg_exec(c, NULL, "manage a savepoint", "RELEASE job", NULL);
+        *ret = n ? strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN)) : NULL;
+        json_object_put(all);
+        if (n && !*ret)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret_n = n;
+        return 0;
 }
 
-static int run_batch_once(store_pg *p, pg_job *batch, const char *what, bool *ret_retry) {
-        _cleanup_(pg_leavep) pg_slot *c = NULL;
-        pg_job *j;
-        int r = pg_enter(p, &c);
+/* One job's row: its result, and its audit record for the sink. */
+static void job_result(pg_slot *c, pg_job *j, PGresult *res, int row) {
+        const char *result = pg_val(res, row, 1);
+        uint8_t prev[STORE_AUDIT_HASH_LEN], hash[STORE_AUDIT_HASH_LEN];
+        int r;
 
-        *ret_retry = false;
-        if (r >= 0)
-                r = pg_begin_write(c, what);
-        for (j = batch; r >= 0 && j; j = j->next)
-                r = run_job(c, j);
-        if (r >= 0) {
-                r = pg_exec(c, NULL, what, "COMMIT", NULL);
-                if (r >= 0)
-                        pg_sink_flush(c);
+        if (!result || strcmp(result, "retry") == 0)
+                return; /* pending: its turn comes again */
+        if ((r = pg_issue_result(c->p, j->in, j->now, result, pg_val(res, row, 2))) < 0) {
+                job_fail(j, r);
+                return;
+        }
+        j->r = 0;
+        if (j->in->audit && pg_val(res, row, 3) && pg_blob_copy(res, row, 4, prev, sizeof(prev)) &&
+            pg_blob_copy(res, row, 5, hash, sizeof(hash)))
+                (void) pg_audit_sink_queue(c, j->in->audit, j->now, pg_i64(res, row, 3), prev, hash);
+}
+
+static int batch_results(pg_slot *c, pg_job *batch, PGresult *res, size_t n) {
+        int row = 0;
+
+        if ((size_t) PQntuples(res) != n)
+                return hwid_fail(HWID_E_STORE, "PostgreSQL %s answered %d issuances, not %zu", c->p->label,
+                                 PQntuples(res), n);
+        for (pg_job *j = batch; j; j = j->next)
+                if (j->sent) {
+                        j->sent = false;
+                        job_result(c, j, res, row++);
+                }
+        return 0;
+}
+
+/* The pending jobs, in one statement.  A failure of the statement as a
+ * whole leaves them pending: nothing of them was committed, or -- the
+ * connection lost on the way -- it is not known what was. */
+static int run_once(store_pg *p, pg_job *batch) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        _cleanup_(pg_leavep) pg_slot *c = NULL;
+        _cleanup_free_ char *json = NULL;
+        pg_query q;
+        size_t n = 0;
+        int r = batch_json(batch, &json, &n);
+
+        if (r < 0 || n == 0 || (r = pg_bind(&q, "commit the certificate", ISSUE_SQL, "t", json)) < 0 ||
+            (r = pg_statement(p, &q, &c, &res)) < 0) {
+                for (pg_job *j = batch; j; j = j->next)
+                        j->sent = false;
                 return r;
         }
-        /* Broken before COMMIT was sent: nothing happened, all may run again. */
-        *ret_retry = c && c->lost;
-        if (c && c->conn)
-                PQclear(PQexec(c->conn, "ROLLBACK"));
+        r = batch_results(c, batch, res, n);
+        pg_sink_flush(c);
         return r;
 }
 
-static void run_batch(store_pg *p, pg_job *batch, const char *what) {
-        bool retry = true;
-        pg_job *j;
-        int r = -HWID_E_STORE;
+static void run_batch(store_pg *p, pg_job *batch) {
+        bool pending = true;
+        int r = 0;
 
-        for (int i = 0; i < 2 && retry; i++) {
-                for (j = batch; j; j = j->next)
-                        j->r = 0;
-                r = run_batch_once(p, batch, what, &retry);
+        for (pg_job *j = batch; j; j = j->next)
+                j->r = JOB_PENDING;
+        for (int i = 0; r >= 0 && pending && i < BATCH_ATTEMPTS; i++) {
+                if (i > 0)
+                        pg_backoff();
+                r = run_once(p, batch);
+                pending = false;
+                for (pg_job *j = batch; j; j = j->next)
+                        pending |= j->r == JOB_PENDING;
         }
-        if (r >= 0)
-                return;
-        /* Nothing of the batch is durable: every job fails, those that
-         * failed on their own with their own reason. */
-        for (j = batch; j; j = j->next)
-                if (j->r >= 0)
+        if (r >= 0 && pending)
+                r = hwid_fail(HWID_E_STORE, "cannot commit the certificate in PostgreSQL %s: it lost %d races in "
+                              "a row", p->label, BATCH_ATTEMPTS);
+        for (pg_job *j = batch; j; j = j->next)
+                if (j->r == JOB_PENDING)
                         job_fail(j, r);
 }
 
@@ -99,8 +148,8 @@ static void batch_done(store_pg *p, pg_job *batch) {
                 pthread_cond_signal(&p->gc_head->wake);
 }
 
-int pg_group_commit(store_pg *p, pg_tx_fn fn, void *userdata, const char *what) {
-        pg_job job = { .run = fn, .userdata = userdata };
+int pg_group_commit(store_pg *p, const store_issue *in, int64_t now) {
+        pg_job job = { .in = in, .now = now };
 
         pthread_cond_init(&job.wake, NULL);
         pthread_mutex_lock(&p->gc_lock);
@@ -118,7 +167,7 @@ int pg_group_commit(store_pg *p, pg_tx_fn fn, void *userdata, const char *what) 
                 p->gc_tail = &p->gc_head;
                 p->gc_busy = true;
                 pthread_mutex_unlock(&p->gc_lock);
-                run_batch(p, batch, what);
+                run_batch(p, batch);
                 pthread_mutex_lock(&p->gc_lock);
                 batch_done(p, batch);
         }

@@ -1,21 +1,25 @@
-/* Certificates in PostgreSQL: commit (with everything an issuance pays
- * for or changes, in one transaction), lookups and DNS names.
+/* Certificates in PostgreSQL: commit (what an issuance pays for or
+ * changes, as one hwid_issue() member: store-pg-functions.c), lookups and
+ * DNS names.
  *
  * The partial unique index certificates_one_live lets one 'valid' row
  * per identity in: of two replicas committing for one identity at once,
- * the second waits on the first's index entry and fails with a unique
- * violation (-HWID_E_CONFLICT).  A commit first retires the identity's
- * expired 'valid' rows, as the SQLite store does.  Writes take turns on
- * the write lock (store-pg.h), so a keyCompromise revocation and an
- * issuance of the same key cannot pass each other. */
+ * the second waits on the first's index entry and is refused
+ * (-HWID_E_CONFLICT), or, replacing, retires it and goes in.  A commit
+ * first retires the identity's expired 'valid' rows, as the SQLite store
+ * does.  An issuance holds its key's lock shared and a keyCompromise
+ * revocation exclusive (store-pg-revoke.c), so that the two cannot pass
+ * each other. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <json-c/json.h>
+
+#include "base64.h"
 #include "error.h"
 #include "store-pg.h"
 #include "store-rows.h"
-
 
 static int cert_from_row(PGresult *res, int row, store_cert *ret) {
         store_cert c = { 0 };
@@ -48,136 +52,187 @@ static int cert_from_row(PGresult *res, int row, store_cert *ret) {
         return 0;
 }
 
-/* One row of sql (one parameter, text) into *ret; -HWID_E_NOT_FOUND if none. */
-static int cert_one(pg_slot *c, const char *sql, const char *fmt, const char *a, int64_t b, store_cert *ret) {
-        _cleanup_(PQclearp) PGresult *res = NULL;
-        int r = pg_exec(c, &res, "read a certificate", sql, fmt, a, b);
+/* ---- reads ---- */
 
-        if (r < 0)
-                return r;
+int pg_cert_serial_query(const char *serial, bool lock, pg_query *q) {
+        if (!store_serial_ok(serial))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such certificate (a serial is upper-case hex)");
+        return pg_bind(q, "read a certificate",
+                       lock ? "SELECT " CERT_COLS " FROM certificates WHERE serial = $1 FOR UPDATE"
+                            : "SELECT " CERT_COLS " FROM certificates WHERE serial = $1",
+                       "t", serial);
+}
+
+int pg_cert_serial_answer(PGresult *res, const char *serial, store_cert *ret) {
         if (PQntuples(res) == 0)
-                return -HWID_E_NOT_FOUND;
+                return hwid_fail(HWID_E_NOT_FOUND, "no certificate with serial %s", serial);
         return cert_from_row(res, 0, ret);
 }
 
 int pg_cert_read_serial(pg_slot *c, const char *serial, bool lock, store_cert *ret) {
-        int r;
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        pg_query q;
+        int r = pg_cert_serial_query(serial, lock, &q);
 
-        if (!store_serial_ok(serial))
-                return hwid_fail(HWID_E_NOT_FOUND, "no such certificate (a serial is upper-case hex)");
-        r = cert_one(c, lock ? "SELECT " CERT_COLS " FROM certificates WHERE serial = $1 FOR UPDATE"
-                             : "SELECT " CERT_COLS " FROM certificates WHERE serial = $1",
-                     "t", serial, 0, ret);
-        if (r == -HWID_E_NOT_FOUND)
-                return hwid_fail(HWID_E_NOT_FOUND, "no certificate with serial %s", serial);
-        return r;
+        if (r < 0 || (r = pg_run(c, &q, &res)) < 0)
+                return r;
+        return pg_cert_serial_answer(res, serial, ret);
+}
+
+int pg_cert_live_query(const char *identity, int64_t now, pg_query *q) {
+        return pg_bind(q, "read a certificate",
+                       "SELECT " CERT_COLS " FROM certificates "
+                       "WHERE hwid_fold(identity) = hwid_fold($1) AND status = 'valid' AND not_after > $2",
+                       "tI", identity, now);
+}
+
+int pg_cert_live_answer(PGresult *res, const char *identity, store_cert *ret) {
+        if (PQntuples(res) == 0)
+                return hwid_fail(HWID_E_NOT_FOUND, "%s has no live certificate", identity);
+        return cert_from_row(res, 0, ret);
+}
+
+int pg_dns_owner_query(const char *canon, int64_t now, pg_query *q) {
+        return pg_bind(q, "look up a DNS name",
+                       "SELECT c.identity FROM certificate_dns AS d JOIN certificates AS c ON c.serial = d.serial "
+                       "WHERE d.name = $1 AND d.live AND c.not_after > $2", "tI", canon, now);
+}
+
+int pg_dns_owner_answer(PGresult *res, const char *canon, char **ret_identity) {
+        bool oom = false;
+        char *who;
+
+        if (PQntuples(res) == 0)
+                return hwid_fail(HWID_E_NOT_FOUND, "no live certificate holds DNS name %s", canon);
+        who = pg_strdup(res, 0, 0, &oom);
+        if (oom || !who)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *ret_identity = who;
+        return 0;
 }
 
 /* ---- commit ---- */
 
-static int supersede(pg_slot *c, const char *serial, const char *identity, int64_t now) {
-        _cleanup_(store_cert_clear) store_cert old = { 0 };
-        int r = pg_cert_read_serial(c, serial, true, &old);
+static void put_i64(json_object *m, const char *key, int64_t v) {
+        json_object_object_add(m, key, json_object_new_int64(v));
+}
+
+/* The DNS names, canonical, as a JSON array. */
+static int dns_json(const store_issue *in, json_object *m) {
+        char name[STORE_DNS_NAME_MAX + 1];
+        json_object *all = json_object_new_array();
+        int r = 0;
+
+        json_object_object_add(m, "dns", all);
+        for (size_t i = 0; r >= 0 && i < in->n_dns_names; i++)
+                if ((r = store_dns_canonical(in->dns_names[i], name, sizeof(name))) >= 0)
+                        json_object_array_add(all, json_object_new_string(name));
+        return r;
+}
+
+/* The certificate's own columns. */
+static int cert_json(const store_issue *in, json_object *m) {
+        const store_cert *x = in->cert;
+        _cleanup_free_ char *der = NULL;
+        int r = base64_encode(x->der, x->der_len, false, &der);
 
         if (r < 0)
                 return r;
-        if (strcasecmp(old.identity, identity) != 0)
-                return hwid_fail(HWID_E_FORBIDDEN, "certificate %s belongs to %s, not %s", serial, old.identity,
-                                 identity);
-        if (old.status == CERT_REVOKED)
-                return hwid_fail(HWID_E_REVOKED, "certificate %s is revoked and cannot be renewed", serial);
-        if (old.status == CERT_SUPERSEDED)
-                return hwid_fail(HWID_E_CONFLICT, "certificate %s has already been renewed", serial);
-        if (now >= old.not_after)
-                return hwid_fail(HWID_E_EXPIRED, "certificate %s has expired and cannot be renewed", serial);
-        return pg_exec(c, NULL, "supersede a certificate",
-                       "UPDATE certificates SET status = 'superseded' WHERE serial = $1 AND status = 'valid'", "t",
-                       serial);
-}
-
-static int retire(pg_slot *c, const char *identity, int64_t now, bool replace_live) {
-        if (replace_live)
-                return pg_exec(c, NULL, "retire old certificates",
-                               "UPDATE certificates SET status = 'superseded' "
-                               "WHERE hwid_fold(identity) = hwid_fold($1) AND status = 'valid'", "t", identity);
-        return pg_exec(c, NULL, "retire old certificates",
-                       "UPDATE certificates SET status = 'superseded' "
-                       "WHERE hwid_fold(identity) = hwid_fold($1) AND status = 'valid' AND not_after <= $2",
-                       "tI", identity, now);
-}
-
-static int cert_insert(pg_slot *c, const store_cert *x, const char *request_id, const char *token_id, int64_t now,
-                       bool replace_live) {
-        int r = pg_exec(c, NULL, "insert a certificate",
-                        "INSERT INTO certificates (" CERT_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'valid', 0, 0, "
-                        "$9, $10, $11, $12, $13, $14, $15, $16)",
-                        "tttttbIItItttttt", x->serial, x->identity, x->subject, x->profile, x->spki_sha256, x->der,
-                        x->der_len, x->not_before, x->not_after, request_id, now, x->role[0] ? x->role : "node",
-                        token_id, x->scope, store_opt(x->attestation.ek_cert_sha256),
-                        store_opt(x->attestation.ek_pub_sha256), store_opt(x->attestation.ak_name));
-
-        if (r != -HWID_E_INVALID)
-                return r;
-        if (strcmp(c->constraint, "certificates_pkey") == 0)
-                return hwid_fail(HWID_E_EXISTS, "a certificate with serial %s is already stored", x->serial);
-        if (strcmp(c->constraint, "certificates_one_live") == 0) {
-                /* Replacing: the live one committed meanwhile is retired on the next attempt. */
-                c->retry = replace_live;
-                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (identities ignore case); "
-                                 "revoke it first", x->identity);
-        }
-        return r;
-}
-
-static int dns_record(pg_slot *c, const store_issue *in, int64_t now) {
-        char name[STORE_DNS_NAME_MAX + 1];
-        int r;
-
-        for (size_t i = 0; i < in->n_dns_names; i++) {
-                if ((r = store_dns_canonical(in->dns_names[i], name, sizeof(name))) < 0 ||
-                    (r = pg_exec(c, NULL, "retire an expired holder of a DNS name",
-                                 "UPDATE certificates SET status = 'superseded' WHERE status = 'valid' AND not_after <= $2 "
-                                 "AND serial = (SELECT serial FROM certificate_dns WHERE name = $1 AND live)",
-                                 "tI", name, now)) < 0)
-                        return r;
-                r = pg_exec(c, NULL, "record a DNS name",
-                            "INSERT INTO certificate_dns (serial, name, live) VALUES ($1, $2, true) "
-                            "ON CONFLICT (serial, name) DO NOTHING", "tt", in->cert->serial, name);
-                if (r == -HWID_E_INVALID && strcmp(c->constraint, "certificate_dns_one_live") == 0)
-                        return hwid_fail(HWID_E_CONFLICT, "DNS name %s already belongs to another live certificate; "
-                                         "%s cannot have it", name, in->cert->identity);
-                if (r < 0)
-                        return r;
-        }
+        pg_json_str(m, "serial", x->serial);
+        pg_json_str(m, "identity", x->identity);
+        pg_json_str(m, "subject", x->subject);
+        pg_json_str(m, "profile", x->profile);
+        pg_json_str(m, "spki", x->spki_sha256);
+        pg_json_str(m, "der", der);
+        put_i64(m, "not_before", x->not_before);
+        put_i64(m, "not_after", x->not_after);
+        pg_json_str(m, "request_id", x->request_id ? x->request_id : in->request_id);
+        pg_json_str(m, "role", x->role[0] ? x->role : "node");
+        pg_json_str(m, "scope", x->scope);
+        pg_json_str(m, "ek_cert", store_opt(x->attestation.ek_cert_sha256));
+        pg_json_str(m, "ek_pub", store_opt(x->attestation.ek_pub_sha256));
+        pg_json_str(m, "ak_name", store_opt(x->attestation.ak_name));
         return 0;
 }
 
-typedef struct commit_q {
-        const store_issue *in;
-        int64_t now;
-} commit_q;
+int pg_issue_json(const store_issue *in, int64_t now, json_object **ret) {
+        json_object *m = json_object_new_object(), *audit = NULL;
+        int r;
 
-static int commit_run(pg_slot *c, void *userdata) {
-        const commit_q *q = userdata;
-        const store_issue *in = q->in;
+        if (!m)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        put_i64(m, "now", now);
+        pg_json_str(m, "token", in->consume_token_id);
+        pg_json_str(m, "request", in->request_id);
+        pg_json_str(m, "supersedes", in->supersedes_serial);
+        json_object_object_add(m, "replace", json_object_new_boolean(in->replace_live));
+        if ((r = cert_json(in, m)) >= 0 && (r = dns_json(in, m)) >= 0 && in->audit &&
+            (r = pg_audit_record(in->audit, now, &audit)) >= 0)
+                json_object_object_add(m, "audit", audit);
+        if (r < 0) {
+                json_object_put(m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+/* The refusals of the certificate a renewal supersedes. */
+static int supersede_refusal(const store_issue *in, const char *result, const char *detail) {
+        const char *serial = in->supersedes_serial, *identity = in->cert->identity;
+
+        if (strcmp(result, "cert_missing") == 0)
+                return store_serial_ok(serial) ? hwid_fail(HWID_E_NOT_FOUND, "no certificate with serial %s", serial)
+                                               : hwid_fail(HWID_E_NOT_FOUND, "no such certificate (a serial is "
+                                                           "upper-case hex)");
+        if (strcmp(result, "cert_identity") == 0)
+                return hwid_fail(HWID_E_FORBIDDEN, "certificate %s belongs to %s, not %s", serial, detail, identity);
+        if (strcmp(result, "cert_revoked") == 0)
+                return hwid_fail(HWID_E_REVOKED, "certificate %s is revoked and cannot be renewed", serial);
+        if (strcmp(result, "cert_superseded") == 0)
+                return hwid_fail(HWID_E_CONFLICT, "certificate %s has already been renewed", serial);
+        return hwid_fail(HWID_E_EXPIRED, "certificate %s has expired and cannot be renewed", serial);
+}
+
+/* The refusals of the approved request an issuance completes. */
+static int request_refusal(const store_issue *in, const char *result, const char *detail) {
+        const char *id = in->request_id;
+
+        if (strcmp(result, "request_missing") == 0)
+                return store_request_id_ok(id) ? hwid_fail(HWID_E_NOT_FOUND, "no request " REQUEST_ID_FMT, id)
+                                               : hwid_fail(HWID_E_NOT_FOUND, "no such request");
+        if (strcmp(result, "request_status") == 0)
+                return hwid_fail(HWID_E_CONFLICT, "request " REQUEST_ID_FMT " is %s, not approved", id, detail);
+        return hwid_fail(HWID_E_FORBIDDEN, "request " REQUEST_ID_FMT " is for %s, not %s", id, detail,
+                         in->cert->identity);
+}
+
+int pg_issue_result(store_pg *p, const store_issue *in, int64_t now, const char *result, const char *detail) {
         const store_cert *x = in->cert;
-        int r = pg_key_check(c, x->spki_sha256);
-        if (r >= 0 && in->consume_token_id)
-                r = pg_token_consume(c, in->consume_token_id, q->now);
-        if (r >= 0 && in->request_id)
-                r = pg_request_mark_issued(c, in->request_id, x->identity, x->serial, q->now);
-        if (r >= 0 && in->supersedes_serial)
-                r = supersede(c, in->supersedes_serial, x->identity, q->now);
-        if (r >= 0)
-                r = retire(c, x->identity, q->now, in->replace_live);
-        if (r >= 0)
-                r = cert_insert(c, x, x->request_id ? x->request_id : in->request_id, in->consume_token_id, q->now,
-                                in->replace_live);
-        if (r >= 0)
-                r = dns_record(c, in, q->now);
-        if (r >= 0 && in->audit)
-                r = pg_audit_insert(c, in->audit, q->now);
-        return r;
+
+        detail = detail ? detail : "";
+        if (strcmp(result, "ok") == 0)
+                return 0;
+        if (strcmp(result, "key_blocked") == 0)
+                return hwid_fail(HWID_E_KEY_BLOCKED, "this key (SPKI SHA-256 %s) was revoked as compromised with "
+                                 "certificate %s and is never certified again: make a new key", x->spki_sha256, detail);
+        if (strncmp(result, "token", 5) == 0)
+                return pg_token_refusal(in->consume_token_id, result[5] ? NULL : detail, now);
+        if (strncmp(result, "request_", 8) == 0)
+                return request_refusal(in, result, detail);
+        if (strncmp(result, "cert_", 5) == 0)
+                return supersede_refusal(in, result, detail);
+        if (strcmp(result, "exists") == 0)
+                return hwid_fail(HWID_E_EXISTS, "a certificate with serial %s is already stored", x->serial);
+        if (strcmp(result, "live") == 0)
+                return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (identities ignore case); "
+                                 "revoke it first", x->identity);
+        if (strcmp(result, "dns") == 0)
+                return hwid_fail(HWID_E_CONFLICT, "DNS name %s already belongs to another live certificate; %s cannot "
+                                 "have it", detail, x->identity);
+        if (strcmp(result, "invalid") == 0)
+                return hwid_fail(HWID_E_INVALID, "cannot commit the certificate in %s: %s", p->label, detail);
+        return hwid_fail(HWID_E_STORE, "cannot commit the certificate in PostgreSQL %s: %s", p->label, detail);
 }
 
 int store_pg_cert_commit(store_pg *p, const store_issue *in, int64_t now) {
@@ -185,8 +240,8 @@ int store_pg_cert_commit(store_pg *p, const store_issue *in, int64_t now) {
 
         if (r < 0)
                 return r;
-        /* Concurrent issuances share one transaction and one WAL flush. */
-        return pg_group_commit(p, commit_run, &(commit_q) { .in = in, .now = now }, "commit the certificate");
+        /* Concurrent issuances share one statement and one WAL flush. */
+        return pg_group_commit(p, in, now);
 }
 
 /* ---- lookups ---- */
@@ -211,15 +266,14 @@ int store_pg_cert_get(store_pg *p, const char *serial, store_cert *ret) {
 }
 
 static int live_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
         cert_q *q = userdata;
-        int r = cert_one(c,
-                         "SELECT " CERT_COLS " FROM certificates "
-                         "WHERE hwid_fold(identity) = hwid_fold($1) AND status = 'valid' AND not_after > $2",
-                         "tI", q->key, q->now, q->one);
+        pg_query query;
+        int r = pg_cert_live_query(q->key, q->now, &query);
 
-        if (r == -HWID_E_NOT_FOUND)
-                return hwid_fail(HWID_E_NOT_FOUND, "%s has no live certificate", q->key);
-        return r;
+        if (r < 0 || (r = pg_run(c, &query, &res)) < 0)
+                return r;
+        return pg_cert_live_answer(res, q->key, q->one);
 }
 
 int store_pg_cert_live_for(store_pg *p, const char *identity, int64_t now, store_cert *ret) {
@@ -228,31 +282,24 @@ int store_pg_cert_live_for(store_pg *p, const char *identity, int64_t now, store
         return pg_read(p, live_run, &(cert_q) { .key = identity, .now = now, .one = ret });
 }
 
+static int cert_row(PGresult *res, int row, void *ret) {
+        return cert_from_row(res, row, ret);
+}
+
+static void cert_list_free(void *all, size_t n) {
+        store_cert_list_free(all, n);
+}
+
 static int list_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         cert_q *q = userdata;
-        store_cert *all;
-        size_t n = 0;
         int r = q->key ? pg_exec(c, &res, "list certificates",
                                  "SELECT " CERT_COLS " FROM certificates WHERE hwid_fold(identity) = hwid_fold($1) "
                                  "ORDER BY created_at, serial", "t", q->key)
                        : pg_exec(c, &res, "list certificates",
                                  "SELECT " CERT_COLS " FROM certificates ORDER BY created_at, serial", NULL);
 
-        if (r < 0)
-                return r;
-        if (!(all = calloc((size_t) PQntuples(res) + 1, sizeof(*all))))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (; r >= 0 && n < (size_t) PQntuples(res); n++)
-                if ((r = cert_from_row(res, (int) n, &all[n])) < 0)
-                        break;
-        if (r < 0) {
-                store_cert_list_free(all, n);
-                return r;
-        }
-        *q->all = all;
-        *q->n = n;
-        return 0;
+        return r < 0 ? r : pg_rows(res, sizeof(store_cert), cert_row, cert_list_free, (void **) q->all, q->n);
 }
 
 int store_pg_cert_list(store_pg *p, const char *identity, store_cert **ret, size_t *ret_n) {
@@ -262,17 +309,12 @@ int store_pg_cert_list(store_pg *p, const char *identity, store_cert **ret, size
 static int dns_owner_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         cert_q *q = userdata;
-        bool oom = false;
-        int r = pg_exec(c, &res, "look up a DNS name",
-                        "SELECT c.identity FROM certificate_dns AS d JOIN certificates AS c ON c.serial = d.serial "
-                        "WHERE d.name = $1 AND d.live AND c.not_after > $2", "tI", q->key, q->now);
+        pg_query query;
+        int r = pg_dns_owner_query(q->key, q->now, &query);
 
-        if (r < 0)
+        if (r < 0 || (r = pg_run(c, &query, &res)) < 0)
                 return r;
-        if (PQntuples(res) == 0)
-                return hwid_fail(HWID_E_NOT_FOUND, "no live certificate holds DNS name %s", q->key);
-        *q->identity = pg_strdup(res, 0, 0, &oom);
-        return oom || !*q->identity ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
+        return pg_dns_owner_answer(res, q->key, q->identity);
 }
 
 int store_pg_dns_owner(store_pg *p, const char *name, int64_t now, char **ret_identity) {

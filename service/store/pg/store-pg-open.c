@@ -43,8 +43,14 @@ static int uri_check(store_pg *p, const char *uri) {
         return 0;
 }
 
-static int slots_init(store_pg *p) {
-        for (size_t i = 0; i < STORE_PG_SLOTS; i++) {
+static int slots_init(store_pg *p, unsigned pool) {
+        if (pool == 0)
+                pool = STORE_PG_POOL_DEFAULT;
+        if (pool > STORE_PG_POOL_MAX)
+                return hwid_fail(HWID_E_CONFIG, "database_connections: at most %d", STORE_PG_POOL_MAX);
+        if (!(p->slots = calloc(pool, sizeof(*p->slots))))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (size_t i = 0; i < pool; i++) {
                 p->slots[i].p = p;
                 if (pthread_mutex_init(&p->slots[i].lock, NULL) != 0)
                         return hwid_fail(HWID_E_NOMEM, "cannot create the store's locks");
@@ -62,6 +68,7 @@ void store_pg_free(store_pg *p) {
                 PQfinish(p->slots[i].conn);
                 pthread_mutex_destroy(&p->slots[i].lock);
         }
+        free(p->slots);
         if (p->sink_free)
                 p->sink_free(p->sink_userdata);
         pthread_mutex_destroy(&p->sink_lock);
@@ -74,7 +81,7 @@ void store_pg_free(store_pg *p) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(store_pg *, store_pg_free)
 
-int store_pg_open(const char *uri, store_pg **ret) {
+int store_pg_open(const char *uri, unsigned pool, store_pg **ret) {
         _cleanup_(store_pg_freep) store_pg *p = NULL;
         int r = pq_load();
 
@@ -89,7 +96,7 @@ int store_pg_open(const char *uri, store_pg **ret) {
                 free(TAKE_PTR(p));
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
-        if ((r = uri_check(p, uri)) < 0 || (r = slots_init(p)) < 0)
+        if ((r = uri_check(p, uri)) < 0 || (r = slots_init(p, pool)) < 0)
                 return r;
         if (!(p->conninfo = strdup(uri)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -124,14 +131,15 @@ int store_pg_ping(store_pg *p) {
         return pg_read(p, ping_run, NULL);
 }
 
-static int probe_run(pg_slot *c, void *userdata) {
-        return pg_exec(c, NULL, "write the readiness probe",
-                       "INSERT INTO meta (key, value) VALUES ('ready_probe', $1) "
-                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value", "I", *(const int64_t *) userdata);
-}
-
 int store_pg_probe_write(store_pg *p, int64_t now) {
-        return pg_tx(p, probe_run, &now, "commit the readiness probe");
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        _cleanup_(pg_leavep) pg_slot *c = NULL;
+        pg_query q;
+        int r = pg_bind(&q, "write the readiness probe",
+                        "INSERT INTO meta (key, value) VALUES ('ready_probe', $1) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value", "I", now);
+
+        return r < 0 ? r : pg_statement(p, &q, &c, &res);
 }
 
 typedef struct stats_q {

@@ -1,8 +1,9 @@
 /* Revocation in PostgreSQL: one serial, every unexpired certificate of an
  * identity, the keys of certificates revoked for keyCompromise, and what
  * the CRL is built from.  The revocation sequence (meta.revocation_seq)
- * moves in the revocation's own transaction, so that every replica
- * regenerates its CRL once it sees the new value (service/crl.c). */
+ * moves in the revocation's own transaction -- in the pipeline that
+ * commits it, so that its row is held for no round trip -- and every
+ * replica regenerates its CRL once it sees the new value (service/crl.c). */
 #include <string.h>
 
 #include "error.h"
@@ -15,41 +16,57 @@ static bool crl_reason_ok(int reason) {
         return reason >= 0 && reason <= 10 && reason != 7;
 }
 
-int pg_revocation_bump(pg_slot *c) {
-        return pg_exec(c, NULL, "bump the revocation sequence",
-                       "UPDATE meta SET value = value + 1 WHERE key = 'revocation_seq'", NULL);
-}
-
+/* The keys of the certificates revoked for keyCompromise (serial, or
+ * identity's) are blocked, and every unexpired certificate of them
+ * revoked.  Each key's lock is taken exclusive first (in one order, so
+ * that two revocations do not deadlock): an issuance of the key that
+ * committed before is then seen by the revoking UPDATE, one that comes
+ * after sees the block (hwid_issue_one() holds the lock shared). */
 int pg_keys_block(pg_slot *c, const char *serial, const char *identity, int64_t now) {
-        int r = pg_exec(c, NULL, "block a compromised key",
-                        "INSERT INTO blocked_keys (spki_sha256, serial, blocked_at) "
-                        "SELECT DISTINCT ON (spki_sha256) spki_sha256, serial, $3 FROM certificates "
-                        "WHERE status = 'revoked' AND revocation_reason = 1 "
-                        "AND (serial = $1 OR hwid_fold(identity) = hwid_fold($2)) ON CONFLICT DO NOTHING",
-                        "ttI", serial, identity, now);
+        static const char *const scope = "FROM certificates WHERE status = 'revoked' AND revocation_reason = 1 "
+                                         "AND (serial = $1 OR hwid_fold(identity) = hwid_fold($2))";
+        char sql[512];
+        int r;
 
-        if (r >= 0)
-                r = pg_exec(c, NULL, "revoke the certificates of a compromised key",
-                            "UPDATE certificates SET status = 'revoked', revoked_at = $1, revocation_reason = 1 "
-                            "WHERE status <> 'revoked' AND not_after > $1 "
-                            "AND spki_sha256 IN (SELECT spki_sha256 FROM blocked_keys)", "I", now);
-        return r;
+        snprintf(sql, sizeof(sql),
+                 "SELECT pg_advisory_xact_lock(" PG_KEY_LOCK_CLASS ", hwid_key_lock_id(k)) "
+                 "FROM (SELECT DISTINCT hwid_key_lock_id(spki_sha256) AS id, spki_sha256 AS k %s) AS keys "
+                 "ORDER BY id", scope);
+        if ((r = pg_exec(c, NULL, "lock a compromised key", sql, "tt", serial, identity)) < 0)
+                return r;
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO blocked_keys (spki_sha256, serial, blocked_at) "
+                 "SELECT DISTINCT ON (spki_sha256) spki_sha256, serial, $3 %s ON CONFLICT DO NOTHING", scope);
+        if ((r = pg_exec(c, NULL, "block a compromised key", sql, "ttI", serial, identity, now)) < 0)
+                return r;
+        return pg_exec(c, NULL, "revoke the certificates of a compromised key",
+                       "UPDATE certificates SET status = 'revoked', revoked_at = $1, revocation_reason = 1 "
+                       "WHERE status <> 'revoked' AND not_after > $1 "
+                       "AND spki_sha256 IN (SELECT spki_sha256 FROM blocked_keys)", "I", now);
 }
 
-int pg_key_check(pg_slot *c, const char *spki_sha256) {
-        _cleanup_(PQclearp) PGresult *res = NULL;
-        int r = pg_exec(c, &res, "look up blocked keys", "SELECT serial FROM blocked_keys WHERE spki_sha256 = $1", "t",
-                        spki_sha256 ? spki_sha256 : "");
+int pg_key_query(const char *spki_sha256, pg_query *q) {
+        return pg_bind(q, "look up blocked keys", "SELECT serial FROM blocked_keys WHERE spki_sha256 = $1", "t",
+                       spki_sha256 ? spki_sha256 : "");
+}
 
-        if (r < 0 || PQntuples(res) == 0)
-                return r;
+int pg_key_answer(PGresult *res, const char *spki_sha256) {
+        if (PQntuples(res) == 0)
+                return 0;
         return hwid_fail(HWID_E_KEY_BLOCKED,
                          "this key (SPKI SHA-256 %s) was revoked as compromised with certificate %s and is never "
                          "certified again: make a new key", spki_sha256, pg_val(res, 0, 0));
 }
 
 static int key_blocked_run(pg_slot *c, void *userdata) {
-        return pg_key_check(c, userdata);
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        const char *spki = userdata;
+        pg_query q;
+        int r = pg_key_query(spki, &q);
+
+        if (r < 0 || (r = pg_run(c, &q, &res)) < 0)
+                return r;
+        return pg_key_answer(res, spki);
 }
 
 int store_pg_key_blocked(store_pg *p, const char *spki_sha256) {
@@ -77,8 +94,7 @@ static int revoke_run(pg_slot *c, void *userdata) {
                             "WHERE serial = $1", "tIi", q->key, q->now, q->reason);
         if (r >= 0 && q->reason == CRL_KEY_COMPROMISE)
                 r = pg_keys_block(c, q->key, NULL, q->now);
-        if (r >= 0)
-                r = pg_revocation_bump(c);
+        c->bump_revocations = true;
         if (r >= 0 && q->audit)
                 r = pg_audit_insert(c, q->audit, q->now);
         return r;
@@ -104,8 +120,7 @@ static int revoke_identity_run(pg_slot *c, void *userdata) {
                                  q->key);
         if (r >= 0 && q->reason == CRL_KEY_COMPROMISE)
                 r = pg_keys_block(c, NULL, q->key, q->now);
-        if (r >= 0)
-                r = pg_revocation_bump(c);
+        c->bump_revocations = true;
         if (r >= 0 && q->audit)
                 r = pg_audit_insert(c, q->audit, q->now);
         return r;
@@ -167,29 +182,19 @@ int store_pg_revocation_seq(store_pg *p, int64_t *ret) {
         return pg_read(p, seq_run, &(revoked_q) { .seq = ret });
 }
 
-typedef struct crl_number_q {
-        int64_t now, n;
-} crl_number_q;
-
-static int crl_number_run(pg_slot *c, void *userdata) {
+/* One statement: the row lock of the upsert orders replicas, so numbers
+ * never repeat. */
+int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret) {
         _cleanup_(PQclearp) PGresult *res = NULL;
-        crl_number_q *q = userdata;
-        int r = pg_exec(c, &res, "take a CRL number",
+        _cleanup_(pg_leavep) pg_slot *c = NULL;
+        pg_query q;
+        int r = pg_bind(&q, "take a CRL number",
                         "INSERT INTO meta (key, value) VALUES ('crl_number', $1) "
                         "ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value + 1, excluded.value) RETURNING value",
-                        "I", q->now);
+                        "I", now);
 
-        if (r >= 0)
-                q->n = pg_i64(res, 0, 0);
-        return r;
-}
-
-/* The row lock of the upsert orders replicas: numbers never repeat. */
-int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret) {
-        crl_number_q q = { .now = now };
-        int r = pg_tx(p, crl_number_run, &q, "commit the CRL number");
-
-        if (r >= 0)
-                *ret = q.n;
-        return r;
+        if (r < 0 || (r = pg_statement(p, &q, &c, &res)) < 0)
+                return r;
+        *ret = pg_i64(res, 0, 0);
+        return 0;
 }

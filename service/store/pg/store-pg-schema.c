@@ -115,6 +115,9 @@ static const char *const migrations[] = {
         "ALTER TABLE attest_challenges ADD COLUMN requester text NOT NULL DEFAULT ''"
         "  CHECK (length(requester) <= 80);"
         "CREATE INDEX attest_challenges_requester ON attest_challenges(requester, created_at);",
+        /* 4 -> 5: an issuance and the audit chain's append as one statement
+         * each (store-pg-functions.c). */
+        pg_functions_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

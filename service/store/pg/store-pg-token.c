@@ -4,6 +4,7 @@
  * RETURNING, whose row lock makes concurrent replicas queue: an N-use
  * token pays for exactly N enrollments.  A decision is applied by
  * UPDATE ... WHERE status = 'pending': once, whichever replica asks. */
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -35,18 +36,26 @@ static int token_from_row(PGresult *res, int row, store_token *ret) {
         return 0;
 }
 
-static int token_read(pg_slot *c, const char *id, store_token *ret) {
-        _cleanup_(PQclearp) PGresult *res = NULL;
-        int r;
-
+int pg_token_query(const char *id, pg_query *q) {
         if (!store_token_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such token (a token id is 6 characters of [a-z0-9])");
-        r = pg_exec(c, &res, "read a token", "SELECT " TOKEN_COLS " FROM tokens WHERE id = $1", "t", id);
-        if (r < 0)
-                return r;
+        return pg_bind(q, "read a token", "SELECT " TOKEN_COLS " FROM tokens WHERE id = $1", "t", id);
+}
+
+int pg_token_answer(PGresult *res, const char *id, store_token *ret) {
         if (PQntuples(res) == 0)
                 return hwid_fail(HWID_E_NOT_FOUND, "no token %s", id);
         return token_from_row(res, 0, ret);
+}
+
+static int token_read(pg_slot *c, const char *id, store_token *ret) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        pg_query q;
+        int r = pg_token_query(id, &q);
+
+        if (r < 0 || (r = pg_run(c, &q, &res)) < 0)
+                return r;
+        return pg_token_answer(res, id, ret);
 }
 
 typedef struct token_batch {
@@ -96,27 +105,20 @@ int store_pg_token_get(store_pg *p, const char *id, store_token *ret) {
         return pg_read(p, token_get_run, &(token_q) { .id = id, .one = ret });
 }
 
+static int token_row(PGresult *res, int row, void *ret) {
+        return token_from_row(res, row, ret);
+}
+
+static void token_list_free(void *all, size_t n) {
+        store_token_list_free(all, n);
+}
+
 static int token_list_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         token_q *q = userdata;
-        store_token *all;
         int r = pg_exec(c, &res, "list tokens", "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_at, id", NULL);
-        size_t n = 0;
 
-        if (r < 0)
-                return r;
-        if (!(all = calloc((size_t) PQntuples(res) + 1, sizeof(*all))))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (; r >= 0 && n < (size_t) PQntuples(res); n++)
-                if ((r = token_from_row(res, (int) n, &all[n])) < 0)
-                        break;
-        if (r < 0) {
-                store_token_list_free(all, n);
-                return r;
-        }
-        *q->all = all;
-        *q->n = n;
-        return 0;
+        return r < 0 ? r : pg_rows(res, sizeof(store_token), token_row, token_list_free, (void **) q->all, q->n);
 }
 
 int store_pg_token_list(store_pg *p, store_token **ret, size_t *ret_n) {
@@ -139,6 +141,29 @@ int store_pg_token_revoke(store_pg *p, const char *id) {
         return pg_tx(p, token_revoke_run, (void *) id, "commit the token revocation");
 }
 
+/* Not taken, so not active: whatever made it so, said as at login.
+ * t: the token as it was then, NULL if there was none. */
+static int refusal(const char *id, const store_token *t, int64_t now) {
+        int r;
+
+        if (!t)
+                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token is unknown");
+        r = store_token_refusal(store_token_state_at(t, now), id);
+        return r < 0 ? r : hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has been used up", id);
+}
+
+int pg_token_refusal(const char *id, const char *state, int64_t now) {
+        store_token t = { 0 };
+        long long expires = 0;
+        int revoked = 0;
+
+        if (!state || sscanf(state, "%d %lld %d", &revoked, &expires, &t.uses_left) != 3)
+                return refusal(id, NULL, now);
+        t.revoked = revoked != 0;
+        t.expires_at = (int64_t) expires;
+        return refusal(id, &t, now);
+}
+
 /* One statement takes the use: of concurrent takers of the last use, the
  * one that waited on the row lock re-reads uses_left = 0 and gets nothing. */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now) {
@@ -147,7 +172,7 @@ int pg_token_consume(pg_slot *c, const char *id, int64_t now) {
         int r;
 
         if (!store_token_id_ok(id))
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token is unknown");
+                return refusal(id, NULL, now);
         r = pg_exec(c, &res, "consume a token use",
                     "UPDATE tokens SET uses_left = uses_left - 1 "
                     "WHERE id = $1 AND NOT revoked AND expires_at > $2 AND uses_left > 0 RETURNING id",
@@ -156,12 +181,8 @@ int pg_token_consume(pg_slot *c, const char *id, int64_t now) {
                 return r < 0 ? r : 0;
         r = token_read(c, id, &t);
         if (r == -HWID_E_NOT_FOUND)
-                return hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token is unknown");
-        if (r < 0)
-                return r;
-        /* Not taken, so not active: whatever made it so, said as at login. */
-        r = store_token_refusal(store_token_state_at(&t, now), id);
-        return r < 0 ? r : hwid_fail(HWID_E_TOKEN_INVALID, "bootstrap token %s has been used up", id);
+                return refusal(id, NULL, now);
+        return r < 0 ? r : refusal(id, &t, now);
 }
 
 /* ---- requests ---- */
@@ -277,31 +298,25 @@ int store_pg_request_find(store_pg *p, const char *token_id, const char *spki_sh
                        &(request_q) { .token_id = token_id, .spki_sha256 = spki_sha256, .one = ret });
 }
 
+static int request_row(PGresult *res, int row, void *ret) {
+        return request_from_row(res, row, ret);
+}
+
+static void request_list_free(void *all, size_t n) {
+        store_request_list_free(all, n);
+}
+
 static int request_list_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         request_q *q = userdata;
-        store_request *all;
-        size_t n = 0;
         int r = pg_exec(c, &res, "list requests",
                         q->pending_only ? "SELECT " REQUEST_COLS " FROM requests WHERE status = 'pending' "
                                           "ORDER BY created_at, id"
                                         : "SELECT " REQUEST_COLS " FROM requests ORDER BY created_at, id",
                         NULL);
 
-        if (r < 0)
-                return r;
-        if (!(all = calloc((size_t) PQntuples(res) + 1, sizeof(*all))))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (; r >= 0 && n < (size_t) PQntuples(res); n++)
-                if ((r = request_from_row(res, (int) n, &all[n])) < 0)
-                        break;
-        if (r < 0) {
-                store_request_list_free(all, n);
-                return r;
-        }
-        *q->all = all;
-        *q->n = n;
-        return 0;
+        return r < 0 ? r : pg_rows(res, sizeof(store_request), request_row, request_list_free, (void **) q->all,
+                                   q->n);
 }
 
 int store_pg_request_list(store_pg *p, bool pending_only, store_request **ret, size_t *ret_n) {
@@ -338,21 +353,4 @@ int store_pg_request_decide(store_pg *p, const char *id, bool approve, const cha
         return pg_tx(p, request_decide_run,
                      &(request_q) { .id = id, .approve = approve, .reason = reason, .now = now },
                      "commit the decision");
-}
-
-int pg_request_mark_issued(pg_slot *c, const char *id, const char *identity, const char *serial, int64_t now) {
-        _cleanup_(store_request_clear) store_request q = { 0 };
-        _cleanup_(PQclearp) PGresult *res = NULL;
-        int r = pg_exec(c, &res, "mark a request issued",
-                        "UPDATE requests SET status = 'issued', serial = $2, updated_at = $3 "
-                        "WHERE id = $1 AND status = 'approved' AND hwid_fold(identity) = hwid_fold($4) RETURNING id",
-                        "ttIt", id, serial, now, identity);
-
-        if (r < 0 || PQntuples(res) == 1)
-                return r < 0 ? r : 0;
-        if ((r = request_read(c, id, &q)) < 0)
-                return r;
-        if (q.status != REQUEST_APPROVED)
-                return request_not(c, id, REQUEST_APPROVED);
-        return hwid_fail(HWID_E_FORBIDDEN, "request " REQUEST_ID_FMT " is for %s, not %s", id, q.identity, identity);
 }

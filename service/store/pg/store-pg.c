@@ -1,6 +1,7 @@
 /* The PostgreSQL store's connections, statements and transactions
  * (store-pg.h says how the store is organised). */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,6 @@
 #include "error.h"
 #include "store-pg.h"
 
-#define PG_PARAMS_MAX 20
 #define PG_TX_ATTEMPTS 8
 #define PG_CONNECT_TIMEOUT "5"
 #define PG_SESSION_OPTIONS "-c lock_timeout=5s"
@@ -26,52 +26,109 @@ static void notice_quiet(void *arg, const char *message) {
         (void) message;
 }
 
+/* Forgets a broken connection: the next call connects again. */
+static void slot_drop(pg_slot *c) {
+        PQfinish(c->conn);
+        c->conn = NULL;
+        atomic_store(&c->up, false);
+}
+
 static int slot_connect(pg_slot *c) {
-        if (c->conn && PQstatus(c->conn) == CONNECTION_OK)
+        /* A connection the server closed while it sat idle (a restart, an
+         * idle timeout) shows as readable end-of-file: PQconsumeInput()
+         * reads what is there without waiting and marks it broken, so that
+         * a write is not sent on it only to end in doubt. */
+        if (c->conn && PQstatus(c->conn) == CONNECTION_OK && PQconsumeInput(c->conn) == 1 &&
+            PQstatus(c->conn) == CONNECTION_OK)
                 return 0;
-        if (c->conn) {
-                PQfinish(c->conn);
-                c->conn = NULL;
-        }
+        if (c->conn)
+                slot_drop(c);
         /* Defaults, which the URI's own values override: an unreachable
          * server costs a request seconds, not minutes; a lock held by
          * someone else (a replica, an admin's psql) is waited for as long as
          * SQLite's busy timeout, then the request gets 503 instead of
          * hanging (lock_timeout covers row and advisory locks alike). */
+        atomic_fetch_add(&c->p->connecting, 1);
         c->conn = PQconnectdbParams((const char *const[]) { "connect_timeout", "options", "dbname", NULL },
                                     (const char *const[]) { PG_CONNECT_TIMEOUT, PG_SESSION_OPTIONS,
                                                             c->p->conninfo, NULL }, 1);
+        atomic_fetch_sub(&c->p->connecting, 1);
         if (!c->conn)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (PQstatus(c->conn) != CONNECTION_OK) {
                 /* libpq's message names host and port, never the password. */
                 int r = hwid_fail(HWID_E_STORE, "cannot connect to PostgreSQL %s: %s", c->p->label,
                                   PQerrorMessage(c->conn));
-                PQfinish(c->conn);
-                c->conn = NULL;
+                slot_drop(c);
                 return r;
         }
         PQsetNoticeProcessor(c->conn, notice_quiet, NULL);
+        atomic_store(&c->up, true);
         return 0;
 }
 
-int pg_enter(store_pg *p, pg_slot **ret) {
+/* A free slot, connected if one is: a new connection is opened only when
+ * every connected slot is busy and no other is being opened, so that a
+ * burst -- or every request at once when the database is back from a
+ * restart -- grows the pool one connection at a time instead of opening
+ * all of them together. */
+static pg_slot *slot_try(store_pg *p, size_t start) {
+        bool grow = atomic_load(&p->connecting) == 0;
+        size_t n = p->n_slots;
+
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < n; i++) {
+                        pg_slot *c = &p->slots[(start + i) % n];
+                        if ((pass == 0) != atomic_load(&c->up) || (pass == 1 && !grow))
+                                continue;
+                        if (pthread_mutex_trylock(&c->lock) == 0)
+                                return c;
+                }
+        return NULL;
+}
+
+/* Waits for a connected slot (any, when none is); except: NULL. */
+static pg_slot *slot_wait(store_pg *p, size_t start, const pg_slot *except) {
+        size_t n = p->n_slots;
         pg_slot *c = NULL;
+
+        for (size_t i = 0; i < n && !c; i++) {
+                pg_slot *s = &p->slots[(start + i) % n];
+                if (s != except && atomic_load(&s->up))
+                        c = s;
+        }
+        if (!c && except)
+                return NULL;
+        if (!c)
+                c = &p->slots[start];
+        pthread_mutex_lock(&c->lock);
+        return c;
+}
+
+static int slot_ready(pg_slot *c) {
         int r;
 
-        for (size_t i = 0; i < p->n_slots && !c; i++)
-                if (pthread_mutex_trylock(&p->slots[i].lock) == 0)
-                        c = &p->slots[i];
-        if (!c) {
-                c = &p->slots[p->next++ % p->n_slots];
-                pthread_mutex_lock(&c->lock);
-        }
-        c->retry = c->lost = false;
+        c->retry = c->lost = c->begin_pending = c->bump_revocations = false;
         c->sqlstate[0] = c->constraint[0] = '\0';
-        if ((r = slot_connect(c)) < 0) {
+        if ((r = slot_connect(c)) < 0)
                 pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+int pg_enter(store_pg *p, pg_slot **ret) {
+        size_t start = p->next++ % p->n_slots;
+        pg_slot *c = slot_try(p, start), *other;
+        bool grew = c && !atomic_load(&c->up);
+        int r;
+
+        if (!c)
+                c = slot_wait(p, start, NULL);
+        /* A new connection that could not be opened (the server slow to
+         * take one under load) is no reason to fail while others work. */
+        if ((r = slot_ready(c)) < 0 && grew && (other = slot_wait(p, start, c)))
+                r = slot_ready(c = other);
+        if (r < 0)
                 return r;
-        }
         *ret = c;
         return 0;
 }
@@ -86,13 +143,7 @@ void pg_leavep(pg_slot **slot) {
 
 /* ---- statements ---- */
 
-typedef struct pg_params {
-        const char *v[PG_PARAMS_MAX];
-        int len[PG_PARAMS_MAX];
-        int fmt[PG_PARAMS_MAX];
-        char num[PG_PARAMS_MAX][24];
-        int n;
-} pg_params;
+static const pg_query begin_query = { .what = "begin a transaction", .sql = "BEGIN ISOLATION LEVEL READ COMMITTED" };
 
 static int params_bind(pg_params *q, const char *fmt, va_list ap) {
         for (; *fmt; fmt++, q->n++) {
@@ -126,6 +177,21 @@ static int params_bind(pg_params *q, const char *fmt, va_list ap) {
         return 0;
 }
 
+static int query_vbind(pg_query *q, const char *what, const char *sql, const char *fmt, va_list ap) {
+        *q = (pg_query) { .what = what, .sql = sql };
+        return params_bind(&q->p, fmt ? fmt : "", ap);
+}
+
+int pg_bind(pg_query *q, const char *what, const char *sql, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = query_vbind(q, what, sql, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
 /* Why a statement failed, from its SQLSTATE. */
 static int result_fail(pg_slot *c, PGresult *res, const char *what) {
         const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -140,8 +206,7 @@ static int result_fail(pg_slot *c, PGresult *res, const char *what) {
                                  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
         /* A broken connection is dropped: the next call connects again. */
         if (PQstatus(c->conn) != CONNECTION_OK) {
-                PQfinish(c->conn);
-                c->conn = NULL;
+                slot_drop(c);
                 c->lost = true;
                 return hwid_fail(HWID_E_STORE, "cannot %s: lost the connection to PostgreSQL %s", what, c->p->label);
         }
@@ -149,22 +214,22 @@ static int result_fail(pg_slot *c, PGresult *res, const char *what) {
                          res ? PQresultErrorMessage(res) : PQerrorMessage(c->conn));
 }
 
-int pg_exec(pg_slot *c, PGresult **ret, const char *what, const char *sql, const char *fmt, ...) {
-        pg_params q = { .n = 0 };
-        PGresult *res;
-        va_list ap;
+static bool result_ok(PGresult *res) {
+        return res && (PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK);
+}
+
+int pg_run(pg_slot *c, const pg_query *q, PGresult **ret) {
+        PGresult *res = NULL;
         int r;
 
-        va_start(ap, fmt);
-        r = params_bind(&q, fmt ? fmt : "", ap);
-        va_end(ap);
-        if (r < 0)
-                return r;
         if (!c->conn)
-                return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", what, c->p->label);
-        res = PQexecParams(c->conn, sql, q.n, NULL, q.v, q.len, q.fmt, 0);
-        if (!res || (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)) {
-                r = result_fail(c, res, what);
+                return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", q->what, c->p->label);
+        if (c->begin_pending) {
+                /* The transaction's BEGIN goes with its first statement. */
+                if ((r = pg_pipeline(c, q, 1, &res)) < 0)
+                        return r;
+        } else if (!result_ok(res = PQexecParams(c->conn, q->sql, q->p.n, NULL, q->p.v, q->p.len, q->p.fmt, 0))) {
+                r = result_fail(c, res, q->what);
                 PQclear(res);
                 return r;
         }
@@ -175,13 +240,115 @@ int pg_exec(pg_slot *c, PGresult **ret, const char *what, const char *sql, const
         return 0;
 }
 
+int pg_exec(pg_slot *c, PGresult **ret, const char *what, const char *sql, const char *fmt, ...) {
+        pg_query q;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = query_vbind(&q, what, sql, fmt, ap);
+        va_end(ap);
+        return r < 0 ? r : pg_run(c, &q, ret);
+}
+
+/* The connection is in no state to go on with (a pipeline cut short):
+ * dropped, as a broken one is. */
+static int pipeline_broken(pg_slot *c, const char *what) {
+        int r = hwid_fail(HWID_E_STORE, "cannot %s: lost the connection to PostgreSQL %s", what, c->p->label);
+
+        slot_drop(c);
+        c->lost = true;
+        return r;
+}
+
+/* Query i's one result, then the end of its results. */
+static int pipeline_result(pg_slot *c, const pg_query *q, int r, PGresult **ret) {
+        PGresult *res = PQgetResult(c->conn), *end;
+
+        if (!res)
+                return pipeline_broken(c, q->what);
+        if (PQresultStatus(res) == PGRES_PIPELINE_ABORTED)
+                r = r < 0 ? r : hwid_fail(HWID_E_STORE, "cannot %s: the pipeline was aborted", q->what);
+        else if (!result_ok(res))
+                r = r < 0 ? r : result_fail(c, res, q->what);
+        else if (r >= 0)
+                *ret = TAKE_PTR(res);
+        PQclear(res);
+        if ((end = PQgetResult(c->conn))) {
+                PQclear(end);
+                return pipeline_broken(c, q->what);
+        }
+        return r;
+}
+
+static int pipeline_send(pg_slot *c, const pg_query *q) {
+        return PQsendQueryParams(c->conn, q->sql, q->p.n, NULL, q->p.v, q->p.len, q->p.fmt, 0) == 1
+               ? 0 : pipeline_broken(c, q->what);
+}
+
+/* The results of a pipeline sent, the transaction's BEGIN first if it
+ * went with it, then its Sync. */
+static int pipeline_read(pg_slot *c, bool begin, const pg_query *q, size_t n, PGresult **ret) {
+        PGresult *res = NULL, *sync;
+        int r = 0;
+
+        if (begin && (r = pipeline_result(c, &begin_query, r, &res)) >= 0)
+                PQclear(res);
+        for (size_t i = 0; i < n && c->conn; i++)
+                r = pipeline_result(c, &q[i], r, &ret[i]);
+        if (!c->conn)
+                return r;
+        sync = PQgetResult(c->conn);
+        if (!sync || PQresultStatus(sync) != PGRES_PIPELINE_SYNC || PQexitPipelineMode(c->conn) != 1)
+                r = pipeline_broken(c, q[0].what);
+        PQclear(sync);
+        return r;
+}
+
+int pg_pipeline(pg_slot *c, const pg_query *q, size_t n, PGresult **ret) {
+        bool begin = c->begin_pending;
+        int r = 0;
+
+        for (size_t i = 0; i < n; i++)
+                ret[i] = NULL;
+        if (!c->conn)
+                return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", q[0].what, c->p->label);
+        c->begin_pending = false;
+        if (PQenterPipelineMode(c->conn) != 1)
+                return pipeline_broken(c, q[0].what);
+        if (begin)
+                r = pipeline_send(c, &begin_query);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = pipeline_send(c, &q[i]);
+        if (r >= 0 && PQpipelineSync(c->conn) != 1)
+                r = pipeline_broken(c, q[0].what);
+        if (r >= 0)
+                r = pipeline_read(c, begin, q, n, ret);
+        if (r < 0)
+                for (size_t i = 0; i < n; i++) {
+                        PQclear(ret[i]);
+                        ret[i] = NULL;
+                }
+        return r;
+}
+
+/* The transaction's BEGIN, now, for what cannot take it along. */
+static int begin_now(pg_slot *c, const char *what) {
+        if (!c->conn)
+                return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", what, c->p->label);
+        if (!c->begin_pending)
+                return 0;
+        c->begin_pending = false;
+        return pg_run(c, &begin_query, NULL);
+}
+
 int pg_exec_params(pg_slot *c, const char *what, const char *sql, int n, const char *const *values,
                    const int *lengths, const int *formats) {
         PGresult *res;
-        int r = 0;
+        int r = begin_now(c, what);
 
-        if (!c->conn)
-                return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", what, c->p->label);
+        if (r < 0)
+                return r;
         res = PQexecParams(c->conn, sql, n, NULL, values, lengths, formats, 0);
         if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
                 r = result_fail(c, res, what);
@@ -191,10 +358,10 @@ int pg_exec_params(pg_slot *c, const char *what, const char *sql, int n, const c
 
 int pg_exec_script(pg_slot *c, const char *what, const char *sql) {
         PGresult *res;
-        int r = 0;
+        int r = begin_now(c, what);
 
-        if (!c->conn)
-                return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", what, c->p->label);
+        if (r < 0)
+                return r;
         res = PQexec(c->conn, sql);
         if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
                 r = result_fail(c, res, what);
@@ -210,18 +377,45 @@ int64_t pg_changes(PGresult *res) {
 
 /* ---- transactions ---- */
 
-int pg_begin_write(pg_slot *c, const char *what) {
-        int r = pg_exec(c, NULL, what, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
-
-        if (r >= 0)
-                r = pg_exec(c, NULL, what, "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")", NULL);
-        return r;
-}
-
 static void rollback(pg_slot *c) {
         if (c->conn && PQtransactionStatus(c->conn) != PQTRANS_IDLE)
                 PQclear(PQexec(c->conn, "ROLLBACK"));
+        c->begin_pending = c->bump_revocations = false;
         pg_sink_drop(c);
+}
+
+/* COMMIT, sent in one pipeline with what waited for it (the revocation
+ * sequence, the audit records to chain; BEGIN too when nothing else was
+ * sent): whatever row that takes -- the audit chain's head above all --
+ * is held from there to the end of the commit, never across a round
+ * trip. */
+static int tx_commit(pg_slot *c, const char *what) {
+        _cleanup_free_ char *audit = NULL;
+        PGresult *res[3];
+        pg_query q[3];
+        size_t n = 0, at = 0;
+        int r = 0;
+
+        if (c->begin_pending && !c->bump_revocations && c->n_queue == 0) {
+                c->begin_pending = false; /* nothing was sent: nothing to commit */
+                return 0;
+        }
+        if (c->bump_revocations)
+                r = pg_bind(&q[n++], "bump the revocation sequence",
+                            "UPDATE meta SET value = value + 1 WHERE key = 'revocation_seq'", NULL);
+        if (r >= 0 && c->n_queue > 0 && (r = pg_audit_json(c, &audit)) >= 0) {
+                at = n;
+                r = pg_bind(&q[n++], "append to the audit log",
+                            "SELECT rec_id, rec_prev, rec_hash FROM hwid_audit_append($1::jsonb)", "t", audit);
+        }
+        if (r < 0 || (r = pg_bind(&q[n++], what, "COMMIT", NULL)) < 0 || (r = pg_pipeline(c, q, n, res)) < 0)
+                return r;
+        if (audit)
+                r = pg_audit_chained(c, res[at]);
+        for (size_t i = 0; i < n; i++)
+                PQclear(res[i]);
+        c->bump_revocations = false;
+        return r;
 }
 
 /* A connection that broke before COMMIT was sent changed nothing: the
@@ -229,13 +423,15 @@ static void rollback(pg_slot *c) {
  * connection was one from before it restarted).  One that broke during
  * COMMIT may or may not have committed: that is the caller's 503. */
 static int tx_once(pg_slot *c, pg_tx_fn fn, void *userdata, const char *what) {
-        int r = pg_begin_write(c, what);
+        int r;
 
-        if (r >= 0)
-                r = fn(c, userdata);
+        c->begin_pending = true; /* sent with the first statement (pg_run()) */
+        r = fn(c, userdata);
         if (r >= 0) {
-                r = pg_exec(c, NULL, what, "COMMIT", NULL);
                 c->lost = false;
+                r = tx_commit(c, what);
+                if (c->lost)
+                        return r; /* in doubt: not run again */
         }
         if (r < 0)
                 rollback(c);
@@ -259,7 +455,33 @@ int pg_tx(store_pg *p, pg_tx_fn fn, void *userdata, const char *what) {
                 if (!c->retry)
                         return r;
                 pg_leavep(&c);
-                nanosleep(&(struct timespec) { .tv_nsec = (long) (1 + rand() % 20) * 1000000L }, NULL);
+                pg_backoff();
+        }
+        return r;
+}
+
+void pg_backoff(void) {
+        nanosleep(&(struct timespec) { .tv_nsec = (long) (1 + rand() % 20) * 1000000L }, NULL);
+}
+
+/* One statement, in a transaction of its own (autocommit): what ends in
+ * doubt is as for tx_once(), and a failure the server answered changed
+ * nothing and runs again when it was a serialization failure or deadlock. */
+int pg_statement(store_pg *p, const pg_query *q, pg_slot **ret_slot, PGresult **ret) {
+        _cleanup_(pg_leavep) pg_slot *c = NULL;
+        int r = -HWID_E_STORE;
+
+        for (int i = 0; i < PG_TX_ATTEMPTS; i++) {
+                if ((r = pg_enter(p, &c)) < 0)
+                        return r;
+                if ((r = pg_run(c, q, ret)) >= 0) {
+                        *ret_slot = TAKE_PTR(c);
+                        return 0;
+                }
+                if (!c->retry || c->lost)
+                        return r;
+                pg_leavep(&c);
+                pg_backoff();
         }
         return r;
 }
@@ -342,4 +564,23 @@ bool pg_bool(PGresult *res, int row, int col) {
         const char *v = pg_val(res, row, col);
 
         return v && v[0] == 't';
+}
+
+int pg_rows(PGresult *res, size_t size, pg_row_fn from_row, void (*free_all)(void *all, size_t n), void **ret,
+            size_t *ret_n) {
+        size_t n = (size_t) PQntuples(res), i;
+        uint8_t *all = calloc(n + 1, size);
+        int r = 0;
+
+        if (!all)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (i = 0; i < n && (r = from_row(res, (int) i, all + i * size)) >= 0; i++)
+                ;
+        if (r < 0) {
+                free_all(all, i);
+                return r;
+        }
+        *ret = all;
+        *ret_n = n;
+        return 0;
 }

@@ -1,16 +1,23 @@
 /* The PostgreSQL store (database: postgresql://...): several hwidd
  * replicas share one database, and every invariant of store.h is held by
  * the database itself -- unique and partial unique indexes, row locks
- * taken by UPDATE ... WHERE ... RETURNING, an advisory lock for the audit
- * chain and for migrations -- never by one process's memory.
+ * taken by UPDATE ... WHERE ... RETURNING, a lock per key for the
+ * key-compromise block, the audit chain's head row -- never by one
+ * process's memory, and no lock shared by the whole cluster is held
+ * across a network round trip (docs/HA.md, "The write path").
  *
- * A store keeps a few connections (slots), each used by one thread at a
- * time.  Every write is one transaction (READ COMMITTED) that first takes
- * the write lock (below), retried from the start on a serialization
- * failure or deadlock, and committed before the function returns 0: durable as far as the server's
- * synchronous_commit promises (docs/HA.md).  A connection that breaks is
- * dropped; the next call connects again, so a replica answers 503
- * (-HWID_E_STORE) while the database is away and recovers by itself. */
+ * A store keeps a pool of connections (slots), each used by one thread at
+ * a time.  An issuance reads what it needs in one pipeline before signing
+ * (store-pg-reads.c) and commits with one statement, hwid_issue(), a
+ * server-side function that the migrations install (store-pg-schema.c),
+ * shared by the issuances of a group commit (store-pg-batch.c).  Other
+ * writes are one transaction (READ COMMITTED) each, retried from the start
+ * on a serialization failure or deadlock; their audit records are chained
+ * by the same pipeline that commits them.  Nothing returns 0 before the
+ * commit: durable as far as the server's synchronous_commit promises
+ * (docs/HA.md).  A connection that breaks is dropped; the next call
+ * connects again, so a replica answers 503 (-HWID_E_STORE) while the
+ * database is away and recovers by itself. */
 #pragma once
 
 #include <pthread.h>
@@ -21,13 +28,25 @@
 
 #include "store.h"
 
-#define STORE_PG_SLOTS 4
+typedef struct json_object json_object;
 
-/* pg_advisory_xact_lock key every write transaction takes first: writes
- * from all replicas run one after the other (the audit chain, which
- * nearly every write extends, needs that order anyway), so that no two of
- * them can wait for each other's row locks in a cycle.  Reads never take it. */
-#define PG_WRITE_LOCK "1752656229"
+/* Connections per store: one for the group commit in flight, the reads
+ * in flight (about issuances per second x round trip: 2 at 2,000/s and
+ * 1 ms), and room for admin requests, health checks and bursts. */
+#define STORE_PG_POOL_DEFAULT 8
+#define STORE_PG_POOL_MAX 64
+
+/* pg_advisory_xact_lock(class, key) class of the per-key lock: an
+ * issuance holds its key's lock shared, a keyCompromise revocation the
+ * keys it blocks exclusive (key: hwid_key_lock_id(spki_sha256)). */
+#define PG_KEY_LOCK_CLASS "1752656230"
+/* pg_advisory_xact_lock keys: the audit chain's turn, taken by
+ * hwid_audit_chain() just before it reads the head (the key earlier
+ * versions took for every write, so that replicas of both keep the chain
+ * in one order while a cluster is upgraded), and the bound on pending
+ * attestation challenges (hwid_challenge_put()). */
+#define PG_AUDIT_LOCK "1752656229"
+#define PG_CHALLENGE_LOCK "1752656231"
 
 typedef struct store_pg store_pg;
 typedef struct store_pg_audit_copy store_pg_audit_copy;
@@ -37,20 +56,27 @@ typedef struct pg_slot {
         store_pg *p;
         pthread_mutex_t lock;
         PGconn *conn;
+        _Atomic bool up;        /* conn is set: read without the lock, to choose a slot */
         char sqlstate[6];       /* of the last failed statement */
         char constraint[64];    /* the constraint it broke, if any */
         bool retry;             /* serialization failure or deadlock: run again */
         bool lost;              /* the connection broke (and was dropped) */
-        store_pg_audit_copy *queue; /* audit records for the sink after COMMIT */
+        bool begin_pending;     /* BEGIN goes with the next statement */
+        bool bump_revocations;  /* move meta.revocation_seq at COMMIT */
+        /* Audit records of the transaction: chained at COMMIT, then
+         * handed to the sink. */
+        store_pg_audit_copy *queue;
         size_t n_queue, alloc_queue;
 } pg_slot;
 
-/* One caller's share of a group commit (store-pg-batch.c). */
 typedef int (*pg_tx_fn)(pg_slot *c, void *userdata);
+
+/* One caller's issuance in a group commit (store-pg-batch.c). */
 typedef struct pg_job {
-        pg_tx_fn run;
-        void *userdata;
+        const store_issue *in;
+        int64_t now;
         int r;                  /* set by the thread that ran the batch */
+        bool sent;              /* in the batch's statement being run */
         char detail[512];
         bool done;
         pthread_cond_t wake;    /* done, or to lead the next batch */
@@ -60,9 +86,10 @@ typedef struct pg_job {
 struct store_pg {
         char *conninfo;  /* never logged: only label is */
         char label[160]; /* "host:port/dbname" for messages */
-        pg_slot slots[STORE_PG_SLOTS];
+        pg_slot *slots;
         size_t n_slots;
         _Atomic unsigned next;
+        _Atomic unsigned connecting; /* connections being opened */
         pthread_mutex_t sink_lock;
         store_audit_fn sink;
         void *sink_userdata;
@@ -76,7 +103,8 @@ struct store_pg {
 /* Whether database names a PostgreSQL server (a postgresql:// or
  * postgres:// URI) rather than a SQLite file. */
 bool store_pg_is_uri(const char *database);
-int store_pg_open(const char *uri, store_pg **ret);
+/* pool: connections to keep (0: STORE_PG_POOL_DEFAULT). */
+int store_pg_open(const char *uri, unsigned pool, store_pg **ret);
 void store_pg_free(store_pg *p);
 int store_pg_ping(store_pg *p);
 int store_pg_probe_write(store_pg *p, int64_t now);
@@ -135,12 +163,39 @@ int store_pg_ek_remove(store_pg *p, const char *key, const store_audit *audit, i
 int pg_enter(store_pg *p, pg_slot **ret);
 void pg_leavep(pg_slot **slot);
 
-/* Runs sql with parameters from fmt: 't' const char * (NULL binds NULL),
- * 'b' const void * + size_t (bytea), 'i' int, 'I' int64_t, 'B' bool.
- * *ret (may be NULL) gets the result, for PQclear.  -HWID_E_INVALID for a
- * broken constraint (slot->sqlstate, slot->constraint say which),
- * -HWID_E_STORE for anything else, naming `what`. */
+#define PG_PARAMS_MAX 20
+
+typedef struct pg_params {
+        const char *v[PG_PARAMS_MAX];
+        int len[PG_PARAMS_MAX];
+        int fmt[PG_PARAMS_MAX];
+        char num[PG_PARAMS_MAX][24];
+        int n;
+} pg_params;
+
+/* A statement and its parameters, ready to send (its strings are the
+ * caller's: they must outlive it). */
+typedef struct pg_query {
+        const char *what; /* for messages: "read a token" */
+        const char *sql;
+        pg_params p;
+} pg_query;
+
+/* Binds sql's parameters from fmt: 't' const char * (NULL binds NULL),
+ * 'b' const void * + size_t (bytea), 'i' int, 'I' int64_t, 'B' bool. */
+int pg_bind(pg_query *q, const char *what, const char *sql, const char *fmt, ...);
+/* Runs q.  *ret (may be NULL) gets the result, for PQclear.
+ * -HWID_E_INVALID for a broken constraint (slot->sqlstate,
+ * slot->constraint say which), -HWID_E_STORE for anything else, naming
+ * q->what. */
+int pg_run(pg_slot *c, const pg_query *q, PGresult **ret);
+/* pg_bind() and pg_run() in one. */
 int pg_exec(pg_slot *c, PGresult **ret, const char *what, const char *sql, const char *fmt, ...);
+/* Sends the n statements at once, in one pipeline (one round trip), and
+ * reads their results into ret[0..n-1]; fails as pg_run() does for the
+ * first that failed (the statements after it are not run), with every
+ * ret[i] NULL. */
+int pg_pipeline(pg_slot *c, const pg_query *q, size_t n, PGresult **ret);
 /* sql with n parameters given as libpq takes them (PQexecParams). */
 int pg_exec_params(pg_slot *c, const char *what, const char *sql, int n, const char *const *values,
                    const int *lengths, const int *formats);
@@ -149,18 +204,22 @@ int pg_exec_script(pg_slot *c, const char *what, const char *sql);
 /* Rows a command changed (UPDATE, DELETE, INSERT). */
 int64_t pg_changes(PGresult *res);
 
-/* BEGIN, and the write lock. */
-int pg_begin_write(pg_slot *c, const char *what);
 /* Runs fn in one transaction (BEGIN ... COMMIT), again from the start
  * after a serialization failure or deadlock, and then hands the records
  * it appended to the audit sink.  0 once committed, or fn's error. */
 int pg_tx(store_pg *p, pg_tx_fn fn, void *userdata, const char *what);
-/* Runs fn in a transaction shared with the other jobs queued meanwhile,
- * each in its own savepoint, with one COMMIT; returns once fn's changes
- * are committed (0) or with fn's error (its detail on this thread). */
-int pg_group_commit(store_pg *p, pg_tx_fn fn, void *userdata, const char *what);
+/* Runs q as a transaction of its own (one round trip); again on a
+ * serialization failure or deadlock; *ret its result, and *ret_slot the
+ * slot it ran on (pg_leavep() it), for the audit sink. */
+int pg_statement(store_pg *p, const pg_query *q, pg_slot **ret_slot, PGresult **ret);
+/* Commits the issuance in (at now) with one statement, hwid_issue(),
+ * shared with the issuances queued meanwhile: returns once it is
+ * committed (0) or with its own error (store-pg-batch.c). */
+int pg_group_commit(store_pg *p, const store_issue *in, int64_t now);
 /* Runs fn on a slot outside any transaction (single reads). */
 int pg_read(store_pg *p, pg_tx_fn fn, void *userdata);
+/* A short random pause before running again what lost a race. */
+void pg_backoff(void);
 
 /* Column readers: NULL (or "") for SQL NULL; copies set *oom. */
 const char *pg_val(PGresult *res, int row, int col);
@@ -172,29 +231,72 @@ void pg_copy(PGresult *res, int row, int col, char *dst, size_t size);
 int64_t pg_i64(PGresult *res, int row, int col);
 bool pg_bool(PGresult *res, int row, int col);
 
+/* Every row of res through from_row into a new array of elements of
+ * size bytes (one more, zeroed, at the end), freed by free_all on
+ * failure: the list functions' common part. */
+typedef int (*pg_row_fn)(PGresult *res, int row, void *ret);
+int pg_rows(PGresult *res, size_t size, pg_row_fn from_row, void (*free_all)(void *all, size_t n), void **ret,
+            size_t *ret_n);
+
 DEFINE_TRIVIAL_CLEANUP_FUNC(PGresult *, PQclear)
 
-/* ---- store-pg-cert.c ---- */
+/* ---- reads (store-pg-cert.c, store-pg-token.c, store-pg-revoke.c) ----
+ * Each read is a statement and what its result answers, so that the
+ * same read is made alone or within a pipeline (store-pg-reads.c).  A
+ * *_query() that fails is the answer already (a malformed key). */
+int pg_cert_serial_query(const char *serial, bool lock, pg_query *q);
+int pg_cert_serial_answer(PGresult *res, const char *serial, store_cert *ret);
+int pg_cert_live_query(const char *identity, int64_t now, pg_query *q);
+int pg_cert_live_answer(PGresult *res, const char *identity, store_cert *ret);
+int pg_dns_owner_query(const char *canon, int64_t now, pg_query *q);
+int pg_dns_owner_answer(PGresult *res, const char *canon, char **ret_identity);
+int pg_token_query(const char *id, pg_query *q);
+int pg_token_answer(PGresult *res, const char *id, store_token *ret);
+int pg_key_query(const char *spki_sha256, pg_query *q);
+int pg_key_answer(PGresult *res, const char *spki_sha256);
+
 /* A certificate by serial (lock: FOR UPDATE, inside a transaction). */
 int pg_cert_read_serial(pg_slot *c, const char *serial, bool lock, store_cert *ret);
 
-/* ---- store-pg-schema.c ---- */
+/* ---- store-pg-cert.c: an issuance as a hwid_issue() member ---- */
+/* in, at now, as the JSON object hwid_issue_one() takes. */
+int pg_issue_json(const store_issue *in, int64_t now, json_object **ret);
+/* The error of the member's result (and detail), or 0 for "ok". */
+int pg_issue_result(store_pg *p, const store_issue *in, int64_t now, const char *result, const char *detail);
+
+/* ---- store-pg-reads.c ---- */
+int store_pg_reads_fetch(store_pg *p, store_reads *r);
+
+/* ---- store-pg-schema.c, store-pg-functions.c ---- */
 int pg_migrate(store_pg *p);
+/* The server-side functions (migration 3). */
+extern const char pg_functions_sql[];
 
 /* ---- store-pg-token.c (inside a transaction) ---- */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now);
-int pg_request_mark_issued(pg_slot *c, const char *id, const char *identity, const char *serial, int64_t now);
+/* Why a token could not be used, from its state as hwid_issue() saw it
+ * ("revoked expires_at uses_left", NULL: unknown). */
+int pg_token_refusal(const char *id, const char *state, int64_t now);
 
 /* ---- store-pg-audit.c ---- */
-/* Inside a transaction: appends a (at now if a->at is 0), chained, and
- * queues it for the sink. */
+/* Inside a transaction: queues a (at now if a->at is 0), to be chained
+ * at COMMIT (pg_tx()) and then handed to the sink. */
 int pg_audit_insert(pg_slot *c, const store_audit *a, int64_t now);
+/* The queued records as hwid_audit_append() takes them (JSON). */
+int pg_audit_json(pg_slot *c, char **ret);
+/* Gives the queued records their ids and hashes from the rows
+ * hwid_audit_append() returned (rec_id, rec_prev, rec_hash). */
+int pg_audit_chained(pg_slot *c, PGresult *res);
+/* Sets key to the string v, or to null for NULL. */
+void pg_json_str(json_object *o, const char *key, const char *v);
+/* a (at now if a->at is 0) as hwid_audit_rec in JSON, its fields escaped
+ * as stored. */
+int pg_audit_record(const store_audit *a, int64_t now, json_object **ret);
+/* Queues for the sink a record hwid_issue() chained. */
+int pg_audit_sink_queue(pg_slot *c, const store_audit *a, int64_t now, int64_t id, const uint8_t *prev,
+                        const uint8_t *hash);
 void pg_sink_flush(pg_slot *c);
 void pg_sink_drop(pg_slot *c);
-/* Forgets the records queued after the first keep (a job rolled back). */
-void pg_sink_truncate(pg_slot *c, size_t keep);
 
 /* ---- store-pg-revoke.c (inside a transaction) ---- */
-int pg_revocation_bump(pg_slot *c);
 int pg_keys_block(pg_slot *c, const char *serial, const char *identity, int64_t now);
-int pg_key_check(pg_slot *c, const char *spki_sha256);
