@@ -175,6 +175,9 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
         http_server *srv = NULL, *plain = NULL;
         int r, sig;
 
+        /* What was appended while hwidd was down (the CLI's records), signed
+         * before any request: the interval of the next starts here. */
+        ca_service_checkpoint(ca, (int64_t) time(NULL));
         if ((r = http_server_start(&o, ca_service_handle, ca, &srv)) < 0)
                 return r;
         if ((r = serve_plain(cfg, &o, ca, &plain)) < 0) {

@@ -93,7 +93,15 @@ static void checkpoint_head(ca_service *ca, int64_t now, bool force) {
                 every_s = ca->cfg->audit_checkpoint_interval;
         }
         pthread_rwlock_unlock(&ca->cfg_lock);
-        if (store_audit_head(ca->store, &head) < 0 || !head.set || head.id == ca->checkpoint_id)
+        if (store_audit_head(ca->store, &head) < 0)
+                return;
+        if (!head.set) {
+                /* Nothing to sign yet: the interval starts now, so that the
+                 * first records wait for it like any others. */
+                ca->checkpoint_at = now;
+                return;
+        }
+        if (head.id == ca->checkpoint_id)
                 return;
         if (!force && now < ca->checkpoint_at + every_s && head.id - ca->checkpoint_id < (int64_t) every_n)
                 return;

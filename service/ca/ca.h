@@ -28,8 +28,9 @@ hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg);
 /* Housekeeping, called about once a second from one thread, never from a
  * request: summaries of refused unauthenticated requests, audit retention. */
 void ca_service_tick(ca_service *ca, int64_t now);
-/* At shutdown, once no request is served: the last refusals' summary,
- * then a signed checkpoint of the audit chain's head. */
+/* At start, before any request, and at shutdown, once no request is
+ * served: the last refusals' summary, then a signed checkpoint of the
+ * audit chain's head (if it moved since the last). */
 void ca_service_checkpoint(ca_service *ca, int64_t now);
 
 /* hwidd's TLS key (borrowed for the service's lifetime) and certificate

@@ -13,8 +13,11 @@
 #     flood.py), a client from a sixth address (127.0.0.6) gets GET /healthz
 #     and a full enrollment (curl, a token, an openssl CSR) 20 times of 20,
 #     each within 2 s; the budgets show in /metrics (handshaking
-#     connections at most handshake_cap, evictions by handshake_cap and
-#     handshake_timeout, refusals by rate and per_address);
+#     connections at most handshake_cap, evictions by handshake_cap,
+#     refusals by rate; one address never holds more than
+#     max_connections_per_ip). Evictions at handshake_timeout and refusals
+#     per address, which a flood this size crowds out (the cap evicts
+#     first), are http-budgets' subject;
 #   - a slow-drip client (one header byte every 2 s) is cut at the total
 #     deadline, limits.timeout (30 s), during the flood.
 # Needs: python3, curl, openssl; the test raises its own open-file limit.
@@ -115,7 +118,7 @@ scrape "$T/m0"
 /usr/bin/python3 "$HERE/http-slow-client.py" "$PORT" "$CA_DIR/ca.pem" headers 2 40 127.0.0.7 >"$T/drip.out" 2>&1 &
 DRIP=$!
 track_pid "$DRIP"
-/usr/bin/python3 "$HERE/flood.py" "$PORT" "$T/flood.status" --for 120 idle:127.0.0.1:10000 \
+/usr/bin/python3 "$HERE/flood.py" "$PORT" "$T/flood.status" --for 120 --rate 1000 idle:127.0.0.1:10000 \
         handshake:127.0.0.2:256 handshake:127.0.0.3:256 handshake:127.0.0.4:256 handshake:127.0.0.5:256 &
 FLOOD=$!
 track_pid "$FLOOD"
@@ -155,8 +158,13 @@ scrape "$T/m1"
 cat "$T/flood.status"
 hs=$(metric "$T/m1" 'hwid_connections{state="handshaking"}')
 [ "$hs" -le 1024 ] || fail "$hs connections in their handshake: more than handshake_cap"
-for series in 'hwid_connections_evicted_total{reason="handshake_cap"}' \
-        'hwid_connections_refused_total{reason="rate"}' 'hwid_connections_refused_total{reason="per_address"}'; do
+# The idle connections are handshaking ones too (no ClientHello): the
+# handshake cap evicts them before one address reaches its share of 1024
+# (per_address refusals are http-budgets' subject), and never does that
+# address hold more than its share.
+idle_open=$(awk '$1 == "idle" { print $4 }' "$T/flood.status")
+[ "$idle_open" -le 1024 ] || fail "$idle_open connections open from one address: more than max_connections_per_ip"
+for series in 'hwid_connections_evicted_total{reason="handshake_cap"}' 'hwid_connections_refused_total{reason="rate"}'; do
         [ "$(metric_delta "$T/m0" "$T/m1" "$series")" -gt 0 ] || fail "$series did not move during the flood"
 done
 
@@ -166,9 +174,6 @@ wait "$DRIP" || true
 out=$(cat "$T/drip.out")
 assert_contains "$out" closed "the slow drip"
 awk -v s="${out#closed }" 'BEGIN { exit !(s >= 29 && s <= 36) }' || fail "the slow drip was cut after ${out#closed } s, not 30"
-scrape "$T/m2"
-[ "$(metric_delta "$T/m0" "$T/m2" 'hwid_connections_evicted_total{reason="handshake_timeout"}')" -gt 0 ] ||
-        fail "no handshake was evicted at handshake_timeout"
 kill -TERM "$FLOOD"
 wait "$FLOOD" || true
 hwidd_stop

@@ -105,21 +105,23 @@ class Flood:
             g.closed += 1
 
     def top_up(self):
-        """New connections, the rate shared equally among the groups that
-        lack any (each at most what it lacks): a small group is made whole
-        within seconds however much the largest one churns, and the largest
-        then has the whole rate."""
+        """New connections, the rate shared max-min fairly among the groups
+        that lack any: the group lacking least first, each given what it
+        lacks or an equal part of what is left, whichever is smaller.  A
+        small group is made whole within seconds, before the largest one's
+        churn fills the server's accept queue (a connect stuck there counts
+        as pending for minutes), and the largest has all the rest."""
         self.refill()
-        lacking = [g for g in self.groups if g.count - g.open - g.pending > 0]
+        lacking = sorted((g.count - g.open - g.pending, i) for i, g in enumerate(self.groups))
+        lacking = [(lack, self.groups[i]) for lack, i in lacking if lack > 0]
         budget = int(self.tokens)
-        if not lacking or budget == 0:
-            return
-        share = max(1, budget // len(lacking))
-        for g in lacking:
-            for _ in range(min(share, g.count - g.open - g.pending)):
+        for n, (lack, g) in enumerate(lacking):
+            give = min(lack, max(1, budget // (len(lacking) - n)))
+            for _ in range(give):
                 if self.tokens < 1 or not self.connect(g):
                     break
                 self.tokens -= 1
+                budget -= 1
 
     def write_status(self):
         tmp = self.status + ".tmp"
