@@ -50,6 +50,7 @@ $COMPL/hwid
 $PREFIX/etc/default/hwid-agent
 $PREFIX/etc/hwid/openssl-tpm2.cnf
 $PREFIX/share/doc/hwid/ATTESTATION.md
+$PREFIX/share/doc/hwid/CMP.md
 $PREFIX/share/doc/hwid/CONFIG.md
 $PREFIX/share/doc/hwid/DEVICE.md
 $PREFIX/share/doc/hwid/EST.md
