@@ -313,7 +313,7 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
 
 /* ---------- rr ---------- */
 
-static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const X509_NAME *issuer,
+static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const X509_NAME *issuer_name,
                                   const ASN1_INTEGER *serial) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
         _cleanup_free_ char *hex = NULL;
@@ -329,7 +329,7 @@ static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg
         if (t->kind != CMP_AUTH_SIGNATURE)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_notAuthorized, "a revocation request is signed with the "
                                  "certificate it revokes");
-        if (!serial || (issuer && X509_NAME_cmp(issuer, X509_get_subject_name(t->ca->ca_cert)) != 0))
+        if (!serial || (issuer_name && X509_NAME_cmp(issuer_name, X509_get_subject_name(t->ca->ca_cert)) != 0))
                 return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
                                  "this CA's");
         if ((r = serial_to_hex(serial, &hex)) < 0)
