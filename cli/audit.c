@@ -136,6 +136,9 @@ static void print_verified(const store_audit_report *rep) {
                        t, (long long) rep->last.id);
         } else
                 printf("no signed checkpoint of the head yet: the newest records are covered by the chain only\n");
+        if (rep->n_unchained > 0)
+                printf("%zu newer record%s committed and not chained yet: hwidd chains them within a second "
+                       "(docs/HA.md)\n", rep->n_unchained, rep->n_unchained == 1 ? " is" : "s are");
 }
 
 /* The key checkpoints are signed with: the CA certificate's. */

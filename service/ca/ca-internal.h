@@ -35,6 +35,8 @@ struct ca_service {
         /* The last signed checkpoint of the audit chain's head (record id,
          * and when); the main thread's alone (ca-maintain.c). */
         int64_t checkpoint_id, checkpoint_at;
+        /* The last linking of queued audit records failed (ca-maintain.c). */
+        bool link_failing;
         /* Attestation challenges replaced (a requester past its bound) or
          * refused (max_pending) since the last summary (ca-maintain.c). */
         pthread_mutex_t chal_lock;

@@ -197,16 +197,36 @@ static void prune_audit(ca_service *ca, int64_t now) {
         ca->prune_at = more ? now : now + PRUNE_PERIOD;
 }
 
+/* ---- linking (PostgreSQL) ---- */
+
+/* Chains what issuances queued (store_audit_chain_pending()), before anything
+ * reads the head.  A failure is logged when it starts and when it ends,
+ * not every second: the database being away is told by /readyz. */
+static void link_audit(ca_service *ca) {
+        size_t n = 0;
+        int r = store_audit_chain_pending(ca->store, &n);
+
+        if (r < 0 && !ca->link_failing)
+                log_error("cannot chain the audit records issuances queued (will try again every second): %s",
+                          hwid_strerror(r));
+        else if (r >= 0 && ca->link_failing)
+                log_info("audit chain: linking the queued records again (%zu now)", n);
+        ca->link_failing = r < 0;
+}
+
 void ca_service_tick(ca_service *ca, int64_t now) {
         ca_refusals_flush(ca, now, false);
         challenges_flush(ca, now, false);
+        link_audit(ca);
         prune_audit(ca, now);
         checkpoint_head(ca, now, false);
 }
 
 void ca_service_checkpoint(ca_service *ca, int64_t now) {
-        /* The last summaries first: the checkpoint covers them. */
+        /* The last summaries first, then every record linked: the
+         * checkpoint covers them. */
         ca_refusals_flush(ca, now, true);
         challenges_flush(ca, now, true);
+        link_audit(ca);
         checkpoint_head(ca, now, true);
 }

@@ -307,6 +307,8 @@ int store_audit_verify(store *s, EVP_PKEY *ca_key, int64_t retention, store_audi
         rep.last = w->head_cp;
         rep.anchored = anchor.set;
         rep.anchor_id = anchor.set ? anchor.id : 0;
+        if ((r = store_audit_pending(s, &rep.n_unchained)) < 0)
+                return r;
         *ret = rep;
         return 0;
 }

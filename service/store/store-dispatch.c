@@ -230,6 +230,16 @@ int store_audit_head(store *s, store_audit_link *ret) {
         return store_sqlite_audit_head(s, ret);
 }
 
+int store_audit_chain_pending(store *s, size_t *ret_n) {
+        *ret_n = 0;
+        return s->pg ? store_pg_audit_chain_pending(s->pg, ret_n) : 0;
+}
+
+int store_audit_pending(store *s, size_t *ret_n) {
+        *ret_n = 0;
+        return s->pg ? store_pg_audit_pending(s->pg, ret_n) : 0;
+}
+
 int store_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp) {
         if (s->pg)
                 return store_pg_audit_checkpoint_add(s->pg, cp);

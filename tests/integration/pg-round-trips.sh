@@ -16,11 +16,13 @@
 #     audit retention a minute, per replica) are allowed on top: EXTRA;
 #     so is the audit head's read for its signed checkpoint (one a second
 #     per replica, ca-maintain.c), counted in the statement log and held
-#     to one a second of the window;
+#     to one a second of the window; and so is the linking of the audit
+#     records issuances queued (hwid_audit_link(), in the same tick: one a
+#     second per replica, whatever the load), held to the same;
 #     and so is opening a connection (the pool grows under the parallel
 #     load: SSL negotiation, startup, SCRAM's two messages: SETUP each).
-#   - the audit chain that hwid_issue() computed in SQL verifies, with
-#     `hwid audit verify`.
+#   - the audit chain that hwid_audit_link() computed in SQL, every
+#     record linked, verifies with `hwid audit verify`.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -74,15 +76,18 @@ statements() {
 # check_window NAME OPS — at most 2 round trips an operation, and no
 # client-side transaction or lock in what was sent.
 check_window() {
-        local name=$1 ops=$2 trips=$((T1 - T0)) conns=$((C1 - C0)) secs=$((W1 - W0 + 1)) stmts heads
+        local name=$1 ops=$2 trips=$((T1 - T0)) conns=$((C1 - C0)) secs=$((W1 - W0 + 1)) stmts heads links
         stmts=$(statements "$name-start" "$name-end")
         heads=$(grep -c "^SELECT id, at, hash FROM audit_chain WHERE role" <<<"$stmts" || true)
-        echo "$name: $ops operations, $trips round trips ($conns connections opened, $heads head reads in ${secs}s), statements:"
+        links=$(grep -c "^SELECT \* FROM hwid_audit_link" <<<"$stmts" || true)
+        echo "$name: $ops operations, $trips round trips ($conns connections opened, $heads head reads and $links links in ${secs}s), statements:"
         sed 's/(.*//' <<<"$stmts" | sort | uniq -c | sed 's/^/  /'
         [ "$heads" -le $((secs + 1)) ] ||
                 fail "$name: $heads reads of the audit head in ${secs}s: more than the checkpoint's one a second"
-        [ "$trips" -le $((2 * ops + EXTRA + heads + SETUP * conns)) ] ||
-                fail "$name: $trips round trips for $ops operations (at most 2 each, plus $EXTRA, plus $heads head reads, plus $SETUP for each of $conns new connections)"
+        [ "$links" -le $((secs + 1)) ] ||
+                fail "$name: $links links of the audit chain in ${secs}s: more than the tick's one a second"
+        [ "$trips" -le $((2 * ops + EXTRA + heads + links + SETUP * conns)) ] ||
+                fail "$name: $trips round trips for $ops operations (at most 2 each, plus $EXTRA, plus $heads head reads and $links links, plus $SETUP for each of $conns new connections)"
         ! grep -qiE '^(BEGIN|SAVEPOINT|COMMIT)|pg_advisory' <<<"$stmts" ||
                 fail "$name: a transaction or lock held across round trips: $(grep -iE '^(BEGIN|SAVEPOINT|COMMIT)|pg_advisory' <<<"$stmts" | head -3)"
 }
@@ -144,7 +149,10 @@ calls=$(statements parallel-start parallel-end | grep -c hwid_issue)
 echo "parallel: $N issuances in $calls hwid_issue() calls"
 [ "$calls" -lt $N ] || fail "group commit: $N issuances at once made $calls hwid_issue() calls, none shared"
 
-# What hwid_issue() chained in SQL is the chain hwid audit verify checks.
+# What hwid_audit_link() chained in SQL is the chain hwid audit verify
+# checks, and hwidd linked every record within its tick.
+sleep 2
+assert_eq "$(pg_sql "SELECT count(*) FROM audit WHERE id < 0")" 0 "audit records left unchained 2 s after the load"
 assert_contains "$(admin audit verify)" "audit log verified" "hwid audit verify of the chain PostgreSQL hashed"
 HWIDD_PID=$HWIDD_PID hwidd_stop
 echo "pg-round-trips: OK"

@@ -428,6 +428,14 @@ int store_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_l
                            store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata);
 /* The chain's head now (unset: an empty log). */
 int store_audit_head(store *s, store_audit_link *ret);
+/* Chains the records that are committed and not chained yet (*ret_n: how
+ * many), handing each to the sink.  PostgreSQL only: issuances there
+ * queue their records unchained, so that replicas' commits do not wait
+ * for each other, and hwidd links them once a second (store-pg-link.c);
+ * SQLite chains every record in its own transaction (0 here). */
+int store_audit_chain_pending(store *s, size_t *ret_n);
+/* How many committed records store_audit_chain_pending() has yet to chain. */
+int store_audit_pending(store *s, size_t *ret_n);
 /* Stores a signed checkpoint (of the head). */
 int store_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp);
 /* Gives every record, once it is durable (committed), to fn -- with its
@@ -457,6 +465,7 @@ typedef struct store_audit_report {
         int64_t anchor_id;
         size_t n_checkpoints; /* signatures checked */
         store_audit_checkpoint last; /* the newest checkpoint of the head (kind 0: none) */
+        size_t n_unchained;   /* committed records not chained yet (PostgreSQL: hwidd links them) */
 } store_audit_report;
 
 /* Walks the whole chain: the first modified, deleted or reordered record

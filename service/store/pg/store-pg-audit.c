@@ -8,7 +8,10 @@
  * trip.  Appends from all replicas take turns on that row: an append
  * waits for the one before it to commit, so ids grow in chain order and
  * no two records share a prev_hash.  Records reach the sink only after
- * their transaction committed. */
+ * their transaction committed.  Issuances' records are the exception
+ * (since schema version 6): queued unchained with negative ids, linked
+ * later by hwidd (store-pg-link.c); what reads the chain reads positive
+ * ids only, what lists the log shows both. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -150,22 +153,6 @@ int pg_audit_insert(pg_slot *c, const store_audit *a, int64_t now) {
         return r;
 }
 
-int pg_audit_sink_queue(pg_slot *c, const store_audit *a, int64_t now, int64_t id, const uint8_t *prev,
-                        const uint8_t *hash) {
-        char *f[6] = { 0 };
-        store_audit rec;
-        int r = 0;
-
-        if (c->p->sink && (r = audit_escape(a, now, f, &rec)) >= 0 && (r = queue_push(c, &rec)) >= 0) {
-                store_pg_audit_copy *x = &c->queue[c->n_queue - 1];
-                x->id = id;
-                memcpy(x->prev, prev, STORE_AUDIT_HASH_LEN);
-                memcpy(x->hash, hash, STORE_AUDIT_HASH_LEN);
-        }
-        fields_free(f);
-        return r; /* the record is in the database: only its copy to the sink may be lost */
-}
-
 void pg_json_str(json_object *o, const char *key, const char *v) {
         json_object_object_add(o, key, v ? json_object_new_string(v) : NULL);
 }
@@ -284,13 +271,18 @@ static int rows_each(PGresult *res, store_audit_fn fn, void *userdata) {
         return 0;
 }
 
+/* The newest records first: those not chained yet (negative ids, the
+ * newest lowest; store-pg-link.c), then the chain from its head. */
+#define NEWEST_FIRST \
+        "SELECT * FROM ((SELECT * FROM audit WHERE id < 0 ORDER BY id LIMIT $1) UNION ALL " \
+        "(SELECT * FROM audit WHERE id > 0 ORDER BY id DESC LIMIT $1)) AS u ORDER BY id < 0 DESC, abs(id) DESC"
+
 static int foreach_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         audit_q *q = userdata;
         int64_t lim = q->limit == 0 || q->limit > (size_t) INT64_MAX ? INT64_MAX : (int64_t) q->limit;
-        int r = pg_exec(c, &res, "read the audit log",
-                        "SELECT " AUDIT_COLS " FROM (SELECT * FROM audit ORDER BY id DESC LIMIT $1) AS a ORDER BY id",
-                        "I", lim);
+        int r = pg_exec(c, &res, "read the audit log", "SELECT " AUDIT_COLS " FROM (" NEWEST_FIRST " LIMIT $1) AS a "
+                        "ORDER BY id < 0, abs(id)", "I", lim);
 
         return r < 0 ? r : rows_each(res, q->fn, q->userdata);
 }
@@ -310,7 +302,8 @@ static int chain_run(pg_slot *c, void *userdata) {
         if (r >= 0 &&
             (r = link_read(c, "anchor", q->anchor)) >= 0 && (r = link_read(c, "head", q->head)) >= 0 &&
             (!q->cpfn || (r = pg_audit_checkpoints_each(c, q->cpfn, q->userdata)) == 0) &&
-            (r = pg_exec(c, &res, "read the audit log", "SELECT " AUDIT_COLS " FROM audit ORDER BY id", NULL)) >= 0)
+            (r = pg_exec(c, &res, "read the audit log", "SELECT " AUDIT_COLS " FROM audit WHERE id > 0 ORDER BY id",
+                         NULL)) >= 0)
                 r = rows_each(res, q->fn, q->userdata);
         if (c->conn)
                 PQclear(PQexec(c->conn, "ROLLBACK"));
@@ -368,15 +361,17 @@ static int prune_run(pg_slot *c, void *userdata) {
         if ((r = pg_exec(c, NULL, "take the pruning turn", "SELECT pg_advisory_xact_lock(" PG_PRUNE_LOCK ")",
                          NULL)) < 0 ||
             (r = link_read(c, "anchor", &s.anchor)) < 0 ||
-            (r = pg_exec(c, &res, "read the oldest audit records", "SELECT " AUDIT_COLS " FROM audit ORDER BY id LIMIT $1",
-                         "I", (int64_t) q->limit)) < 0)
+            (r = pg_exec(c, &res, "read the oldest audit records",
+                         "SELECT " AUDIT_COLS " FROM audit WHERE id > 0 ORDER BY id LIMIT $1", "I",
+                         (int64_t) q->limit)) < 0)
                 return r;
         if ((r = rows_each(res, prune_next, &s)) < 0)
                 return r;
         q->n = s.n;
         if (s.n == 0)
                 return 0;
-        if ((r = pg_exec(c, NULL, "prune the audit log", "DELETE FROM audit WHERE id <= $1", "I", s.anchor.id)) < 0 ||
+        if ((r = pg_exec(c, NULL, "prune the audit log", "DELETE FROM audit WHERE id > 0 AND id <= $1", "I",
+                         s.anchor.id)) < 0 ||
             (r = anchor_write(c, s.anchor.id, s.anchor.at, s.anchor.hash)) < 0)
                 return r;
         return q->sign ? pg_audit_prune_checkpoint(c, &s.anchor, q->sign, q->userdata) : 0;
@@ -388,7 +383,8 @@ static int prune_run(pg_slot *c, void *userdata) {
 static int oldest_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         audit_q *q = userdata;
-        int r = pg_exec(c, &res, "read the oldest audit record", "SELECT at FROM audit ORDER BY id LIMIT 1", NULL);
+        int r = pg_exec(c, &res, "read the oldest audit record",
+                        "SELECT at FROM audit WHERE id > 0 ORDER BY id LIMIT 1", NULL);
 
         if (r >= 0)
                 q->n = PQntuples(res) == 1 && pg_i64(res, 0, 0) < q->before;

@@ -2,8 +2,8 @@
  * commit is under way share the next one -- one statement, hwid_issue()
  * (store-pg-functions.c), so one round trip and one WAL flush for all of
  * them.  In the database each runs in a subtransaction of its own (one
- * that fails is undone alone) and their audit records are chained at the
- * end, at once.  An issuance that lost a deadlock to another replica's
+ * that fails is undone alone) and their audit records are queued at the
+ * end, at once, for hwidd's linker to chain (store-pg-link.c).  An issuance that lost a deadlock to another replica's
  * batch is undone alone and runs again in a batch of its own once this
  * one committed.  Every caller returns only once its own issuance is
  * committed or has failed, with its own error.  As in the SQLite store
@@ -20,7 +20,7 @@
 #define BATCH_ATTEMPTS 8
 #define JOB_PENDING 1   /* pg_job.r of a job whose turn has not come */
 
-#define ISSUE_SQL "SELECT member, result, result_detail, audit_id, audit_prev, audit_hash FROM hwid_issue($1::jsonb)"
+#define ISSUE_SQL "SELECT member, result, result_detail FROM hwid_issue($1::jsonb)"
 
 static void job_fail(pg_job *j, int r) {
         j->r = r;
@@ -59,10 +59,10 @@ static int batch_json(pg_job *batch, char **ret, size_t *ret_n) {
         return 0;
 }
 
-/* One job's row: its result, and its audit record for the sink. */
+/* One job's row: its result.  Its audit record is queued unchained (the
+ * linker hands it to the sink: store-pg-link.c). */
 static void job_result(pg_slot *c, pg_job *j, PGresult *res, int row) {
         const char *result = pg_val(res, row, 1);
-        uint8_t prev[STORE_AUDIT_HASH_LEN], hash[STORE_AUDIT_HASH_LEN];
         int r;
 
         if (!result || strcmp(result, "retry") == 0)
@@ -72,9 +72,6 @@ static void job_result(pg_slot *c, pg_job *j, PGresult *res, int row) {
                 return;
         }
         j->r = 0;
-        if (j->in->audit && pg_val(res, row, 3) && pg_blob_copy(res, row, 4, prev, sizeof(prev)) &&
-            pg_blob_copy(res, row, 5, hash, sizeof(hash)))
-                (void) pg_audit_sink_queue(c, j->in->audit, j->now, pg_i64(res, row, 3), prev, hash);
 }
 
 static int batch_results(pg_slot *c, pg_job *batch, PGresult *res, size_t n) {
@@ -108,9 +105,7 @@ static int run_once(store_pg *p, pg_job *batch) {
                         j->sent = false;
                 return r;
         }
-        r = batch_results(c, batch, res, n);
-        pg_sink_flush(c);
-        return r;
+        return batch_results(c, batch, res, n);
 }
 
 static void run_batch(store_pg *p, pg_job *batch) {

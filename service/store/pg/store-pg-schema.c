@@ -118,6 +118,9 @@ static const char *const migrations[] = {
         /* 4 -> 5: an issuance and the audit chain's append as one statement
          * each (store-pg-functions.c). */
         pg_functions_sql,
+        /* 5 -> 6: issuances queue their audit records, hwidd links them
+         * (store-pg-link.c). */
+        pg_link_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -10,7 +10,8 @@
  * a time.  An issuance reads what it needs in one pipeline before signing
  * (store-pg-reads.c) and commits with one statement, hwid_issue(), a
  * server-side function that the migrations install (store-pg-schema.c),
- * shared by the issuances of a group commit (store-pg-batch.c).  Other
+ * shared by the issuances of a group commit (store-pg-batch.c), which
+ * queues their audit records for hwidd to chain (store-pg-link.c).  Other
  * writes are one transaction (READ COMMITTED) each, retried from the start
  * on a serialization failure or deadlock; their audit records are chained
  * by the same pipeline that commits them.  Nothing returns 0 before the
@@ -141,6 +142,8 @@ int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, store_aud
 int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head,
                               store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata);
 int store_pg_audit_head(store_pg *p, store_audit_link *ret);
+int store_pg_audit_chain_pending(store_pg *p, size_t *ret_n);
+int store_pg_audit_pending(store_pg *p, size_t *ret_n);
 /* store-pg-audit-checkpoint.c: signed checkpoints of the chain. */
 int store_pg_audit_checkpoint_add(store_pg *p, const store_audit_checkpoint *cp);
 /* Within a pruning's transaction: signs and stores the new anchor's
@@ -269,8 +272,10 @@ int store_pg_reads_fetch(store_pg *p, store_reads *r);
 
 /* ---- store-pg-schema.c, store-pg-functions.c ---- */
 int pg_migrate(store_pg *p);
-/* The server-side functions (migration 3). */
+/* The server-side functions (migration 5). */
 extern const char pg_functions_sql[];
+/* store-pg-link.c: the audit chain's linker (migration 6). */
+extern const char pg_link_sql[];
 
 /* ---- store-pg-token.c (inside a transaction) ---- */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now);
@@ -292,9 +297,6 @@ void pg_json_str(json_object *o, const char *key, const char *v);
 /* a (at now if a->at is 0) as hwid_audit_rec in JSON, its fields escaped
  * as stored. */
 int pg_audit_record(const store_audit *a, int64_t now, json_object **ret);
-/* Queues for the sink a record hwid_issue() chained. */
-int pg_audit_sink_queue(pg_slot *c, const store_audit *a, int64_t now, int64_t id, const uint8_t *prev,
-                        const uint8_t *hash);
 void pg_sink_flush(pg_slot *c);
 void pg_sink_drop(pg_slot *c);
 

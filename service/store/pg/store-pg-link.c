@@ -1,0 +1,145 @@
+/* The audit chain's linker (PostgreSQL, schema version 6).
+ *
+ * An issuance does not chain its audit records.  hwid_issue() queues them
+ * in the audit table as they are -- a negative id from audit_pending_seq,
+ * no hashes -- so that its commit holds no lock that the whole cluster
+ * shares: the commits of every replica flush their WAL side by side,
+ * where each used to wait for the previous one's flush under the chain's
+ * lock (docs/HA.md, "The write path").  hwidd links them: once a second
+ * (its maintenance tick) and before its last checkpoint at shutdown,
+ * hwid_audit_link() takes the chain's lock, hashes the committed
+ * pending records in the order they were queued, gives each the next id
+ * and moves the head -- one statement and one flush for everything every
+ * replica committed meanwhile.  A record is in the table (counted by
+ * SQL, shown by hwid audit list) from its issuance's commit on, and in
+ * the chain (checked by hwid audit verify, covered by the next signed
+ * checkpoint) from its linking on; a replica that dies leaves its
+ * committed records to the others' next tick.  The audit sink gets each
+ * record when it is linked, from the replica that linked it.
+ *
+ * Migration 6 keeps the chain's sequential append for the writes that
+ * still use it (revocations, tokens, admin records: hwid_audit_append(),
+ * one transaction each) under its new name, hwid_audit_chain_now(), and
+ * puts the queue in the place of hwid_audit_chain(), the name that
+ * hwid_issue() (migration 5) calls: replicas of version 5 and 6 can run
+ * on one database while a cluster is upgraded, both keeping one chain. */
+#include <string.h>
+
+#include "error.h"
+#include "store-pg.h"
+
+#define LINK_BATCH 5000
+#define LINK_ROUNDS 20 /* at most 100,000 records a call: the next tick does the rest */
+
+const char pg_link_sql[] =
+        "ALTER FUNCTION hwid_audit_chain(hwid_audit_rec[]) RENAME TO hwid_audit_chain_now;\n"
+        "CREATE OR REPLACE FUNCTION hwid_audit_append(recs jsonb)\n"
+        "RETURNS TABLE (rec_id bigint, rec_prev bytea, rec_hash bytea)\n"
+        "LANGUAGE sql AS $$\n"
+        "  SELECT * FROM hwid_audit_chain_now(ARRAY(SELECT jsonb_populate_record(NULL::hwid_audit_rec, e)\n"
+        "    FROM jsonb_array_elements(recs) WITH ORDINALITY AS t(e, o) ORDER BY o)) $$;\n"
+        "CREATE SEQUENCE audit_pending_seq;\n"
+        /* Queued: rec_id is the pending (negative) id, no hashes yet. */
+        "CREATE FUNCTION hwid_audit_chain(recs hwid_audit_rec[])\n"
+        "RETURNS TABLE (rec_id bigint, rec_prev bytea, rec_hash bytea)\n"
+        "LANGUAGE plpgsql AS $$\n"
+        "DECLARE r hwid_audit_rec;\n"
+        "BEGIN\n"
+        "  FOREACH r IN ARRAY coalesce(recs, '{}') LOOP\n"
+        "    INSERT INTO audit (id, at, actor, action, target, outcome, reason, token_id)\n"
+        "      VALUES (-nextval('audit_pending_seq'), r.at, r.actor, r.action, r.target, r.outcome, r.reason,\n"
+        "        r.token_id)\n"
+        "      RETURNING audit.id INTO rec_id;\n"
+        "    RETURN NEXT;\n"
+        "  END LOOP;\n"
+        "END $$;\n"
+        /* Links at most max_n pending records, oldest first; returns
+         * each as chained. */
+        "CREATE FUNCTION hwid_audit_link(max_n integer)\n"
+        "RETURNS TABLE (rec_id bigint, rec_at bigint, rec_actor text, rec_action text, rec_target text,\n"
+        "  rec_outcome text, rec_reason text, rec_token_id text, rec_prev bytea, rec_hash bytea)\n"
+        "LANGUAGE plpgsql AS $$\n"
+        "DECLARE\n"
+        "  h bytea;\n"
+        "  x record;\n"
+        "  ids regclass := pg_get_serial_sequence('audit', 'id');\n"
+        "BEGIN\n"
+        "  PERFORM pg_advisory_xact_lock(" PG_AUDIT_LOCK ");\n"
+        "  SELECT c.hash INTO h FROM audit_chain AS c WHERE c.role = 'head';\n"
+        "  h := coalesce(h, decode(repeat('00', 32), 'hex'));\n"
+        "  FOR x IN SELECT * FROM audit AS a WHERE a.id < 0 ORDER BY a.id DESC LIMIT max_n LOOP\n"
+        "    rec_id := nextval(ids);\n"
+        "    rec_at := x.at; rec_actor := x.actor; rec_action := x.action; rec_target := x.target;\n"
+        "    rec_outcome := x.outcome; rec_reason := x.reason; rec_token_id := x.token_id;\n"
+        "    rec_prev := h;\n"
+        "    rec_hash := hwid_audit_hash(h, ROW(x.at, x.actor, x.action, x.target, x.outcome, x.reason,\n"
+        "      x.token_id)::hwid_audit_rec);\n"
+        "    UPDATE audit AS a SET id = rec_id, prev_hash = rec_prev, hash = rec_hash WHERE a.id = x.id;\n"
+        "    RETURN NEXT;\n"
+        "    h := rec_hash;\n"
+        "  END LOOP;\n"
+        "  IF rec_id IS NOT NULL THEN\n"
+        "    INSERT INTO audit_chain AS c (role, id, at, hash) VALUES ('head', rec_id, rec_at, h)\n"
+        "      ON CONFLICT (role) DO UPDATE SET id = excluded.id, at = excluded.at, hash = excluded.hash;\n"
+        "  END IF;\n"
+        "END $$;\n";
+
+/* Each linked record to the sink, as the store of a write hands it. */
+static void sink_rows(store_pg *p, PGresult *res) {
+        uint8_t prev[STORE_AUDIT_HASH_LEN], hash[STORE_AUDIT_HASH_LEN];
+
+        pthread_mutex_lock(&p->sink_lock);
+        for (int i = 0; p->sink && i < PQntuples(res); i++) {
+                store_audit a = { .id = pg_i64(res, i, 0), .at = pg_i64(res, i, 1), .actor = pg_val(res, i, 2),
+                                  .action = pg_val(res, i, 3), .target = pg_val(res, i, 4),
+                                  .outcome = pg_val(res, i, 5), .reason = pg_val(res, i, 6),
+                                  .token_id = pg_val(res, i, 7) };
+                if (!pg_blob_copy(res, i, 8, prev, sizeof(prev)) || !pg_blob_copy(res, i, 9, hash, sizeof(hash)))
+                        continue;
+                a.prev_hash = prev;
+                a.hash = hash;
+                (void) p->sink(&a, p->sink_userdata);
+        }
+        pthread_mutex_unlock(&p->sink_lock);
+}
+
+/* One statement a batch, in a transaction of its own: a link that broke
+ * in flight is either committed or not, and the next one links what is
+ * still pending either way. */
+int store_pg_audit_chain_pending(store_pg *p, size_t *ret_n) {
+        size_t total = 0;
+        int r = 0;
+
+        for (int round = 0; round < LINK_ROUNDS; round++) {
+                _cleanup_(PQclearp) PGresult *res = NULL;
+                _cleanup_(pg_leavep) pg_slot *c = NULL;
+                pg_query q;
+                int n;
+
+                if ((r = pg_bind(&q, "link the audit chain", "SELECT * FROM hwid_audit_link($1)", "i",
+                                 LINK_BATCH)) < 0 ||
+                    (r = pg_statement(p, &q, &c, &res)) < 0)
+                        break;
+                n = PQntuples(res);
+                sink_rows(p, res);
+                total += (size_t) n;
+                if (n < LINK_BATCH)
+                        break;
+        }
+        *ret_n = total;
+        return r;
+}
+
+static int unchained_run(pg_slot *c, void *userdata) {
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        int r = pg_exec(c, &res, "count the audit records not chained yet",
+                        "SELECT count(*) FROM audit WHERE id < 0", NULL);
+
+        if (r >= 0)
+                *(size_t *) userdata = (size_t) pg_i64(res, 0, 0);
+        return r;
+}
+
+int store_pg_audit_pending(store_pg *p, size_t *ret_n) {
+        return pg_read(p, unchained_run, ret_n);
+}
