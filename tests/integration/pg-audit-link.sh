@@ -16,7 +16,10 @@
 #   - a replica killed (kill -9) while its records are still queued loses
 #     none of them: the other links them;
 #   - a replica stopped (SIGTERM) links what is queued before its last
-#     signed checkpoint, which then signs the newest record.
+#     signed checkpoint, which then signs the newest record;
+#   - the audit copy to syslog (audit.syslog, a Unix datagram socket this
+#     test binds) gets each issuance's record once, when it is linked, with
+#     the id and hash the database has for it.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -69,7 +72,21 @@ enroll_on() {
         done
 }
 
+SOCK=$T/log.sock
+GOT=$T/syslog.txt
+start_bg "$T/listener.log" /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "ab", buffering=0) as f:
+    while True:
+        f.write(s.recv(65536) + b"\n")
+' "$SOCK" "$GOT"
+for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+[ -S "$SOCK" ] || fail "the listener did not bind $SOCK"
+
 ca_setup
+sed -i "s|^profiles:\$|audit:\n  syslog: true\n  syslog_socket: $SOCK\n&|" "$CFG"
 pg_start
 pg_use_config
 replica_start 1
@@ -103,6 +120,15 @@ assert_eq "$(pg_sql "SELECT id FROM audit_chain WHERE role = 'head'")" "$(pg_sql
 out=$(admin audit verify)
 assert_contains "$out" "audit log verified: $((records + 4)) records" "hwid audit verify over every record"
 assert_not_contains "$out" "not chained" "hwid audit verify once linked"
+# Each reached syslog once, as linked: the database's id and hash.
+want=$(pg_sql "SELECT id || ' ' || encode(hash, 'hex') FROM audit WHERE action = 'enroll' AND target LIKE 'held-%'
+        ORDER BY id")
+for _ in $(seq 30); do
+        [ "$(grep -c "hwid-audit id=.*target=\"\?held-" "$GOT" || true)" -ge 4 ] && break
+        sleep 0.1
+done
+got=$(grep "target=\"\?held-" "$GOT" | sed -n 's/.*hwid-audit id=\([0-9]*\) at=[^ ]* hash=\([0-9a-f]*\) .*/\1 \2/p' | sort -n)
+assert_eq "$got" "$want" "the held records as syslog received them (id and hash, once each)"
 
 # A replica killed with its records still queued: the other links them.
 hold_chain
