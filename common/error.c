@@ -80,6 +80,17 @@ const char *hwid_strerror(int r) {
         return entry(r)->message;
 }
 
+/* The store's detail names what a client has no business knowing (a
+ * file's path, a database's host, port and name, its server's message and
+ * SQL context) and nothing it could act on: it stays in the log. */
+const char *hwid_public_message(int r) {
+        int code = r < 0 ? -r : r;
+
+        if (code == HWID_E_STORE)
+                return "the CA's store is unavailable or busy: try again later (the reason is in hwidd's log)";
+        return hwid_strerror(r);
+}
+
 void hwid_error_clear(void) {
         detail[0] = '\0';
         detail_code = 0;

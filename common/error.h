@@ -78,6 +78,9 @@ int hwid_fail_ossl(hwid_err code, const char *fmt, ...) __attribute__((format(pr
 
 /* The detail of this thread's last failure, or the table message of r. */
 const char *hwid_strerror(int r);
+/* What a client may be told of r: hwid_strerror(r), except for failures
+ * whose detail is the server's own business (the store's). */
+const char *hwid_public_message(int r);
 /* Forget this thread's last failure detail. */
 void hwid_error_clear(void);
 /* -code of this thread's last hwid_fail() since hwid_error_clear(), or 0:

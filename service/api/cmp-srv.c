@@ -151,7 +151,9 @@ static OSSL_CMP_PKISI *reject_error(cmp_txn *t, int r) {
         char text[512];
 
         metrics_refusal(t->ca->metrics, hwid_err_slug(r));
-        snprintf(text, sizeof(text), "%s", hwid_strerror(r));
+        if (hwid_err_http_status(r) >= 500)
+                log_error("CMP request failed: %s", hwid_strerror(r));
+        snprintf(text, sizeof(text), "%s", hwid_public_message(r));
         return rejection(failure_of_error(r), text);
 }
 

@@ -180,9 +180,11 @@ static void release_slot(cmp_table *t, cmp_slot *s, bool open) {
 static void http_fail(ca_service *ca, http_response *resp, int r) {
         char text[512];
 
-        snprintf(text, sizeof(text), "%s", hwid_strerror(r));
-        if (hwid_err_http_status(r) >= 500)
+        snprintf(text, sizeof(text), "%s", hwid_public_message(r));
+        if (hwid_err_http_status(r) >= 500) {
                 atomic_fetch_add(&ca->n_errors, 1);
+                log_error("CMP request failed: %s", hwid_strerror(r));
+        }
         http_respond_text(resp, hwid_err_http_status(r), hwid_err_slug(r), text);
 }
 

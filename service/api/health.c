@@ -70,8 +70,10 @@ static bool check(json_object *checks, json_object *failed, const char *name, in
 
         json_object_object_add(c, "ok", json_object_new_boolean(r >= 0));
         if (r < 0) {
+                if (strcmp(hwid_public_message(r), hwid_strerror(r)) != 0)
+                        log_warning("readiness check %s: %s", name, hwid_strerror(r));
                 json_object_object_add(c, "error", json_object_new_string(hwid_err_slug(r)));
-                json_object_object_add(c, "message", json_object_new_string(hwid_strerror(r)));
+                json_object_object_add(c, "message", json_object_new_string(hwid_public_message(r)));
                 json_object_array_add(failed, json_object_new_string(name));
         }
         json_object_object_add(checks, name, c);

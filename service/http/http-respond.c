@@ -46,7 +46,7 @@ void http_error(http_response *resp, int status, const char *slug, const char *m
 void http_error_from(http_response *resp, int r) {
         if (r >= 0)
                 r = -HWID_E_INTERNAL;
-        http_error(resp, hwid_err_http_status(r), hwid_err_slug(r), hwid_strerror(r));
+        http_error(resp, hwid_err_http_status(r), hwid_err_slug(r), hwid_public_message(r));
 }
 
 void http_respond_pem(http_response *resp, int status, const char *pem) {

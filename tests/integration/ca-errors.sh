@@ -14,7 +14,8 @@
 #   409 identity_has_certificate, 401 revoked (renewal with a revoked
 #   certificate), 401 unauthenticated (renewal without one), 403 forbidden
 #   (name pattern), 503 store_unavailable while another process holds the
-#   database's write lock longer than hwidd's busy timeout — and afterwards
+#   database's write lock longer than hwidd's busy timeout (its detail, the
+#   database's path, in hwidd's log and not in the answer) — and afterwards
 #   the same request succeeds, so the 503 left nothing half-done (and while
 #   it waited, other connections were served at once); 429
 #   rate_limited with Retry-After once a client exceeds limits.rate_per_ip, and
@@ -247,7 +248,10 @@ test_store_unavailable() {
         assert_eq "$(cat "$T/probes.result")" "8 of 8 answered" \
                 "/healthz on connections opened before the enrollment that waits for the store"
         probes_close 8
-        expect_error 503 store_unavailable "$DEV/locked-1" "hwid.db"
+        expect_error 503 store_unavailable "$DEV/locked-1" "try again later"
+        # The store's detail (its path here) is for hwidd's log, not the client.
+        assert_not_contains "$(cat "$DEV/locked-1.body")" "hwid.db" "the store's path in a 503"
+        assert_contains "$(cat "$HWIDD_LOG")" "hwid.db" "the store's detail in hwidd's log"
         assert_eq "$(store_state "$tok")" "$before" "store after the 503"
         # Nothing was half-done: the same token and CSR now succeed once.
         post_csr "$DEV/locked-1" "$tok" "$DEV/locked-1.csr"

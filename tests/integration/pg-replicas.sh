@@ -16,7 +16,8 @@
 #     serving every request;
 #   - a database URI holding a password is refused without repeating it;
 #   - PostgreSQL stopped under load: the replicas answer 201 or 503
-#     store_unavailable (and /readyz 503) meanwhile, nothing else; every
+#     store_unavailable (and /readyz 503) meanwhile, nothing else, and
+#     neither names the database nor repeats its server's words; every
 #     certificate a client received is stored, uses match certificates;
 #     they serve again once it is back, without a restart.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -175,11 +176,15 @@ test_database_restart() {
         pg_halt
         make_csr down-1
         on_replica 2 post_csr "$DEV/down-1" "$tok" "$DEV/down-1.csr"
-        expect_error 503 store_unavailable "$DEV/down-1"
+        expect_error 503 store_unavailable "$DEV/down-1" "try again later"
+        # What the database said, and where it is, are for the log only.
+        assert_not_contains "$(cat "$DEV/down-1.body")" "$PG_PORT" "the database's address in a 503"
+        assert_not_contains "$(cat "$DEV/down-1.body")" "PostgreSQL" "the database's words in a 503"
         sleep 1.1 # past /readyz's cache
         on_replica 3 http "$DEV/ready-down" GET /readyz
         expect_status 503 "$DEV/ready-down"
         assert_contains "$(cat "$DEV/ready-down.body")" '"store":{"ok":false' "/readyz's store check, database down"
+        assert_not_contains "$(cat "$DEV/ready-down.body")" "$PG_PORT" "the database's address in /readyz"
         sleep 1
         pg_run
         for f in "${LOAD_PIDS[@]}"; do wait "$f"; done
