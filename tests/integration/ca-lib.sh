@@ -255,3 +255,21 @@ check_not_a_ca() {
         fi
         assert_contains "$out" "invalid CA certificate" "why openssl refuses a chain through $pem"
 }
+
+# syslog_listen SOCK OUT — a Unix datagram socket bound at SOCK, as journald
+# or rsyslog bind /dev/log: each datagram it receives becomes one line of
+# OUT (a datagram holding a newline would show as two lines). SYSLOG_PID
+# is the listener's PID.
+syslog_listen() {
+        start_bg "$T/listener.log" /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "ab", buffering=0) as f:
+    while True:
+        f.write(s.recv(65536) + b"\n")
+' "$1" "$2"
+        SYSLOG_PID=$BG_PID
+        for _ in $(seq 50); do [ -S "$1" ] && return 0; sleep 0.1; done
+        fail "the listener did not bind $1"
+}

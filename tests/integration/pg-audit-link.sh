@@ -74,16 +74,7 @@ enroll_on() {
 
 SOCK=$T/log.sock
 GOT=$T/syslog.txt
-start_bg "$T/listener.log" /usr/bin/python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-with open(sys.argv[2], "ab", buffering=0) as f:
-    while True:
-        f.write(s.recv(65536) + b"\n")
-' "$SOCK" "$GOT"
-for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
-[ -S "$SOCK" ] || fail "the listener did not bind $SOCK"
+syslog_listen "$SOCK" "$GOT"
 
 ca_setup
 sed -i "s|^profiles:\$|audit:\n  syslog: true\n  syslog_socket: $SOCK\n&|" "$CFG"
