@@ -134,12 +134,26 @@ check_window renew $N
 # N clients at once: group commit shares the writes, never adds a round trip.
 for i in $(seq $N); do make_csr "par-$i"; done
 window_start parallel
+# The token's row held by a psql session of the test's own (straight to
+# PostgreSQL: neither counted nor in the statement log's extended-protocol
+# lines) while the enrollments arrive: the first write waits for it, and
+# those that arrive meanwhile must share the next -- else how many share a
+# commit would depend on how fast this machine starts curl.
+start_bg "$T/holder.log" env PGPASSFILE="$PG_PASSFILE" "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U hwid \
+        -d "$PG_DB" -c "BEGIN; SELECT 1 FROM tokens WHERE id = '${TOK%%.*}' FOR UPDATE; SELECT pg_sleep(3); COMMIT;"
+HOLDER=$BG_PID
+for _ in $(seq 50); do
+        [ "$(pg_sql "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                WHERE c.relname = 'tokens' AND l.mode = 'RowShareLock' AND l.granted")" -ge 1 ] && break
+        sleep 0.1
+done
 pids=()
 for i in $(seq $N); do
         (post_csr "$DEV/par-$i" "$TOK" "$DEV/par-$i.csr" && echo "$CODE" >"$DEV/par-$i.code") &
         pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
+wait "$HOLDER" 2>/dev/null || true
 window_end parallel
 assert_eq "$(cat "$DEV"/par-*.code | sort -u)" 201 "statuses of $N enrollments at once"
 check_window parallel $N
