@@ -125,8 +125,10 @@ store_run() {
         [ -z "${PG_PID:-}" ] || p0=$(pg_ticks)
         [ -z "${RUN_RELAY:-}" ] || r0=$(ticks "$RUN_RELAY")
         RUN_TAG=$((${RUN_TAG:-0} + 1))
+        # CONNS over n replicas: the first CONNS % n get one more.
         for ((i = 1; i <= n; i++)); do
-                "$LOAD" --mode hwid --url "${!i}" --cacert "$W/ca/ca.pem" --connections $((conns / n)) \
+                "$LOAD" --mode hwid --url "${!i}" --cacert "$W/ca/ca.pem" \
+                        --connections $((conns / n + (i <= conns % n ? 1 : 0))) \
                         --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "s${RUN_TAG}u$i" "${extra[@]}" \
                         >"$W/run-$RUN_TAG-$i.out" 2>>"$W/load-errors.log" &
                 pids+=($!)
@@ -145,29 +147,40 @@ store_run() {
         RUN_CPU_RELAY=$([ -z "${RUN_RELAY:-}" ] && echo 0 || us_per $(($(ticks "$RUN_RELAY") - r0)) "$RUN_N")
 }
 
-# store_level KEY CONNS [--rate R] -- URL... — LOAD_REPS runs; the median
-# by rate (by p99 when paced) gives KEY_rate, KEY_p99 and KEY_cpu (hwidd,
-# PostgreSQL, relay: µs per issuance); KEY_rates has every rate.
-store_level() {
-        local key=$1 conns=$2 rep rates=() lines=() m
-        shift 2
-        for ((rep = 1; rep <= LOAD_REPS; rep++)); do
-                store_run "$conns" "$@"
-                rates+=("$RUN_RATE")
-                lines+=("$RUN_RATE $RUN_P99 $RUN_CPU_HWIDD $RUN_CPU_PG $RUN_CPU_RELAY")
-        done
-        if [[ " $* " == *" --rate "* ]]; then
-                m=$(printf '%s\n' "${lines[@]}" | sort -n -k2 | sed -n "$(((LOAD_REPS + 1) / 2))p")
-        else
-                m=$(printf '%s\n' "${lines[@]}" | sort -n -k1 | sed -n "$(((LOAD_REPS + 1) / 2))p")
-        fi
+# level_add KEY — the run just made, one of KEY's.
+declare -A LEVEL_RUNS
+level_add() {
+        LEVEL_RUNS[$1]+="$RUN_RATE $RUN_P99 $RUN_CPU_HWIDD $RUN_CPU_PG $RUN_CPU_RELAY"$'\n'
+}
+
+# level_done KEY [paced] — KEY's median run by rate (by p99 when paced)
+# gives KEY_rate, KEY_p99 and KEY_cpu (hwidd, PostgreSQL, relay: µs per
+# issuance); KEY_rates has every rate, in the order they ran.
+level_done() {
+        local key=$1 runs m n col=1
+        runs=$(printf '%s' "${LEVEL_RUNS[$key]}")
+        n=$(wc -l <<<"$runs")
+        [ "${2:-}" != paced ] || col=2
+        m=$(sort -n -k$col <<<"$runs" | sed -n "$(((n + 1) / 2))p")
         read -r RUN_RATE RUN_P99 RUN_CPU_HWIDD RUN_CPU_PG RUN_CPU_RELAY <<<"$m"
         res "${key}_rate" "$RUN_RATE"
         res "${key}_p99" "$RUN_P99"
-        res "${key}_rates" "$(IFS=/; echo "${rates[*]}")"
+        res "${key}_rates" "$(awk '{ print $1 }' <<<"$runs" | paste -sd/)"
         res "${key}_cpu" "$RUN_CPU_HWIDD/$RUN_CPU_PG/$RUN_CPU_RELAY"
-        log "  $key: $RUN_RATE/s p99 $RUN_P99 ms (runs: ${rates[*]}); CPU µs/issuance hwidd $RUN_CPU_HWIDD," \
-                "PostgreSQL $RUN_CPU_PG, relay $RUN_CPU_RELAY; load $(loadavg)"
+        log "  $key: $RUN_RATE/s p99 $RUN_P99 ms (runs: $(eval echo "\$${key}_rates")); CPU µs/issuance hwidd" \
+                "$RUN_CPU_HWIDD, PostgreSQL $RUN_CPU_PG, relay $RUN_CPU_RELAY; load $(loadavg)"
+}
+
+# store_level KEY CONNS [--rate R] -- URL... — LOAD_REPS runs in a row,
+# then level_done KEY.
+store_level() {
+        local key=$1 conns=$2 rep
+        shift 2
+        for ((rep = 1; rep <= LOAD_REPS; rep++)); do
+                store_run "$conns" "$@"
+                level_add "$key"
+        done
+        if [[ " $* " == *" --rate "* ]]; then level_done "$key" paced; else level_done "$key"; fi
 }
 
 stores_levels() {
@@ -181,18 +194,24 @@ stores_levels() {
 
 # The latency table: each RTT, 1 to 3 replicas, then the paced run.
 stores_latency() {
-        local rtt k half
+        local rtt k half rep
         res L_LOAD_START "$(loadavg)"
         for rtt in "${RTTS_US[@]}"; do
                 relay_start "$rtt"
                 RUN_RELAY=${RELAY_PID[$rtt]}
-                for k in 1 2 3; do
-                        log "PostgreSQL through the relay at $rtt µs, $k hwidd"
-                        replicas_start "$k" "${RELAY_URI[$rtt]}"
-                        new_token
-                        store_level "L${rtt}_$k" "$RTT_CLIENTS" -- "${REPLICA_URLS[@]}"
-                        replicas_stop
+                # 1, 2, 3 replicas, then again: what drifts in a run (the
+                # machine, the tables' size) weighs on each alike.
+                for ((rep = 1; rep <= LOAD_REPS; rep++)); do
+                        for k in 1 2 3; do
+                                log "PostgreSQL through the relay at $rtt µs, $k hwidd (run $rep of $LOAD_REPS)"
+                                replicas_start "$k" "${RELAY_URI[$rtt]}"
+                                new_token
+                                store_run "$RTT_CLIENTS" -- "${REPLICA_URLS[@]}"
+                                level_add "L${rtt}_$k"
+                                replicas_stop
+                        done
                 done
+                for k in 1 2 3; do level_done "L${rtt}_$k"; done
         done
         half=$(awk -v r="$L500_1_rate" 'BEGIN { printf "%d", r / 2 }')
         log "one hwidd at 0.5 ms, paced at half its rate ($half/s)"

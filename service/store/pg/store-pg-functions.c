@@ -21,9 +21,10 @@
  *                                raises SQLSTATE HW001 with a code
  *   hwid_issue(jsonb)            a group commit: every member in a
  *                                subtransaction of its own (one that fails
- *                                is undone alone), then the audit records
- *                                of those that succeeded, chained at once;
- *                                returns each member's result
+ *                                is undone alone), the audit record of
+ *                                each that succeeded queued as it goes
+ *                                (migration 7; store-pg-link.c links
+ *                                them); returns each member's result
  *   hwid_challenge_put(...)      store_challenge_put(), its bounds (all,
  *                                and per requester) exact across replicas
  *                                under PG_CHALLENGE_LOCK;
@@ -40,6 +41,114 @@
  * deadlock or serialization failure: run it again), invalid (a broken
  * constraint) and error ("SQLSTATE message"). */
 #include "store-pg.h"
+
+/* hwid_issue_one(): its plans are cached per connection (PL/pgSQL keeps a
+ * generic plan from the sixth call on), so each was made for the table as
+ * it was then -- maybe nearly empty, when any index looks as cheap as any
+ * other.  So no statement gives the planner a choice that reads more than
+ * its rows: a certificate is reached by its serial or its identity, never
+ * with a bare "status = 'valid'" that a full scan of a partial index on
+ * valid certificates would also answer (tests/integration/pg-plans.sh). */
+#define PG_ISSUE_ONE_SQL \
+        "CREATE OR REPLACE FUNCTION hwid_issue_one(m jsonb) RETURNS void LANGUAGE plpgsql AS $$\n" \
+        "DECLARE\n" \
+        "  now_ bigint := (m->>'now')::bigint;\n" \
+        "  ident text := m->>'identity';\n" \
+        "  s text := m->>'serial';\n" \
+        "  v text;\n" \
+        "  x record;\n" \
+        "  do_replace boolean := coalesce((m->>'replace')::boolean, false);\n" \
+        "  tries integer := 0;\n" \
+        "BEGIN\n" \
+        "  PERFORM pg_advisory_xact_lock_shared(" PG_KEY_LOCK_CLASS ", hwid_key_lock_id(m->>'spki'));\n" \
+        "  SELECT serial INTO x FROM blocked_keys WHERE spki_sha256 = m->>'spki';\n" \
+        "  IF FOUND THEN\n" \
+        "    PERFORM hwid_fail('key_blocked', x.serial);\n" \
+        "  END IF;\n" \
+        "  v := m->>'token';\n" \
+        "  IF v IS NOT NULL THEN\n" \
+        "    UPDATE tokens SET uses_left = uses_left - 1\n" \
+        "      WHERE id = v AND NOT revoked AND expires_at > now_ AND uses_left > 0;\n" \
+        "    IF NOT FOUND THEN\n" \
+        "      SELECT revoked, expires_at, uses_left INTO x FROM tokens WHERE id = v;\n" \
+        "      IF NOT FOUND THEN\n" \
+        "        PERFORM hwid_fail('token_unknown', NULL);\n" \
+        "      END IF;\n" \
+        "      PERFORM hwid_fail('token', format('%s %s %s', x.revoked::integer, x.expires_at, x.uses_left));\n" \
+        "    END IF;\n" \
+        "  END IF;\n" \
+        "  v := m->>'request';\n" \
+        "  IF v IS NOT NULL THEN\n" \
+        "    UPDATE requests SET status = 'issued', serial = s, updated_at = now_\n" \
+        "      WHERE id = v AND status = 'approved' AND hwid_fold(identity) = hwid_fold(ident);\n" \
+        "    IF NOT FOUND THEN\n" \
+        "      SELECT status, identity INTO x FROM requests WHERE id = v;\n" \
+        "      IF NOT FOUND THEN\n" \
+        "        PERFORM hwid_fail('request_missing', NULL);\n" \
+        "      ELSIF x.status <> 'approved' THEN\n" \
+        "        PERFORM hwid_fail('request_status', x.status);\n" \
+        "      END IF;\n" \
+        "      PERFORM hwid_fail('request_identity', x.identity);\n" \
+        "    END IF;\n" \
+        "  END IF;\n" \
+        "  v := m->>'supersedes';\n" \
+        "  IF v IS NOT NULL THEN\n" \
+        "    SELECT identity, status, not_after INTO x FROM certificates WHERE serial = v FOR UPDATE;\n" \
+        "    IF NOT FOUND THEN\n" \
+        "      PERFORM hwid_fail('cert_missing', NULL);\n" \
+        "    ELSIF hwid_fold(x.identity) <> hwid_fold(ident) THEN\n" \
+        "      PERFORM hwid_fail('cert_identity', x.identity);\n" \
+        "    ELSIF x.status <> 'valid' THEN\n" \
+        "      PERFORM hwid_fail('cert_' || x.status, NULL);\n" \
+        "    ELSIF now_ >= x.not_after THEN\n" \
+        "      PERFORM hwid_fail('cert_expired', NULL);\n" \
+        "    END IF;\n" \
+        "    UPDATE certificates SET status = 'superseded' WHERE serial = v;\n" \
+        "  END IF;\n" \
+        "  LOOP\n" \
+        "    UPDATE certificates SET status = 'superseded'\n" \
+        "      WHERE hwid_fold(identity) = hwid_fold(ident) AND status = 'valid'\n" \
+        "        AND (not_after <= now_ OR do_replace);\n" \
+        "    INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, not_before, not_after,\n" \
+        "        status, revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, ek_cert_sha256,\n" \
+        "        ek_pub_sha256, ak_name)\n" \
+        "      VALUES (s, ident, m->>'subject', m->>'profile', m->>'spki', decode(m->>'der', 'base64'),\n" \
+        "        (m->>'not_before')::bigint, (m->>'not_after')::bigint, 'valid', 0, 0, m->>'request_id', now_,\n" \
+        "        m->>'role', m->>'token', m->>'scope', m->>'ek_cert', m->>'ek_pub', m->>'ak_name')\n" \
+        "      ON CONFLICT DO NOTHING;\n" \
+        "    EXIT WHEN FOUND;\n" \
+        "    IF EXISTS (SELECT 1 FROM certificates WHERE serial = s) THEN\n" \
+        "      PERFORM hwid_fail('exists', NULL);\n" \
+        "    END IF;\n" \
+        "    tries := tries + 1;\n" \
+        "    IF NOT do_replace OR tries >= 8 THEN\n" \
+        "      PERFORM hwid_fail('live', NULL);\n" \
+        "    END IF;\n" \
+        "  END LOOP;\n" \
+        "  FOR v IN SELECT jsonb_array_elements_text(m->'dns') LOOP\n" \
+        "    SELECT c.serial, c.status, c.not_after INTO x FROM certificates AS c\n" \
+        "      WHERE c.serial = (SELECT d.serial FROM certificate_dns AS d WHERE d.name = v AND d.live);\n" \
+        "    IF FOUND AND x.status = 'valid' AND x.not_after <= now_ THEN\n" \
+        "      UPDATE certificates SET status = 'superseded' WHERE serial = x.serial AND status = x.status;\n" \
+        "    END IF;\n" \
+        "    INSERT INTO certificate_dns (serial, name, live) VALUES (s, v, true) ON CONFLICT DO NOTHING;\n" \
+        "    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM certificate_dns WHERE serial = s AND name = v) THEN\n" \
+        "      PERFORM hwid_fail('dns', v);\n" \
+        "    END IF;\n" \
+        "  END LOOP;\n" \
+        "END $$;\n"
+
+/* One member of a group commit, in a subtransaction of its own: RES and
+ * DET (PL/pgSQL variables) get its result and detail when it fails. */
+#define PG_ISSUE_MEMBER_SQL(RES, DET) \
+        "    BEGIN\n" \
+        "      PERFORM hwid_issue_one(m);\n" \
+        "    EXCEPTION WHEN OTHERS THEN\n" \
+        "      GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;\n" \
+        "      " RES " := CASE WHEN st = 'HW001' THEN msg WHEN st IN ('40P01', '40001') THEN 'retry'\n" \
+        "                     WHEN st LIKE '23%' THEN 'invalid' ELSE 'error' END;\n" \
+        "      " DET " := CASE WHEN st = 'HW001' THEN det ELSE st || ' ' || msg END;\n" \
+        "    END;\n"
 
 const char pg_functions_sql[] =
         "CREATE TYPE hwid_audit_rec AS (at bigint, actor text, action text, target text, outcome text, reason text,\n"
@@ -90,90 +199,7 @@ const char pg_functions_sql[] =
         "  $$ SELECT ('x' || left(md5($1), 8))::bit(32)::integer $$;\n"
         "CREATE FUNCTION hwid_fail(code text, detail text) RETURNS void LANGUAGE plpgsql AS\n"
         "  $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'HW001', MESSAGE = code, DETAIL = coalesce(detail, ''); END $$;\n"
-        "CREATE FUNCTION hwid_issue_one(m jsonb) RETURNS void LANGUAGE plpgsql AS $$\n"
-        "DECLARE\n"
-        "  now_ bigint := (m->>'now')::bigint;\n"
-        "  ident text := m->>'identity';\n"
-        "  s text := m->>'serial';\n"
-        "  v text;\n"
-        "  x record;\n"
-        "  do_replace boolean := coalesce((m->>'replace')::boolean, false);\n"
-        "  tries integer := 0;\n"
-        "BEGIN\n"
-        "  PERFORM pg_advisory_xact_lock_shared(" PG_KEY_LOCK_CLASS ", hwid_key_lock_id(m->>'spki'));\n"
-        "  SELECT serial INTO x FROM blocked_keys WHERE spki_sha256 = m->>'spki';\n"
-        "  IF FOUND THEN\n"
-        "    PERFORM hwid_fail('key_blocked', x.serial);\n"
-        "  END IF;\n"
-        "  v := m->>'token';\n"
-        "  IF v IS NOT NULL THEN\n"
-        "    UPDATE tokens SET uses_left = uses_left - 1\n"
-        "      WHERE id = v AND NOT revoked AND expires_at > now_ AND uses_left > 0;\n"
-        "    IF NOT FOUND THEN\n"
-        "      SELECT revoked, expires_at, uses_left INTO x FROM tokens WHERE id = v;\n"
-        "      IF NOT FOUND THEN\n"
-        "        PERFORM hwid_fail('token_unknown', NULL);\n"
-        "      END IF;\n"
-        "      PERFORM hwid_fail('token', format('%s %s %s', x.revoked::integer, x.expires_at, x.uses_left));\n"
-        "    END IF;\n"
-        "  END IF;\n"
-        "  v := m->>'request';\n"
-        "  IF v IS NOT NULL THEN\n"
-        "    UPDATE requests SET status = 'issued', serial = s, updated_at = now_\n"
-        "      WHERE id = v AND status = 'approved' AND hwid_fold(identity) = hwid_fold(ident);\n"
-        "    IF NOT FOUND THEN\n"
-        "      SELECT status, identity INTO x FROM requests WHERE id = v;\n"
-        "      IF NOT FOUND THEN\n"
-        "        PERFORM hwid_fail('request_missing', NULL);\n"
-        "      ELSIF x.status <> 'approved' THEN\n"
-        "        PERFORM hwid_fail('request_status', x.status);\n"
-        "      END IF;\n"
-        "      PERFORM hwid_fail('request_identity', x.identity);\n"
-        "    END IF;\n"
-        "  END IF;\n"
-        "  v := m->>'supersedes';\n"
-        "  IF v IS NOT NULL THEN\n"
-        "    SELECT identity, status, not_after INTO x FROM certificates WHERE serial = v FOR UPDATE;\n"
-        "    IF NOT FOUND THEN\n"
-        "      PERFORM hwid_fail('cert_missing', NULL);\n"
-        "    ELSIF hwid_fold(x.identity) <> hwid_fold(ident) THEN\n"
-        "      PERFORM hwid_fail('cert_identity', x.identity);\n"
-        "    ELSIF x.status <> 'valid' THEN\n"
-        "      PERFORM hwid_fail('cert_' || x.status, NULL);\n"
-        "    ELSIF now_ >= x.not_after THEN\n"
-        "      PERFORM hwid_fail('cert_expired', NULL);\n"
-        "    END IF;\n"
-        "    UPDATE certificates SET status = 'superseded' WHERE serial = v AND status = 'valid';\n"
-        "  END IF;\n"
-        "  LOOP\n"
-        "    UPDATE certificates SET status = 'superseded'\n"
-        "      WHERE hwid_fold(identity) = hwid_fold(ident) AND status = 'valid'\n"
-        "        AND (not_after <= now_ OR do_replace);\n"
-        "    INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, not_before, not_after,\n"
-        "        status, revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, ek_cert_sha256,\n"
-        "        ek_pub_sha256, ak_name)\n"
-        "      VALUES (s, ident, m->>'subject', m->>'profile', m->>'spki', decode(m->>'der', 'base64'),\n"
-        "        (m->>'not_before')::bigint, (m->>'not_after')::bigint, 'valid', 0, 0, m->>'request_id', now_,\n"
-        "        m->>'role', m->>'token', m->>'scope', m->>'ek_cert', m->>'ek_pub', m->>'ak_name')\n"
-        "      ON CONFLICT DO NOTHING;\n"
-        "    EXIT WHEN FOUND;\n"
-        "    IF EXISTS (SELECT 1 FROM certificates WHERE serial = s) THEN\n"
-        "      PERFORM hwid_fail('exists', NULL);\n"
-        "    END IF;\n"
-        "    tries := tries + 1;\n"
-        "    IF NOT do_replace OR tries >= 8 THEN\n"
-        "      PERFORM hwid_fail('live', NULL);\n"
-        "    END IF;\n"
-        "  END LOOP;\n"
-        "  FOR v IN SELECT jsonb_array_elements_text(m->'dns') LOOP\n"
-        "    UPDATE certificates SET status = 'superseded' WHERE status = 'valid' AND not_after <= now_\n"
-        "      AND serial = (SELECT serial FROM certificate_dns WHERE name = v AND live);\n"
-        "    INSERT INTO certificate_dns (serial, name, live) VALUES (s, v, true) ON CONFLICT DO NOTHING;\n"
-        "    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM certificate_dns WHERE serial = s AND name = v) THEN\n"
-        "      PERFORM hwid_fail('dns', v);\n"
-        "    END IF;\n"
-        "  END LOOP;\n"
-        "END $$;\n"
+        PG_ISSUE_ONE_SQL
         "CREATE FUNCTION hwid_issue(batch jsonb)\n"
         "RETURNS TABLE (member integer, result text, result_detail text, audit_id bigint, audit_prev bytea,\n"
         "  audit_hash bytea)\n"
@@ -195,14 +221,7 @@ const char pg_functions_sql[] =
         "BEGIN\n"
         "  FOR k IN 1 .. n LOOP\n"
         "    m := batch -> (k - 1);\n"
-        "    BEGIN\n"
-        "      PERFORM hwid_issue_one(m);\n"
-        "    EXCEPTION WHEN OTHERS THEN\n"
-        "      GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;\n"
-        "      res[k] := CASE WHEN st = 'HW001' THEN msg WHEN st IN ('40P01', '40001') THEN 'retry'\n"
-        "                     WHEN st LIKE '23%' THEN 'invalid' ELSE 'error' END;\n"
-        "      dets[k] := CASE WHEN st = 'HW001' THEN det ELSE st || ' ' || msg END;\n"
-        "    END;\n"
+        PG_ISSUE_MEMBER_SQL("res[k]", "dets[k]")
         "    IF res[k] = 'ok' AND jsonb_typeof(m->'audit') = 'object' THEN\n"
         "      recs := recs || jsonb_populate_record(NULL::hwid_audit_rec, m->'audit');\n"
         "      who := who || k;\n"
@@ -243,4 +262,45 @@ const char pg_functions_sql[] =
         "    WHEN unique_violation THEN result := 'exists'; replaced := 0;\n"
         "    WHEN SQLSTATE 'HW001' THEN result := 'full'; replaced := 0;\n"
         "  END;\n"
+        "END $$;\n";
+
+/* 6 -> 7: an issuance's statements reach the certificates they touch by
+ * their key alone (see PG_ISSUE_ONE_SQL), and the index on (status,
+ * not_after) goes: no statement needs it, and it was the one a generic
+ * plan could pick to read every valid certificate per issuance.  And
+ * hwid_issue() without its arrays. */
+const char pg_plans_sql[] =
+        "DROP INDEX IF EXISTS certificates_status_not_after;\n"
+        PG_ISSUE_ONE_SQL
+        /* A group commit answers each member as it goes and queues its
+         * audit record at once (the linker chains it: store-pg-link.c),
+         * in member order as before, without the arrays that made every
+         * call pay for the largest batch's bookkeeping. */
+        "CREATE OR REPLACE FUNCTION hwid_issue(batch jsonb)\n"
+        "RETURNS TABLE (member integer, result text, result_detail text, audit_id bigint, audit_prev bytea,\n"
+        "  audit_hash bytea)\n"
+        "LANGUAGE plpgsql AS $$\n"
+        "DECLARE\n"
+        "  m jsonb;\n"
+        "  a jsonb;\n"
+        "  st text;\n"
+        "  msg text;\n"
+        "  det text;\n"
+        "BEGIN\n"
+        "  FOR k IN 0 .. jsonb_array_length(batch) - 1 LOOP\n"
+        "    m := batch -> k;\n"
+        "    member := k;\n"
+        "    result := 'ok';\n"
+        "    result_detail := NULL;\n"
+        "    audit_id := NULL;\n"
+        PG_ISSUE_MEMBER_SQL("result", "result_detail")
+        "    a := m -> 'audit';\n"
+        "    IF result = 'ok' AND jsonb_typeof(a) = 'object' THEN\n"
+        "      INSERT INTO audit (id, at, actor, action, target, outcome, reason, token_id)\n"
+        "        VALUES (-nextval('audit_pending_seq'), (a->>'at')::bigint, a->>'actor', a->>'action', a->>'target',\n"
+        "          a->>'outcome', a->>'reason', a->>'token_id')\n"
+        "        RETURNING audit.id INTO audit_id;\n"
+        "    END IF;\n"
+        "    RETURN NEXT;\n"
+        "  END LOOP;\n"
         "END $$;\n";

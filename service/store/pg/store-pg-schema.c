@@ -121,6 +121,9 @@ static const char *const migrations[] = {
         /* 5 -> 6: issuances queue their audit records, hwidd links them
          * (store-pg-link.c). */
         pg_link_sql,
+        /* 6 -> 7: plans that stay cheap as the tables grow
+         * (store-pg-functions.c). */
+        pg_plans_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -276,6 +276,8 @@ int pg_migrate(store_pg *p);
 extern const char pg_functions_sql[];
 /* store-pg-link.c: the audit chain's linker (migration 6). */
 extern const char pg_link_sql[];
+/* Plans that stay cheap as the tables grow (migration 7). */
+extern const char pg_plans_sql[];
 
 /* ---- store-pg-token.c (inside a transaction) ---- */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now);

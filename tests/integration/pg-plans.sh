@@ -1,0 +1,89 @@
+#!/bin/bash
+# pg-plans.sh — an issuance on PostgreSQL reads the certificates it
+# touches, not every valid certificate, however old its connection's plans:
+#   - hwid_issue_one() is PL/pgSQL, whose plans are cached per connection
+#     (a generic plan from the sixth call on), made for the tables as they
+#     were then: here, nearly empty, when a full scan of any index on valid
+#     certificates looks as cheap as a look-up by key;
+#   - 40 enrollments and 8 renewals with DNS names make those plans on
+#     hwidd's connections; autovacuum is off, so no ANALYZE replaces them;
+#   - 20,000 valid certificates with DNS names arrive behind hwidd's back;
+#   - 10 enrollments and 10 renewals (each path: a new identity, a DNS name
+#     taken over, a certificate superseded) must each read at most
+#     MAX_READS index entries and rows of certificates (PostgreSQL's own
+#     counters, flushed when hwidd's connections close). A plan that scans
+#     the valid certificates reads 20,000 per issuance.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=ca-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
+# shellcheck source=pg-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pg-lib.sh"
+
+BULK=20000
+MAX_READS=50
+
+# device NAME — enroll NAME (DNS name NAME.plans.example) with $TOK.
+device() {
+        enroll "$1" "$TOK" -addext "subjectAltName=DNS:$1.plans.example"
+        expect_status 201 "$DEV/$1"
+}
+
+# renew_device NAME — renew NAME's certificate with a new CSR, same names.
+renew_device() {
+        make_csr "$1-next" -subj "/CN=$1" -addext "subjectAltName=DNS:$1.plans.example"
+        renew "$DEV/$1-next" "$DEV/$1.pem" "$DEV/$1.key" "$DEV/$1-next.csr"
+        expect_status 201 "$DEV/$1-next"
+        cp "$DEV/$1-next.body" "$DEV/$1.pem"
+        cp "$DEV/$1-next.key" "$DEV/$1.key"
+}
+
+# certificate_reads — index entries and rows of certificates read so far.
+certificate_reads() {
+        pg_sql "SELECT coalesce(sum(i.idx_tup_read), 0) + max(t.seq_tup_read)
+                FROM pg_stat_user_tables AS t LEFT JOIN pg_stat_user_indexes AS i ON i.relid = t.relid
+                WHERE t.relname = 'certificates'"
+}
+
+ca_setup
+sed -i 's/window: 0.3333/window: 1.0/' "$CFG"
+add_profiles <<'YAML'
+  named:
+    validity: 30d
+    san:
+      dns: ["{cn}.plans.example"]
+    renewal:
+      window: 1.0
+YAML
+pg_start
+pg_sql "ALTER SYSTEM SET autovacuum = off" >/dev/null
+pg_sql "SELECT pg_reload_conf()" >/dev/null
+pg_use_config
+hwidd_start
+TOK=$(token_new --profile named --uses 1000)
+
+for i in $(seq 40); do device "warm-$i"; done
+for i in $(seq 8); do renew_device "warm-$i"; done
+
+pg_sql "INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, not_before, not_after,
+                status, created_at)
+        SELECT upper(to_hex(4096 + g)), 'bulk-' || g, 'CN=bulk-' || g, 'named', md5(g::text) || md5(g::text || 'k'),
+               '\\x30'::bytea, 0, 4000000000, 'valid', 0 FROM generate_series(1, $BULK) AS g;
+        INSERT INTO certificate_dns (serial, name, live)
+        SELECT upper(to_hex(4096 + g)), 'bulk-' || g || '.plans.example', true FROM generate_series(1, $BULK) AS g" \
+        >/dev/null
+assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE status = 'valid'")" $((BULK + 40)) "valid certificates"
+pg_sql "SELECT pg_stat_reset()" >/dev/null
+
+for i in $(seq 10); do device "new-$i"; done
+for i in $(seq 11 20); do renew_device "warm-$i"; done
+# hwidd's connections hand PostgreSQL their counters as they close.
+HWIDD_PID=$HWIDD_PID hwidd_stop
+reads=$(certificate_reads)
+echo "20 issuances beside $BULK valid certificates read $reads entries of certificates"
+[ "$reads" -le $((20 * MAX_READS)) ] ||
+        fail "20 issuances read $reads index entries and rows of certificates: more than $MAX_READS each" \
+                "(a cached plan scans the valid certificates)"
+assert_eq "$(pg_sql "SELECT count(*) FROM certificates WHERE status = 'valid'")" $((BULK + 50)) \
+        "valid certificates after 10 enrollments and 10 renewals"
+echo "pg-plans: OK"
