@@ -256,10 +256,11 @@ EOF
         CA_PIN=$("$HWID" ca hash "$W/ca/ca.pem")
 }
 
-# A fresh many-use token for the load runs (one token holds 1,000,000 uses;
-# every load run may spend up to LOAD_CAP).
+# new_token [CONFIG] — a fresh many-use token for the load runs, in the
+# store of CONFIG (default $CFG); one token holds 1,000,000 uses, every
+# load run may spend up to LOAD_CAP.
 new_token() {
-        TOKEN=$("$HWID" token create --config "$CFG" --uses 1000000 --ttl 2d | awk '/^token:/ { print $2 }')
+        TOKEN=$("$HWID" token create --config "${1:-$CFG}" --uses 1000000 --ttl 2d | awk '/^token:/ { print $2 }')
         [ -n "$TOKEN" ] || die "no token"
         export HWID_TOKEN=$TOKEN # read by bench/load (and hwid join), never on a command line
 }

@@ -65,7 +65,8 @@ relay_start() {
 }
 
 # replicas_start N URI — N hwidd replicas of $CFG on database URI, each with
-# listeners of its own: REPLICA_PIDS, REPLICA_URLS.
+# listeners of its own: REPLICA_PIDS, REPLICA_URLS; REPLICA_CFG is the
+# first one's configuration (hwid commands on the same database).
 replicas_start() {
         local n=$1 uri=$2 i port cfg
         REPLICA_PIDS=()
@@ -80,11 +81,13 @@ replicas_start() {
                 REPLICA_PIDS+=("$BG_PID")
                 REPLICA_URLS+=("https://127.0.0.1:$port")
         done
+        REPLICA_CFG=$W/ca/replica-1.yaml
 }
 
 replicas_stop() {
         local pid
         for pid in "${REPLICA_PIDS[@]}"; do stop "$pid"; done
+        REPLICA_CFG=
         REPLICA_PIDS=()
         REPLICA_URLS=()
 }
@@ -127,7 +130,7 @@ store_run() {
         RUN_TAG=$((${RUN_TAG:-0} + 1))
         # CONNS over n replicas: the first CONNS % n get one more.
         for ((i = 1; i <= n; i++)); do
-                "$LOAD" --mode hwid --url "${!i}" --cacert "$W/ca/ca.pem" \
+                HWID_TOKEN=${RUN_TOKENS[i - 1]:-$HWID_TOKEN} "$LOAD" --mode hwid --url "${!i}" --cacert "$W/ca/ca.pem" \
                         --connections $((conns / n + (i <= conns % n ? 1 : 0))) \
                         --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "s${RUN_TAG}u$i" "${extra[@]}" \
                         >"$W/run-$RUN_TAG-$i.out" 2>>"$W/load-errors.log" &
@@ -138,6 +141,11 @@ store_run() {
         for ((i = 1; i <= n; i++)); do
                 out=$(cat "$W/run-$RUN_TAG-$i.out")
                 echo "$out" >>"$W/load.log"
+                # The load counts every answer: a rate with refusals in it
+                # is not an issuance rate.
+                [ "$(kv errors "$out")" = 0 ] ||
+                        die "load on ${!i}: $(kv errors "$out") of $(kv requests "$out") requests failed;" \
+                                "$(grep 'first error' "$W/load-errors.log" | tail -1)"
                 RUN_RATE=$(calc "$RUN_RATE + $(kv rate "$out")")
                 RUN_N=$((RUN_N + $(kv requests "$out")))
                 RUN_P99=$(awk -v a="$RUN_P99" -v b="$(kv p99_ms "$out")" 'BEGIN { print (b > a ? b : a) }')
@@ -186,7 +194,7 @@ store_level() {
 stores_levels() {
         local prefix=$1 c
         shift
-        new_token
+        new_token "${REPLICA_CFG:-$CFG}" # the replicas' database, or SQLite's
         for c in "${STORE_LEVELS[@]}"; do
                 store_level "$prefix$c" "$c" -- "$@"
         done
@@ -205,7 +213,7 @@ stores_latency() {
                         for k in 1 2 3; do
                                 log "PostgreSQL through the relay at $rtt µs, $k hwidd (run $rep of $LOAD_REPS)"
                                 replicas_start "$k" "${RELAY_URI[$rtt]}"
-                                new_token
+                                new_token "$REPLICA_CFG"
                                 store_run "$RTT_CLIENTS" -- "${REPLICA_URLS[@]}"
                                 level_add "L${rtt}_$k"
                                 replicas_stop
@@ -217,7 +225,7 @@ stores_latency() {
         log "one hwidd at 0.5 ms, paced at half its rate ($half/s)"
         RUN_RELAY=${RELAY_PID[500]}
         replicas_start 1 "${RELAY_URI[500]}"
-        new_token
+        new_token "$REPLICA_CFG"
         res L_HALF_RATE "$half"
         DUR=$((2 * DUR)) store_level LH "$RTT_CLIENTS" --rate "$half" -- "${REPLICA_URLS[@]}"
         replicas_stop

@@ -43,14 +43,18 @@
 #include "store-pg.h"
 
 /* hwid_issue_one(): its plans are cached per connection (PL/pgSQL keeps a
- * generic plan from the sixth call on), so each was made for the table as
- * it was then -- maybe nearly empty, when any index looks as cheap as any
- * other.  So no statement gives the planner a choice that reads more than
- * its rows: a certificate is reached by its serial or its identity, never
- * with a bare "status = 'valid'" that a full scan of a partial index on
- * valid certificates would also answer (tests/integration/pg-plans.sh). */
+ * generic plan from the sixth call on, and so do the foreign keys' checks
+ * its inserts run), so each was made for the tables as they were then --
+ * maybe a page long, when reading all of it costs less than an index, and
+ * they may have grown a hundredfold before autovacuum's next ANALYZE makes
+ * them planned again.  So it runs with sequential scans off, and no
+ * statement leaves the planner a choice that reads more than its rows: a
+ * certificate is reached by its serial or its identity, never with a bare
+ * "status = 'valid'" that a full scan of a partial index on valid
+ * certificates would also answer (tests/integration/pg-plans.sh). */
 #define PG_ISSUE_ONE_SQL \
-        "CREATE OR REPLACE FUNCTION hwid_issue_one(m jsonb) RETURNS void LANGUAGE plpgsql AS $$\n" \
+        "CREATE OR REPLACE FUNCTION hwid_issue_one(m jsonb) RETURNS void LANGUAGE plpgsql\n" \
+        "  SET enable_seqscan = off AS $$\n" \
         "DECLARE\n" \
         "  now_ bigint := (m->>'now')::bigint;\n" \
         "  ident text := m->>'identity';\n" \
@@ -264,13 +268,19 @@ const char pg_functions_sql[] =
         "  END;\n"
         "END $$;\n";
 
-/* 6 -> 7: an issuance's statements reach the certificates they touch by
- * their key alone (see PG_ISSUE_ONE_SQL), and the index on (status,
+/* 6 -> 7: plans that stay cheap as the tables grow.  An issuance's
+ * statements reach the certificates they touch by their key alone, with
+ * sequential scans off (see PG_ISSUE_ONE_SQL), and the index on (status,
  * not_after) goes: no statement needs it, and it was the one a generic
  * plan could pick to read every valid certificate per issuance.  And
  * hwid_issue() without its arrays. */
 const char pg_plans_sql[] =
         "DROP INDEX IF EXISTS certificates_status_not_after;\n"
+        /* The same for what runs on each issuance's statements (the DNS
+         * names follow their certificate's status) and the linker's read
+         * of the queued records, once a second. */
+        "ALTER FUNCTION hwid_dns_follow() SET enable_seqscan = off;\n"
+        "ALTER FUNCTION hwid_audit_link(integer) SET enable_seqscan = off;\n"
         PG_ISSUE_ONE_SQL
         /* A group commit answers each member as it goes and queues its
          * audit record at once (the linker chains it: store-pg-link.c),
@@ -279,7 +289,7 @@ const char pg_plans_sql[] =
         "CREATE OR REPLACE FUNCTION hwid_issue(batch jsonb)\n"
         "RETURNS TABLE (member integer, result text, result_detail text, audit_id bigint, audit_prev bytea,\n"
         "  audit_hash bytea)\n"
-        "LANGUAGE plpgsql AS $$\n"
+        "LANGUAGE plpgsql SET enable_seqscan = off AS $$\n"
         "DECLARE\n"
         "  m jsonb;\n"
         "  a jsonb;\n"
