@@ -14,7 +14,7 @@
         X(PQconsumeInput) X(PQenterPipelineMode) X(PQerrorMessage) X(PQexec) X(PQexecParams)            \
         X(PQexitPipelineMode) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetResult) X(PQgetvalue)      \
         X(PQntuples) X(PQpipelineSync) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus)  \
-        X(PQsendQueryParams) X(PQsetNoticeProcessor) X(PQstatus) X(PQtransactionStatus) X(PQunescapeBytea)
+        X(PQsendPrepare) X(PQsendQueryParams) X(PQsendQueryPrepared) X(PQsetNoticeProcessor) X(PQstatus) X(PQtransactionStatus) X(PQunescapeBytea)
 
 typedef struct pq_api {
 #define PQ_MEMBER(name) __typeof__(name) *name;
@@ -51,7 +51,9 @@ int pq_load(void);
 #define PQresultErrorField pq.PQresultErrorField
 #define PQresultErrorMessage pq.PQresultErrorMessage
 #define PQresultStatus pq.PQresultStatus
+#define PQsendPrepare pq.PQsendPrepare
 #define PQsendQueryParams pq.PQsendQueryParams
+#define PQsendQueryPrepared pq.PQsendQueryPrepared
 #define PQsetNoticeProcessor pq.PQsetNoticeProcessor
 #define PQstatus pq.PQstatus
 #define PQtransactionStatus pq.PQtransactionStatus

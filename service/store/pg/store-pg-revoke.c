@@ -46,8 +46,11 @@ int pg_keys_block(pg_slot *c, const char *serial, const char *identity, int64_t 
 }
 
 int pg_key_query(const char *spki_sha256, pg_query *q) {
-        return pg_bind(q, "look up blocked keys", "SELECT serial FROM blocked_keys WHERE spki_sha256 = $1", "t",
-                       spki_sha256 ? spki_sha256 : "");
+        int r = pg_bind(q, "look up blocked keys", "SELECT serial FROM blocked_keys WHERE spki_sha256 = $1", "t",
+                        spki_sha256 ? spki_sha256 : "");
+
+        q->stmt = PG_STMT_KEY;
+        return r;
 }
 
 int pg_key_answer(PGresult *res, const char *spki_sha256) {

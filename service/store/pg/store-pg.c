@@ -12,7 +12,11 @@
 
 #define PG_TX_ATTEMPTS 8
 #define PG_CONNECT_TIMEOUT "5"
-#define PG_SESSION_OPTIONS "-c lock_timeout=5s"
+/* Sequential scans off: a plan cached while a table was a page long (a
+ * prepared statement's, a PL/pgSQL function's) must not go on reading all
+ * of it once it has grown (store-pg.h, PG_STMT_*).  Statements with no
+ * index to use still scan; the others use one. */
+#define PG_SESSION_OPTIONS "-c lock_timeout=5s -c enable_seqscan=off"
 
 bool store_pg_is_uri(const char *database) {
         return database && (strncmp(database, "postgresql://", 13) == 0 || strncmp(database, "postgres://", 11) == 0);
@@ -30,6 +34,7 @@ static void notice_quiet(void *arg, const char *message) {
 static void slot_drop(pg_slot *c) {
         PQfinish(c->conn);
         c->conn = NULL;
+        c->prepared = 0;
         atomic_store(&c->up, false);
 }
 
@@ -201,6 +206,10 @@ static int result_fail(pg_slot *c, PGresult *res, const char *what) {
         snprintf(c->constraint, sizeof(c->constraint), "%s", cons ? cons : "");
         if (strcmp(c->sqlstate, "40001") == 0 || strcmp(c->sqlstate, "40P01") == 0)
                 c->retry = true;
+        /* A statement the server forgot (DISCARD ALL, a pooler in between)
+         * is prepared again on its next use. */
+        if (strcmp(c->sqlstate, "26000") == 0)
+                c->prepared = 0;
         if (strncmp(c->sqlstate, "23", 2) == 0)
                 return hwid_fail(HWID_E_INVALID, "cannot %s in %s: %s", what, c->p->label,
                                  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
@@ -224,8 +233,9 @@ int pg_run(pg_slot *c, const pg_query *q, PGresult **ret) {
 
         if (!c->conn)
                 return hwid_fail(HWID_E_STORE, "cannot %s: not connected to PostgreSQL %s", q->what, c->p->label);
-        if (c->begin_pending) {
-                /* The transaction's BEGIN goes with its first statement. */
+        if (c->begin_pending || q->stmt != PG_STMT_NONE) {
+                /* The transaction's BEGIN goes with its first statement, a
+                 * statement's preparation with its first run. */
                 if ((r = pg_pipeline(c, q, 1, &res)) < 0)
                         return r;
         } else if (!result_ok(res = PQexecParams(c->conn, q->sql, q->p.n, NULL, q->p.v, q->p.len, q->p.fmt, 0))) {
@@ -281,21 +291,61 @@ static int pipeline_result(pg_slot *c, const pg_query *q, int r, PGresult **ret)
         return r;
 }
 
-static int pipeline_send(pg_slot *c, const pg_query *q) {
-        return PQsendQueryParams(c->conn, q->sql, q->p.n, NULL, q->p.v, q->p.len, q->p.fmt, 0) == 1
-               ? 0 : pipeline_broken(c, q->what);
+/* A named statement's name on the connection. */
+static void stmt_name(pg_stmt s, char name[static 16]) {
+        snprintf(name, 16, "hwid_s%d", (int) s);
+}
+
+/* q, prepared first if it is a named statement not yet prepared on this
+ * connection nor in this pipeline (*sending: bit s, the preparations sent
+ * with it; NULL: none may be, q goes with its text if it is not prepared);
+ * *ret_prepare: a preparation went before it. */
+static int pipeline_send(pg_slot *c, const pg_query *q, uint32_t *sending, bool *ret_prepare) {
+        uint32_t bit = UINT32_C(1) << q->stmt, known = c->prepared | (sending ? *sending : 0);
+        char name[16];
+        int ok;
+
+        *ret_prepare = false;
+        if (q->stmt == PG_STMT_NONE || (!sending && !(known & bit)))
+                return PQsendQueryParams(c->conn, q->sql, q->p.n, NULL, q->p.v, q->p.len, q->p.fmt, 0) == 1
+                       ? 0 : pipeline_broken(c, q->what);
+        stmt_name(q->stmt, name);
+        if (!(known & bit)) {
+                if (PQsendPrepare(c->conn, name, q->sql, q->p.n, NULL) != 1)
+                        return pipeline_broken(c, q->what);
+                *sending |= bit;
+                *ret_prepare = true;
+        }
+        ok = PQsendQueryPrepared(c->conn, name, q->p.n, q->p.v, q->p.len, q->p.fmt, 0);
+        return ok == 1 ? 0 : pipeline_broken(c, q->what);
+}
+
+/* The result of q's preparation: from now on q runs by name here. */
+static int prepare_result(pg_slot *c, const pg_query *q, int r) {
+        PGresult *res = NULL;
+
+        if ((r = pipeline_result(c, q, r, &res)) >= 0)
+                c->prepared |= UINT32_C(1) << q->stmt;
+        PQclear(res);
+        return r;
 }
 
 /* The results of a pipeline sent, the transaction's BEGIN first if it
- * went with it, then its Sync. */
-static int pipeline_read(pg_slot *c, bool begin, const pg_query *q, size_t n, PGresult **ret) {
+ * went with it, each statement's preparation before it if one went (bit i
+ * of prepares), then its Sync. */
+static int pipeline_read(pg_slot *c, bool begin, const pg_query *q, size_t n, uint64_t prepares,
+                         PGresult **ret) {
         PGresult *res = NULL, *sync;
         int r = 0;
 
         if (begin && (r = pipeline_result(c, &begin_query, r, &res)) >= 0)
                 PQclear(res);
-        for (size_t i = 0; i < n && c->conn; i++)
-                r = pipeline_result(c, &q[i], r, &ret[i]);
+        for (size_t i = 0; i < n && c->conn; i++) {
+                if (prepares & (UINT64_C(1) << i))
+                        r = prepare_result(c, &q[i], r);
+                if (c->conn)
+                        r = pipeline_result(c, &q[i], r, &ret[i]);
+        }
         if (!c->conn)
                 return r;
         sync = PQgetResult(c->conn);
@@ -306,7 +356,9 @@ static int pipeline_read(pg_slot *c, bool begin, const pg_query *q, size_t n, PG
 }
 
 int pg_pipeline(pg_slot *c, const pg_query *q, size_t n, PGresult **ret) {
-        bool begin = c->begin_pending;
+        bool begin = c->begin_pending, prepare;
+        uint64_t prepares = 0;
+        uint32_t sending = 0;
         int r = 0;
 
         for (size_t i = 0; i < n; i++)
@@ -317,13 +369,16 @@ int pg_pipeline(pg_slot *c, const pg_query *q, size_t n, PGresult **ret) {
         if (PQenterPipelineMode(c->conn) != 1)
                 return pipeline_broken(c, q[0].what);
         if (begin)
-                r = pipeline_send(c, &begin_query);
+                r = pipeline_send(c, &begin_query, NULL, &prepare);
+        /* Statements past the 64th (prepares has a bit each for 64) are
+         * not prepared here. */
         for (size_t i = 0; r >= 0 && i < n; i++)
-                r = pipeline_send(c, &q[i]);
+                if ((r = pipeline_send(c, &q[i], i < 64 ? &sending : NULL, &prepare)) >= 0 && prepare)
+                        prepares |= UINT64_C(1) << i;
         if (r >= 0 && PQpipelineSync(c->conn) != 1)
                 r = pipeline_broken(c, q[0].what);
         if (r >= 0)
-                r = pipeline_read(c, begin, q, n, ret);
+                r = pipeline_read(c, begin, q, n, prepares, ret);
         if (r < 0)
                 for (size_t i = 0; i < n; i++) {
                         PQclear(ret[i]);
