@@ -33,13 +33,24 @@ store *open_fresh(const char *path) {
         return s;
 }
 
+/* A connection of the test's own.  The store's checkpointer (a thread
+ * with its connection) may hold the WAL's lock for a moment, as another
+ * process would: wait for it rather than fail with SQLITE_BUSY. */
+static int raw_open(const char *path, int flags, sqlite3 **db) {
+        int rc = sqlite3_open_v2(path, db, flags, NULL);
+
+        if (rc == SQLITE_OK)
+                rc = sqlite3_busy_timeout(*db, 10000);
+        return rc;
+}
+
 /* First column of the first row of sql on a separate connection; -1 on error. */
 int64_t raw_int(const char *path, const char *sql) {
         sqlite3 *db = NULL;
         sqlite3_stmt *st = NULL;
         int64_t v = -1;
 
-        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        if (raw_open(path, SQLITE_OPEN_READWRITE, &db) == SQLITE_OK &&
             sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
                 v = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
@@ -56,7 +67,7 @@ char *raw_plan(const char *path, const char *sql) {
 
         if (!out || asprintf(&q, "EXPLAIN QUERY PLAN %s", sql) < 0)
                 abort();
-        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        if (raw_open(path, SQLITE_OPEN_READONLY, &db) == SQLITE_OK &&
             sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK)
                 while (sqlite3_step(st) == SQLITE_ROW)
                         snprintf(out + strlen(out), 1024 - strlen(out), "%s; ", sqlite3_column_text(st, 3));
@@ -67,7 +78,7 @@ char *raw_plan(const char *path, const char *sql) {
 
 int raw_exec(const char *path, const char *sql) {
         sqlite3 *db = NULL;
-        int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+        int rc = raw_open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &db);
 
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
