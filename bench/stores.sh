@@ -130,7 +130,7 @@ store_run() {
         RUN_TAG=$((${RUN_TAG:-0} + 1))
         # CONNS over n replicas: the first CONNS % n get one more.
         for ((i = 1; i <= n; i++)); do
-                HWID_TOKEN=${RUN_TOKENS[i - 1]:-$HWID_TOKEN} "$LOAD" --mode hwid --url "${!i}" --cacert "$W/ca/ca.pem" \
+                "$LOAD" --mode hwid --url "${!i}" --cacert "$W/ca/ca.pem" \
                         --connections $((conns / n + (i <= conns % n ? 1 : 0))) \
                         --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "s${RUN_TAG}u$i" "${extra[@]}" \
                         >"$W/run-$RUN_TAG-$i.out" 2>>"$W/load-errors.log" &
