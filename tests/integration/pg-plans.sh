@@ -13,9 +13,9 @@
 #   - 10 enrollments and 10 renewals (each path: a new identity, a DNS name
 #     taken over, a certificate superseded) must each read at most
 #     MAX_READS index entries and rows of certificates and their DNS
-#     names (PostgreSQL's own
-#     counters, flushed when hwidd's connections close). A plan that scans
-#     the valid certificates reads 20,000 per issuance.
+#     names (PostgreSQL's own counters, flushed when hwidd's connections
+#     close). A plan that scans the valid certificates reads 20,000 per
+#     issuance.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh

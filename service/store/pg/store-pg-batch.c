@@ -99,9 +99,9 @@ static int run_once(store_pg *p, pg_job *batch) {
         size_t n = 0;
         int r = batch_json(batch, &json, &n);
 
-        if (r >= 0 && n > 0 && (r = pg_bind(&q, "commit the certificate", ISSUE_SQL, "t", json)) >= 0)
-                q.stmt = PG_STMT_ISSUE;
-        if (r < 0 || n == 0 || (r = pg_statement(p, &q, &c, &res)) < 0) {
+        if (r < 0 || n == 0 ||
+            (r = pg_named(&q, PG_STMT_ISSUE, pg_bind(&q, "commit the certificate", ISSUE_SQL, "t", json))) < 0 ||
+            (r = pg_statement(p, &q, &c, &res)) < 0) {
                 for (pg_job *j = batch; j; j = j->next)
                         j->sent = false;
                 return r;

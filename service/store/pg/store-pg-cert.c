@@ -55,17 +55,14 @@ static int cert_from_row(PGresult *res, int row, store_cert *ret) {
 /* ---- reads ---- */
 
 int pg_cert_serial_query(const char *serial, bool lock, pg_query *q) {
-        int r;
-
         if (!store_serial_ok(serial))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such certificate (a serial is upper-case hex)");
-        r = pg_bind(q, "read a certificate",
-                    lock ? "SELECT " CERT_COLS " FROM certificates WHERE serial = $1 FOR UPDATE"
-                         : "SELECT " CERT_COLS " FROM certificates WHERE serial = $1",
-                    "t", serial);
         /* The locking one runs inside transactions, seldom. */
-        q->stmt = lock ? PG_STMT_NONE : PG_STMT_CERT;
-        return r;
+        return pg_named(q, lock ? PG_STMT_NONE : PG_STMT_CERT,
+                        pg_bind(q, "read a certificate",
+                                lock ? "SELECT " CERT_COLS " FROM certificates WHERE serial = $1 FOR UPDATE"
+                                     : "SELECT " CERT_COLS " FROM certificates WHERE serial = $1",
+                                "t", serial));
 }
 
 int pg_cert_serial_answer(PGresult *res, const char *serial, store_cert *ret) {
@@ -85,13 +82,11 @@ int pg_cert_read_serial(pg_slot *c, const char *serial, bool lock, store_cert *r
 }
 
 int pg_cert_live_query(const char *identity, int64_t now, pg_query *q) {
-        int r = pg_bind(q, "read a certificate",
-                        "SELECT " CERT_COLS " FROM certificates "
-                        "WHERE hwid_fold(identity) = hwid_fold($1) AND status = 'valid' AND not_after > $2",
-                        "tI", identity, now);
-
-        q->stmt = PG_STMT_LIVE;
-        return r;
+        return pg_named(q, PG_STMT_LIVE,
+                        pg_bind(q, "read a certificate",
+                                "SELECT " CERT_COLS " FROM certificates "
+                                "WHERE hwid_fold(identity) = hwid_fold($1) AND status = 'valid' AND not_after > $2",
+                                "tI", identity, now));
 }
 
 int pg_cert_live_answer(PGresult *res, const char *identity, store_cert *ret) {
@@ -101,12 +96,10 @@ int pg_cert_live_answer(PGresult *res, const char *identity, store_cert *ret) {
 }
 
 int pg_dns_owner_query(const char *canon, int64_t now, pg_query *q) {
-        int r = pg_bind(q, "look up a DNS name",
-                        "SELECT c.identity FROM certificate_dns AS d JOIN certificates AS c ON c.serial = d.serial "
-                        "WHERE d.name = $1 AND d.live AND c.not_after > $2", "tI", canon, now);
-
-        q->stmt = PG_STMT_DNS;
-        return r;
+        return pg_named(q, PG_STMT_DNS,
+                        pg_bind(q, "look up a DNS name",
+                                "SELECT c.identity FROM certificate_dns AS d JOIN certificates AS c ON c.serial = d.serial "
+                                "WHERE d.name = $1 AND d.live AND c.not_after > $2", "tI", canon, now));
 }
 
 int pg_dns_owner_answer(PGresult *res, const char *canon, char **ret_identity) {

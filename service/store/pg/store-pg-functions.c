@@ -306,10 +306,8 @@ const char pg_plans_sql[] =
         PG_ISSUE_MEMBER_SQL("result", "result_detail")
         "    a := m -> 'audit';\n"
         "    IF result = 'ok' AND jsonb_typeof(a) = 'object' THEN\n"
-        "      INSERT INTO audit (id, at, actor, action, target, outcome, reason, token_id)\n"
-        "        VALUES (-nextval('audit_pending_seq'), (a->>'at')::bigint, a->>'actor', a->>'action', a->>'target',\n"
-        "          a->>'outcome', a->>'reason', a->>'token_id')\n"
-        "        RETURNING audit.id INTO audit_id;\n"
+        "      SELECT c.rec_id INTO audit_id\n"
+        "        FROM hwid_audit_chain(ARRAY[jsonb_populate_record(NULL::hwid_audit_rec, a)]) AS c;\n"
         "    END IF;\n"
         "    RETURN NEXT;\n"
         "  END LOOP;\n"

@@ -46,11 +46,9 @@ int pg_keys_block(pg_slot *c, const char *serial, const char *identity, int64_t 
 }
 
 int pg_key_query(const char *spki_sha256, pg_query *q) {
-        int r = pg_bind(q, "look up blocked keys", "SELECT serial FROM blocked_keys WHERE spki_sha256 = $1", "t",
-                        spki_sha256 ? spki_sha256 : "");
-
-        q->stmt = PG_STMT_KEY;
-        return r;
+        return pg_named(q, PG_STMT_KEY,
+                        pg_bind(q, "look up blocked keys", "SELECT serial FROM blocked_keys WHERE spki_sha256 = $1",
+                                "t", spki_sha256 ? spki_sha256 : ""));
 }
 
 int pg_key_answer(PGresult *res, const char *spki_sha256) {

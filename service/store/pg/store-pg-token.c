@@ -39,10 +39,8 @@ static int token_from_row(PGresult *res, int row, store_token *ret) {
 int pg_token_query(const char *id, pg_query *q) {
         if (!store_token_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such token (a token id is 6 characters of [a-z0-9])");
-        int r = pg_bind(q, "read a token", "SELECT " TOKEN_COLS " FROM tokens WHERE id = $1", "t", id);
-
-        q->stmt = PG_STMT_TOKEN;
-        return r;
+        return pg_named(q, PG_STMT_TOKEN, pg_bind(q, "read a token", "SELECT " TOKEN_COLS " FROM tokens WHERE id = $1",
+                                                  "t", id));
 }
 
 int pg_token_answer(PGresult *res, const char *id, store_token *ret) {

@@ -187,6 +187,13 @@ static int query_vbind(pg_query *q, const char *what, const char *sql, const cha
         return params_bind(&q->p, fmt ? fmt : "", ap);
 }
 
+_Static_assert(PG_STMT_MAX_ <= 32, "pg_slot.prepared has a bit per named statement");
+
+int pg_named(pg_query *q, pg_stmt s, int bound) {
+        q->stmt = s;
+        return bound;
+}
+
 int pg_bind(pg_query *q, const char *what, const char *sql, const char *fmt, ...) {
         va_list ap;
         int r;

@@ -177,8 +177,6 @@ typedef struct pg_params {
         int n;
 } pg_params;
 
-/* A statement and its parameters, ready to send (its strings are the
- * caller's: they must outlive it). */
 /* The reads on every issuance's path and its write, prepared once per
  * connection (the first use sends the preparation in the same round
  * trip): planning the reads each time cost PostgreSQL 370 µs of CPU per
@@ -197,6 +195,8 @@ typedef enum pg_stmt {
         PG_STMT_MAX_
 } pg_stmt;
 
+/* A statement and its parameters, ready to send (its strings are the
+ * caller's: they must outlive it). */
 typedef struct pg_query {
         const char *what; /* for messages: "read a token" */
         const char *sql;
@@ -204,6 +204,9 @@ typedef struct pg_query {
         pg_params p;
 } pg_query;
 
+/* q run as the named statement s; returns bound (pg_bind()'s result):
+ * pg_named(q, PG_STMT_TOKEN, pg_bind(q, ...)). */
+int pg_named(pg_query *q, pg_stmt s, int bound);
 /* Binds sql's parameters from fmt: 't' const char * (NULL binds NULL),
  * 'b' const void * + size_t (bytea), 'i' int, 'I' int64_t, 'B' bool. */
 int pg_bind(pg_query *q, const char *what, const char *sql, const char *fmt, ...);
