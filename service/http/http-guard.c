@@ -7,8 +7,8 @@
  *   `per_address` connections.  When the total reaches `max_connections`,
  *   the address holding the most gives up its oldest connection that is
  *   not in a request (fair share), or else the oldest idle connection of
- *   anyone goes; a newcomer is refused only when every slot is busy with a
- *   request.
+ *   the newcomer's address or of one holding more goes; a newcomer is
+ *   refused when no connection may give way.
  * - Handshaking connections (accepted, TLS handshake not done) have a cap
  *   of their own, `handshake_cap`, and a deadline of their own,
  *   `handshake_timeout` (unless what the client sent waits unread: then
@@ -294,14 +294,19 @@ const char *http_refuse_name(http_refuse r) {
 
 /* Called with the lock held.  The socket is still open: MHD tells us a
  * connection is gone (http_guard_conn_free) before it closes it. */
-static void evict(http_guard *g, http_conn *c, http_evict why) {
-        if (c->reaped)
-                return;
+/* Closes c's socket: libmicrohttpd sees the end of the connection. */
+static void shut(http_guard *g, http_conn *c) {
         c->reaped = true;
         g->reaped++;
         g->lists[c->list].evicted++;
-        atomic_fetch_add_explicit(&g->evicted[why], 1, memory_order_relaxed);
         (void) shutdown(c->fd, SHUT_RDWR);
+}
+
+static void evict(http_guard *g, http_conn *c, http_evict why) {
+        if (c->reaped)
+                return;
+        shut(g, c);
+        atomic_fetch_add_explicit(&g->evicted[why], 1, memory_order_relaxed);
 }
 
 /* A handshake past its deadline whose socket holds bytes the server has
@@ -358,9 +363,21 @@ static http_conn *oldest_live(conn_list *l) {
         return NULL;
 }
 
+/* The oldest idle connection that may give way to a newcomer holding
+ * `mine`: the newcomer's own, or one of an address holding more.  Never a
+ * lighter address's: the heaviest address, reconnecting at its share, would
+ * otherwise close everyone else's keep-alive (or a request about to come
+ * on a connection just through its handshake) one after the other. */
+static http_conn *idle_to_yield(http_guard *g, const http_addr *newcomer, unsigned mine) {
+        for (http_conn *c = g->lists[LIST_IDLE].conns.oldest; c; c = c->in_list.next)
+                if (!c->reaped && (c->addr == newcomer || !c->addr || c->addr->count > mine))
+                        return c;
+        return NULL;
+}
+
 /* At the limit: a connection of the address holding the most (if it holds
  * more than the newcomer's would), oldest first, handshaking or idle, never
- * one in a request; else the oldest idle connection of anyone. */
+ * one in a request; else the oldest idle connection idle_to_yield() allows. */
 static bool make_room(http_guard *g, http_addr *newcomer) {
         http_addr *h = heaviest(g);
         unsigned mine = newcomer ? newcomer->count : 0;
@@ -372,7 +389,7 @@ static bool make_room(http_guard *g, http_addr *newcomer) {
                                 evict(g, c, HTTP_EVICT_FAIR_SHARE);
                                 return true;
                         }
-        if ((c = oldest_live(&g->lists[LIST_IDLE]))) {
+        if ((c = idle_to_yield(g, newcomer, mine))) {
                 evict(g, c, HTTP_EVICT_IDLE_AT_LIMIT);
                 return true;
         }
@@ -381,7 +398,6 @@ static bool make_room(http_guard *g, http_addr *newcomer) {
 
 static bool admit(http_guard *g, const uint8_t *raw, size_t len) {
         http_addr *a = addr_find(g, raw, len);
-        http_conn *c;
 
         if (a && a->count >= g->b.per_address)
                 return atomic_fetch_add(&g->refused[HTTP_REFUSE_PER_ADDRESS], 1), false;
@@ -391,10 +407,26 @@ static bool admit(http_guard *g, const uint8_t *raw, size_t len) {
                 return atomic_fetch_add(&g->refused[HTTP_REFUSE_LIMIT], 1), false;
         if (g->total - g->reaped >= g->b.max_connections && !make_room(g, a))
                 return atomic_fetch_add(&g->refused[HTTP_REFUSE_LIMIT], 1), false;
-        if (g->b.tls && live(&g->lists[LIST_HANDSHAKING]) >= g->b.handshake_cap &&
-            (c = oldest_live(&g->lists[LIST_HANDSHAKING])))
-                evict(g, c, HTTP_EVICT_HANDSHAKE_CAP);
         return true;
+}
+
+/* admit()'s decision may be stale by the time the connection joins the
+ * lists: libmicrohttpd's I/O threads accept at once, and two admitted
+ * together each saw room for one.  The shares that must hold exactly are
+ * checked again under the lock that adds it: past its address's share it
+ * is shut at once, and past the handshake cap the oldest handshaking
+ * connection goes.  (max_connections has its slack for this.) */
+static void recheck(http_guard *g, http_conn *c) {
+        http_conn *old;
+
+        if (c->addr && c->addr->count > g->b.per_address) {
+                shut(g, c);
+                atomic_fetch_add(&g->refused[HTTP_REFUSE_PER_ADDRESS], 1);
+                return;
+        }
+        if (c->list == LIST_HANDSHAKING && live(&g->lists[LIST_HANDSHAKING]) > g->b.handshake_cap &&
+            (old = oldest_live(&g->lists[LIST_HANDSHAKING])) && old != c)
+                evict(g, old, HTTP_EVICT_HANDSHAKE_CAP);
 }
 
 bool http_guard_accept(http_guard *g, const struct sockaddr *sa, socklen_t len) {
@@ -504,6 +536,7 @@ http_conn *http_guard_conn_new(http_guard *g, void *owner, struct MHD_Connection
         }
         list_add(&g->lists[c->list], c);
         g->total++;
+        recheck(g, c);
         pthread_mutex_unlock(&g->lock);
         return c;
 }

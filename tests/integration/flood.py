@@ -9,6 +9,8 @@ stop.
       KIND idle       a TCP connection that sends nothing
       KIND handshake  a TLS handshake begun and never finished: the first
                       3 bytes of a TLS record, then nothing
+      KIND tls        a TLS handshake finished (the server's certificate
+                      not checked), then nothing: a keep-alive connection
       SOURCE  the local address to connect from (127.0.0.2, ...)
       COUNT   how many to hold
 
@@ -28,15 +30,19 @@ import resource
 import selectors
 import signal
 import socket
+import ssl
 import time
 
 TLS_PREFIX = b"\x16\x03\x01"  # a handshake record's type and version: its length never follows
+TLS_CONTEXT = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+TLS_CONTEXT.check_hostname = False
+TLS_CONTEXT.verify_mode = ssl.CERT_NONE
 
 
 class Group:
     def __init__(self, spec):
         kind, source, count = spec.split(":")
-        if kind not in ("idle", "handshake"):
+        if kind not in ("idle", "handshake", "tls"):
             raise SystemExit(f"flood.py: unknown kind {kind}")
         self.kind, self.source, self.count = kind, source, int(count)
         self.open = self.opened = self.closed = 0
@@ -74,35 +80,74 @@ class Flood:
         return True
 
     def on_event(self, key, mask):
-        s = key.fileobj
         g, state = key.data
         if state == "connecting":
-            g.pending -= 1
-            err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err:
-                self.sel.unregister(s)
-                s.close()
-                g.closed += 1
-                return
-            if g.kind == "handshake":
-                try:
-                    s.send(TLS_PREFIX)
-                except OSError:
-                    pass
-            g.open += 1
-            g.opened += 1
-            self.sel.modify(s, selectors.EVENT_READ, (g, "open"))
+            self.on_connected(key.fileobj, g)
+        elif state == "tls":
+            self.tls_step(key.fileobj, g)
+        else:
+            self.on_readable(key.fileobj, g)
+
+    def on_connected(self, s, g):
+        err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            self.close(s, g, was_open=False)
             return
-        # The server wrote or closed: whatever it sent is dropped; a close ends it.
+        if g.kind == "handshake":
+            try:
+                s.send(TLS_PREFIX)
+            except OSError:
+                pass
+        if g.kind == "tls":
+            # Still pending until its handshake is over (non-blocking: the
+            # other groups go on meanwhile).
+            self.sel.unregister(s)
+            t = TLS_CONTEXT.wrap_socket(s, do_handshake_on_connect=False)
+            self.sel.register(t, selectors.EVENT_READ | selectors.EVENT_WRITE, (g, "tls"))
+            self.tls_step(t, g)
+            return
+        self.now_open(s, g)
+
+    def tls_step(self, t, g):
+        try:
+            t.do_handshake()
+        except ssl.SSLWantReadError:
+            self.sel.modify(t, selectors.EVENT_READ, (g, "tls"))
+            return
+        except ssl.SSLWantWriteError:
+            self.sel.modify(t, selectors.EVENT_WRITE, (g, "tls"))
+            return
+        except OSError:
+            self.close(t, g, was_open=False)
+            return
+        self.now_open(t, g)
+
+    def now_open(self, s, g):
+        g.pending -= 1
+        g.open += 1
+        g.opened += 1
+        self.sel.modify(s, selectors.EVENT_READ, (g, "open"))
+
+    def close(self, s, g, was_open):
+        self.sel.unregister(s)
+        s.close()
+        if was_open:
+            g.open -= 1
+        else:
+            g.pending -= 1
+        g.closed += 1
+
+    def on_readable(self, s, g):
+        """The server wrote or closed: whatever it sent is dropped; a close
+        ends it."""
         try:
             data = s.recv(4096)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            data = None
         except OSError as e:
             data = b"" if e.errno != errno.EAGAIN else None
         if data == b"":
-            self.sel.unregister(s)
-            s.close()
-            g.open -= 1
-            g.closed += 1
+            self.close(s, g, was_open=True)
 
     def top_up(self):
         """New connections, the rate shared max-min fairly among the groups

@@ -14,8 +14,9 @@
 #   cipher suite a handshake_failure alert (libmicrohttpd sends none);
 # - handshaking connections have a cap of their own (the oldest evicted for
 #   a new one) and a deadline of their own; when max_connections is
-#   reached, the address holding the most gives way to a newcomer; an
-#   address never holds more than its share.
+#   reached, the address holding the most gives way to a newcomer, and
+#   never takes a lighter address's idle connection for its own newcomer;
+#   an address never holds more than its share.
 #
 # Needs: $HTTP_TEST_SERVER, softhsm2-util, openssl, curl, jq, /usr/bin/python3.
 source "$(dirname "$0")/../lib.sh"
@@ -122,6 +123,36 @@ done
 assert_eq "$(status --interface 127.0.0.5 "$(URL /share)")" 200 "a newcomer at max_connections"
 kill "$flood"
 wait "$flood" || true
+stop_server
+
+# --- the heaviest address reconnecting takes no lighter one's keep-alive ---------------------
+
+# 127.0.0.5 holds one connection through its handshake, idle (a keep-alive,
+# or a request about to come); 127.0.0.2 reconnects at a share of 4 out of
+# 4 again and again.  It may take its own slots, never 127.0.0.5's.
+start_server keepalive ec --max-conn 4 --per-ip 4 --handshake-cap 4 --handshake-timeout 60
+# Through its handshake first: the handshake cap (4 here) may close the
+# oldest of five handshakes, and this test is not about that.
+/usr/bin/python3 "$FLOOD" "$PORT" "$T/ka5.status" --rate 5 --for 30 tls:127.0.0.5:1 &
+keeper=$!
+track_pid "$keeper"
+flood_until "$T/ka5.status" '$4 == 1'
+/usr/bin/python3 "$FLOOD" "$PORT" "$T/ka2.status" --rate 50 --for 30 idle:127.0.0.2:4 &
+flood=$!
+track_pid "$flood"
+flood_until "$T/ka2.status" '$4 >= 3'
+for ((i = 0; i < 20; i++)); do
+        [ "$(stat '.refused.limit')" -ge 5 ] && break
+        sleep 0.2
+done
+[ "$(stat '.refused.limit')" -ge 5 ] || fail "127.0.0.2 at the limit was never refused: $(cat "$T/ka2.status")"
+sleep 1.1 # the keeper's next status
+kept=$(awk '{ print $4 "/" $8 }' "$T/ka5.status")
+[ "$kept" = 1/0 ] || fail "127.0.0.5's idle connection (open/closed $kept) while 127.0.0.2 reconnects at the limit: $(stat -c .)"
+assert_eq "$(stat '.evicted.idle_at_limit')" 0 "idle connections closed for the heaviest address"
+kill "$flood" "$keeper"
+wait "$flood" || true
+wait "$keeper" || true
 stop_server
 
 echo "http-budgets: OK"

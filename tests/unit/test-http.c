@@ -1,9 +1,14 @@
 /* Unit tests for the parts of service/http*.c that need no key and no
- * peer: JSON errors, the rate limiter, listen address parsing.  The TLS
- * side is tested against real peers by tests/integration/http-transport.sh. */
+ * peer: JSON errors, the rate limiter, listen address parsing, the
+ * connection guard's bookkeeping when I/O threads accept at once.  The TLS
+ * side is tested against real peers by tests/integration/http-transport.sh
+ * and http-budgets.sh. */
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <netinet/in.h>
 
 #include <json-c/json.h>
 
@@ -157,8 +162,62 @@ static void test_start_tls_or_plain(void) {
         http_server_stop(NULL);
 }
 
+/* Connections from 127.0.0.2, admitted (http_guard_accept()) all at once
+ * and only then added (http_guard_conn_new()), as libmicrohttpd's I/O
+ * threads do when they accept together: each saw room for one. */
+static void admit_then_add(http_guard *g, unsigned n, http_conn **conns, int (*fds)[2]) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002) };
+        static int tls_session; /* any non-NULL session: the guard never looks into it */
+
+        for (unsigned i = 0; i < n; i++)
+                CHECK(http_guard_accept(g, (struct sockaddr *) &sa, sizeof(sa)));
+        for (unsigned i = 0; i < n; i++) {
+                CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds[i]) == 0);
+                conns[i] = http_guard_conn_new(g, NULL, NULL, fds[i][0], &tls_session, (struct sockaddr *) &sa,
+                                               sizeof(sa));
+                CHECK(conns[i] != NULL);
+        }
+}
+
+static void guard_run(const http_budget *b, unsigned n, http_stats *ret) {
+        http_guard *g = NULL;
+        http_conn *conns[8] = { 0 };
+        int fds[8][2];
+
+        CHECK(n <= ELEMENTSOF(conns));
+        CHECK(http_guard_new(b, &g) == 0);
+        if (!g)
+                return;
+        admit_then_add(g, n, conns, fds);
+        http_guard_stats(g, ret);
+        for (unsigned i = 0; i < n; i++) {
+                http_guard_conn_free(conns[i]);
+                close(fds[i][0]);
+                close(fds[i][1]);
+        }
+        http_guard_free(g);
+}
+
+/* The shares that must hold exactly (an address's, the handshake cap) still
+ * hold when connections admitted together join the lists one by one. */
+static void test_guard_admitted_together(void) {
+        http_budget b = { .max_connections = 64, .slack = 64, .per_address = 2, .handshake_cap = 64,
+                          .handshake_timeout = 10, .timeout = 10, .tls = true };
+        http_stats st;
+
+        guard_run(&b, 5, &st);
+        CHECK(st.handshaking == 2);
+        CHECK(st.refused[HTTP_REFUSE_PER_ADDRESS] == 3);
+        b.per_address = 64;
+        b.handshake_cap = 3;
+        guard_run(&b, 6, &st);
+        CHECK(st.handshaking == 3);
+        CHECK(st.evicted[HTTP_EVICT_HANDSHAKE_CAP] == 3);
+}
+
 int main(void) {
         test_error_json();
+        test_guard_admitted_together();
         test_ratelimit();
         test_listen();
         test_start_tls_or_plain();
