@@ -1,6 +1,6 @@
 /* load: an HTTPS load generator for issuance (bench/run.sh).
  *
- *   load --url URL --cacert PEM [--mode hwid|cfssl] [--token T]
+ *   load --url URL... --cacert PEM [--mode hwid|cfssl] [--token T]
  *        [--connections C] [--requests N] [--duration S] [--rate R]
  *        [--prefix NAME] [--tag TEXT]
  *       Makes N CSRs first (CN=NAME-<i>: one live certificate per
@@ -9,7 +9,11 @@
  *       reused) and POST the CSRs until all are sent or S seconds have
  *       passed (N = 0: only connect and warm up, e.g. to count what a TLS
  *       handshake costs the HSM): hwidd's POST /csr with the token as
- *       bearer, or cfssl's POST /api/v1/cfssl/sign.
+ *       bearer, or cfssl's POST /api/v1/cfssl/sign.  With --url given
+ *       more than once (replicas), connection i goes to URL i mod their
+ *       number: one process, so one set of CSRs made before one clock
+ *       starts for all (loads started side by side would each make their
+ *       CSRs while the others' clocks run).
  *       Connections are opened and warmed up (one cheap request each)
  *       before the clock starts.  --rate R paces the C connections to R
  *       requests/s in total; latency then counts from the scheduled send
@@ -47,12 +51,14 @@
 #include <openssl/x509.h>
 
 #define MAX_CONNS 1024
+#define MAX_URLS 16
 #define BODY_MAX (64 * 1024)
 
 typedef enum { MODE_HWID, MODE_CFSSL } load_mode;
 
 typedef struct opts {
-        const char *url, *cacert, *token, *prefix, *tag;
+        const char *urls[MAX_URLS], *cacert, *token, *prefix, *tag;
+        int n_urls;
         load_mode mode;
         int conns, hold;
         long requests;
@@ -196,12 +202,14 @@ typedef struct conn {
         struct curl_slist *hdrs;
         body resp;
         char err[CURL_ERROR_SIZE];
+        const char *base; /* one of o.urls */
         char url[512];
 } conn;
 
-static void conn_init(conn *c, const char *source) {
+static void conn_init(conn *c, const char *base, const char *source) {
         char auth[512];
 
+        c->base = base;
         c->h = curl_easy_init();
         c->resp.data = malloc(BODY_MAX);
         if (!c->h || !c->resp.data)
@@ -239,7 +247,7 @@ static void conn_free(conn *c) {
 static long do_request(conn *c, const char *path, const char *post) {
         long status = 0;
 
-        snprintf(c->url, sizeof(c->url), "%s%s", o.url, path);
+        snprintf(c->url, sizeof(c->url), "%s%s", c->base, path);
         curl_easy_setopt(c->h, CURLOPT_URL, c->url);
         if (post) {
                 curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, post);
@@ -285,7 +293,7 @@ static void *load_worker(void *arg) {
         double interval = o.rate > 0 ? (double) o.conns / o.rate : 0;
         conn c = { 0 };
 
-        conn_init(&c, NULL);
+        conn_init(&c, o.urls[id % o.n_urls], NULL);
         warm_up(&c);
         pthread_barrier_wait(&barrier);
         for (long k = 0;; k++) {
@@ -388,7 +396,7 @@ static void run_hold(void) {
         }
         for (int i = 0; i < o.hold; i++) {
                 snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % 16);
-                conn_init(&c[i], src);
+                conn_init(&c[i], o.urls[0], src);
                 if (do_request(&c[i], "/healthz", NULL) != 200)
                         die("connection %d: /healthz failed: %s", i, c[i].err);
         }
@@ -405,7 +413,7 @@ static void run_hold(void) {
 }
 
 static void usage(void) {
-        fprintf(stderr, "usage: load --url URL --cacert PEM [--mode hwid|cfssl] [--token T] [--connections C]\n"
+        fprintf(stderr, "usage: load --url URL... --cacert PEM [--mode hwid|cfssl] [--token T] [--connections C]\n"
                         "            [--requests N] [--duration S] [--rate R] [--prefix NAME] [--tag TEXT]\n"
                         "       load --hold N --url URL --cacert PEM [--hold-seconds S]\n");
         exit(2);
@@ -425,7 +433,11 @@ int main(int argc, char **argv) {
 
         while ((ch = getopt_long(argc, argv, "", lo, NULL)) >= 0) {
                 switch (ch) {
-                case 'u': o.url = optarg; break;
+                case 'u':
+                        if (o.n_urls == MAX_URLS)
+                                die("at most %d --url", MAX_URLS);
+                        o.urls[o.n_urls++] = optarg;
+                        break;
                 case 'c': o.cacert = optarg; break;
                 case 'm':
                         if (strcmp(optarg, "hwid") == 0)
@@ -447,7 +459,7 @@ int main(int argc, char **argv) {
                 default: usage();
                 }
         }
-        if (!o.url || !o.cacert || o.conns < 1 || o.conns > MAX_CONNS || o.requests < 0 || o.requests >= (1L << 40) ||
+        if (!o.n_urls || !o.cacert || o.conns < 1 || o.conns > MAX_CONNS || o.requests < 0 || o.requests >= (1L << 40) ||
             o.hold < 0 || o.hold > 100000)
                 usage();
         if (!o.token)

@@ -11,6 +11,8 @@
 #      LOAD_REPS runs, with its p99; the CPU an issuance costs hwidd,
 #      PostgreSQL and the relay; and one replica at 0.5 ms paced at half
 #      its rate, for the p99 there.
+# One load process drives all the replicas of a run, and replicas just
+# started are warmed up for 2 s (store_warm) before a run counts.
 # PostgreSQL is a cluster of the run's own (initdb as the postgres user,
 # fsync and synchronous_commit on: the same durability as SQLite's
 # synchronous=FULL), on loopback, stopped by PID at exit.
@@ -114,45 +116,48 @@ pg_ticks() {
 us_per() { awk -v t="$1" -v n="$2" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", (n > 0 ? t * 1000000 / hz / n : 0) }'; }
 
 # store_run CONNS [--rate R] -- URL... — one run of CONNS clients split over
-# the URLs (one load process each), DUR seconds: RUN_RATE (sum), RUN_P99
-# (worst), RUN_N, and the CPU per request of hwidd ($REPLICA_PIDS or
-# $SERVER_PID), PostgreSQL and the relay ($RUN_RELAY): RUN_CPU_*.
+# the URLs (one load process: its CSRs are made before one clock starts for
+# all; loads side by side made theirs while the others' clocks ran), DUR
+# seconds: RUN_RATE, RUN_P99 (of every request), RUN_N, and the CPU per
+# request of hwidd ($REPLICA_PIDS or $SERVER_PID), PostgreSQL and the relay
+# ($RUN_RELAY): RUN_CPU_*.
 store_run() {
-        local conns=$1 extra=() i n out pids=() h0 p0=0 r0=0
+        local conns=$1 extra=() urls=() out h0 p0=0 r0=0
         shift
         while [ "$1" != -- ]; do extra+=("$1"); shift; done
         shift
-        n=$#
-        [ "$conns" -lt "$n" ] && n=$conns
+        for out in "$@"; do urls+=(--url "$out"); done
+        RUN_TAG=$((${RUN_TAG:-0} + 1))
+        # Connection i goes to URL i mod their number: CONNS % n get one more.
+        "$LOAD" --mode hwid "${urls[@]}" --cacert "$W/ca/ca.pem" --connections "$conns" \
+                --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "s$RUN_TAG" "${extra[@]}" \
+                >"$W/run-$RUN_TAG.out" 2>>"$W/load-errors.log" &
+        # The servers' CPU counts from the load's start: they idle while it
+        # makes its CSRs.
         h0=$(ticks "${REPLICA_PIDS[@]:-$SERVER_PID}")
         [ -z "${PG_PID:-}" ] || p0=$(pg_ticks)
         [ -z "${RUN_RELAY:-}" ] || r0=$(ticks "$RUN_RELAY")
-        RUN_TAG=$((${RUN_TAG:-0} + 1))
-        # CONNS over n replicas: the first CONNS % n get one more.
-        for ((i = 1; i <= n; i++)); do
-                "$LOAD" --mode hwid --url "${!i}" --cacert "$W/ca/ca.pem" \
-                        --connections $((conns / n + (i <= conns % n ? 1 : 0))) \
-                        --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "s${RUN_TAG}u$i" "${extra[@]}" \
-                        >"$W/run-$RUN_TAG-$i.out" 2>>"$W/load-errors.log" &
-                pids+=($!)
-        done
-        for i in "${pids[@]}"; do wait "$i" || die "load: $(tail -3 "$W/load-errors.log")"; done
-        RUN_RATE=0 RUN_P99=0 RUN_N=0
-        for ((i = 1; i <= n; i++)); do
-                out=$(cat "$W/run-$RUN_TAG-$i.out")
-                echo "$out" >>"$W/load.log"
-                # The load counts every answer: a rate with refusals in it
-                # is not an issuance rate.
-                [ "$(kv errors "$out")" = 0 ] ||
-                        die "load on ${!i}: $(kv errors "$out") of $(kv requests "$out") requests failed;" \
-                                "$(grep 'first error' "$W/load-errors.log" | tail -1)"
-                RUN_RATE=$(calc "$RUN_RATE + $(kv rate "$out")")
-                RUN_N=$((RUN_N + $(kv requests "$out")))
-                RUN_P99=$(awk -v a="$RUN_P99" -v b="$(kv p99_ms "$out")" 'BEGIN { print (b > a ? b : a) }')
-        done
+        wait $! || die "load: $(tail -3 "$W/load-errors.log")"
+        out=$(cat "$W/run-$RUN_TAG.out")
+        echo "$out" >>"$W/load.log"
+        # The load counts every answer: a rate with refusals in it is not
+        # an issuance rate.
+        [ "$(kv errors "$out")" = 0 ] ||
+                die "load on $*: $(kv errors "$out") of $(kv requests "$out") requests failed;" \
+                        "$(grep 'first error' "$W/load-errors.log" | tail -1)"
+        RUN_RATE=$(kv rate "$out") RUN_N=$(kv requests "$out") RUN_P99=$(kv p99_ms "$out")
         RUN_CPU_HWIDD=$(us_per $(($(ticks "${REPLICA_PIDS[@]:-$SERVER_PID}") - h0)) "$RUN_N")
         RUN_CPU_PG=$([ -z "${PG_PID:-}" ] && echo 0 || us_per $(($(pg_ticks) - p0)) "$RUN_N")
         RUN_CPU_RELAY=$([ -z "${RUN_RELAY:-}" ] && echo 0 || us_per $(($(ticks "$RUN_RELAY") - r0)) "$RUN_N")
+}
+
+# store_warm CONNS [--rate R] -- URL... — a run of 2 s, not counted, for
+# replicas just started (their connection pools grow one connection at a
+# time, and each new connection compiles the functions it calls): the
+# tables are of the steady state; RUN_P99 is the cold start's.
+store_warm() {
+        LOAD_CAP=4000 DUR=2 store_run "$@"
+        log "  warm-up: $RUN_RATE/s p99 $RUN_P99 ms"
 }
 
 # level_add KEY — the run just made, one of KEY's.
@@ -195,6 +200,7 @@ stores_levels() {
         local prefix=$1 c
         shift
         new_token "${REPLICA_CFG:-$CFG}" # the replicas' database, or SQLite's
+        store_warm 16 -- "$@"
         for c in "${STORE_LEVELS[@]}"; do
                 store_level "$prefix$c" "$c" -- "$@"
         done
@@ -214,6 +220,7 @@ stores_latency() {
                                 log "PostgreSQL through the relay at $rtt µs, $k hwidd (run $rep of $LOAD_REPS)"
                                 replicas_start "$k" "${RELAY_URI[$rtt]}"
                                 new_token "$REPLICA_CFG"
+                                store_warm "$RTT_CLIENTS" -- "${REPLICA_URLS[@]}"
                                 store_run "$RTT_CLIENTS" -- "${REPLICA_URLS[@]}"
                                 level_add "L${rtt}_$k"
                                 replicas_stop
@@ -226,6 +233,8 @@ stores_latency() {
         RUN_RELAY=${RELAY_PID[500]}
         replicas_start 1 "${RELAY_URI[500]}"
         new_token "$REPLICA_CFG"
+        store_warm "$RTT_CLIENTS" --rate "$half" -- "${REPLICA_URLS[@]}"
+        res L_COLD_P99 "$RUN_P99"
         res L_HALF_RATE "$half"
         DUR=$((2 * DUR)) store_level LH "$RTT_CLIENTS" --rate "$half" -- "${REPLICA_URLS[@]}"
         replicas_stop
@@ -313,7 +322,8 @@ stores_write_levels() {
         echo "## Clients: SQLite against PostgreSQL reached directly"
         echo
         echo "Issuances per second over HTTPS with keep-alive, durable commits; the clients split evenly over the"
-        echo "replicas; p99 in ms (the worst replica's); each the median of $LOAD_REPS runs."
+        echo "replicas by one load process; p99 in ms (of every request); each the median of $LOAD_REPS runs, after"
+        echo "a warm-up run of 2 s not counted."
         echo
         echo "| clients | SQLite, 1 hwidd | PostgreSQL, 1 hwidd | PostgreSQL, 2 hwidd |"
         echo "|---|---|---|---|"
@@ -327,9 +337,11 @@ stores_write_latency() {
         echo "## Round-trip time to PostgreSQL"
         echo
         echo "PostgreSQL behind \`bench/pg-relay\` (each chunk sent on half the round-trip time after it was read,"
-        echo "each way), $RTT_CLIENTS clients split over the replicas; the median of $LOAD_REPS runs (every run's rate"
-        echo "in the last column) and its p99 in ms. Load average $L_LOAD_START when these runs began, $L_LOAD_END"
-        echo "when they ended."
+        echo "each way), $RTT_CLIENTS clients split over the replicas by one load process; the median of $LOAD_REPS runs"
+        echo "(every run's rate in the last column) and its p99 in ms. Each run starts its replicas and warms them"
+        echo "up for 2 s first, not counted: a replica's connection pool grows one connection at a time, and each"
+        echo "new connection compiles the functions it calls (the paced run's warm-up, a cold start: p99"
+        echo "$L_COLD_P99 ms). Load average $L_LOAD_START when these runs began, $L_LOAD_END when they ended."
         echo
         echo "| RTT to PostgreSQL | 1 hwidd | 2 hwidd | 3 hwidd | runs (1 / 2 / 3 hwidd) |"
         echo "|---|---|---|---|---|"
