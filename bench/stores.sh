@@ -122,11 +122,11 @@ us_per() { awk -v t="$1" -v n="$2" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", (n >
 # request of hwidd ($REPLICA_PIDS or $SERVER_PID), PostgreSQL and the relay
 # ($RUN_RELAY): RUN_CPU_*.
 store_run() {
-        local conns=$1 extra=() urls=() out h0 p0=0 r0=0
+        local conns=$1 extra=() urls=() u out h0 p0=0 r0=0
         shift
         while [ "$1" != -- ]; do extra+=("$1"); shift; done
         shift
-        for out in "$@"; do urls+=(--url "$out"); done
+        for u in "$@"; do urls+=(--url "$u"); done
         RUN_TAG=$((${RUN_TAG:-0} + 1))
         # Connection i goes to URL i mod their number: CONNS % n get one more.
         "$LOAD" --mode hwid "${urls[@]}" --cacert "$W/ca/ca.pem" --connections "$conns" \

@@ -292,9 +292,9 @@ const char *http_refuse_name(http_refuse r) {
 
 /* --- evictions ---------------------------------------------------------------- */
 
-/* Called with the lock held.  The socket is still open: MHD tells us a
- * connection is gone (http_guard_conn_free) before it closes it. */
-/* Closes c's socket: libmicrohttpd sees the end of the connection. */
+/* Shuts c's socket down, with the lock held: libmicrohttpd sees the
+ * connection end and closes it.  The socket is still open here: MHD tells
+ * us a connection is gone (http_guard_conn_free) before it closes it. */
 static void shut(http_guard *g, http_conn *c) {
         c->reaped = true;
         g->reaped++;

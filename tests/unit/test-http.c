@@ -186,7 +186,7 @@ static void guard_run(const http_budget *b, unsigned n, http_stats *ret) {
 
         CHECK(n <= ELEMENTSOF(conns));
         CHECK(http_guard_new(b, &g) == 0);
-        if (!g)
+        if (!g || n > ELEMENTSOF(conns))
                 return;
         admit_then_add(g, n, conns, fds);
         http_guard_stats(g, ret);
