@@ -47,6 +47,12 @@ pg_bench_start() {
         # shellcheck disable=SC2153  # BG_PID is set by bg
         PG_PID=$BG_PID
         wait_port "$PG_PORT" "$PG_PID"
+        # Listening is not yet accepting: "the database system is starting up".
+        local i
+        for ((i = 0; i < 100; i++)); do
+                "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && break
+                sleep 0.1
+        done
         PGPASSFILE=$W/pgpass "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U hwid -d postgres -c 'CREATE DATABASE hwid' ||
                 die "cannot create the database"
         PG_URI="postgresql://hwid@127.0.0.1:$PG_PORT/hwid?passfile=$W/pgpass"

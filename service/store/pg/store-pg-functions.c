@@ -19,12 +19,15 @@
  *                                superseded certificate, the retired ones,
  *                                the certificate, its DNS names; a refusal
  *                                raises SQLSTATE HW001 with a code
- *   hwid_issue(jsonb)            a group commit: every member in a
- *                                subtransaction of its own (one that fails
- *                                is undone alone), the audit record of
- *                                each that succeeded queued as it goes
- *                                (migration 7; store-pg-link.c links
- *                                them); returns each member's result
+ *   hwid_issue(jsonb)            a group commit: the members, then each
+ *                                token used once for all the members that
+ *                                hold it (migration 8), or, when one
+ *                                fails, every member in a subtransaction
+ *                                of its own (one that fails is undone
+ *                                alone); the audit record of each that
+ *                                succeeded queued as it goes
+ *                                (store-pg-link.c links them); returns
+ *                                each member's result
  *   hwid_challenge_put(...)      store_challenge_put(), its bounds (all,
  *                                and per requester) exact across replicas
  *                                under PG_CHALLENGE_LOCK;
@@ -52,7 +55,10 @@
  * certificate is reached by its serial or its identity, never with a bare
  * "status = 'valid'" that a full scan of a partial index on valid
  * certificates would also answer (tests/integration/pg-plans.sh). */
-#define PG_ISSUE_ONE_SQL \
+#define PG_ISSUE_ONE_SQL PG_ISSUE_ONE_SQL_USING_TOKEN("")
+/* USE_TOKEN: what else decides whether the token is used here (migration
+ * 8 leaves it to hwid_issue() when the member says "token_later"). */
+#define PG_ISSUE_ONE_SQL_USING_TOKEN(USE_TOKEN) \
         "CREATE OR REPLACE FUNCTION hwid_issue_one(m jsonb) RETURNS void LANGUAGE plpgsql\n" \
         "  SET enable_seqscan = off AS $$\n" \
         "DECLARE\n" \
@@ -70,7 +76,7 @@
         "    PERFORM hwid_fail('key_blocked', x.serial);\n" \
         "  END IF;\n" \
         "  v := m->>'token';\n" \
-        "  IF v IS NOT NULL THEN\n" \
+        "  IF v IS NOT NULL" USE_TOKEN " THEN\n" \
         "    UPDATE tokens SET uses_left = uses_left - 1\n" \
         "      WHERE id = v AND NOT revoked AND expires_at > now_ AND uses_left > 0;\n" \
         "    IF NOT FOUND THEN\n" \
@@ -298,6 +304,88 @@ const char pg_plans_sql[] =
         "  det text;\n"
         "BEGIN\n"
         "  FOR k IN 0 .. jsonb_array_length(batch) - 1 LOOP\n"
+        "    m := batch -> k;\n"
+        "    member := k;\n"
+        "    result := 'ok';\n"
+        "    result_detail := NULL;\n"
+        "    audit_id := NULL;\n"
+        PG_ISSUE_MEMBER_SQL("result", "result_detail")
+        "    a := m -> 'audit';\n"
+        "    IF result = 'ok' AND jsonb_typeof(a) = 'object' THEN\n"
+        "      SELECT c.rec_id INTO audit_id\n"
+        "        FROM hwid_audit_chain(ARRAY[jsonb_populate_record(NULL::hwid_audit_rec, a)]) AS c;\n"
+        "    END IF;\n"
+        "    RETURN NEXT;\n"
+        "  END LOOP;\n"
+        "END $$;\n";
+
+/* 7 -> 8: a batch's token uses last, and no subtransaction per member
+ * while none fails.  Every member of a batch used its token first, so
+ * the token's row stayed locked through the whole batch and its commit:
+ * replicas issuing with one token (a factory line's) issued one batch
+ * at a time, whatever their number (docs/HA.md, "The write path").  Now
+ * a batch runs its members first, all in one subtransaction, and then
+ * uses each token once for all the members that hold it, taking its
+ * row's lock for the last statement and the commit only.  If a member
+ * fails, or a token has fewer uses left than its members need, that
+ * subtransaction is undone and the batch runs as before, each member in
+ * a subtransaction of its own, its token used first: each member gets
+ * the same result as before, in every case.
+ *
+ * And a certificate's token is no longer a foreign key: its check took
+ * a share lock on the token's row for each certificate, so the batches
+ * of every replica issuing with one token were lockers of that one row
+ * together (a MultiXact each time, read again by every check).  What it
+ * guarded holds without it: an issuance with a token uses it in the same
+ * transaction (no use, no certificate), and no token is ever deleted. */
+const char pg_token_last_sql[] =
+        "ALTER TABLE certificates DROP CONSTRAINT IF EXISTS certificates_token_id_fkey;\n"
+        PG_ISSUE_ONE_SQL_USING_TOKEN(" AND NOT (m ? 'token_later')")
+        "CREATE OR REPLACE FUNCTION hwid_issue(batch jsonb)\n"
+        "RETURNS TABLE (member integer, result text, result_detail text, audit_id bigint, audit_prev bytea,\n"
+        "  audit_hash bytea)\n"
+        "LANGUAGE plpgsql SET enable_seqscan = off AS $$\n"
+        "DECLARE\n"
+        "  n integer := jsonb_array_length(batch);\n"
+        "  m jsonb;\n"
+        "  a jsonb;\n"
+        "  st text;\n"
+        "  msg text;\n"
+        "  det text;\n"
+        "  ids bigint[] := '{}';\n"
+        "  toks text[] := '{}';\n"
+        "  nows bigint[] := '{}';\n"
+        "  x record;\n"
+        "BEGIN\n"
+        "  BEGIN\n"
+        "    FOR k IN 0 .. n - 1 LOOP\n"
+        "      m := batch -> k;\n"
+        "      PERFORM hwid_issue_one(m || '{\"token_later\": true}');\n"
+        "      IF m ? 'token' AND jsonb_typeof(m -> 'token') = 'string' THEN\n"
+        "        toks := toks || (m->>'token');\n"
+        "        nows := nows || (m->>'now')::bigint;\n"
+        "      END IF;\n"
+        "      a := m -> 'audit';\n"
+        "      ids := ids || CASE WHEN jsonb_typeof(a) = 'object' THEN (SELECT c.rec_id\n"
+        "        FROM hwid_audit_chain(ARRAY[jsonb_populate_record(NULL::hwid_audit_rec, a)]) AS c) END;\n"
+        "    END LOOP;\n"
+        /* In the tokens' order: two batches that share tokens never wait
+         * for each other the other way round. */
+        "    FOR x IN SELECT t.id, count(*) AS uses, max(t.now) AS now FROM unnest(toks, nows) AS t(id, now)\n"
+        "      GROUP BY t.id ORDER BY t.id LOOP\n"
+        "      UPDATE tokens SET uses_left = uses_left - x.uses\n"
+        "        WHERE id = x.id AND NOT revoked AND expires_at > x.now AND uses_left >= x.uses;\n"
+        "      IF NOT FOUND THEN\n"
+        "        PERFORM hwid_fail('token', NULL);\n"
+        "      END IF;\n"
+        "    END LOOP;\n"
+        "    RETURN QUERY SELECT k - 1, 'ok'::text, NULL::text, ids[k], NULL::bytea, NULL::bytea\n"
+        "      FROM generate_series(1, n) AS k;\n"
+        "    RETURN;\n"
+        "  EXCEPTION WHEN OTHERS THEN\n"
+        "    NULL;\n"
+        "  END;\n"
+        "  FOR k IN 0 .. n - 1 LOOP\n"
         "    m := batch -> k;\n"
         "    member := k;\n"
         "    result := 'ok';\n"

@@ -124,6 +124,8 @@ static const char *const migrations[] = {
         /* 6 -> 7: plans that stay cheap as the tables grow
          * (store-pg-functions.c). */
         pg_plans_sql,
+        /* 7 -> 8: a batch's token uses last (store-pg-functions.c). */
+        pg_token_last_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -301,6 +301,8 @@ extern const char pg_functions_sql[];
 extern const char pg_link_sql[];
 /* Plans that stay cheap as the tables grow (migration 7). */
 extern const char pg_plans_sql[];
+/* A batch's token uses last (migration 8). */
+extern const char pg_token_last_sql[];
 
 /* ---- store-pg-token.c (inside a transaction) ---- */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now);
