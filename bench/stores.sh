@@ -219,10 +219,11 @@ stores_latency() {
         for rtt in "${RTTS_US[@]}"; do
                 relay_start "$rtt"
                 RUN_RELAY=${RELAY_PID[$rtt]}
-                # 1, 2, 3 replicas, then again: what drifts in a run (the
-                # machine, the tables' size) weighs on each alike.
+                # 1, 2, 3 replicas, then 3, 2, 1: what drifts in a run (the
+                # machine, the tables' size, autovacuum's backlog) weighs on
+                # each alike, not on the one that always runs last.
                 for ((rep = 1; rep <= LOAD_REPS; rep++)); do
-                        for k in 1 2 3; do
+                        for k in $( ((rep % 2)) && echo 1 2 3 || echo 3 2 1); do
                                 log "PostgreSQL through the relay at $rtt µs, $k hwidd (run $rep of $LOAD_REPS)"
                                 replicas_start "$k" "${RELAY_URI[$rtt]}"
                                 new_token "$REPLICA_CFG"
@@ -344,7 +345,8 @@ stores_write_latency() {
         echo
         echo "PostgreSQL behind \`bench/pg-relay\` (each chunk sent on half the round-trip time after it was read,"
         echo "each way), $RTT_CLIENTS clients split over the replicas by one load process; the median of $LOAD_REPS runs"
-        echo "(every run's rate in the last column) and its p99 in ms. Each run starts its replicas and warms them"
+        echo "(every run's rate in the last column; the runs went 1, 2, 3 replicas, then 3, 2, 1, and so on, so that"
+        echo "what drifts as the tables grow weighs on each alike) and its p99 in ms. Each run starts its replicas and warms them"
         echo "up for 2 s first, not counted: a replica's connection pool grows one connection at a time, and each"
         echo "new connection compiles the functions it calls (the paced run's warm-up, a cold start: p99"
         echo "$L_COLD_P99 ms). Load average $L_LOAD_START when these runs began, $L_LOAD_END when they ended."
