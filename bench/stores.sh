@@ -212,18 +212,24 @@ stores_levels() {
         done
 }
 
+# order ITEM... — the items as given in odd runs ($rep), reversed in even ones.
+order() {
+        if ((rep % 2)); then echo "$@"; else printf '%s\n' "$@" | tac | paste -sd' '; fi
+}
+
 # The latency table: each RTT, 1 to 3 replicas, then the paced run.
 stores_latency() {
         local rtt k half rep
         res L_LOAD_START "$(loadavg)"
-        for rtt in "${RTTS_US[@]}"; do
-                relay_start "$rtt"
-                RUN_RELAY=${RELAY_PID[$rtt]}
-                # 1, 2, 3 replicas, then 3, 2, 1: what drifts in a run (the
-                # machine, the tables' size, autovacuum's backlog) weighs on
-                # each alike, not on the one that always runs last.
-                for ((rep = 1; rep <= LOAD_REPS; rep++)); do
-                        for k in $( ((rep % 2)) && echo 1 2 3 || echo 3 2 1); do
+        for rtt in "${RTTS_US[@]}"; do relay_start "$rtt"; done
+        # Every RTT and number of replicas once, then again in the reverse
+        # order, and so on: what drifts in a run on one database (the
+        # machine, the tables' size, autovacuum's backlog) weighs on each
+        # alike, not on the ones that always run last.
+        for ((rep = 1; rep <= LOAD_REPS; rep++)); do
+                for rtt in $(order "${RTTS_US[@]}"); do
+                        RUN_RELAY=${RELAY_PID[$rtt]}
+                        for k in $(order 1 2 3); do
                                 log "PostgreSQL through the relay at $rtt µs, $k hwidd (run $rep of $LOAD_REPS)"
                                 replicas_start "$k" "${RELAY_URI[$rtt]}"
                                 new_token "$REPLICA_CFG"
@@ -233,6 +239,8 @@ stores_latency() {
                                 replicas_stop
                         done
                 done
+        done
+        for rtt in "${RTTS_US[@]}"; do
                 for k in 1 2 3; do level_done "L${rtt}_$k"; done
         done
         half=$(awk -v r="$L500_1_rate" 'BEGIN { printf "%d", r / 2 }')
@@ -345,8 +353,9 @@ stores_write_latency() {
         echo
         echo "PostgreSQL behind \`bench/pg-relay\` (each chunk sent on half the round-trip time after it was read,"
         echo "each way), $RTT_CLIENTS clients split over the replicas by one load process; the median of $LOAD_REPS runs"
-        echo "(every run's rate in the last column; the runs went 1, 2, 3 replicas, then 3, 2, 1, and so on, so that"
-        echo "what drifts as the tables grow weighs on each alike) and its p99 in ms. Each run starts its replicas and warms them"
+        echo "(every run's rate in the last column; the runs went through every RTT and number of replicas, then"
+        echo "again in the reverse order, and so on, so that what drifts as the tables grow weighs on each alike)"
+        echo "and its p99 in ms. Each run starts its replicas and warms them"
         echo "up for 2 s first, not counted: a replica's connection pool grows one connection at a time, and each"
         echo "new connection compiles the functions it calls (the paced run's warm-up, a cold start: p99"
         echo "$L_COLD_P99 ms). Load average $L_LOAD_START when these runs began, $L_LOAD_END when they ended."
