@@ -160,6 +160,25 @@
         "      " DET " := CASE WHEN st = 'HW001' THEN det ELSE st || ' ' || msg END;\n" \
         "    END;\n"
 
+/* Each member of a group commit in a subtransaction of its own, its
+ * result returned as it goes, its audit record queued when it succeeded;
+ * LAST: the last member's index. */
+#define PG_ISSUE_EACH_SQL(LAST) \
+        "  FOR k IN 0 .. " LAST " LOOP\n" \
+        "    m := batch -> k;\n" \
+        "    member := k;\n" \
+        "    result := 'ok';\n" \
+        "    result_detail := NULL;\n" \
+        "    audit_id := NULL;\n" \
+        PG_ISSUE_MEMBER_SQL("result", "result_detail") \
+        "    a := m -> 'audit';\n" \
+        "    IF result = 'ok' AND jsonb_typeof(a) = 'object' THEN\n" \
+        "      SELECT c.rec_id INTO audit_id\n" \
+        "        FROM hwid_audit_chain(ARRAY[jsonb_populate_record(NULL::hwid_audit_rec, a)]) AS c;\n" \
+        "    END IF;\n" \
+        "    RETURN NEXT;\n" \
+        "  END LOOP;\n"
+
 const char pg_functions_sql[] =
         "CREATE TYPE hwid_audit_rec AS (at bigint, actor text, action text, target text, outcome text, reason text,\n"
         "  token_id text);\n"
@@ -303,20 +322,7 @@ const char pg_plans_sql[] =
         "  msg text;\n"
         "  det text;\n"
         "BEGIN\n"
-        "  FOR k IN 0 .. jsonb_array_length(batch) - 1 LOOP\n"
-        "    m := batch -> k;\n"
-        "    member := k;\n"
-        "    result := 'ok';\n"
-        "    result_detail := NULL;\n"
-        "    audit_id := NULL;\n"
-        PG_ISSUE_MEMBER_SQL("result", "result_detail")
-        "    a := m -> 'audit';\n"
-        "    IF result = 'ok' AND jsonb_typeof(a) = 'object' THEN\n"
-        "      SELECT c.rec_id INTO audit_id\n"
-        "        FROM hwid_audit_chain(ARRAY[jsonb_populate_record(NULL::hwid_audit_rec, a)]) AS c;\n"
-        "    END IF;\n"
-        "    RETURN NEXT;\n"
-        "  END LOOP;\n"
+        PG_ISSUE_EACH_SQL("jsonb_array_length(batch) - 1")
         "END $$;\n";
 
 /* 7 -> 8: a batch's token uses last, and no subtransaction per member
@@ -385,18 +391,5 @@ const char pg_token_last_sql[] =
         "  EXCEPTION WHEN OTHERS THEN\n"
         "    NULL;\n"
         "  END;\n"
-        "  FOR k IN 0 .. n - 1 LOOP\n"
-        "    m := batch -> k;\n"
-        "    member := k;\n"
-        "    result := 'ok';\n"
-        "    result_detail := NULL;\n"
-        "    audit_id := NULL;\n"
-        PG_ISSUE_MEMBER_SQL("result", "result_detail")
-        "    a := m -> 'audit';\n"
-        "    IF result = 'ok' AND jsonb_typeof(a) = 'object' THEN\n"
-        "      SELECT c.rec_id INTO audit_id\n"
-        "        FROM hwid_audit_chain(ARRAY[jsonb_populate_record(NULL::hwid_audit_rec, a)]) AS c;\n"
-        "    END IF;\n"
-        "    RETURN NEXT;\n"
-        "  END LOOP;\n"
+        PG_ISSUE_EACH_SQL("n - 1")
         "END $$;\n";
