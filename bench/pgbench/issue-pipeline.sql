@@ -1,7 +1,7 @@
 -- The writes of one issuance (issue-function.sql) as a pipeline of
 -- statements: also one round trip, each statement parsed, planned and
 -- answered on its own. The audit record is queued unchained, as
--- hwid_issue() queues it (schema version 6: hwidd links it later).
+-- hwid_issue() queues it (schema version 9: hwidd links it later).
 \set n random(1, 1000000000000)
 \startpipeline
 BEGIN;
@@ -19,8 +19,8 @@ INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, 
 UPDATE certificates SET status = 'superseded' WHERE status = 'valid' AND not_after <= 1700000000
   AND serial = (SELECT serial FROM certificate_dns WHERE name = 'pgb-' || CAST(:n AS bigint) AND live);
 INSERT INTO certificate_dns (serial, name, live) VALUES (upper(to_hex(CAST(:n AS bigint))), 'pgb-' || CAST(:n AS bigint), true);
-INSERT INTO audit (id, at, actor, action, target, outcome, reason, token_id)
-  VALUES (-nextval('audit_pending_seq'), 1700000000, 'token' || chr(58) || 'pgbtok', 'enroll', 'pgb-' || CAST(:n AS bigint),
+INSERT INTO audit_queue (seq, at, actor, action, target, outcome, reason, token_id)
+  VALUES (nextval('audit_pending_seq'), 1700000000, 'token' || chr(58) || 'pgbtok', 'enroll', 'pgb-' || CAST(:n AS bigint),
     'allow', 'issued under profile default', 'pgb' || lpad(CAST(:client_id AS text), 3, '0'));
 COMMIT;
 \endpipeline

@@ -9,9 +9,10 @@
  * waits for the one before it to commit, so ids grow in chain order and
  * no two records share a prev_hash.  Records reach the sink only after
  * their transaction committed.  Issuances' records are the exception
- * (since schema version 6): queued unchained with negative ids, linked
- * later by hwidd (store-pg-link.c); what reads the chain reads positive
- * ids only, what lists the log shows both. */
+ * (since schema version 6): queued unchained (in audit_queue since
+ * version 9), linked later by hwidd (store-pg-link.c); what reads the
+ * chain reads the audit table, what lists the log shows both, the queued
+ * ones with negative ids (-seq). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -274,8 +275,10 @@ static int rows_each(PGresult *res, store_audit_fn fn, void *userdata) {
 /* The newest records first: those not chained yet (negative ids, the
  * newest lowest; store-pg-link.c), then the chain from its head. */
 #define NEWEST_FIRST \
-        "SELECT * FROM ((SELECT * FROM audit WHERE id < 0 ORDER BY id LIMIT $1) UNION ALL " \
-        "(SELECT * FROM audit WHERE id > 0 ORDER BY id DESC LIMIT $1)) AS u ORDER BY id < 0 DESC, abs(id) DESC"
+        "SELECT * FROM ((SELECT -seq AS id, at, actor, action, target, outcome, reason, token_id, " \
+        "NULL::bytea AS prev_hash, NULL::bytea AS hash FROM audit_queue ORDER BY seq DESC LIMIT $1) UNION ALL " \
+        "(SELECT " AUDIT_COLS " FROM audit WHERE id > 0 ORDER BY id DESC LIMIT $1)) AS u " \
+        "ORDER BY id < 0 DESC, abs(id) DESC"
 
 static int foreach_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;

@@ -126,6 +126,9 @@ static const char *const migrations[] = {
         pg_plans_sql,
         /* 7 -> 8: a batch's token uses last (store-pg-functions.c). */
         pg_token_last_sql,
+        /* 8 -> 9: the audit records waiting for the linker in a table of
+         * their own (store-pg-link.c). */
+        pg_queue_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
