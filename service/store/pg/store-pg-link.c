@@ -33,6 +33,15 @@
 #define LINK_BATCH 5000
 #define LINK_ROUNDS 20 /* at most 100,000 records a call: the next tick does the rest */
 
+/* In hwid_audit_link(): queued record x as the chain's next, after h. */
+#define PG_LINK_NEXT_SQL \
+        "    rec_id := nextval(ids);\n" \
+        "    rec_at := x.at; rec_actor := x.actor; rec_action := x.action; rec_target := x.target;\n" \
+        "    rec_outcome := x.outcome; rec_reason := x.reason; rec_token_id := x.token_id;\n" \
+        "    rec_prev := h;\n" \
+        "    rec_hash := hwid_audit_hash(h, ROW(x.at, x.actor, x.action, x.target, x.outcome, x.reason,\n" \
+        "      x.token_id)::hwid_audit_rec);\n"
+
 const char pg_link_sql[] =
         "ALTER FUNCTION hwid_audit_chain(hwid_audit_rec[]) RENAME TO hwid_audit_chain_now;\n"
         "CREATE OR REPLACE FUNCTION hwid_audit_append(recs jsonb)\n"
@@ -70,12 +79,7 @@ const char pg_link_sql[] =
         "  SELECT c.hash INTO h FROM audit_chain AS c WHERE c.role = 'head';\n"
         "  h := coalesce(h, decode(repeat('00', 32), 'hex'));\n"
         "  FOR x IN SELECT * FROM audit AS a WHERE a.id < 0 ORDER BY a.id DESC LIMIT max_n LOOP\n"
-        "    rec_id := nextval(ids);\n"
-        "    rec_at := x.at; rec_actor := x.actor; rec_action := x.action; rec_target := x.target;\n"
-        "    rec_outcome := x.outcome; rec_reason := x.reason; rec_token_id := x.token_id;\n"
-        "    rec_prev := h;\n"
-        "    rec_hash := hwid_audit_hash(h, ROW(x.at, x.actor, x.action, x.target, x.outcome, x.reason,\n"
-        "      x.token_id)::hwid_audit_rec);\n"
+        PG_LINK_NEXT_SQL
         "    UPDATE audit AS a SET id = rec_id, prev_hash = rec_prev, hash = rec_hash WHERE a.id = x.id;\n"
         "    RETURN NEXT;\n"
         "    h := rec_hash;\n"
@@ -198,12 +202,7 @@ const char pg_queue_sql[] =
         "  h := coalesce(h, decode(repeat('00', 32), 'hex'));\n"
         PG_QUEUE_SWEEP_SQL("  ")
         "  FOR x IN SELECT * FROM audit_queue AS q ORDER BY q.seq LIMIT max_n LOOP\n"
-        "    rec_id := nextval(ids);\n"
-        "    rec_at := x.at; rec_actor := x.actor; rec_action := x.action; rec_target := x.target;\n"
-        "    rec_outcome := x.outcome; rec_reason := x.reason; rec_token_id := x.token_id;\n"
-        "    rec_prev := h;\n"
-        "    rec_hash := hwid_audit_hash(h, ROW(x.at, x.actor, x.action, x.target, x.outcome, x.reason,\n"
-        "      x.token_id)::hwid_audit_rec);\n"
+        PG_LINK_NEXT_SQL
         "    INSERT INTO audit (id, at, actor, action, target, outcome, reason, token_id, prev_hash, hash)\n"
         "      VALUES (rec_id, x.at, x.actor, x.action, x.target, x.outcome, x.reason, x.token_id, rec_prev, rec_hash);\n"
         "    done := done || x.seq;\n"
