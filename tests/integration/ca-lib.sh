@@ -47,22 +47,13 @@ ca_setup() {
 # separated by '|'. SQL both understand.
 store_sql() {
         if [ -n "${PG_URI:-}" ]; then
-                _pg_wait_linked
+                # Issuances' audit records are in the audit table once
+                # linked (store-pg-link.c), as SQLite has them at once.
+                pg_wait_linked 3 || true
                 pg_sql "$1"
         else
                 sqlite3 "$CA_DIR/hwid.db" "$1"
         fi
-}
-
-# _pg_wait_linked — on PostgreSQL, until hwidd linked the audit records
-# issuances queued (at most 3 s): they are in the audit table from then on
-# (service/store/pg/store-pg-link.c), as SQLite has them at once.
-_pg_wait_linked() {
-        local i
-        for ((i = 0; i < 30; i++)); do
-                [ "$(pg_sql "SELECT count(*) FROM audit_queue" 2>/dev/null || echo 0)" -gt 0 ] || return 0
-                sleep 0.1
-        done
 }
 
 # store_dump — every row of the CA's store as text (sqlite3 .dump, pg_dump).

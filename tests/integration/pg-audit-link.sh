@@ -52,18 +52,9 @@ release_chain() {
         pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '$HOLDER'" >/dev/null
 }
 
-unchained() {
-        pg_sql "SELECT count(*) FROM audit_queue"
-}
-
 # wait_linked SECONDS — until no record waits to be chained.
 wait_linked() {
-        local i
-        for ((i = 0; i < $1 * 10; i++)); do
-                [ "$(unchained)" = 0 ] && return 0
-                sleep 0.1
-        done
-        fail "$(unchained) audit records still unchained after $1 s"
+        pg_wait_linked "$1" || fail "$(pg_unlinked) audit records still unchained after $1 s"
 }
 
 # enroll_on N NAME... — enrollments on replica N, each answered 201.
@@ -98,7 +89,7 @@ enroll_on 1 held-1 held-2
 enroll_on 2 held-3 held-4
 took=$((SECONDS - start))
 [ "$took" -lt 5 ] || fail "4 enrollments with the chain's lock held took ${took}s: they waited for it"
-assert_eq "$(unchained)" 4 "records queued unchained while the lock is held"
+assert_eq "$(pg_unlinked)" 4 "records queued unchained while the lock is held"
 assert_eq "$(pg_sql "SELECT count(*) FROM audit_queue WHERE action = 'enroll' AND target LIKE 'held-%'")" 4 \
         "the enrollments' records in the queue"
 assert_contains "$(admin audit list)" "held-4" "hwid audit list shows a record not chained yet"
@@ -130,7 +121,7 @@ hold_chain
 enroll_on 2 lost-1 lost-2
 kill -KILL "${REPLICA_PID[2]}"
 wait "${REPLICA_PID[2]}" 2>/dev/null || true
-assert_eq "$(unchained)" 2 "records of the killed replica, queued"
+assert_eq "$(pg_unlinked)" 2 "records of the killed replica, queued"
 release_chain
 wait_linked 5
 out=$(admin audit verify)
@@ -143,7 +134,7 @@ kill -TERM "${REPLICA_PID[1]}"
 sleep 1 # its last link waits for the lock meanwhile
 release_chain
 wait "${REPLICA_PID[1]}" || fail "replica 1 exited $? after SIGTERM"
-assert_eq "$(unchained)" 0 "records queued when hwidd stopped"
+assert_eq "$(pg_unlinked)" 0 "records queued when hwidd stopped"
 assert_eq "$(pg_sql "SELECT id FROM audit_checkpoints ORDER BY seq DESC LIMIT 1")" \
         "$(pg_sql "SELECT max(id) FROM audit")" "the last checkpoint signs the newest record"
 run_ok "$HWID" audit verify --config "$CFG" >"$T/v.out"

@@ -95,6 +95,24 @@ pg_sql() {
         PGPASSFILE=$PG_PASSFILE "$PG_BIN/psql" -X -qAt -h 127.0.0.1 -p "$PG_PORT" -U hwid -d "$PG_DB" -c "$1"
 }
 
+# pg_unlinked — audit records issuances queued that no linker has chained
+# yet: in audit_queue, or in the audit table with a negative id (as
+# replicas of schema 8 and older queue them); 0 when there is no queue.
+pg_unlinked() {
+        pg_sql "SELECT (SELECT count(*) FROM audit_queue) + (SELECT count(*) FROM audit WHERE id < 0)" 2>/dev/null ||
+                echo 0
+}
+
+# pg_wait_linked SECONDS — until pg_unlinked is 0; fails after SECONDS.
+pg_wait_linked() {
+        local i
+        for ((i = 0; i < $1 * 10; i++)); do
+                [ "$(pg_unlinked)" = 0 ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
 # pg_use_config — point $CFG at PostgreSQL: a copy of it whose database
 # line is $PG_URI.
 pg_use_config() {

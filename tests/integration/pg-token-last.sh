@@ -110,11 +110,7 @@ pg_sql "INSERT INTO audit (id, at, actor, action, target, outcome, reason)
         VALUES (-nextval('audit_pending_seq'), 0, 'token:old', 'enroll', 'old-replica', 'allow', 'schema 8')" >/dev/null
 
 # hwidd links what the batches queued; the chain verifies.
-for _ in $(seq 50); do
-        [ "$(pg_sql "SELECT (SELECT count(*) FROM audit_queue) + (SELECT count(*) FROM audit WHERE id < 0)")" = 0 ] &&
-                break
-        sleep 0.1
-done
+pg_wait_linked 5 || fail "$(pg_unlinked) audit records still unchained after 5 s"
 assert_eq "$(pg_sql "SELECT count(*) FROM audit WHERE target = 'old-replica' AND id > 0 AND hash IS NOT NULL")" 1 \
         "the older replica's record, linked"
 assert_contains "$(admin audit verify)" "audit log verified" "hwid audit verify"
