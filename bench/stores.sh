@@ -212,8 +212,10 @@ stores_levels() {
         done
 }
 
-# order ITEM... — the items as given in odd runs ($rep), reversed in even ones.
+# order REP ITEM... — the items as given in odd runs REP, reversed in even ones.
 order() {
+        local rep=$1
+        shift
         if ((rep % 2)); then echo "$@"; else printf '%s\n' "$@" | tac | paste -sd' '; fi
 }
 
@@ -227,9 +229,9 @@ stores_latency() {
         # machine, the tables' size, autovacuum's backlog) weighs on each
         # alike, not on the ones that always run last.
         for ((rep = 1; rep <= LOAD_REPS; rep++)); do
-                for rtt in $(order "${RTTS_US[@]}"); do
+                for rtt in $(order "$rep" "${RTTS_US[@]}"); do
                         RUN_RELAY=${RELAY_PID[$rtt]}
-                        for k in $(order 1 2 3); do
+                        for k in $(order "$rep" 1 2 3); do
                                 log "PostgreSQL through the relay at $rtt µs, $k hwidd (run $rep of $LOAD_REPS)"
                                 replicas_start "$k" "${RELAY_URI[$rtt]}"
                                 new_token "$REPLICA_CFG"
