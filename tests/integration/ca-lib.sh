@@ -162,12 +162,14 @@ make_csr() {
 
 # http OUT METHOD PATH [CURL-ARGS...] — one HTTPS request to hwidd, trusting
 # only $CACERT (default ca.pem). Body in OUT.body, headers in OUT.hdr; status in CODE ("000":
-# no answer).
+# no answer), curl's exit status in CURL_RC (a status line can arrive with the
+# connection lost before the body).
 http() {
         local out=$1 method=$2 path=$3
         shift 3
+        CURL_RC=0
         CODE=$(curl -sS --max-time 60 --cacert "${CACERT:-$CA_DIR/ca.pem}" -X "$method" -o "$out.body" \
-                -D "$out.hdr" -w '%{http_code}' "$@" "$URL$path" 2>"$out.err") || true
+                -D "$out.hdr" -w '%{http_code}' "$@" "$URL$path" 2>"$out.err") || CURL_RC=$?
 }
 
 # post_csr OUT TOKEN FILE [CURL-ARGS...] — POST /csr with FILE as the body

@@ -116,7 +116,7 @@ crl_number() {
 
 # load TAG COUNT TOKEN [REPLICA...] — COUNT enrollments in the background on
 # each replica (default 1 2 3), one after another per replica; statuses in
-# $DEV/TAG-R-I.code; the PIDs in LOAD_PIDS.
+# $DEV/TAG-R-I.code (000 when the response was cut off); the PIDs in LOAD_PIDS.
 load() {
         local tag=$1 count=$2 tok=$3 r i replicas=(1 2 3)
         shift 3
@@ -126,6 +126,7 @@ load() {
                 (for i in $(seq "$count"); do
                         make_csr "$tag-$r-$i"
                         URL=${REPLICA_URL[$r]} post_csr "$DEV/$tag-$r-$i" "$tok" "$DEV/$tag-$r-$i.csr"
+                        [ "$CURL_RC" = 0 ] || CODE=000 # cut off by a kill: no certificate
                         echo "$CODE" >"$DEV/$tag-$r-$i.code"
                 done) &
                 LOAD_PIDS+=($!)
