@@ -2,7 +2,7 @@
  *
  *   load --url URL... --cacert PEM [--mode hwid|cfssl] [--token T]
  *        [--connections C] [--requests N] [--duration S] [--rate R]
- *        [--prefix NAME] [--tag TEXT]
+ *        [--prefix NAME] [--tag TEXT] [--latencies FILE]
  *       Makes N CSRs first (CN=NAME-<i>: one live certificate per
  *       identity; P-256 keys, 32 per generator thread), then C threads
  *       each keep one TLS connection alive (a libcurl easy handle,
@@ -18,6 +18,10 @@
  *       before the clock starts.  --rate R paces the C connections to R
  *       requests/s in total; latency then counts from the scheduled send
  *       time, so a server that falls behind is not flattered.
+ *       --latencies FILE writes each request's start (seconds from the
+ *       clock's start) and latency (ms), one per line in the order they
+ *       were sent, after a line "# start" with the clock's start (Unix
+ *       time): to see when in a run the slow ones came.
  *   load --hold N --url URL --cacert PEM [--hold-seconds S]
  *       Opens N keep-alive connections (one GET /healthz each), spread
  *       over source addresses 127.0.0.1-16 (hwidd caps connections per
@@ -29,6 +33,7 @@
  * Output: key=value on one line (requests, errors, seconds, rate, p50_ms,
  * p90_ms, p99_ms, max_ms, cpu_us_per_req: this process's CPU time per
  * request during the run, CSR making and warm-up excluded). */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -57,7 +62,7 @@
 typedef enum { MODE_HWID, MODE_CFSSL } load_mode;
 
 typedef struct opts {
-        const char *urls[MAX_URLS], *cacert, *token, *prefix, *tag;
+        const char *urls[MAX_URLS], *cacert, *token, *prefix, *tag, *latencies;
         int n_urls;
         load_mode mode;
         int conns, hold;
@@ -74,6 +79,7 @@ static opts o = { .mode = MODE_HWID, .conns = 1, .requests = 1000, .duration = 1
                   .tag = "", .hold_seconds = 30 };
 static char **payloads;          /* one per request: CSR PEM or cfssl JSON */
 static double *latency_ms;       /* per request index; NAN if not sent */
+static double *start_s;          /* per request index: its start, from t_start */
 static atomic_long next_req, n_errors;
 static pthread_barrier_t barrier;
 static double t_start;
@@ -173,7 +179,8 @@ static void make_payloads(void) {
                 nth = 16;
         payloads = calloc((size_t) o.requests + 1, sizeof(*payloads));
         latency_ms = malloc(((size_t) o.requests + 1) * sizeof(*latency_ms));
-        if (!payloads || !latency_ms)
+        start_s = malloc(((size_t) o.requests + 1) * sizeof(*start_s));
+        if (!payloads || !latency_ms || !start_s)
                 die("out of memory");
         for (long i = 0; i < o.requests; i++)
                 latency_ms[i] = NAN;
@@ -317,6 +324,7 @@ static void *load_worker(void *arg) {
                 st = do_request(&c, path, payloads[i]);
                 t1 = now_s();
                 latency_ms[i] = (t1 - t0) * 1000.0;
+                start_s[i] = t0 - t_start;
                 if (!response_ok(&c, st))
                         note_error(&c, st);
         }
@@ -346,6 +354,22 @@ static double cpu_us(void) {
         getrusage(RUSAGE_SELF, &ru);
         return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
                (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* --latencies FILE: each request sent, its start and latency. */
+static void write_latencies(void) {
+        FILE *f = fopen(o.latencies, "w");
+        struct timespec wall;
+
+        if (!f)
+                die("cannot write %s: %s", o.latencies, strerror(errno));
+        clock_gettime(CLOCK_REALTIME, &wall); /* the clock's start as a time of day, to match logs */
+        fprintf(f, "# start %.4f\n", (double) wall.tv_sec + (double) wall.tv_nsec / 1e9 - (now_s() - t_start));
+        for (long i = 0; i < o.requests; i++)
+                if (!isnan(latency_ms[i]))
+                        fprintf(f, "%.4f %.2f\n", start_s[i], latency_ms[i]);
+        if (fclose(f) != 0)
+                die("cannot write %s: %s", o.latencies, strerror(errno));
 }
 
 static void run_load(void) {
@@ -380,6 +404,8 @@ static void run_load(void) {
                elapsed > 0 ? (double) n / elapsed : 0, n ? sum / (double) n : 0, pct(v, n, 50), pct(v, n, 90),
                pct(v, n, 99), n ? v[n - 1] : 0, n ? cpu0 / (double) n : 0);
         free(v);
+        if (o.latencies)
+                write_latencies();
 }
 
 static void run_hold(void) {
@@ -415,6 +441,7 @@ static void run_hold(void) {
 static void usage(void) {
         fprintf(stderr, "usage: load --url URL... --cacert PEM [--mode hwid|cfssl] [--token T] [--connections C]\n"
                         "            [--requests N] [--duration S] [--rate R] [--prefix NAME] [--tag TEXT]\n"
+                        "            [--latencies FILE]\n"
                         "       load --hold N --url URL --cacert PEM [--hold-seconds S]\n");
         exit(2);
 }
@@ -427,6 +454,7 @@ int main(int argc, char **argv) {
                 { "duration", required_argument, NULL, 'd' }, { "rate", required_argument, NULL, 'R' },
                 { "prefix", required_argument, NULL, 'p' },   { "tag", required_argument, NULL, 'g' },
                 { "hold", required_argument, NULL, 'H' },     { "hold-seconds", required_argument, NULL, 'S' },
+                { "latencies", required_argument, NULL, 'L' },
                 {},
         };
         int ch;
@@ -456,6 +484,7 @@ int main(int argc, char **argv) {
                 case 'g': o.tag = optarg; break;
                 case 'H': o.hold = atoi(optarg); break;
                 case 'S': o.hold_seconds = atof(optarg); break;
+                case 'L': o.latencies = optarg; break;
                 default: usage();
                 }
         }

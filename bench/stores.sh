@@ -42,8 +42,11 @@ pg_bench_start() {
                 -A scram-sha-256 --pwfile="$W/pg/pw" -E UTF8 --locale=C >"$W/initdb.log" 2>&1 || die "initdb"
         rm -f "$W/pg/pw"
         (umask 077 && printf '127.0.0.1:%s:*:hwid:%s\n' "$PG_PORT" "$pw" >"$W/pgpass")
+        # Every autovacuum pass is logged, with its duration, in UTC: the
+        # paced run's p99 is split by whether a request met one.
         bg postgres setpriv --reuid=postgres --regid=postgres --clear-groups -- "$PG_BIN/postgres" -D "$W/pg/data" \
-                -p "$PG_PORT" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$W/pg" -c max_connections=200
+                -p "$PG_PORT" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$W/pg" -c max_connections=200 \
+                -c log_autovacuum_min_duration=0 -c log_timezone=UTC
         # shellcheck disable=SC2153  # BG_PID is set by bg
         PG_PID=$BG_PID
         wait_port "$PG_PORT" "$PG_PID"
@@ -126,7 +129,8 @@ us_per() { awk -v t="$1" -v n="$2" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", (n >
 # all; loads side by side made theirs while the others' clocks ran), DUR
 # seconds: RUN_RATE, RUN_P99 (of every request), RUN_N, and the CPU per
 # request of hwidd ($REPLICA_PIDS or $SERVER_PID), PostgreSQL and the relay
-# ($RUN_RELAY): RUN_CPU_*.
+# ($RUN_RELAY): RUN_CPU_*.  With LATENCIES=1 each request's start and
+# latency go to $W/latencies-$RUN_TAG.txt (load --latencies).
 store_run() {
         local conns=$1 extra=() urls=() u out h0 p0=0 r0=0
         shift
@@ -137,6 +141,7 @@ store_run() {
         # Connection i goes to URL i mod their number: CONNS % n get one more.
         "$LOAD" --mode hwid "${urls[@]}" --cacert "$W/ca/ca.pem" --connections "$conns" \
                 --requests "${LOAD_CAP:-60000}" --duration "$DUR" --prefix "s$RUN_TAG" "${extra[@]}" \
+                ${LATENCIES:+--latencies "$W/latencies-$RUN_TAG.txt"} \
                 >"$W/run-$RUN_TAG.out" 2>>"$W/load-errors.log" &
         # The servers' CPU counts from the load's start: they idle while it
         # makes its CSRs.
@@ -253,10 +258,59 @@ stores_latency() {
         store_warm "$RTT_CLIENTS" --rate "$half" -- "${REPLICA_URLS[@]}"
         res L_COLD_P99 "$RUN_P99"
         res L_HALF_RATE "$half"
-        DUR=$((2 * DUR)) store_level LH "$RTT_CLIENTS" --rate "$half" -- "${REPLICA_URLS[@]}"
+        rm -f "$W"/latencies-*.txt
+        LATENCIES=1 DUR=$((2 * DUR)) store_level LH "$RTT_CLIENTS" --rate "$half" -- "${REPLICA_URLS[@]}"
         replicas_stop
+        read -r LH_VAC_P99 LH_VAC_N LH_CALM_P99 LH_CALM_N < <(paced_split "$W"/latencies-*.txt)
+        res LH_VAC_P99 "$LH_VAC_P99"; res LH_VAC_N "$LH_VAC_N"; res LH_CALM_P99 "$LH_CALM_P99"; res LH_CALM_N "$LH_CALM_N"
+        log "  paced: p99 $LH_VAC_P99 ms of $LH_VAC_N requests during autovacuum, $LH_CALM_P99 of $LH_CALM_N others"
         RUN_RELAY=
         res L_LOAD_END "$(loadavg)"
+}
+
+# autovacuum_windows — each autovacuum pass PostgreSQL logged (a vacuum or
+# an analyze of one table), "START END" in Unix time: the log line comes at
+# its end, and its "elapsed:" gives the start.
+autovacuum_windows() {
+        awk 'function unix(d, t,   ymd, y, m, dd, era, yoe, doy, days, hms) {
+                     split(d, ymd, "-"); m = ymd[2] + 0; dd = ymd[3] + 0; y = ymd[1] - (m <= 2)
+                     era = int(y / 400); yoe = y - era * 400
+                     doy = int((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + dd - 1
+                     days = era * 146097 + yoe * 365 + int(yoe / 4) - int(yoe / 100) + doy - 719468
+                     split(t, hms, ":")
+                     return days * 86400 + hms[1] * 3600 + hms[2] * 60 + hms[3]
+             }
+             / LOG:  automatic (aggressive )?(vacuum|analyze) of table / { end = unix($1, $2) }
+             end && /elapsed: [0-9.]+ s/ {
+                     match($0, /elapsed: [0-9.]+/)
+                     printf "%.3f %.3f\n", end - substr($0, RSTART + 9, RLENGTH - 9), end
+                     end = 0
+             }' "$W/postgres.log"
+}
+
+# paced_split FILE... — the requests of the latency files (load
+# --latencies) that started during an autovacuum pass, and the others:
+# "P99_DURING N_DURING P99_OTHERS N_OTHERS" (p99 in ms as load computes it;
+# "-" for none).
+paced_split() {
+        local split
+        autovacuum_windows >"$W/autovacuum.txt"
+        split=$(awk -v windows="$W/autovacuum.txt" '
+                     BEGIN { while ((getline w < windows) > 0) { split(w, f, " "); a[++n] = f[1]; b[n] = f[2] } }
+                     FNR == 1 { t0 = $3; next }
+                     { t = t0 + $1; c = "others"
+                       for (i = 1; i <= n; i++) if (t >= a[i] && t <= b[i]) { c = "during"; break }
+                       print c, $2 }' "$@")
+        echo "$(class_p99 during <<<"$split") $(class_p99 others <<<"$split")"
+}
+
+# class_p99 CLASS — of the lines "CLASS LATENCY" on stdin, CLASS's p99
+# and how many: "P99 N".
+class_p99() {
+        awk -v c="$1" '$1 == c { print $2 }' | sort -g |
+                awk '{ v[NR] = $1 } END { if (!NR) { print "- 0"; exit }
+                                      i = int(0.99 * NR); if (i < 0.99 * NR) i++
+                                      printf "%.2f %d\n", v[i], NR }'
 }
 
 # pg_psql SQL — one statement on the run's database, as hwid.
@@ -402,6 +456,10 @@ stores_write_targets() {
         echo "| 1 hwidd at 0.5 ms ≥ 25% of SQLite's rate | $c | $(verdict "$c >= 0.25") |"
         echo "| adding a replica never lowers the rate | $([ "$1" = 1 ] && echo yes || echo no) | $(verdict "$1 == 1") |"
         echo "| p99 < 25 ms at half the peak (1 hwidd, 0.5 ms, paced at $L_HALF_RATE/s) | $d ms | $(verdict "$d < 25") |"
+        echo
+        echo "The paced runs' requests by whether they started while autovacuum vacuumed or analyzed a table"
+        echo "(PostgreSQL logs every pass here, with its duration): $LH_VAC_N did (p99 $LH_VAC_P99 ms), $LH_CALM_N"
+        echo "did not (p99 $LH_CALM_P99 ms)."
 }
 
 stores_write() {
