@@ -35,7 +35,8 @@ static void usage(FILE *f) {
                    "  -c, --config FILE     configuration (YAML; see docs/CONFIG.md)\n"
                    "  -l, --listen ADDR:PORT  override the configured listen address\n"
                    "      --check           validate the configuration and keys, then exit\n"
-                   "  -h, --help            show this help\n\n"
+                   "  -h, --help            show this help\n"
+                   "      --version         show the version\n\n"
                    "Signals: SIGTERM/SIGINT finish in-flight requests and stop; SIGHUP reloads the\n"
                    "configuration: profiles, policy, ca.crl_url, ca.crl_validity and clock_skew apply\n"
                    "at once, the rest needs a restart (a broken file is refused and the old one stays).\n");

@@ -85,6 +85,12 @@ int http_listen_open(const char *listen_on, int *ret_fd);
 /* The local port of a bound socket, or -1. */
 int http_listen_port(int fd);
 
+/* http-mhd-response.c: resp as libmicrohttpd's response, with its
+ * headers (close: "Connection: close"); takes resp's body (wiped when
+ * freed if resp->sensitive).  NULL if out of memory. */
+struct MHD_Response;
+struct MHD_Response *http_mhd_response(http_response *resp, bool close);
+
 /* http-check.c: what libmicrohttpd lets through and HTTP does not. */
 struct MHD_Connection;
 struct sockaddr;

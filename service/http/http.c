@@ -9,7 +9,6 @@
  * never logs; start-up failures come back as -hwid_err. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -87,72 +86,16 @@ static http_conn *conn_guard(struct MHD_Connection *conn) {
         return ci ? ci->socket_context : NULL;
 }
 
-static bool header_value_ok(const char *v) {
-        for (; *v; v++)
-                if ((unsigned char) *v < 0x20 || *v == 0x7f)
-                        return false;
-        return true;
-}
-
-static bool add_headers(http_server *srv, struct MHD_Response *r, const http_response *resp,
-                        size_t len, bool close) {
-        const char *ct = resp->content_type ? resp->content_type : len ? "application/octet-stream" : NULL;
-        char ra[32];
-        bool ok = true;
-
-        if (ct)
-                ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ct) == MHD_YES;
-        if (!resp->cacheable)
-                ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") == MHD_YES;
-        ok &= MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") == MHD_YES;
-        if (resp->retry_after > 0) {
-                snprintf(ra, sizeof(ra), "%lld", (long long) resp->retry_after);
-                ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra) == MHD_YES;
-        }
-        if (resp->www_authenticate)
-                ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->www_authenticate) == MHD_YES;
-        if (resp->transfer_encoding)
-                ok &= MHD_add_response_header(r, "Content-Transfer-Encoding", resp->transfer_encoding) == MHD_YES;
-        /* A Location the handler got wrong is dropped, never sent split. */
-        if (resp->location[0] && memchr(resp->location, '\0', sizeof(resp->location)) &&
-            header_value_ok(resp->location))
-                ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, resp->location) == MHD_YES;
-        if (close || atomic_load(&srv->stopping))
-                ok &= MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
-        return ok;
-}
-
-/* Frees a body that held a secret (a token minted through the admin API):
- * the whole allocation is wiped first. */
-static void wipe_and_free(void *p) {
-        if (p)
-                explicit_bzero(p, malloc_usable_size(p));
-        free(p);
-}
-
 /* Queues resp (and takes its body).  close: end the connection after it. */
 static enum MHD_Result queue_response(http_server *srv, struct MHD_Connection *conn, req_state *st,
                                       http_response *resp, bool close) {
         struct MHD_Response *r;
         enum MHD_Result ret;
-        uint8_t *data;
-        size_t len = 0;
 
         if (resp->status < 200 || resp->status > 599)
                 http_error(resp, 500, "internal", "the request handler gave no valid response");
-        data = buf_steal(&resp->body, &len);
-        if (!data)
+        if (!(r = http_mhd_response(resp, close || atomic_load(&srv->stopping))))
                 return MHD_NO;
-        r = resp->sensitive ? MHD_create_response_from_buffer_with_free_callback(len, data, wipe_and_free)
-                            : MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-        if (!r) {
-                free(data);
-                return MHD_NO;
-        }
-        if (!add_headers(srv, r, resp, len, close)) {
-                MHD_destroy_response(r);
-                return MHD_NO;
-        }
         ret = MHD_queue_response(conn, (unsigned) resp->status, r);
         MHD_destroy_response(r);
         if (ret == MHD_YES) {
