@@ -110,6 +110,8 @@ cleanup() {
                 kill -KILL "$pid" 2>/dev/null
                 wait "$pid" 2>/dev/null
         done
+        # bench/stores-budget.sh's cgroups, empty now
+        for d in ${CGROUPS[@]+"${CGROUPS[@]}"}; do rmdir "$d"; done
         if [ $KEEP = 1 ] || [ $rc -ne 0 ]; then
                 log "work directory kept: $W"
         else

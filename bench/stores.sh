@@ -10,12 +10,17 @@
 #      and 3 replicas, 16 clients split over them; each cell the median of
 #      LOAD_REPS runs, with its p99; the CPU an issuance costs hwidd,
 #      PostgreSQL and the relay; and one replica at 0.5 ms paced at half
-#      its rate, for the p99 there.
+#      its rate, for the p99 there;
+#   3. 1, 2 and 3 replicas each on a CPU budget of its own (a cgroup's
+#      quota: bench/stores-budget.sh), at 0.5 ms.
 # One load process drives all the replicas of a run, and replicas just
 # started are warmed up for 2 s (store_warm) before a run counts.
 # PostgreSQL is a cluster of the run's own (initdb as the postgres user,
 # fsync and synchronous_commit on: the same durability as SQLite's
 # synchronous=FULL), on loopback, stopped by PID at exit.
+
+# shellcheck source=stores-budget.sh
+source "$SRCDIR/bench/stores-budget.sh"
 
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 RELAY=$BUILD/bench/pg-relay
@@ -472,6 +477,8 @@ stores_write() {
                 echo
                 stores_write_latency
                 echo
+                stores_write_budget
+                echo
                 stores_write_write_path
                 echo
                 stores_write_levels
@@ -499,6 +506,7 @@ stores_main() {
         stores_levels Q "${REPLICA_URLS[@]}"
         replicas_stop
         stores_latency
+        stores_budget
         log "the write path: one function call against one pipeline (pgbench)"
         stores_write_path
         if kill -INT "$PG_PID" 2>/dev/null; then
