@@ -7,7 +7,9 @@
 # --stores measures only hwidd issuance on SQLite against replicas on one
 # PostgreSQL (bench/stores.sh): 1 and 2 replicas at 1/16/64 clients, and 1,
 # 2 and 3 replicas with PostgreSQL 0, 0.5 and 1 ms away (bench/pg-relay),
-# into docs/BENCHMARKS-STORES.md (or FILE).
+# and 1, 2 and 3 replicas each on a CPU budget of its own (a cgroup's
+# quota: bench/stores-budget.sh; needs root), into
+# docs/BENCHMARKS-STORES.md (or FILE).
 #
 # Builds a release build with the benchmark tools (build-bench/, -Dbench=true),
 # sets up in a fresh temporary directory a CA whose key and TLS key live in a
