@@ -172,6 +172,13 @@ http() {
                 -D "$out.hdr" -w '%{http_code}' "$@" "$URL$path" 2>"$out.err") || CURL_RC=$?
 }
 
+# answered_code — the last http()'s status as a client that needs the whole
+# response sees it: CODE, or 000 when the connection was lost before the
+# response's end (a 201 whose body never came gave the client nothing).
+answered_code() {
+        if [ "$CURL_RC" = 0 ]; then echo "$CODE"; else echo 000; fi
+}
+
 # post_csr OUT TOKEN FILE [CURL-ARGS...] — POST /csr with FILE as the body
 # and TOKEN as the bearer token (empty: no Authorization header).
 post_csr() {

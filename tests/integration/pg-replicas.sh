@@ -126,8 +126,7 @@ load() {
                 (for i in $(seq "$count"); do
                         make_csr "$tag-$r-$i"
                         URL=${REPLICA_URL[$r]} post_csr "$DEV/$tag-$r-$i" "$tok" "$DEV/$tag-$r-$i.csr"
-                        [ "$CURL_RC" = 0 ] || CODE=000 # cut off by a kill: no certificate
-                        echo "$CODE" >"$DEV/$tag-$r-$i.code"
+                        answered_code >"$DEV/$tag-$r-$i.code"
                 done) &
                 LOAD_PIDS+=($!)
         done
