@@ -47,11 +47,12 @@ pg_bench_start() {
                 -A scram-sha-256 --pwfile="$W/pg/pw" -E UTF8 --locale=C >"$W/initdb.log" 2>&1 || die "initdb"
         rm -f "$W/pg/pw"
         (umask 077 && printf '127.0.0.1:%s:*:hwid:%s\n' "$PG_PORT" "$pw" >"$W/pgpass")
-        # Every autovacuum pass is logged, with its duration, in UTC: the
-        # paced run's p99 is split by whether a request met one.
+        # Every autovacuum pass is logged, with its duration, each line
+        # stamped in Unix time: the paced run's p99 is split by whether a
+        # request met one.
         bg postgres setpriv --reuid=postgres --regid=postgres --clear-groups -- "$PG_BIN/postgres" -D "$W/pg/data" \
                 -p "$PG_PORT" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$W/pg" -c max_connections=200 \
-                -c log_autovacuum_min_duration=0 -c log_timezone=UTC
+                -c log_autovacuum_min_duration=0 -c "log_line_prefix=%n [%p] "
         # shellcheck disable=SC2153  # BG_PID is set by bg
         PG_PID=$BG_PID
         wait_port "$PG_PORT" "$PG_PID"
@@ -275,17 +276,10 @@ stores_latency() {
 
 # autovacuum_windows — each autovacuum pass PostgreSQL logged (a vacuum or
 # an analyze of one table), "START END" in Unix time: the log line comes at
-# its end, and its "elapsed:" gives the start.
+# its end (its first field, log_line_prefix's %n), and its "elapsed:" gives
+# the start.
 autovacuum_windows() {
-        awk 'function unix(d, t,   ymd, y, m, dd, era, yoe, doy, days, hms) {
-                     split(d, ymd, "-"); m = ymd[2] + 0; dd = ymd[3] + 0; y = ymd[1] - (m <= 2)
-                     era = int(y / 400); yoe = y - era * 400
-                     doy = int((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + dd - 1
-                     days = era * 146097 + yoe * 365 + int(yoe / 4) - int(yoe / 100) + doy - 719468
-                     split(t, hms, ":")
-                     return days * 86400 + hms[1] * 3600 + hms[2] * 60 + hms[3]
-             }
-             / LOG:  automatic (aggressive )?(vacuum|analyze) of table / { end = unix($1, $2) }
+        awk '/ LOG:  automatic (aggressive )?(vacuum|analyze) of table / { end = $1 }
              end && /elapsed: [0-9.]+ s/ {
                      match($0, /elapsed: [0-9.]+/)
                      printf "%.3f %.3f\n", end - substr($0, RSTART + 9, RLENGTH - 9), end
