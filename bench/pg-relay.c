@@ -4,10 +4,20 @@
  *   pg-relay --listen PORT --to HOST:PORT [--rtt-us N] [--stats FILE] [--realtime]
  *
  * Listens on 127.0.0.1:PORT and relays every connection to HOST:PORT.
- * Each direction of a connection has a reader thread, which stamps every
- * chunk it reads with the time, and a writer thread, which sends it on at
- * stamp + N/2 µs: a request and its answer each take N/2 longer, so a
- * round trip N longer, and chunks keep their order and their spacing.
+ * Every chunk it reads is sent on N/2 µs later: a request and its answer
+ * each take N/2 longer, so a round trip N longer, and chunks keep their
+ * order and their spacing.
+ *
+ * One thread does it all, from one epoll loop: a relay that a benchmark
+ * runs on the cores it measures should cost as little of them as it can
+ * (with a thread per direction and a wake-up per chunk it cost 400-600 µs
+ * of CPU per issuance in bench/stores.sh, as much as half of hwidd's).
+ * Every chunk waits the same N/2, so one queue of all of them, in the
+ * order they were read, is also in the order they are due: the loop
+ * sleeps until its head is due (epoll_pwait2's timeout, in ns) or a
+ * socket has something.  A chunk that its destination cannot take yet
+ * (its socket buffer full) waits in its direction's backlog, in order,
+ * until the socket is writable.
  *
  * It also counts round trips: a chunk from the client that follows data
  * from the server on the same connection is one (a client that sends
@@ -16,64 +26,80 @@
  * "connections=C round_trips=T bytes_up=U bytes_down=D" to FILE (replaced
  * atomically) every 50 ms, for a test or a benchmark to read.
  *
- * --realtime runs the relay's threads at SCHED_FIFO priority (when the
- * process may): a network does not wait for a CPU, and on a machine whose
- * cores are all busy a writer woken at its chunk's time could otherwise
- * wait milliseconds for one, adding far more than N.  The relay's own
- * work is a copy and a send per chunk.
+ * --realtime runs the relay at SCHED_FIFO priority (when the process
+ * may): a network does not wait for a CPU, and on a machine whose cores
+ * are all busy a relay woken at a chunk's time could otherwise wait
+ * milliseconds for one, adding far more than N.
  *
  * Runs until killed.  bench/stores.sh puts PostgreSQL behind it, and
  * tests/integration/pg-round-trips.sh counts the round trips of an
  * issuance with it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define CHUNK_MAX 65536
+#define STATS_EVERY_NS 50000000u
+
+typedef struct relay_dir relay_dir;
 
 typedef struct chunk {
         struct chunk *next;
+        relay_dir *dir;
         uint64_t due_ns;  /* when it may be sent on */
-        size_t len;       /* 0: the end of the stream */
+        size_t len, sent; /* len 0: the end of the stream */
         char data[];
 } chunk;
 
 typedef struct relay_conn relay_conn;
 
-/* One direction: src is read, dst written. */
-typedef struct pipe_dir {
+/* One direction of a connection: src is read, dst written. */
+struct relay_dir {
         relay_conn *conn;
         int src, dst;
-        bool up;          /* client to server */
-        pthread_mutex_t lock;
-        pthread_cond_t more;
-        chunk *head, **tail;
-} pipe_dir;
+        bool up;           /* client to server */
+        bool reading;      /* src not at its end yet */
+        bool done;         /* its end sent on, or dst failed */
+        chunk *backlog, **backlog_tail; /* due, waiting for dst to take them */
+};
+
+/* The epoll data of a socket: which connection, which end. */
+typedef struct relay_end {
+        relay_conn *conn;
+        int side;          /* 0: the client's socket, 1: the server's */
+        uint32_t events;   /* what epoll watches for (0: not in the set) */
+} relay_end;
 
 struct relay_conn {
-        pipe_dir dir[2];
-        _Atomic int last;  /* 0: nothing yet, 1: client spoke last, 2: server */
-        _Atomic int threads;
+        relay_dir dir[2];  /* 0: up (client's socket to server's), 1: down */
+        relay_end end[2];
+        int last;          /* 0: nothing yet, 1: client spoke last, 2: server */
+        size_t queued;     /* its chunks in the queue of those not due yet */
+        relay_conn *next_ended; /* on the list of the ended, once on it */
+        bool ended;
 };
 
 static uint64_t one_way_ns;
-static bool realtime;
 static const char *stats_path;
-static _Atomic uint64_t n_conns, n_trips, n_up, n_down;
+static uint64_t n_conns, n_trips, n_up, n_down;
+static int ep;
+static chunk *queue, **queue_tail = &queue; /* read, not due yet: in due order */
+static relay_conn *ended; /* done both ways: freed once no event of theirs is pending */
 
 static uint64_t now_ns(void) {
         struct timespec ts;
@@ -82,116 +108,163 @@ static uint64_t now_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static void conn_release(relay_conn *c) {
-        if (atomic_fetch_sub(&c->threads, 1) != 1)
+/* What epoll waits for on a connection's socket SIDE: to read it while
+ * its direction reads, to write it while the other's backlog waits.  A
+ * socket with neither leaves the set: epoll would report its hang-up
+ * all the same, again and again. */
+static void watch(relay_conn *c, int side) {
+        relay_end *e = &c->end[side];
+        struct epoll_event ev = { .events = (c->dir[side].reading ? EPOLLIN : 0) |
+                                            (c->dir[1 - side].backlog ? EPOLLOUT : 0),
+                                  .data.ptr = e };
+
+        if (ev.events == e->events)
                 return;
-        close(c->dir[0].src);
-        close(c->dir[1].src);
-        for (int i = 0; i < 2; i++) {
-                while (c->dir[i].head) {
-                        chunk *k = c->dir[i].head;
-                        c->dir[i].head = k->next;
-                        free(k);
-                }
-                pthread_mutex_destroy(&c->dir[i].lock);
-                pthread_cond_destroy(&c->dir[i].more);
-        }
-        free(c);
+        epoll_ctl(ep, ev.events == 0 ? EPOLL_CTL_DEL : e->events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD,
+                  c->dir[side].src, &ev);
+        e->events = ev.events;
 }
 
-static void enqueue(pipe_dir *d, chunk *k) {
-        pthread_mutex_lock(&d->lock);
-        *d->tail = k;
-        d->tail = &k->next;
-        pthread_cond_signal(&d->more);
-        pthread_mutex_unlock(&d->lock);
+/* A connection done both ways, with no chunk left in the queue, goes on
+ * the list of the ended: the events that epoll returned with its own may
+ * still name it. */
+static void conn_end_if_done(relay_conn *c) {
+        if (c->ended || !c->dir[0].done || !c->dir[1].done || c->queued > 0)
+                return;
+        c->ended = true;
+        c->next_ended = ended;
+        ended = c;
 }
 
-/* A client chunk after the server's: the client waited for an answer. */
-static void count(pipe_dir *d, size_t len) {
-        if (d->up) {
-                atomic_fetch_add(&n_up, len);
-                if (atomic_exchange(&d->conn->last, 1) != 1)
-                        atomic_fetch_add(&n_trips, 1);
-        } else {
-                atomic_fetch_add(&n_down, len);
-                atomic_store(&d->conn->last, 2);
+static void ended_free(void) {
+        while (ended) {
+                relay_conn *c = ended;
+                ended = c->next_ended;
+                close(c->dir[0].src);
+                close(c->dir[1].src);
+                free(c);
         }
 }
 
-static void *reader(void *arg) {
-        pipe_dir *d = arg;
-        char buf[CHUNK_MAX];
-        ssize_t n;
+/* The direction has nothing more to send: its end, or dst failed. */
+static void dir_finish(relay_dir *d, bool failed) {
+        while (d->backlog) {
+                chunk *k = d->backlog;
+                d->backlog = k->next;
+                free(k);
+        }
+        d->backlog_tail = &d->backlog;
+        d->done = true;
+        shutdown(d->dst, SHUT_WR);
+        if (failed && d->reading) {
+                /* What src still sends has nowhere to go. */
+                d->reading = false;
+                shutdown(d->src, SHUT_RD);
+        }
+}
 
-        do {
-                n = read(d->src, buf, sizeof(buf));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                chunk *k = malloc(sizeof(*k) + (n > 0 ? (size_t) n : 0));
-                if (!k)
-                        abort();
-                *k = (chunk) { .due_ns = now_ns() + one_way_ns, .len = n > 0 ? (size_t) n : 0 };
-                if (n > 0) {
-                        memcpy(k->data, buf, (size_t) n);
-                        count(d, (size_t) n);
+/* Sends what dst takes of the backlog; false when dst failed. */
+static bool backlog_flush(relay_dir *d) {
+        while (d->backlog) {
+                chunk *k = d->backlog;
+                if (k->len == 0) {
+                        dir_finish(d, false);
+                        return true;
                 }
-                enqueue(d, k);
-        } while (n > 0);
-        conn_release(d->conn);
-        return NULL;
-}
-
-static chunk *dequeue(pipe_dir *d) {
-        chunk *k;
-
-        pthread_mutex_lock(&d->lock);
-        while (!d->head)
-                pthread_cond_wait(&d->more, &d->lock);
-        k = d->head;
-        if (!(d->head = k->next))
-                d->tail = &d->head;
-        pthread_mutex_unlock(&d->lock);
-        return k;
-}
-
-static bool send_all(int fd, const char *p, size_t len) {
-        while (len > 0) {
-                ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+                ssize_t n = send(d->dst, k->data + k->sent, k->len - k->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (n < 0 && errno == EINTR)
                         continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return true;
                 if (n <= 0)
                         return false;
-                p += n;
-                len -= (size_t) n;
+                if ((k->sent += (size_t) n) < k->len)
+                        continue;
+                if (!(d->backlog = k->next))
+                        d->backlog_tail = &d->backlog;
+                free(k);
         }
         return true;
 }
 
-static void *writer(void *arg) {
-        pipe_dir *d = arg;
-        bool ok = true;
+/* A due chunk to its direction's backlog, and on as far as dst takes it. */
+static void deliver(chunk *k) {
+        relay_dir *d = k->dir;
+        relay_conn *c = d->conn;
 
-        for (;;) {
-                chunk *k = dequeue(d);
-                size_t len = k->len;
-                struct timespec due = { .tv_sec = (time_t) (k->due_ns / 1000000000u),
-                                        .tv_nsec = (long) (k->due_ns % 1000000000u) };
-
-                while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
-                        ;
-                if (ok && len > 0)
-                        ok = send_all(d->dst, k->data, len);
+        c->queued--;
+        if (d->done) {
                 free(k);
-                if (len == 0 || !ok)
-                        break;
+        } else {
+                k->next = NULL;
+                *d->backlog_tail = k;
+                d->backlog_tail = &k->next;
+                if (!backlog_flush(d))
+                        dir_finish(d, true);
         }
-        /* The other side sees the end; a writer that failed ends the reading too. */
-        shutdown(d->dst, SHUT_WR);
-        if (!ok)
-                shutdown(d->src, SHUT_RD);
-        conn_release(d->conn);
-        return NULL;
+        watch(c, 0);
+        watch(c, 1);
+        conn_end_if_done(c);
+}
+
+static void deliver_due(uint64_t now) {
+        while (queue && queue->due_ns <= now) {
+                chunk *k = queue;
+                if (!(queue = k->next))
+                        queue_tail = &queue;
+                deliver(k);
+        }
+}
+
+/* A client chunk after the server's: the client waited for an answer. */
+static void count(relay_dir *d, size_t len) {
+        if (d->up) {
+                n_up += len;
+                if (d->conn->last != 1)
+                        n_trips++;
+                d->conn->last = 1;
+        } else {
+                n_down += len;
+                d->conn->last = 2;
+        }
+}
+
+/* Reads what src has into a chunk due N/2 from now; its end (or an
+ * error) is a chunk of length 0, which shuts down dst's writing. */
+static void dir_read(relay_dir *d) {
+        static char buf[CHUNK_MAX];
+        ssize_t n = read(d->src, buf, sizeof(buf));
+        chunk *k;
+
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+                return;
+        if (n < 0)
+                n = 0;
+        if (!(k = malloc(sizeof(*k) + (size_t) n)))
+                abort();
+        *k = (chunk) { .dir = d, .due_ns = now_ns() + one_way_ns, .len = (size_t) n };
+        if (n > 0) {
+                memcpy(k->data, buf, (size_t) n);
+                count(d, (size_t) n);
+        } else {
+                d->reading = false;
+        }
+        *queue_tail = k;
+        queue_tail = &k->next;
+        d->conn->queued++;
+}
+
+static void on_socket(relay_end *e, uint32_t events) {
+        relay_conn *c = e->conn;
+        relay_dir *from = &c->dir[e->side], *to = &c->dir[1 - e->side];
+
+        if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && to->backlog && !backlog_flush(to))
+                dir_finish(to, true);
+        if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && from->reading)
+                dir_read(from);
+        watch(c, e->side);
+        watch(c, 1 - e->side);
+        conn_end_if_done(c);
 }
 
 static int dial(const char *host, const char *port) {
@@ -211,31 +284,11 @@ static int dial(const char *host, const char *port) {
         return fd;
 }
 
-static void nodelay(int fd) {
+static void prepare(int fd) {
         int one = 1;
 
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-static void start(void *(*fn)(void *), void *arg) {
-        pthread_attr_t attr;
-        pthread_t t;
-
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (realtime) {
-                pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
-                pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
-                pthread_attr_setschedparam(&attr, &(struct sched_param) { .sched_priority = 10 });
-        }
-        pthread_attr_setstacksize(&attr, CHUNK_MAX + 256 * 1024);
-        if (pthread_create(&t, &attr, fn, arg) != 0) {
-                /* Not allowed to run in real time: at the normal priority. */
-                pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
-                if (pthread_create(&t, &attr, fn, arg) != 0)
-                        abort();
-        }
-        pthread_attr_destroy(&attr);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
 static void relay(int client, const char *host, const char *port) {
@@ -248,45 +301,34 @@ static void relay(int client, const char *host, const char *port) {
                         close(server);
                 return;
         }
-        nodelay(client);
-        nodelay(server);
-        atomic_fetch_add(&n_conns, 1);
-        c->threads = 4;
-        c->dir[0] = (pipe_dir) { .conn = c, .src = client, .dst = server, .up = true };
-        c->dir[1] = (pipe_dir) { .conn = c, .src = server, .dst = client };
+        prepare(client);
+        prepare(server);
+        n_conns++;
+        c->dir[0] = (relay_dir) { .conn = c, .src = client, .dst = server, .up = true, .reading = true };
+        c->dir[1] = (relay_dir) { .conn = c, .src = server, .dst = client, .reading = true };
         for (int i = 0; i < 2; i++) {
-                c->dir[i].tail = &c->dir[i].head;
-                pthread_mutex_init(&c->dir[i].lock, NULL);
-                pthread_cond_init(&c->dir[i].more, NULL);
-        }
-        for (int i = 0; i < 2; i++) {
-                start(writer, &c->dir[i]);
-                start(reader, &c->dir[i]);
+                c->dir[i].backlog_tail = &c->dir[i].backlog;
+                c->end[i] = (relay_end) { .conn = c, .side = i };
+                watch(c, i);
         }
 }
 
-static void *stats_loop(void *arg) {
+static void stats_write(void) {
         char tmp[4096];
+        FILE *f;
 
-        (void) arg;
         snprintf(tmp, sizeof(tmp), "%s.tmp", stats_path);
-        for (;;) {
-                FILE *f = fopen(tmp, "w");
-                if (f) {
-                        fprintf(f, "connections=%llu round_trips=%llu bytes_up=%llu bytes_down=%llu\n",
-                                (unsigned long long) n_conns, (unsigned long long) n_trips,
-                                (unsigned long long) n_up, (unsigned long long) n_down);
-                        if (fclose(f) == 0)
-                                rename(tmp, stats_path);
-                }
-                nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL);
-        }
-        return NULL;
+        if (!(f = fopen(tmp, "w")))
+                return;
+        fprintf(f, "connections=%llu round_trips=%llu bytes_up=%llu bytes_down=%llu\n", (unsigned long long) n_conns,
+                (unsigned long long) n_trips, (unsigned long long) n_up, (unsigned long long) n_down);
+        if (fclose(f) == 0)
+                rename(tmp, stats_path);
 }
 
 static int listen_on(const char *port) {
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
         char *end;
         long p = strtol(port, &end, 10);
 
@@ -301,11 +343,65 @@ static int listen_on(const char *port) {
         return fd;
 }
 
+/* How long the loop may sleep: until the queue's head is due, and the
+ * next stats write; -1: until a socket has something. */
+static int64_t sleep_ns(uint64_t now, uint64_t stats_due) {
+        int64_t t = -1;
+
+        if (queue)
+                t = queue->due_ns > now ? (int64_t) (queue->due_ns - now) : 0;
+        if (stats_path) {
+                int64_t s = stats_due > now ? (int64_t) (stats_due - now) : 0;
+                t = t < 0 || s < t ? s : t;
+        }
+        return t;
+}
+
+static int wait_events(struct epoll_event *evs, int max, int64_t ns) {
+        struct timespec ts = { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+        int n = epoll_pwait2(ep, evs, max, ns < 0 ? NULL : &ts, NULL);
+
+        if (n < 0 && errno == ENOSYS) /* a kernel before 5.11: to the millisecond */
+                n = epoll_wait(ep, evs, max, ns < 0 ? -1 : (int) ((ns + 999999) / 1000000));
+        return n;
+}
+
+static int run(int listener, const char *host, const char *port) {
+        struct epoll_event evs[64], ev = { .events = EPOLLIN, .data.ptr = NULL };
+        uint64_t stats_due = 0;
+
+        if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev) < 0)
+                return 1;
+        for (;;) {
+                uint64_t now = now_ns();
+                if (stats_path && now >= stats_due) {
+                        stats_write();
+                        stats_due = now + STATS_EVERY_NS;
+                }
+                int n = wait_events(evs, 64, sleep_ns(now, stats_due));
+                if (n < 0 && errno != EINTR)
+                        return 1;
+                for (int i = 0; i < n; i++) {
+                        if (evs[i].data.ptr) {
+                                on_socket(evs[i].data.ptr, evs[i].events);
+                                continue;
+                        }
+                        int client = accept(listener, NULL, NULL);
+                        if (client >= 0)
+                                relay(client, host, port);
+                        else if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
+                                return 1;
+                }
+                deliver_due(now_ns());
+                ended_free();
+        }
+}
+
 static void usage(FILE *f) {
         fprintf(f, "usage: pg-relay --listen PORT --to HOST:PORT [--rtt-us N] [--stats FILE] [--realtime]\n"
                    "Relays 127.0.0.1:PORT to HOST:PORT, adding N microseconds to every round trip\n"
-                   "(N/2 each way), and counts the client's round trips (--stats); --realtime: its\n"
-                   "threads at SCHED_FIFO priority, so that busy cores do not add to N.\n");
+                   "(N/2 each way), and counts the client's round trips (--stats); --realtime: at\n"
+                   "SCHED_FIFO priority, so that busy cores do not add to N.\n");
 }
 
 int main(int argc, char **argv) {
@@ -315,9 +411,9 @@ int main(int argc, char **argv) {
                 { "realtime", no_argument, NULL, 'R' },     { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
-        const char *port = NULL, *to = NULL;
+        const char *port = NULL, *to = NULL, *colon;
+        bool realtime = false;
         char host[256];
-        const char *colon;
         int c, fd;
 
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
@@ -340,13 +436,10 @@ int main(int argc, char **argv) {
                 return 1;
         }
         signal(SIGPIPE, SIG_IGN);
-        if (stats_path)
-                start(stats_loop, NULL);
-        for (;;) {
-                int client = accept(fd, NULL, NULL);
-                if (client >= 0)
-                        relay(client, host, colon + 1);
-                else if (errno != EINTR && errno != ECONNABORTED)
-                        return 1;
-        }
+        /* Woken at a chunk's time, not up to 50 µs after (the default
+         * timer slack; a SCHED_FIFO thread has none anyway). */
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+        if (realtime)
+                (void) sched_setscheduler(0, SCHED_FIFO, &(struct sched_param) { .sched_priority = 10 });
+        return run(fd, host, colon + 1);
 }
