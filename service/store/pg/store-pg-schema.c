@@ -129,6 +129,9 @@ static const char *const migrations[] = {
         /* 8 -> 9: the audit records waiting for the linker in a table of
          * their own (store-pg-link.c). */
         pg_queue_sql,
+        /* 9 -> 10: no statement of an issuance planned on every call
+         * (store-pg-functions.c). */
+        pg_replan_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -305,6 +305,8 @@ extern const char pg_plans_sql[];
 extern const char pg_token_last_sql[];
 /* store-pg-link.c: the linker's queue in a table of its own (migration 9). */
 extern const char pg_queue_sql[];
+/* No issuance's statement planned on every call (migration 10). */
+extern const char pg_replan_sql[];
 
 /* ---- store-pg-token.c (inside a transaction) ---- */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now);
