@@ -4,13 +4,14 @@
 # run.sh, whose plumbing it uses), into $STORES_OUT (default
 # docs/BENCHMARKS-STORES.md):
 #   1. SQLite, and 1 and 2 replicas on PostgreSQL reached directly, at 1,
-#      16 and 64 clients;
+#      16 and 64 clients (2 replicas not at 1: a client reaches one);
 #   2. the round-trip time: PostgreSQL behind bench/pg-relay (a delaying
 #      TCP relay: this kernel has no netem) at 0, 0.5 and 1 ms, with 1, 2
 #      and 3 replicas, 16 clients split over them; each cell the median of
 #      LOAD_REPS runs, with its p99; the CPU an issuance costs hwidd,
 #      PostgreSQL and the relay; and one replica at 0.5 ms paced at half
-#      its rate, for the p99 there;
+#      its rate, for the p99 there, its requests split by whether they
+#      met autovacuum or this machine's memory monitor (stores-passes.sh);
 #   3. 1, 2 and 3 replicas each on a CPU budget of its own (a cgroup's
 #      quota: bench/stores-budget.sh), at 0.5 ms.
 # One load process drives all the replicas of a run, and replicas just
@@ -21,6 +22,8 @@
 
 # shellcheck source=stores-budget.sh
 source "$SRCDIR/bench/stores-budget.sh"
+# shellcheck source=stores-passes.sh
+source "$SRCDIR/bench/stores-passes.sh"
 
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 RELAY=$BUILD/bench/pg-relay
@@ -219,6 +222,9 @@ stores_levels() {
         new_token "${REPLICA_CFG:-$CFG}" # the replicas' database, or SQLite's
         store_warm 16 -- "$@"
         for c in "${STORE_LEVELS[@]}"; do
+                # Fewer clients than replicas would leave a replica idle
+                # (each client keeps one connection to one replica).
+                ((c >= $#)) || continue
                 store_level "$prefix$c" "$c" -- "$@"
         done
 }
@@ -265,11 +271,18 @@ stores_latency() {
         res L_COLD_P99 "$RUN_P99"
         res L_HALF_RATE "$half"
         rm -f "$W"/latencies-*.txt
+        passes_watch_start
         LATENCIES=1 DUR=$((2 * DUR)) store_level LH "$RTT_CLIENTS" --rate "$half" -- "${REPLICA_URLS[@]}"
+        passes_watch_stop
         replicas_stop
         read -r LH_VAC_P99 LH_VAC_N LH_CALM_P99 LH_CALM_N < <(paced_split "$W"/latencies-*.txt)
         res LH_VAC_P99 "$LH_VAC_P99"; res LH_VAC_N "$LH_VAC_N"; res LH_CALM_P99 "$LH_CALM_P99"; res LH_CALM_N "$LH_CALM_N"
         log "  paced: p99 $LH_VAC_P99 ms of $LH_VAC_N requests during autovacuum, $LH_CALM_P99 of $LH_CALM_N others"
+        read -r LH_PASSES LH_PASS_PERIOD LH_PASS_CPU < <(passes_summary)
+        res LH_PASSES "$LH_PASSES"; res LH_PASS_PERIOD "$LH_PASS_PERIOD"; res LH_PASS_CPU "$LH_PASS_CPU"
+        read -r LH_NEAR_P99 LH_NEAR_N LH_FAR_P99 LH_FAR_N < <(passes_split "$W"/latencies-*.txt)
+        res LH_NEAR_P99 "$LH_NEAR_P99"; res LH_NEAR_N "$LH_NEAR_N"; res LH_FAR_P99 "$LH_FAR_P99"; res LH_FAR_N "$LH_FAR_N"
+        log "  paced: $LH_PASSES kdamond passes; p99 $LH_NEAR_P99 ms of $LH_NEAR_N requests near one, $LH_FAR_P99 of $LH_FAR_N others"
         RUN_RELAY=
         res L_LOAD_END "$(loadavg)"
 }
@@ -292,9 +305,17 @@ autovacuum_windows() {
 # "P99_DURING N_DURING P99_OTHERS N_OTHERS" (p99 in ms as load computes it;
 # "-" for none).
 paced_split() {
-        local split
         autovacuum_windows >"$W/autovacuum.txt"
-        split=$(awk -v windows="$W/autovacuum.txt" '
+        windows_split "$W/autovacuum.txt" "$@"
+}
+
+# windows_split WINDOWS FILE... — the requests of the latency files that
+# started within one of the windows ("START END" lines, Unix time) and
+# the others, as paced_split says.
+windows_split() {
+        local split windows=$1
+        shift
+        split=$(awk -v windows="$windows" '
                      BEGIN { while ((getline w < windows) > 0) { split(w, f, " "); a[++n] = f[1]; b[n] = f[2] } }
                      FNR == 1 { t0 = $3; next }
                      { t = t0 + $1; c = "others"
@@ -388,7 +409,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "NOT met"; fi; }
 
 stores_write_levels() {
-        local c
+        local c q
         echo "## Clients: SQLite against PostgreSQL reached directly"
         echo
         echo "Issuances per second over HTTPS with keep-alive, durable commits; the clients split evenly over the"
@@ -398,7 +419,9 @@ stores_write_levels() {
         echo "| clients | SQLite, 1 hwidd | PostgreSQL, 1 hwidd | PostgreSQL, 2 hwidd |"
         echo "|---|---|---|---|"
         for c in "${STORE_LEVELS[@]}"; do
-                echo "| $c | $(cell "S$c") | $(cell "P$c") | $(cell "Q$c") |"
+                q=$(cell "Q$c")
+                ((c >= 2)) || q="(one client reaches one replica)"
+                echo "| $c | $(cell "S$c") | $(cell "P$c") | $q |"
         done
 }
 
@@ -459,6 +482,8 @@ stores_write_targets() {
         echo "The paced runs' requests by whether they started while autovacuum vacuumed or analyzed a table"
         echo "(PostgreSQL logs every pass here, with its duration): $LH_VAC_N did (p99 $LH_VAC_P99 ms), $LH_CALM_N"
         echo "did not (p99 $LH_CALM_P99 ms)."
+        echo
+        passes_write
 }
 
 stores_write() {
