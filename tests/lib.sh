@@ -138,6 +138,7 @@ _lib_on_exit() {
                 _lib_dump_logs
         fi
         _lib_kill_tracked
+        _lib_port_release
         if [ "${KEEP_TMP:-0}" = 1 ]; then
                 echo "$TEST_NAME: kept $T" >&2
         else
@@ -357,19 +358,55 @@ _lib_port_range() {
         echo "$((base + count / 2)) $((count - count / 2))"
 }
 
+# Ports that free_port handed out are claimed until their test exits, in
+# a directory every test on the machine shares (a file per port holding the
+# test's PID, written under a lock): two tests running side by side could
+# otherwise both be given a port nobody listened on yet, and the second
+# to bind it fail with "address in use". A claim whose test is gone
+# (killed before its cleanup) is taken over.  One directory per user: a
+# test that cannot use it claims nothing, as before.
+_LIB_PORT_CLAIMS=${TMPDIR:-/tmp}/hwid-test-ports.$EUID
+
+# _lib_port_claim PORT — true when this test now holds PORT.
+_lib_port_claim() {
+        local f=$_LIB_PORT_CLAIMS/$1 owner fd rc=1
+        mkdir -p "$_LIB_PORT_CLAIMS" 2>/dev/null && { exec {fd}>>"$_LIB_PORT_CLAIMS/.lock"; } 2>/dev/null || return 0
+        flock "$fd"
+        owner=$(cat "$f" 2>/dev/null) || owner=
+        if [ -z "$owner" ] || ! _lib_is_alive "$owner"; then
+                echo "$_LIB_PID" >"$f"
+                rc=0
+        fi
+        exec {fd}>&-
+        return $rc
+}
+
+# _lib_port_release — this test's claims go (at its exit).
+_lib_port_release() {
+        local p fd
+        [ -f "$T/.ports" ] && [ -d "$_LIB_PORT_CLAIMS" ] || return 0
+        { exec {fd}>>"$_LIB_PORT_CLAIMS/.lock"; } 2>/dev/null || return 0
+        flock "$fd"
+        while read -r p; do
+                [ "$(cat "$_LIB_PORT_CLAIMS/$p" 2>/dev/null)" != "$_LIB_PID" ] || rm -f "$_LIB_PORT_CLAIMS/$p"
+        done <"$T/.ports"
+        exec {fd}>&-
+}
+
 # free_port — print a loopback TCP port nobody listens on, from the upper
-# half of the test port range (above the ports swtpm-start uses); ports
-# already handed out in this test are not reused (recorded in a file, since
-# free_port usually runs in $(...)).
+# half of the test port range (above the ports swtpm-start uses), claimed
+# for this test until it exits; ports already handed out in this test are
+# not reused (recorded in a file, since free_port usually runs in $(...)).
 free_port() {
         local p i first span
-        require_tools ss
+        require_tools ss flock
         read -r first span < <(_lib_port_range) || fail "free_port: no port range"
         touch "$T/.ports"
         for ((i = 0; i < 200; i++)); do
                 p=$((first + (RANDOM * 32768 + RANDOM) % span))
                 grep -qx "$p" "$T/.ports" && continue
                 _lib_port_listening "$p" && continue
+                _lib_port_claim "$p" || continue
                 echo "$p" >>"$T/.ports"
                 echo "$p"
                 return 0

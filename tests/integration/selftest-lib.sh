@@ -145,6 +145,29 @@ test_ports() {
         child_must_fail dead_server "exited before listening"
 }
 
+# Two tests side by side never get the same port from free_port (each
+# holds what it was given until it exits): 14 ports each out of 32 would
+# almost surely overlap if each only checked that nothing listened yet.
+# Their claims go with them: a third then gets 24 of the 32.
+test_ports_side_by_side() {
+        local snippet dup a b
+        snippet='export HWID_TEST_PORT_BASE=31000 HWID_TEST_PORT_COUNT=64
+for i in $(seq 14); do free_port; done
+sleep 1'
+        child side_a <<<"$snippet" &
+        a=$!
+        child side_b <<<"$snippet" &
+        b=$!
+        wait "$a" "$b"
+        assert_eq "$(sort -u "$T/side_a.out" | wc -l) $(sort -u "$T/side_b.out" | wc -l)" "14 14" \
+                "ports handed to each of two tests side by side"
+        dup=$(sort "$T/side_a.out" "$T/side_b.out" | uniq -d | paste -sd' ')
+        [ -z "$dup" ] || fail "free_port handed $dup to two tests at once"
+        child side_c <<<'export HWID_TEST_PORT_BASE=31000 HWID_TEST_PORT_COUNT=64
+for i in $(seq 24); do free_port; done'
+        child_rc side_c 0
+}
+
 # HWID_TEST_PORT_BASE / HWID_TEST_PORT_COUNT move every port a test uses:
 # swtpm-start's (lower half) and free_port's (upper half).
 test_port_range() {
@@ -263,6 +286,7 @@ test_expect_exit
 test_exit_trap
 test_skip_rules
 test_ports
+test_ports_side_by_side
 test_port_range
 test_softhsm
 test_swtpm
