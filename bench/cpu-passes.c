@@ -50,6 +50,10 @@ static bool cpu_ns(int fd, uint64_t *ret) {
         return true;
 }
 
+static void pass_print(double start, double end, uint64_t cpu_ns_spent) {
+        printf("%.4f %.4f %.3f\n", start, end, (double) cpu_ns_spent / 1e6);
+}
+
 static void usage(FILE *f) {
         fprintf(f, "usage: cpu-passes --pid PID [--interval-us N] [--gap-us G]\n"
                    "Prints \"START END CPU_MS\" (Unix time) for each pass of thread PID on a CPU,\n"
@@ -100,20 +104,22 @@ int main(int argc, char **argv) {
                 if (!cpu_ns(fd, &now_cpu))
                         break;
                 if (now_cpu > prev) {
-                        if (!in_pass)
-                                pass_start = prev_t, pass_cpu = 0;
+                        if (!in_pass) {
+                                pass_start = prev_t;
+                                pass_cpu = 0;
+                        }
                         in_pass = true;
                         pass_end = t;
                         pass_cpu += now_cpu - prev;
                 } else if (in_pass && (t - pass_end) * 1e6 >= (double) gap_us) {
-                        printf("%.4f %.4f %.3f\n", pass_start, pass_end, (double) pass_cpu / 1e6);
+                        pass_print(pass_start, pass_end, pass_cpu);
                         in_pass = false;
                 }
                 prev = now_cpu;
                 prev_t = t;
         }
         if (in_pass)
-                printf("%.4f %.4f %.3f\n", pass_start, pass_end, (double) pass_cpu / 1e6);
+                pass_print(pass_start, pass_end, pass_cpu);
         close(fd);
         return 0;
 }

@@ -125,10 +125,13 @@ static void watch(relay_conn *c, int side) {
         e->events = ev.events;
 }
 
-/* A connection done both ways, with no chunk left in the queue, goes on
- * the list of the ended: the events that epoll returned with its own may
- * still name it. */
-static void conn_end_if_done(relay_conn *c) {
+/* After a connection's directions changed: what epoll watches for on its
+ * sockets; and, done both ways with no chunk left in the queue, it goes
+ * on the list of the ended (the events that epoll returned with its own
+ * may still name it). */
+static void conn_update(relay_conn *c) {
+        watch(c, 0);
+        watch(c, 1);
         if (c->ended || !c->dir[0].done || !c->dir[1].done || c->queued > 0)
                 return;
         c->ended = true;
@@ -202,9 +205,7 @@ static void deliver(chunk *k) {
                 if (!backlog_flush(d))
                         dir_finish(d, true);
         }
-        watch(c, 0);
-        watch(c, 1);
-        conn_end_if_done(c);
+        conn_update(c);
 }
 
 static void deliver_due(uint64_t now) {
@@ -262,9 +263,7 @@ static void on_socket(relay_end *e, uint32_t events) {
                 dir_finish(to, true);
         if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && from->reading)
                 dir_read(from);
-        watch(c, e->side);
-        watch(c, 1 - e->side);
-        conn_end_if_done(c);
+        conn_update(c);
 }
 
 static int dial(const char *host, const char *port) {
@@ -309,8 +308,8 @@ static void relay(int client, const char *host, const char *port) {
         for (int i = 0; i < 2; i++) {
                 c->dir[i].backlog_tail = &c->dir[i].backlog;
                 c->end[i] = (relay_end) { .conn = c, .side = i };
-                watch(c, i);
         }
+        conn_update(c);
 }
 
 static void stats_write(void) {

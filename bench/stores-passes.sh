@@ -55,6 +55,18 @@ passes_split() {
         windows_split "$W/pass-windows.txt" "$@"
 }
 
+# passes_results FILE... — the passes and the split of the latency files,
+# as results (LH_PASSES, LH_PASS_PERIOD, LH_PASS_CPU; LH_NEAR_P99/N and
+# LH_FAR_P99/N).
+passes_results() {
+        read -r LH_PASSES LH_PASS_PERIOD LH_PASS_CPU < <(passes_summary)
+        res LH_PASSES "$LH_PASSES"; res LH_PASS_PERIOD "$LH_PASS_PERIOD"; res LH_PASS_CPU "$LH_PASS_CPU"
+        read -r LH_NEAR_P99 LH_NEAR_N LH_FAR_P99 LH_FAR_N < <(passes_split "$@")
+        res LH_NEAR_P99 "$LH_NEAR_P99"; res LH_NEAR_N "$LH_NEAR_N"; res LH_FAR_P99 "$LH_FAR_P99"; res LH_FAR_N "$LH_FAR_N"
+        log "  paced: $LH_PASSES kdamond passes; p99 $LH_NEAR_P99 ms of $LH_NEAR_N requests near one," \
+                "$LH_FAR_P99 of $LH_FAR_N others"
+}
+
 # passes_write — the doc's paragraph on them.
 passes_write() {
         if [ "${LH_PASSES:-0}" = 0 ]; then

@@ -278,11 +278,7 @@ stores_latency() {
         read -r LH_VAC_P99 LH_VAC_N LH_CALM_P99 LH_CALM_N < <(paced_split "$W"/latencies-*.txt)
         res LH_VAC_P99 "$LH_VAC_P99"; res LH_VAC_N "$LH_VAC_N"; res LH_CALM_P99 "$LH_CALM_P99"; res LH_CALM_N "$LH_CALM_N"
         log "  paced: p99 $LH_VAC_P99 ms of $LH_VAC_N requests during autovacuum, $LH_CALM_P99 of $LH_CALM_N others"
-        read -r LH_PASSES LH_PASS_PERIOD LH_PASS_CPU < <(passes_summary)
-        res LH_PASSES "$LH_PASSES"; res LH_PASS_PERIOD "$LH_PASS_PERIOD"; res LH_PASS_CPU "$LH_PASS_CPU"
-        read -r LH_NEAR_P99 LH_NEAR_N LH_FAR_P99 LH_FAR_N < <(passes_split "$W"/latencies-*.txt)
-        res LH_NEAR_P99 "$LH_NEAR_P99"; res LH_NEAR_N "$LH_NEAR_N"; res LH_FAR_P99 "$LH_FAR_P99"; res LH_FAR_N "$LH_FAR_N"
-        log "  paced: $LH_PASSES kdamond passes; p99 $LH_NEAR_P99 ms of $LH_NEAR_N requests near one, $LH_FAR_P99 of $LH_FAR_N others"
+        passes_results "$W"/latencies-*.txt
         RUN_RELAY=
         res L_LOAD_END "$(loadavg)"
 }

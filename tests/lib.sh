@@ -367,30 +367,44 @@ _lib_port_range() {
 # test that cannot use it claims nothing, as before.
 _LIB_PORT_CLAIMS=${TMPDIR:-/tmp}/hwid-test-ports.$EUID
 
-# _lib_port_claim PORT — true when this test now holds PORT.
-_lib_port_claim() {
-        local f=$_LIB_PORT_CLAIMS/$1 owner fd rc=1
+# _lib_ports_locked CMD... — CMD under the claims' lock, its status; 0
+# without a usable claims directory (nothing is claimed then).
+_lib_ports_locked() {
+        local fd rc
         mkdir -p "$_LIB_PORT_CLAIMS" 2>/dev/null && { exec {fd}>>"$_LIB_PORT_CLAIMS/.lock"; } 2>/dev/null || return 0
         flock "$fd"
-        owner=$(cat "$f" 2>/dev/null) || owner=
-        if [ -z "$owner" ] || ! _lib_is_alive "$owner"; then
-                echo "$_LIB_PID" >"$f"
-                rc=0
-        fi
+        rc=0
+        "$@" || rc=$?
         exec {fd}>&-
         return $rc
 }
 
-# _lib_port_release — this test's claims go (at its exit).
-_lib_port_release() {
-        local p fd
-        [ -f "$T/.ports" ] && [ -d "$_LIB_PORT_CLAIMS" ] || return 0
-        { exec {fd}>>"$_LIB_PORT_CLAIMS/.lock"; } 2>/dev/null || return 0
-        flock "$fd"
+# _lib_port_take PORT — (under the lock) PORT for this test, unless a test
+# that is alive holds it.
+_lib_port_take() {
+        local f=$_LIB_PORT_CLAIMS/$1 owner
+        owner=$(cat "$f" 2>/dev/null) || owner=
+        [ -z "$owner" ] || ! _lib_is_alive "$owner" || return 1
+        echo "$_LIB_PID" >"$f"
+}
+
+# _lib_port_drop_all — (under the lock) this test's claims go.
+_lib_port_drop_all() {
+        local p
         while read -r p; do
                 [ "$(cat "$_LIB_PORT_CLAIMS/$p" 2>/dev/null)" != "$_LIB_PID" ] || rm -f "$_LIB_PORT_CLAIMS/$p"
         done <"$T/.ports"
-        exec {fd}>&-
+}
+
+# _lib_port_claim PORT — true when this test now holds PORT.
+_lib_port_claim() {
+        _lib_ports_locked _lib_port_take "$1"
+}
+
+# _lib_port_release — this test's claims go (at its exit).
+_lib_port_release() {
+        [ -f "$T/.ports" ] || return 0
+        _lib_ports_locked _lib_port_drop_all
 }
 
 # free_port — print a loopback TCP port nobody listens on, from the upper

@@ -148,12 +148,14 @@ test_ports() {
 # Two tests side by side never get the same port from free_port (each
 # holds what it was given until it exits): 14 ports each out of 32 would
 # almost surely overlap if each only checked that nothing listened yet.
-# Their claims go with them: a third then gets 24 of the 32.
+# Each holds its ports until both have theirs. Their claims go with them:
+# a third then gets 24 of the 32.
 test_ports_side_by_side() {
         local snippet dup a b
         snippet='export HWID_TEST_PORT_BASE=31000 HWID_TEST_PORT_COUNT=64
 for i in $(seq 14); do free_port; done
-sleep 1'
+touch "'$T'/side.$BASHPID"
+for i in $(seq 300); do [ "$(ls "'$T'"/side.* | wc -l)" -lt 2 ] || break; sleep 0.1; done'
         child side_a <<<"$snippet" &
         a=$!
         child side_b <<<"$snippet" &
