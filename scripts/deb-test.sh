@@ -74,7 +74,7 @@ log "hwid ca init on SoftHSM2, then hwidd --check"
 export SOFTHSM2_CONF=$W/softhsm2.conf
 mkdir "$W/tokens"
 echo "directories.tokendir = $W/tokens" >"$SOFTHSM2_CONF"
-echo 1234 >"$W/pin"
+(umask 077 && echo 1234 >"$W/pin")  # a PIN file others may read is refused
 softhsm2-util --init-token --free --label ca --so-pin 5678 --pin 1234 >/dev/null
 hwid ca init --key "pkcs11:token=ca;object=ca-key?pin-source=file:$W/pin" --subject "/CN=deb-test CA" \
         --dir "$W/ca" >/dev/null
