@@ -494,6 +494,13 @@ int64_t policy_renewal_opens_at(const policy_profile *prof, int64_t not_before, 
  * '?' or '\\'): only such a pattern can be added to a certificate unasked. */
 bool policy_dns_is_template(const char *pattern);
 
+/* Whether v[0..len) may be a DNS SAN: LDH labels, "*" only as a whole
+ * first label, not an IP address (an IPv6 literal, or a last label that
+ * is a number, as in 127.0.0.1 or 127.1).  NULL if so, else what is
+ * wrong ("is an IPv4 address ..."): the policy's one rule, which the
+ * issuer applies again to what it signs. */
+const char *policy_dns_name_problem(const char *v, size_t len);
+
 /* The CN of a subject (first CN attribute), or NULL. */
 const policy_attr *policy_csr_cn(const policy_csr *csr);
 
