@@ -151,6 +151,17 @@ static int ca_public_key(const hwidd_config *cfg, EVP_PKEY **ret) {
         return 0;
 }
 
+/* Records that no checkpoint signs, the oldest older than the interval
+ * and a few seconds: hwidd signs the head when it starts, when it stops
+ * and every checkpoint_interval while it runs, and notes each in the
+ * chain; a log with none was stripped of them, or hwidd never ran on it.
+ * Younger ones may still be waiting for a running hwidd's first one. */
+static bool unsigned_records(const hwidd_config *cfg, const store_audit_report *rep) {
+        bool none = !rep->last.kind || (rep->anchored && rep->last.id <= rep->anchor_id);
+
+        return rep->n_records > 0 && none && (int64_t) time(NULL) - rep->first_at > cfg->audit_checkpoint_interval + 5;
+}
+
 int cmd_audit_verify(int argc, char **argv) {
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' }, {},
@@ -171,8 +182,10 @@ int cmd_audit_verify(int argc, char **argv) {
                                "record's link to the one before it, the anchor left by retention pruning\n"
                                "and the chain's head; and the checkpoints hwidd signs with the CA key:\n"
                                "each signature, the newest one's record still in the chain, the anchor\n"
-                               "one a signed pruning left.  Reports the first record that was modified,\n"
-                               "deleted or moved in the database (exit 1), else how many verified (exit 0).\n"
+                               "one a signed pruning left, every checkpoint the chain notes still there,\n"
+                               "and some checkpoint signing the records.  Reports the first record that\n"
+                               "was modified, deleted or moved in the database, or the checkpoint that\n"
+                               "is missing (exit 1), else how many verified (exit 0).\n"
                                "The chain is specified in docs/OPERATIONS.md.\n\n"
                                "  -c, --config FILE  hwidd's configuration (default $HWID_CONFIG, else %s)\n",
                                DEFAULT_CONFIG);
@@ -188,6 +201,14 @@ int cmd_audit_verify(int argc, char **argv) {
         if (rep.problem != AUDIT_OK)
                 return cli_fail(hwid_fail(HWID_E_TAMPERED, "audit log of %s does not verify: %s", cfg->database,
                                           rep.detail));
+        if (unsigned_records(cfg, &rep))
+                return cli_fail(hwid_fail(HWID_E_TAMPERED, "audit log of %s does not verify: no signed checkpoint "
+                                          "covers its %zu record%s (%lld to %lld): hwidd signs the chain's head when "
+                                          "it starts, when it stops and every audit.checkpoint_interval, so they were "
+                                          "deleted (or hwidd has not run since these records were written: start it, "
+                                          "then verify again)", cfg->database, rep.n_records,
+                                          rep.n_records == 1 ? "" : "s", (long long) rep.first_id,
+                                          (long long) rep.last_id));
         print_verified(&rep);
         return 0;
 }

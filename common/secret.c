@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -115,24 +116,47 @@ static int read_all(int fd, char *buf, size_t n, size_t *ret) {
         return 0;
 }
 
-/* The first line of path, at most max bytes, into buf (max + 2 bytes). */
-static int read_secret(const char *path, size_t max, char *buf) {
-        size_t n = 0;
+/* A file only its owner may use: a regular file with a group or other
+ * permission bit is refused (a pipe or a device is what it is). */
+static int check_private(int fd, const char *path) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return hwid_fail(HWID_E_IO, "cannot read secret file %s: %s", path, strerror(errno));
+        if (S_ISREG(st.st_mode) && (st.st_mode & 077))
+                return hwid_fail(HWID_E_CONFIG, "secret file %s is open to its group or others (mode %04o): "
+                                 "run chmod 600 %s (and chown it to the user that reads it)", path,
+                                 (unsigned) (st.st_mode & 07777), path);
+        return 0;
+}
+
+/* The first line of path, at most max bytes, into buf (max + 2 bytes); a
+ * NUL byte in it is refused, not taken for its end. */
+static int read_secret(const char *path, size_t max, bool private_file, char *buf) {
+        size_t n = 0, len = 0;
         int fd, e;
 
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return hwid_fail(errno == ENOENT ? HWID_E_NOT_FOUND : HWID_E_IO,
                                  "cannot read secret file %s: %s", path, strerror(errno));
+        if (private_file && (e = check_private(fd, path)) < 0) {
+                close(fd);
+                return e;
+        }
         e = read_all(fd, buf, max + 1, &n);
         close(fd);
         if (e < 0)
                 return hwid_fail(HWID_E_IO, "cannot read secret file %s: %s", path, strerror(-e));
-        buf[n] = '\0';
-        buf[strcspn(buf, "\r\n")] = '\0';
-        if (strlen(buf) > max)
+        while (len < n && buf[len] != '\r' && buf[len] != '\n')
+                len++;
+        if (memchr(buf, '\0', len))
+                return hwid_fail(HWID_E_INVALID, "secret file %s holds a NUL byte: it would be cut short there "
+                                 "(write the secret alone, e.g. printf '%%s' SECRET >%s)", path, path);
+        buf[len] = '\0';
+        if (len > max)
                 return hwid_fail(HWID_E_TOO_LARGE, "secret in %s is longer than %zu bytes", path, max);
-        if (!buf[0])
+        if (!len)
                 return hwid_fail(HWID_E_INVALID, "secret file %s is empty", path);
         return 0;
 }
@@ -144,7 +168,7 @@ int secret_read_file(const char *path, size_t max, char **ret) {
         buf = calloc(1, max + 2);
         if (!buf)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = read_secret(path, max, buf)) < 0) {
+        if ((r = read_secret(path, max, false, buf)) < 0) {
                 secret_wipe(buf, max + 2);
                 return r;
         }
@@ -152,18 +176,26 @@ int secret_read_file(const char *path, size_t max, char **ret) {
         return 0;
 }
 
-int secret_read_file_locked(const char *path, size_t max, char **ret) {
+static int read_locked(const char *path, size_t max, bool private_file, char **ret) {
         char *buf = NULL;
         int r;
 
         if ((r = secret_locked_new(max + 2, &buf)) < 0)
                 return r;
-        if ((r = read_secret(path, max, buf)) < 0) {
+        if ((r = read_secret(path, max, private_file, buf)) < 0) {
                 secret_locked_free(buf);
                 return r;
         }
         *ret = buf;
         return 0;
+}
+
+int secret_read_file_locked(const char *path, size_t max, char **ret) {
+        return read_locked(path, max, false, ret);
+}
+
+int secret_read_private_file_locked(const char *path, size_t max, char **ret) {
+        return read_locked(path, max, true, ret);
 }
 
 /* --- the process -------------------------------------------------------------- */

@@ -27,8 +27,9 @@ bool secret_equal(const void *a, const void *b, size_t n);
 bool secret_streq(const char *given, const char *known);
 
 /* Reads a secret (PIN, token) from the first line of a file, capped at
- * max bytes, stripping the trailing newline.  Returns 0 or -hwid_err.
- * Read with read(2): no stdio buffer holds a copy. */
+ * max bytes, stripping the trailing newline; a NUL byte in that line is
+ * refused (-HWID_E_INVALID), not taken for the secret's end.  Returns 0
+ * or -hwid_err.  Read with read(2): no stdio buffer holds a copy. */
 int secret_read_file(const char *path, size_t max, char **ret);
 
 /* Locked secrets (PINs): memory of their own, locked with mlock() when
@@ -45,6 +46,10 @@ static inline void secret_locked_freep(char **s) {
 #define _cleanup_locked_secret_ _cleanup_(secret_locked_freep)
 /* secret_read_file() into a locked secret. */
 int secret_read_file_locked(const char *path, size_t max, char **ret);
+/* The same for a file only its owner may use (a PIN file): a regular
+ * file with any group or other permission bit is refused
+ * (-HWID_E_CONFIG, naming the chmod to run) before it is read. */
+int secret_read_private_file_locked(const char *path, size_t max, char **ret);
 
 /* For a process that holds secrets (hwidd): no core dumps (RLIMIT_CORE 0)
  * and not dumpable (PR_SET_DUMPABLE 0: no core, no ptrace by the same

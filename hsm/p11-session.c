@@ -65,8 +65,11 @@ bool p11_rv_recoverable(CK_RV rv) {
 /* ---- login ---- */
 
 /* pin-source is a file: URI or a bare path (RFC 7512 leaves the form to
- * the application); nothing else is accepted.  The PIN is returned in
- * locked memory (secret_locked_free() it). */
+ * the application); nothing else is accepted.  The file must be its
+ * owner's alone (0600: no group or other permission bit), and a NUL byte
+ * in the PIN is refused, not taken for its end (a pin-value= with one is
+ * refused by the URI's parser).  The PIN is returned in locked memory
+ * (secret_locked_free() it). */
 static int pin_get(const char *source, const char *value, const char *label, char **ret) {
         const char *path = source;
 
@@ -81,7 +84,7 @@ static int pin_get(const char *source, const char *value, const char *label, cha
                 path += 5;
         else if (strchr(path, ':') && (!strchr(path, '/') || strchr(path, ':') < strchr(path, '/')))
                 return hwid_fail(HWID_E_URI, "pin-source must be file:PATH or a path");
-        return secret_read_file_locked(path, PIN_MAX, ret);
+        return secret_read_private_file_locked(path, PIN_MAX, ret);
 }
 
 static int login_with(p11_token *t, CK_SESSION_HANDLE s, const char *source, const char *value) {

@@ -109,11 +109,26 @@ static bool attr_known(const char *list, const char *name, size_t n) {
         return false;
 }
 
+/* Whether an attribute's value (len bytes, percent-encoded) decodes to a
+ * NUL byte somewhere.  Only id is binary (RFC 7512: any bytes); every
+ * other value is text that p11-kit hands on as a C string, cut short at
+ * the NUL: pin-value=1234%00zz would log in with 1234, pin-source=
+ * file:/x%00/etc/passwd read /x, a token= or module-path= name another. */
+static bool value_has_nul(const char *name, size_t n, const char *value, size_t len) {
+        if (n == 2 && memcmp(name, "id", 2) == 0)
+                return false;
+        for (size_t i = 0; i + 2 < len; i++)
+                if (value[i] == '%' && value[i + 1] == '0' && value[i + 2] == '0')
+                        return true;
+        return false;
+}
+
 /* One part of a PKCS#11 URI (the path, separated by ';', or the query,
- * by '&'): every attribute is one hwid knows, and none occurs twice.
- * p11-kit itself ignores an unknown query attribute (a typo such as
- * pin-valu= would drop the PIN without a word) and keeps the last of two
- * equal attributes (two pin-source, two token): both are refused. */
+ * by '&'): every attribute is one hwid knows, none occurs twice, and none
+ * but id holds a NUL byte.  p11-kit itself ignores an unknown query
+ * attribute (a typo such as pin-valu= would drop the PIN without a word)
+ * and keeps the last of two equal attributes (two pin-source, two
+ * token): both are refused. */
 static int check_part(const char *part, size_t len, char sep, const char *known, const char *kind) {
         const char *end = part + len;
 
@@ -124,6 +139,9 @@ static int check_part(const char *part, size_t len, char sep, const char *known,
                 if (n > 0 && !attr_known(known, p, n))
                         return hwid_fail(HWID_E_URI, "PKCS#11 URI has a %s attribute '%.*s' hwid does not know "
                                          "(known: %s)", kind, (int) n, p, known);
+                if (n > 0 && value_has_nul(p, n, p + n, seg_len - n))
+                        return hwid_fail(HWID_E_URI, "PKCS#11 URI attribute '%.*s' holds a NUL byte (%%00): its "
+                                         "value would be cut short there", (int) n, p);
                 for (const char *o = part; n > 0 && o < p;) {
                         const char *oq = memchr(o, sep, (size_t) (p - o));
                         size_t o_len = oq ? (size_t) (oq - o) : (size_t) (p - o);

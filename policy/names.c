@@ -2,6 +2,7 @@
  * templates.  Pure functions over bytes with explicit lengths: a value may
  * hold a NUL, and a NUL is never taken for its end. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -265,6 +266,41 @@ static const char *label_problem(const char *l, size_t n, bool first, bool *wild
         return NULL;
 }
 
+/* An IPv6 address, bracketed or not ("::1", "[fe80::1]"). */
+static bool ipv6_literal(const char *v, size_t len) {
+        char buf[64];
+        struct in6_addr a;
+
+        if (len >= 2 && v[0] == '[' && v[len - 1] == ']')
+                v++, len -= 2;
+        if (len == 0 || len >= sizeof(buf) || !memchr(v, ':', len))
+                return false;
+        memcpy(buf, v, len);
+        buf[len] = '\0';
+        return inet_pton(AF_INET6, buf, &a) == 1;
+}
+
+/* A name whose last label is a number, decimal or 0x hexadecimal: what
+ * resolvers (inet_aton) and URL parsers (WHATWG's "ends in a number")
+ * take for an IPv4 address -- 127.0.0.1, but also 127.1, 2130706433 and
+ * 0x7f.1 -- and so never a host name (no top-level domain is numeric). */
+static bool ipv4_like(const char *v, size_t len) {
+        const char *last = v;
+        size_t n, i = 0;
+
+        for (size_t k = 0; k < len; k++)
+                if (v[k] == '.')
+                        last = v + k + 1;
+        n = len - (size_t) (last - v);
+        if (n >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X'))
+                for (i = 2; i < n && isxdigit((unsigned char) last[i]); i++)
+                        ;
+        else
+                for (; i < n && last[i] >= '0' && last[i] <= '9'; i++)
+                        ;
+        return n > 0 && i == n;
+}
+
 const char *dns_name_problem(const char *v, size_t len, bool *ret_wildcard) {
         bool wildcard = false;
         size_t start = 0;
@@ -275,6 +311,8 @@ const char *dns_name_problem(const char *v, size_t len, bool *ret_wildcard) {
                 return "contains a NUL byte";
         if (len > 253)
                 return "is longer than 253 bytes";
+        if (ipv6_literal(v, len))
+                return "is an IPv6 address, not a DNS name (an address belongs in an IP SAN)";
         for (size_t i = 0; i <= len; i++) {
                 if (i < len && v[i] != '.')
                         continue;
@@ -283,8 +321,17 @@ const char *dns_name_problem(const char *v, size_t len, bool *ret_wildcard) {
                         return why;
                 start = i + 1;
         }
+        if (ipv4_like(v, len))
+                return "is an IPv4 address (its last label is a number), not a DNS name (an address belongs in an "
+                       "IP SAN)";
         *ret_wildcard = wildcard;
         return NULL;
+}
+
+const char *policy_dns_name_problem(const char *v, size_t len) {
+        bool wildcard;
+
+        return dns_name_problem(v, len, &wildcard);
 }
 
 /* ---------- IP ranges ---------- */

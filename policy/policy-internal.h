@@ -111,7 +111,9 @@ const char *name_quote(char *buf, size_t size, const char *v, size_t len);
 #define QUOTE_BUF (POLICY_QUOTE_MAX * 4 + 8)
 
 /* A DNS name in a SAN: LDH labels, optionally "*" as the whole first
- * label.  NULL if valid (sets *ret_wildcard), else what is wrong. */
+ * label, and not an IP address (an IPv6 literal, or a last label that is
+ * a number: 127.0.0.1, 127.1, 0x7f.1).  NULL if valid (sets
+ * *ret_wildcard), else what is wrong. */
 const char *dns_name_problem(const char *v, size_t len, bool *ret_wildcard);
 /* Whether v[0..len) consists of printable ASCII only. */
 bool ascii_printable(const char *v, size_t len);

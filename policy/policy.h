@@ -202,6 +202,11 @@ typedef struct policy_requester {
         int64_t cert_not_before;        /* ROLE_NODE */
         int64_t cert_not_after;         /* ROLE_NODE */
         const char *cert_spki_sha256;   /* ROLE_NODE: current key */
+        /* A certificate's role deciding a held request: the keys (hex
+         * SHA-256 of the SPKI) of every certificate its identity was ever
+         * issued, its earlier keys included (NULL-terminated; NULL: not
+         * looked up, only the current key is known). */
+        const char *const *identity_spki_sha256;
         /* ROLE_NODE: the attestation recorded with the current certificate,
          * NULL if it has none. */
         const policy_attestation *cert_attestation;
@@ -374,8 +379,10 @@ typedef struct policy_pending {
 /* Approving or denying a held request (ACTION_REQUEST_APPROVE or
  * ACTION_REQUEST_DENY): policy_authorize() for the action, then, for an
  * approval, four eyes (decided_by "request.four_eyes", -HWID_E_FORBIDDEN):
- *   - never by a certificate whose key is the request's key, nor by the
- *     identity the request names: nobody approves their own request;
+ *   - never by a certificate whose key is the request's key, nor by one
+ *     whose identity held that key before (any of
+ *     identity_spki_sha256: a key rotated away is still its own), nor by
+ *     the identity the request names: nobody approves their own request;
  *   - a request under a profile whose role is an operator role (admin,
  *     approver, provisioner, auditor) by an admin only: approvers do not
  *     mint operators;
@@ -486,6 +493,13 @@ int64_t policy_renewal_opens_at(const policy_profile *prof, int64_t not_before, 
 /* Whether a DNS pattern names one name once {cn} is expanded (no '*',
  * '?' or '\\'): only such a pattern can be added to a certificate unasked. */
 bool policy_dns_is_template(const char *pattern);
+
+/* Whether v[0..len) may be a DNS SAN: LDH labels, "*" only as a whole
+ * first label, not an IP address (an IPv6 literal, or a last label that
+ * is a number, as in 127.0.0.1 or 127.1).  NULL if so, else what is
+ * wrong ("is an IPv4 address ..."): the policy's one rule, which the
+ * issuer applies again to what it signs. */
+const char *policy_dns_name_problem(const char *v, size_t len);
 
 /* The CN of a subject (first CN attribute), or NULL. */
 const policy_attr *policy_csr_cn(const policy_csr *csr);

@@ -157,6 +157,15 @@ static int pending_role(const policy *p, const policy_pending *rq) {
         return prof ? (int) policy_profile_role(p, prof) : -1;
 }
 
+/* Whether key is one of the keys who's identity was ever issued a
+ * certificate for. */
+static bool held_before(const policy_requester *who, const char *key) {
+        for (size_t i = 0; key && who->identity_spki_sha256 && who->identity_spki_sha256[i]; i++)
+                if (strcasecmp(who->identity_spki_sha256[i], key) == 0)
+                        return true;
+        return false;
+}
+
 /* The approval of rq by who, already allowed by its role; the decision
  * is left alone when four eyes allow it too. */
 int request_four_eyes_check(const policy *p, const policy_requester *who, const policy_pending *rq, policy_decision *d) {
@@ -167,6 +176,9 @@ int request_four_eyes_check(const policy *p, const policy_requester *who, const 
         if (who->cert_spki_sha256 && rq->spki_sha256 && strcasecmp(who->cert_spki_sha256, rq->spki_sha256) == 0)
                 return four_eyes_deny(d, "'%s' may not approve a request for its own key (the request's key is "
                                       "the one of the certificate asking): another operator must", me);
+        if (held_before(who, rq->spki_sha256))
+                return four_eyes_deny(d, "'%s' may not approve a request for its own key (the request's key is "
+                                      "one an earlier certificate of '%s' carried): another operator must", me, me);
         if (who->identity && rq->identity && strcasecmp(who->identity, rq->identity) == 0)
                 return four_eyes_deny(d, "'%s' may not approve a request for its own identity: another operator "
                                       "must", me);

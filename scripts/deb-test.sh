@@ -2,7 +2,8 @@
 # deb-test.sh — build hwid's Debian packages (debian/) from this tree,
 # check them with lintian (no error), install them on this machine and use
 # them: hwid --version, hwidd --check on a fresh hwid ca init (SoftHSM2),
-# man hwid, the units enabled. Purges them at the end (--keep: leaves them).
+# man hwid, the units enabled, every documentation path they name there.
+# Purges them at the end and checks what is left (--keep: leaves them).
 # Run as root on Debian 12 (docs/OPERATIONS.md, "The Debian packages").
 # --build-only: build and lintian, no install. CI (.ci/run) runs it whole.
 set -euo pipefail
@@ -70,13 +71,36 @@ for u in hwidd.service hwid-agent.service; do
         [ -L "/etc/systemd/system/multi-user.target.wants/$u" ] || { log "$u is not enabled"; exit 1; }
 done
 
+log "every documentation path the units and man pages name is installed"
+for f in $(sed -n 's|^Documentation=||p' /lib/systemd/system/hwidd.service /lib/systemd/system/hwid-agent.service |
+        tr ' ' '\n' | sed -n 's|^file://||p'); do
+        [ -f "$f" ] || { log "a unit's Documentation= names $f, which no package installed"; exit 1; }
+done
+for p in hwid hwidd hwidd.yaml hwid-certmonger-submit; do
+        for f in $(MANWIDTH=200 man -P cat "$p" 2>/dev/null | grep -o '/usr/share/doc/[^ )]*' | sed 's/[.,;]$//' | sort -u); do
+                [ -e "$f" ] || { log "$p's man page names $f, which no package installed"; exit 1; }
+        done
+done
+[ -f /usr/share/doc/hwid/examples/hwidd.example.yaml ] && [ -f /usr/share/doc/hwid/OPERATIONS.md ] ||
+        { log "the example configuration or the docs are not where the pages name them"; exit 1; }
+
 log "hwid ca init on SoftHSM2, then hwidd --check"
 export SOFTHSM2_CONF=$W/softhsm2.conf
 mkdir "$W/tokens"
 echo "directories.tokendir = $W/tokens" >"$SOFTHSM2_CONF"
-echo 1234 >"$W/pin"
+(umask 077 && echo 1234 >"$W/pin")  # a PIN file others may read is refused
 softhsm2-util --init-token --free --label ca --so-pin 5678 --pin 1234 >/dev/null
 hwid ca init --key "pkcs11:token=ca;object=ca-key?pin-source=file:$W/pin" --subject "/CN=deb-test CA" \
         --dir "$W/ca" >/dev/null
 hwidd --config "$W/ca/hwidd.yaml" --check
+[ "$KEEP" = 0 ] || { log "OK (installed)"; exit 0; }
+
+log "apt-get purge: what it leaves (docs/OPERATIONS.md, \"What apt-get purge leaves behind\")"
+apt-get purge -y -q hwid hwidd >"$W/purge.log" 2>&1 || { tail -n 20 "$W/purge.log"; exit 1; }
+for f in /etc/default/hwid-agent /etc/hwid/openssl-tpm2.cnf /usr/share/doc/hwid/OPERATIONS.md \
+        /etc/systemd/system/multi-user.target.wants/hwidd.service; do
+        [ ! -e "$f" ] || { log "$f is still there after the purge"; exit 1; }
+done
+[ -d /var/lib/hwidd ] && getent passwd hwid >/dev/null ||
+        { log "the purge removed the store's directory or the hwid user, which OPERATIONS.md says it leaves"; exit 1; }
 log "OK"

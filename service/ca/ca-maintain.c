@@ -2,8 +2,9 @@
  * hwidd's main thread): the summary of refusals without valid
  * credentials, the audit retention, and the signed checkpoints of the
  * audit chain (store.h): of the head every audit.checkpoint_records
- * records or checkpoint_interval seconds and at shutdown, of the anchor
- * in each pruning's own transaction.
+ * records or checkpoint_interval seconds, when hwidd starts and when it
+ * stops, each noted in the chain by a record of its own; of the anchor in
+ * each pruning's own transaction.
  *
  * Pruning deletes small batches, each its own short transaction, so an
  * issuance waits at most for one batch; a backlog (a first start after an
@@ -78,14 +79,59 @@ static int checkpoint_sign(store_audit_checkpoint *cp, void *userdata) {
         return 0;
 }
 
+/* Signs the head as it is now and stores the checkpoint; it is the last
+ * one from then on. */
+static int checkpoint_store(ca_service *ca, const store_audit_link *head, int64_t now) {
+        store_audit_checkpoint cp = { .kind = STORE_CHECKPOINT_HEAD, .id = head->id, .record_at = head->at,
+                                      .at = now };
+        int r;
+
+        memcpy(cp.hash, head->hash, STORE_AUDIT_HASH_LEN);
+        if ((r = checkpoint_sign(&cp, ca)) < 0 || (r = store_audit_checkpoint_add(ca->store, &cp)) < 0) {
+                log_error("cannot make a checkpoint of the audit chain: %s", hwid_strerror(r));
+                return r;
+        }
+        ca->checkpoint_id = head->id;
+        ca->checkpoint_at = now;
+        checkpoint_log(ca, &cp);
+        return 0;
+}
+
+/* The newest record's id if it is a checkpoint's note, else 0. */
+static int newest_note(const store_audit *a, void *userdata) {
+        int64_t *note_id = userdata;
+
+        if (strcmp(a->actor, STORE_CHECKPOINT_NOTE_ACTOR) == 0 && strcmp(a->action, STORE_CHECKPOINT_NOTE_ACTION) == 0)
+                *note_id = a->id;
+        return 0;
+}
+
+/* The checkpoint in the chain itself (store.h): a record naming the record
+ * it signed, so that hwid audit verify misses it if it is deleted; then
+ * the note signed too, so that the newest record is covered.  Another
+ * replica's note at the head is signed already: nothing moved since. */
+static void checkpoint_note(ca_service *ca, const store_audit_link *signed_head, int64_t now) {
+        store_audit_link head;
+        char target[32], reason[96], t[32];
+        time_t at = (time_t) now;
+        struct tm tm;
+
+        if (!gmtime_r(&at, &tm) || !strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm))
+                snprintf(t, sizeof(t), "%lld", (long long) now);
+        snprintf(target, sizeof(target), "record %lld", (long long) signed_head->id);
+        snprintf(reason, sizeof(reason), "the chain's head signed with the CA key at %s", t);
+        ca_audit(ca, STORE_CHECKPOINT_NOTE_ACTOR, STORE_CHECKPOINT_NOTE_ACTION, target, "allow", reason, NULL);
+        if (store_audit_head(ca->store, &head) >= 0 && head.set && head.id != signed_head->id)
+                (void) checkpoint_store(ca, &head, now);
+}
+
 /* A checkpoint of the head, if it moved since the last one (force: at
  * shutdown, else when due). */
 static void checkpoint_head(ca_service *ca, int64_t now, bool force) {
-        store_audit_checkpoint cp = { .kind = STORE_CHECKPOINT_HEAD, .at = now };
         unsigned every_n = 1000;
         int64_t every_s = 60;
         store_audit_link head;
-        int r;
+        int64_t note_id = 0;
 
         pthread_rwlock_rdlock(&ca->cfg_lock);
         if (ca->cfg) {
@@ -105,16 +151,14 @@ static void checkpoint_head(ca_service *ca, int64_t now, bool force) {
                 return;
         if (!force && now < ca->checkpoint_at + every_s && head.id - ca->checkpoint_id < (int64_t) every_n)
                 return;
-        cp.id = head.id;
-        cp.record_at = head.at;
-        memcpy(cp.hash, head.hash, STORE_AUDIT_HASH_LEN);
-        if ((r = checkpoint_sign(&cp, ca)) < 0 || (r = store_audit_checkpoint_add(ca->store, &cp)) < 0) {
-                log_error("cannot make a checkpoint of the audit chain: %s", hwid_strerror(r));
+        if (store_audit_foreach(ca->store, 1, newest_note, &note_id) < 0)
+                return;
+        if (note_id == head.id) {
+                ca->checkpoint_id = head.id;
                 return;
         }
-        ca->checkpoint_id = head.id;
-        ca->checkpoint_at = now;
-        checkpoint_log(ca, &cp);
+        if (checkpoint_store(ca, &head, now) >= 0)
+                checkpoint_note(ca, &head, now);
 }
 
 /* ---- attestation challenges past a bound ---- */

@@ -75,6 +75,11 @@ typedef struct walk {
         EVP_PKEY *key;
         store_audit_checkpoint head_cp, prune_cp; /* kind 0: none */
         bool head_cp_reached;
+        /* The records every head checkpoint signed, sorted before the first
+         * record: what a checkpoint's note in the chain is looked up in. */
+        int64_t *signed_ids;
+        size_t n_signed, cap_signed;
+        bool sorted;
 } walk;
 
 static bool done(const walk *w) {
@@ -143,6 +148,33 @@ static const char *utc(int64_t t, char buf[32]) {
         return buf;
 }
 
+static int signed_add(walk *w, int64_t id) {
+        if (w->n_signed == w->cap_signed) {
+                size_t cap = w->cap_signed ? 2 * w->cap_signed : 64;
+                int64_t *p = reallocarray(w->signed_ids, cap, sizeof(*p));
+
+                if (!p)
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                w->signed_ids = p;
+                w->cap_signed = cap;
+        }
+        w->signed_ids[w->n_signed++] = id;
+        return 0;
+}
+
+static int cmp_id(const void *a, const void *b) {
+        int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+
+        return (x > y) - (x < y);
+}
+
+static bool signed_has(walk *w, int64_t id) {
+        if (!w->sorted && w->n_signed > 0)
+                qsort(w->signed_ids, w->n_signed, sizeof(*w->signed_ids), cmp_id);
+        w->sorted = true;
+        return w->n_signed > 0 && bsearch(&id, w->signed_ids, w->n_signed, sizeof(id), cmp_id);
+}
+
 /* Every checkpoint's signature; the newest of each kind is kept. */
 static int check_checkpoint(const store_audit_checkpoint *cp, void *userdata) {
         walk *w = userdata;
@@ -157,6 +189,8 @@ static int check_checkpoint(const store_audit_checkpoint *cp, void *userdata) {
                        "with the CA's key: it was forged or altered", cp->id, utc(cp->at, t));
                 return 0;
         }
+        if (cp->kind != STORE_CHECKPOINT_PRUNE && (w->r = signed_add(w, cp->id)) < 0)
+                return w->r;
         keep = cp->kind == STORE_CHECKPOINT_PRUNE ? &w->prune_cp : &w->head_cp;
         if (!keep->kind || cp->at > keep->at || (cp->at == keep->at && cp->id >= keep->id))
                 *keep = *cp;
@@ -175,6 +209,29 @@ static void check_signed_record(walk *w, const store_audit *a) {
                        "signed: the log was rewritten from there", a->id, utc(w->head_cp.at, t));
 }
 
+static bool is_note(const store_audit *a) {
+        return a->actor && a->action && strcmp(a->actor, STORE_CHECKPOINT_NOTE_ACTOR) == 0 &&
+               strcmp(a->action, STORE_CHECKPOINT_NOTE_ACTION) == 0;
+}
+
+/* hwidd's note of a checkpoint (store.h): the checkpoint it names is still
+ * stored, unless its record was pruned since. */
+static void check_note(walk *w, const store_audit *a) {
+        long long id = 0;
+        char again[32] = "";
+
+        if (!w->key || !is_note(a))
+                return;
+        if (a->target && sscanf(a->target, "record %lld", &id) == 1)
+                snprintf(again, sizeof(again), "record %lld", id);
+        if (!a->target || strcmp(again, a->target) != 0 || id <= 0 || id >= a->id)
+                report(w, AUDIT_CHECKPOINT, a->id, "record %" PRId64 " is a note of a checkpoint that names no earlier "
+                       "record (\"%s\"): it was altered", a->id, a->target ? a->target : "");
+        else if (!(w->anchor->set && id <= w->anchor->id) && !signed_has(w, id))
+                report(w, AUDIT_CHECKPOINT, a->id, "the signed checkpoint of record %lld, noted by record %" PRId64
+                       ", is no longer stored: signed checkpoints were deleted", id, a->id);
+}
+
 static int check_record(const store_audit *a, void *userdata) {
         walk *w = userdata;
         uint8_t h[STORE_AUDIT_HASH_LEN];
@@ -189,8 +246,10 @@ static int check_record(const store_audit *a, void *userdata) {
         }
         w->started = true;
         w->rep->n_records++;
-        if (!w->rep->first_id)
+        if (!w->rep->first_id) {
                 w->rep->first_id = a->id;
+                w->rep->first_at = a->at;
+        }
         w->rep->last_id = a->id;
         if (w->pending && memcmp(a->hash ? a->hash : zero_hash, w->pending_prev, STORE_AUDIT_HASH_LEN) == 0) {
                 report(w, AUDIT_REORDERED, w->pending_id,
@@ -212,6 +271,7 @@ static int check_record(const store_audit *a, void *userdata) {
         if (!w->pending && memcmp(a->prev_hash, w->expect, STORE_AUDIT_HASH_LEN) != 0)
                 broken_link(w, a);
         check_signed_record(w, a);
+        check_note(w, a);
         ring_add(w, a->id, a->hash);
         memcpy(w->expect, a->hash, STORE_AUDIT_HASH_LEN);
         w->prev_id = a->id;
@@ -275,15 +335,12 @@ static void check_anchor(walk *w, const store_audit_link *anchor, int64_t retent
                        utc(p->at, t2));
 }
 
-int store_audit_verify(store *s, EVP_PKEY *ca_key, int64_t retention, store_audit_report *ret) {
-        store_audit_report rep = { .problem = AUDIT_OK };
+/* The walk and the checks after it, into rep. */
+static int verify_walk(store *s, walk *w, store_audit_report *rep, EVP_PKEY *ca_key, int64_t retention) {
         store_audit_link anchor = { 0 }, head = { 0 };
-        _cleanup_free_ walk *w = calloc(1, sizeof(*w));
         int r;
 
-        if (!w)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        w->rep = &rep;
+        w->rep = rep;
         w->anchor = &anchor;
         w->key = ca_key;
         r = store_audit_chain_read(s, &anchor, &head, ca_key ? check_checkpoint : NULL, check_record, w);
@@ -304,9 +361,23 @@ int store_audit_verify(store *s, EVP_PKEY *ca_key, int64_t retention, store_audi
                 check_reached(w, &anchor);
         if (!done(w) && ca_key)
                 check_anchor(w, &anchor, retention);
-        rep.last = w->head_cp;
-        rep.anchored = anchor.set;
-        rep.anchor_id = anchor.set ? anchor.id : 0;
+        rep->last = w->head_cp;
+        rep->anchored = anchor.set;
+        rep->anchor_id = anchor.set ? anchor.id : 0;
+        return 0;
+}
+
+int store_audit_verify(store *s, EVP_PKEY *ca_key, int64_t retention, store_audit_report *ret) {
+        store_audit_report rep = { .problem = AUDIT_OK };
+        _cleanup_free_ walk *w = calloc(1, sizeof(*w));
+        int r;
+
+        if (!w)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        r = verify_walk(s, w, &rep, ca_key, retention);
+        free(w->signed_ids);
+        if (r < 0)
+                return r;
         if ((r = store_audit_pending(s, &rep.n_unchained)) < 0)
                 return r;
         *ret = rep;

@@ -11,6 +11,10 @@
 #     approver (403: only an admin) and approved by an admin;
 #   - an approver still approves another's node request, and may deny any
 #     request, its own included (a denial grants nothing);
+#   - nor a request carrying a key it rotated away (renewed with a new
+#     key, the old certificate superseded): 403 naming the earlier
+#     certificate, audited, still pending, shown as not its to approve in
+#     the list (may_approve false, why); another approver approves it;
 #   - a body naming a member twice ({"reason":"a","reason":"b"}) is 400 and
 #     changes nothing (json_read(), for every JSON the admin API reads);
 #   - an approver scoped to profile `held-line` and `line-3-*` (its scope
@@ -100,6 +104,32 @@ test_four_eyes() {
         assert_eq "$(request_state "$TARGET")" denied "its own request denied"
 }
 
+# An approver renews with a new key: a request for the key it held before
+# is still its own.
+test_rotated_key() {
+        local me=op-approver-rot why
+        enrolled "$me" "$(token_new --profile ops-approver-renew)"
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/$me-new.key" \
+                -subj "/CN=$me" -out "$DEV/$me-new.csr" 2>/dev/null || fail "openssl req for $me's new key"
+        renew "$DEV/$me-new" "$DEV/$me.pem" "$DEV/$me.key" "$DEV/$me-new.csr"
+        expect_status 201 "$DEV/$me-new"
+        cp "$DEV/$me-new.body" "$DEV/$me-new.pem"
+        held node-rot manual "$DEV/$me.key"
+        why="'$me' may not approve a request for its own key (the request's key is one an earlier certificate of '$me'"
+        approve_as "$me-new" "$TARGET"
+        expect_denied 403 forbidden "$DEV/decide" "approver:$me" request.approve "${TARGET:0:8}..." "$why"
+        assert_eq "$(request_state "$TARGET")" pending "a request for its earlier key approved"
+        http "$DEV/list" GET /v1/admin/requests --cert "$DEV/$me-new.pem" --key "$DEV/$me-new.key"
+        expect_status 200 "$DEV/list"
+        assert_contains "$(cat "$DEV/list.body")" \
+                "\"id\":\"$TARGET\",\"status\":\"pending\"" "the request in the rotated approver's list"
+        assert_contains "$(grep -o "\"id\":\"$TARGET\"[^}]*" "$DEV/list.body")" \
+                "\"may_approve\":false,\"may_deny\":true,\"approve_refused\":\"$why" "what the list says it may do"
+        approve_as op-approver-4e "$TARGET"
+        expect_status 200 "$DEV/decide"
+        assert_eq "$(request_state "$TARGET")" approved "the request approved by another approver"
+}
+
 # scoped_as OP VERB ID — hwid request VERB ID as the scoped approver OP;
 # output in $T/last.out/.err, exit code in RC.
 scoped_as() {
@@ -166,9 +196,12 @@ device_ca < <(operator_profiles
         printf '  ops-approver-line:\n    validity: 1h\n    role: approver\n'
         printf '    scope: {profiles: [held-line], name_patterns: ["line-3-*"]}\n'
         printf '    subject:\n      cn_pattern: "op-approver*"\n'
-        printf '  held-line:\n    validity: 1h\n    approval: manual\n    subject:\n      cn_pattern: "line-*"\n')
+        printf '  held-line:\n    validity: 1h\n    approval: manual\n    subject:\n      cn_pattern: "line-*"\n'
+        printf '  ops-approver-renew:\n    validity: 1h\n    role: approver\n    renewal: {window: 1}\n'
+        printf '    subject:\n      cn_pattern: "op-approver*"\n')
 op_join op-approver-line ops-approver-line
 test_four_eyes
+test_rotated_key
 test_approver_scope
 hwidd_stop
 echo "admin-four-eyes: all checks passed"

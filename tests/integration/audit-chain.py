@@ -7,17 +7,23 @@ tests prove hwid's chain is exactly the specified one, both ways:
                               recomputes every hash and link, the anchor
                               and the head; with the CA certificate, also
                               every signed checkpoint, that the newest one
-                              of the head is reached by the chain and that
-                              the anchor is the newest pruning's; exit 0
-                              and "ok N" if all hold
+                              of the head is reached by the chain, that
+                              the anchor is the newest pruning's, that
+                              every checkpoint noted in the chain is still
+                              stored and that some checkpoint signs the
+                              records (unless all are younger than 65 s:
+                              the default audit.checkpoint_interval and a
+                              few seconds); exit 0 and "ok N" if all hold
   audit-chain.py rechain DB   recomputes every hash and link and the head
                               from the anchor (or genesis), as the spec
                               says: hwid audit verify must then accept it
 """
 import hashlib
+import re
 import sqlite3
 import struct
 import sys
+import time
 
 DOMAIN = b"hwid-audit-v1\x00"
 CHECKPOINT_DOMAIN = b"hwid-audit-checkpoint-v1\x00"
@@ -72,20 +78,44 @@ def signed(key, cp):
 
 
 def newest_checkpoints(db, ca_pem):
-    """Every signature checked; the newest checkpoint of each kind."""
+    """Every signature checked; the newest checkpoint of each kind, and the
+    records the head's signed."""
     from cryptography import x509
     with open(ca_pem, "rb") as f:
         key = x509.load_pem_x509_certificate(f.read()).public_key()
     newest = {}
+    signed_ids = set()
     for cp in db.execute("SELECT kind, id, record_at, hash, at, sig FROM audit_checkpoints ORDER BY at, seq"):
         if not signed(key, cp):
             sys.exit("the checkpoint of record %d does not verify with the CA key" % cp["id"])
         newest[cp["kind"]] = cp
-    return newest.get("H"), newest.get("P")
+        if cp["kind"] == "H":
+            signed_ids.add(cp["id"])
+    return newest.get("H"), newest.get("P"), signed_ids
 
 
-def check_checkpoints(db, ca_pem, anchor, by_id):
-    head_cp, prune_cp = newest_checkpoints(db, ca_pem)
+def check_notes(anchor, records, signed_ids):
+    """hwidd notes each checkpoint of the head in the chain (actor hwidd,
+    action audit.checkpoint, target "record ID"): it must still be stored,
+    unless its record was pruned."""
+    for row in records:
+        if row["actor"] != "hwidd" or row["action"] != "audit.checkpoint":
+            continue
+        m = re.fullmatch(r"record ([1-9][0-9]*)", row["target"] or "")
+        if m is None or int(m.group(1)) >= row["id"]:
+            sys.exit("record %d notes a checkpoint of no earlier record" % row["id"])
+        noted = int(m.group(1))
+        if (anchor is None or noted > anchor["id"]) and noted not in signed_ids:
+            sys.exit("the checkpoint of record %d noted by record %d was deleted" % (noted, row["id"]))
+
+
+def check_checkpoints(db, ca_pem, anchor, records):
+    by_id = {row["id"]: row for row in records}
+    head_cp, prune_cp, signed_ids = newest_checkpoints(db, ca_pem)
+    check_notes(anchor, records, signed_ids)
+    if records and (head_cp is None or (anchor is not None and head_cp["id"] <= anchor["id"])) and \
+            time.time() - records[0]["at"] > 65:
+        sys.exit("no signed checkpoint covers the records: they were deleted")
     if anchor is not None and (prune_cp is None or (prune_cp["id"], prune_cp["record_at"], prune_cp["hash"]) !=
                                (anchor["id"], anchor["at"], anchor["hash"])):
         sys.exit("the anchor (record %d) is not the one a signed pruning left" % anchor["id"])
@@ -110,7 +140,7 @@ def check(db, ca_pem=None):
     if last is not None and (head is None or head["id"] != last["id"] or head["hash"] != last["hash"]):
         sys.exit("the head is not the newest record")
     if ca_pem:
-        check_checkpoints(db, ca_pem, anchor, {row["id"]: row for row in rows(db)})
+        check_checkpoints(db, ca_pem, anchor, rows(db))
     print("ok %d" % len(rows(db)))
 
 

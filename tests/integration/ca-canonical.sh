@@ -16,7 +16,12 @@
 #     device's key, openssl verify accepts it) and which hwidd's own TLS
 #     accepts for mutual TLS;
 #   - rotate_key compares keys, not encodings: a renewal with the current
-#     key re-encoded compressed is refused 403; a new key renews.
+#     key re-encoded compressed is refused 403; a new key renews;
+#   - an IP address is no DNS name: a CN 127.0.0.1 under a profile whose
+#     {cn} template is added as a DNS SAN is refused 403 saying so (no
+#     DNS:127.0.0.1 signed), a CSR asking for DNS:10.0.0.9 or DNS:::1 is
+#     400 bad_csr, each changing nothing; the address as an IP SAN is
+#     issued, and openssl reads DNS:dev-9 and IP Address:10.0.0.9.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -69,6 +74,12 @@ add_profiles <<'YAML'
   manual-named:
     validity: 30d
     approval: manual
+  by-cn:
+    validity: 30d
+    san:
+      dns: ["{cn}"]
+      ip: ["10.0.0.0/8", "127.0.0.0/8", "::1/128"]
+      add_dns_templates: true
 YAML
 hwidd_start
 TOK=$(token_new --profile named --uses 10)
@@ -179,6 +190,27 @@ ec_key "$DEV/r2.key"
 csr_for "$DEV/r2.key" rot-1
 renew "$DEV/rot-new" "$DEV/rot-1.pem" "$DEV/r.key" "$DEV/rot-1.csr"
 expect_status 201 "$DEV/rot-new"
+
+# --- an IP address is no DNS name -------------------------------------------------
+ITOK=$(token_new --profile by-cn --uses 10)
+ec_key "$DEV/ip.key"
+before=$(store_state "$ITOK")
+csr_for "$DEV/ip.key" 127.0.0.1
+post_csr "$DEV/ip-cn" "$ITOK" "$DEV/127.0.0.1.csr"
+expect_error 403 forbidden "$DEV/ip-cn" "CN '127.0.0.1' cannot be put into DNS template '{cn}' of profile 'by-cn': \
+the name is an IPv4 address (its last label is a number), not a DNS name"
+csr_for "$DEV/ip.key" dev-9 -addext "subjectAltName=DNS:10.0.0.9"
+post_csr "$DEV/ip-san" "$ITOK" "$DEV/dev-9.csr"
+expect_error 400 bad_csr "$DEV/ip-san" "DNS SAN '10.0.0.9' is an IPv4 address"
+csr_for "$DEV/ip.key" dev-9 -addext "subjectAltName=DNS:::1"
+post_csr "$DEV/ip6-san" "$ITOK" "$DEV/dev-9.csr"
+expect_error 400 bad_csr "$DEV/ip6-san" "DNS SAN '::1' is an IPv6 address, not a DNS name"
+assert_eq "$(store_state "$ITOK")" "$before" "store after the IP addresses as DNS names"
+csr_for "$DEV/ip.key" dev-9 -addext "subjectAltName=IP:10.0.0.9"
+post_csr "$DEV/dev-9" "$ITOK" "$DEV/dev-9.csr"
+expect_status 201 "$DEV/dev-9"
+assert_eq "$(openssl x509 -in "$DEV/dev-9.body" -noout -ext subjectAltName | tail -n 1 | tr -d ' ')" \
+        "IPAddress:10.0.0.9,DNS:dev-9" "the SANs openssl reads"
 
 hwidd_stop
 echo "ok"

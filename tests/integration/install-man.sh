@@ -9,7 +9,13 @@
 #   - hwidd(8)'s OPTIONS hold every option of `hwidd --help`, and
 #     hwid-certmonger-submit(8)'s every option of certmonger-submit's;
 #   - hwidd.yaml(5) is CONFIG.md: every key of CONFIG.md's tables is in it;
-#   - man(1) renders the four pages;
+#   - man(1) renders the four pages, and groff warns of nothing in any
+#     (all its warnings, -ww, and man --warnings) at 80 columns (what man
+#     formats for when it writes to no terminal) and wider; a page with a
+#     table too wide is caught (the check is not vacuous);
+#   - the pages name the documentation where it is installed
+#     (HWID_DOCDIR: the build's datadir/doc/hwid), not /usr/share/doc/hwid
+#     when that is elsewhere;
 #   - the check catches an option taken out of hwid(1) (it is not vacuous).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -24,7 +30,7 @@ done
 
 # plain PAGE — the page's roff source without font changes and escapes.
 plain() {
-        sed -E 's/\\f\[[A-Z]*\]//g; s/\\f[BIRP]//g; s/\\-/-/g; s/\\\[aq\]/'"'"'/g; s/\\&//g' "$1"
+        sed -E 's/\\f\[[A-Z]*\]//g; s/\\f[BIRP]//g; s/\\-/-/g; s/\\\[aq\]/'"'"'/g; s/\\&//g; s/\\://g' "$1"
 }
 
 # part FILE START — the lines after the line START, up to the next heading
@@ -142,6 +148,33 @@ for p in "${PAGES[@]}"; do
         out=$(MANWIDTH=80 man -l "$MANDIR/$p" 2>/dev/null) || fail "man -l $p failed"
         assert_contains "$out" "NAME" "man -l $p"
 done
+
+# groff_warnings PAGE COLUMNS — every warning of groff's (-ww, tbl first)
+# and of man --warnings for PAGE set COLUMNS wide.
+groff_warnings() {
+        groff -t -man -Tutf8 -rLL=$(($2 - 2))n -rLT=$(($2 - 2))n -ww -z "$1" 2>&1
+        MANWIDTH=$2 man --warnings -l "$1" 2>&1 >/dev/null
+}
+for p in "${PAGES[@]}"; do
+        for cols in 80 100 120 200; do
+                out=$(groff_warnings "$MANDIR/$p" "$cols")
+                [ -z "$out" ] || fail "groff warns of $p at $cols columns: $(head -n 5 <<<"$out")"
+        done
+done
+# Not vacuous: a table as wide as the page is caught.
+sed -E '0,/^lw\(/s/^lw\(([0-9.]+)n\)/lw(60n)/' "$MANDIR/hwidd.yaml.5" >"$T/wide.5"
+cmp -s "$T/wide.5" "$MANDIR/hwidd.yaml.5" && fail "no table column to widen in hwidd.yaml.5"
+assert_contains "$(groff_warnings "$T/wide.5" 80)" "table wider than line width" "the check of a table too wide"
+
+# The documentation the pages point to is where the build installs it.
+DOCDIR=${HWID_DOCDIR:-/usr/share/doc/hwid}
+for p in "${PAGES[@]}"; do
+        plain "$MANDIR/$p" >"$T/$p.doc.txt"
+        while read -r d; do
+                [ "$d" = "$DOCDIR" ] || fail "$p names $d, the documentation is installed in $DOCDIR"
+        done < <(grep -o '/[a-z/]*/share/doc/[a-z]*' "$T/$p.doc.txt" | sort -u)
+done
+grep -q "$DOCDIR/examples/hwidd.example.yaml" "$T/hwidd.8.doc.txt" || fail "hwidd(8) does not name the example"
 
 # Not vacuous: hwid join's --wait-timeout taken out of hwid(1) is caught.
 grep -q -- '--wait-timeout' "$T/hwid.1.txt" || fail "hwid(1) never names --wait-timeout"

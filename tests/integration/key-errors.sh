@@ -22,7 +22,7 @@ P11_TOKEN=ca
 P11_PIN=err-Pin-2291    # distinctive, so that any trace of it in output shows
 WRONG_PIN=wrong-Pin-7730
 softhsm_init "$P11_TOKEN" "$P11_PIN"
-printf '%s' "$WRONG_PIN" >"$T/wrong.pin"
+(umask 077 && printf '%s' "$WRONG_PIN" >"$T/wrong.pin")
 export HWID_SHIM_TARGET=$SOFTHSM_MODULE
 OUT=$T/out.csr
 
@@ -76,6 +76,29 @@ test_wrong_pin() {
         refused 1 "token 'ca' needs a PIN" -- key create "${KEY%%&pin-source=*}"
         # SoftHSM2 never locks the PIN: the right one still works.
         assert_eq "$(spki_of "$KEY")" "$K_SPKI" "key after wrong PINs"
+}
+
+# A NUL byte (%00) in a URI attribute, or in a PIN file, is refused: the
+# PIN, the PIN file's path, a token's name would each be cut short there,
+# and the token logged in with what came before it (the right PIN here).
+# A PIN file its group or others may read is refused, naming the chmod;
+# at 0600 it works.
+test_pin_whole_and_private() {
+        local mode
+        refused_all "PKCS#11 URI attribute 'pin-value' holds a NUL byte" \
+                "pkcs11:token=$P11_TOKEN;object=k?module-path=$SOFTHSM_MODULE&pin-value=$P11_PIN%00zz"
+        refused_all "PKCS#11 URI attribute 'pin-source' holds a NUL byte" "$(uri k "$T/pin%00/etc/passwd")"
+        refused_all "PKCS#11 URI attribute 'token' holds a NUL byte" "${KEY/token=ca/token=ca%00x}"
+        (umask 077 && printf '%s\0junk\n' "$P11_PIN" >"$T/nul.pin")
+        refused_all "secret file $T/nul.pin holds a NUL byte" "$(uri k "$T/nul.pin")"
+        (umask 077 && printf '%s\n' "$P11_PIN" >"$T/open.pin")
+        for mode in 0640 0604 0620 0644; do
+                chmod "$mode" "$T/open.pin"
+                refused_all "$T/open.pin is open to its group or others (mode $mode): run chmod 600 $T/open.pin" \
+                        "$(uri k "$T/open.pin")"
+        done
+        chmod 600 "$T/open.pin"
+        assert_eq "$(spki_of "$(uri k "$T/open.pin")")" "$K_SPKI" "key with its PIN file at 0600"
 }
 
 test_pin_locked() {
@@ -181,6 +204,7 @@ K_SPKI=$(spki_of "$KEY")
 test_unknown_token
 test_unknown_object
 test_wrong_pin
+test_pin_whole_and_private
 test_pin_locked
 test_malformed_uri
 test_unsupported_type

@@ -21,7 +21,11 @@
 #     new last row ("the newest record(s) were deleted: the log ends at
 #     record N, but the checkpoint made at T signed record M"), and the
 #     oldest records deleted under an anchor copied from a row; a
-#     checkpoint altered does not verify.
+#     checkpoint altered does not verify; the checkpoints deleted, each
+#     named by hwidd's note of it in the chain; a log stripped of its
+#     checkpoints and their notes and re-chained: no checkpoint signs its
+#     records, exit 1 (hwidd signs the head when it starts, so a log that
+#     has none was stripped, or never saw hwidd).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -93,6 +97,11 @@ tampered cut-newest "DELETE FROM audit WHERE id > $((N - 2));
 tampered cut-oldest "INSERT INTO audit_chain (role, id, at, hash) SELECT 'anchor', id, at, hash FROM audit WHERE id = 2;
         DELETE FROM audit WHERE id <= 2" "the chain's anchor (record 2) was not left by a signed pruning"
 tampered checkpoint "UPDATE audit_checkpoints SET record_at = record_at - 1" "does not verify with the CA's key"
+# Every checkpoint deleted: hwidd's notes of them in the chain still name
+# them, the first one first.
+note=$(sqlite3 "$DB" "SELECT target || ', noted by record ' || id FROM audit WHERE action = 'audit.checkpoint'
+        ORDER BY id LIMIT 1")
+tampered no-checkpoints "DELETE FROM audit_checkpoints" "the signed checkpoint of $note, is no longer stored"
 
 # --- retention: the oldest records pruned, the chain verifiable from the anchor -----
 # The first 4 records back-dated 400 days and the log re-chained by the
@@ -100,10 +109,19 @@ tampered checkpoint "UPDATE audit_checkpoints SET record_at = record_at - 1" "do
 sqlite3 "$DB" "UPDATE audit SET at = at - 400 * 86400 WHERE id <= 4"
 assert_eq "$(/usr/bin/python3 "$CHAIN" rechain "$DB")" "rechained $N" "re-chaining"
 # A rewritten log no longer matches the checkpoints signed before (that is
-# what they are for): verify says so, and without them it is a fresh log.
+# what they are for): verify says so; without them, the chain's notes of
+# them name the missing ones; without the notes too (re-chained once
+# more), no checkpoint signs its records: still refused, by both.
 expect_exit 1 "is not the one the checkpoint made at" -- "$HWID" audit verify --config "$CFG"
 sqlite3 "$DB" "DELETE FROM audit_checkpoints"
-run_ok "$HWID" audit verify --config "$CFG" >/dev/null
+expect_exit 1 "noted by record" -- "$HWID" audit verify --config "$CFG"
+sqlite3 "$DB" "DELETE FROM audit WHERE actor = 'hwidd' AND action = 'audit.checkpoint'"
+/usr/bin/python3 "$CHAIN" rechain "$DB" >/dev/null
+expect_exit 1 "no signed checkpoint covers its $(sqlite3 "$DB" "SELECT count(*) || ' records (' || min(id) || ' to ' ||
+        max(id) || ')' FROM audit")" -- "$HWID" audit verify --config "$CFG"
+if /usr/bin/python3 "$CHAIN" check "$DB" "$CA_DIR/ca.pem" >/dev/null 2>&1; then
+        fail "the independent check accepts a log no checkpoint signs"
+fi
 sed -i 's/^profiles:$/audit:\n  retention: 30d\n&/' "$CFG"
 hwidd_start
 for _ in $(seq 100); do

@@ -11,6 +11,8 @@
 #   - the oldest records deleted under an anchor copied from a row: exit 1,
 #     "the chain's anchor (record 3) was not left by a signed pruning";
 #   - a checkpoint altered: its signature does not verify;
+#   - checkpoints deleted, the oldest, the newest two, or all: hwidd's note
+#     of each in the chain names the one that is gone, exit 1;
 #   - each log put back as it was verifies again (only the edit was caught).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -70,4 +72,14 @@ edited "DELETE FROM audit WHERE id > $K;
 edited "INSERT INTO audit_chain (role, id, at, hash) SELECT 'anchor', id, at, hash FROM audit WHERE id = 3;
         DELETE FROM audit WHERE id <= 3" "the chain's anchor (record 3) was not left by a signed pruning"
 edited "UPDATE audit_checkpoints SET at = at + 1" "does not verify with the CA's key: it was forged or altered"
+# Checkpoints deleted, records left as they were: the chain notes each one
+# hwidd signed (the record after the one signed), so none goes unseen.
+first=$(store_sql "SELECT id FROM audit_checkpoints WHERE kind = 'H' ORDER BY seq LIMIT 1")
+note=$(store_sql "SELECT min(id) FROM audit WHERE action = 'audit.checkpoint' AND target = 'record $first'")
+edited "DELETE FROM audit_checkpoints WHERE seq = (SELECT min(seq) FROM audit_checkpoints)" \
+        "the signed checkpoint of record $first, noted by record $note, is no longer stored"
+last=$(store_sql "SELECT target FROM audit WHERE id = $N")
+edited "DELETE FROM audit_checkpoints WHERE seq IN (SELECT seq FROM audit_checkpoints ORDER BY seq DESC LIMIT 2)" \
+        "the signed checkpoint of ${last}, noted by record $N, is no longer stored"
+edited "DELETE FROM audit_checkpoints" "noted by record $note, is no longer stored"
 echo "ops-audit-truncation: all checks passed"

@@ -143,6 +143,50 @@ static void secrets_are_locked(void) {
         rmdir(dir);
 }
 
+/* A NUL byte in a secret's line is refused, not taken for its end (after
+ * the newline it is not the secret's); a PIN file (private) is refused
+ * with a group or other permission bit, naming the chmod, and read at
+ * 0600 and 0400; a pipe is not a file with a mode to judge. */
+static void secret_files_whole_and_private(void) {
+        char dir[] = "/tmp/hwid-test-XXXXXX";
+        _cleanup_free_ char *path = NULL;
+        char *pin = NULL;
+        int fds[2];
+
+        CHECK(mkdtemp(dir) != NULL);
+        path = path_join(dir, "pin");
+        CHECK(write_file_atomic(path, "1234\0junk\n", 10, 0600) == 0);
+        CHECK(secret_read_file(path, 16, &pin) == -HWID_E_INVALID);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_INVALID), "holds a NUL byte");
+        CHECK(secret_read_file_locked(path, 16, &pin) == -HWID_E_INVALID);
+        CHECK(secret_read_private_file_locked(path, 16, &pin) == -HWID_E_INVALID);
+        CHECK(write_file_atomic(path, "1234\n\0", 6, 0600) == 0);
+        CHECK(secret_read_private_file_locked(path, 16, &pin) == 0);
+        CHECK_STREQ(pin, "1234");
+        secret_locked_free(pin);
+        for (mode_t m = 01; m <= 040; m <<= 1) {
+                CHECK(chmod(path, 0600 | m) == 0);
+                CHECK(secret_read_private_file_locked(path, 16, &pin) == -HWID_E_CONFIG);
+                CHECK_CONTAINS(hwid_strerror(-HWID_E_CONFIG), "is open to its group or others");
+                CHECK_CONTAINS(hwid_strerror(-HWID_E_CONFIG), "chmod 600 ");
+                CHECK(secret_read_file_locked(path, 16, &pin) == 0); /* not a PIN file's rule */
+                secret_locked_free(pin);
+        }
+        CHECK(chmod(path, 0400) == 0);
+        CHECK(secret_read_private_file_locked(path, 16, &pin) == 0);
+        secret_locked_free(pin);
+        unlink(path);
+        rmdir(dir);
+        CHECK(pipe(fds) == 0 && write(fds[1], "5678\n", 5) == 5);
+        close(fds[1]);
+        free(path);
+        CHECK(asprintf(&path, "/proc/self/fd/%d", fds[0]) > 0);
+        CHECK(secret_read_private_file_locked(path, 16, &pin) == 0);
+        CHECK_STREQ(pin, "5678");
+        secret_locked_free(pin);
+        close(fds[0]);
+}
+
 /* In a child: after secret_protect_process(), no core dumps at all. */
 static void process_is_protected(void) {
         pid_t pid = fork();
@@ -213,6 +257,7 @@ int main(void) {
         secrets_compare();
         files_are_atomic_and_capped();
         secrets_are_locked();
+        secret_files_whole_and_private();
         process_is_protected();
         json_reads_strictly();
         return check_done("test-common");

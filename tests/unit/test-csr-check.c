@@ -3,13 +3,16 @@
  * explicit curve parameters; csr_info must give both of the first the
  * same canonical SubjectPublicKeyInfo (named curve, uncompressed point)
  * and fingerprint, and refuse the third.  RSA keys are fingerprinted as
- * OpenSSL encodes them afresh. */
+ * OpenSSL encodes them afresh.  issue_names() signs no IP address as a
+ * DNS name. */
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "check.h"
 #include "csr-check.h"
@@ -83,8 +86,37 @@ static void rsa_encoding(void) {
                 CHECK_STREQ(csr_info_facts(c)->spki_sha256, want);
 }
 
+/* issue_names() signs no IP address as a DNS name, whatever handed it
+ * one (IPv4, a name ending in a number, IPv6), and builds real names and
+ * an IP SAN as asked. */
+static void issue_dns_names(void) {
+        static const char *const bad[] = { "127.0.0.1", "127.1", "::1" };
+        _cleanup_free_ policy_issue *iss = calloc(1, sizeof(*iss));
+        X509_NAME *subject = NULL;
+        GENERAL_NAMES *sans = NULL;
+
+        CHECK(iss != NULL);
+        iss->subject[0] = (policy_attr) { "CN", "h", 1 };
+        iss->n_subject = iss->n_sans = 1;
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                iss->sans[0] = (policy_san) { .type = SAN_DNS, .value = bad[i], .len = strlen(bad[i]) };
+                CHECK(issue_names(iss, &subject, &sans) == -HWID_E_CSR_INVALID);
+                CHECK_CONTAINS(hwid_strerror(-HWID_E_CSR_INVALID), "is an IPv");
+                CHECK(!subject && !sans);
+        }
+        iss->sans[0] = (policy_san) { .type = SAN_DNS, .value = "h.example.org", .len = 13 };
+        iss->sans[1] = (policy_san) { .type = SAN_IP, .ip = { 127, 0, 0, 1 }, .ip_len = 4 };
+        iss->n_sans = 2;
+        CHECK(issue_names(iss, &subject, &sans) == 0);
+        CHECK(sans && sk_GENERAL_NAME_num(sans) == 2 &&
+              sk_GENERAL_NAME_value(sans, 0)->type == GEN_DNS && sk_GENERAL_NAME_value(sans, 1)->type == GEN_IPADD);
+        X509_NAME_free(subject);
+        GENERAL_NAMES_free(sans);
+}
+
 int main(void) {
         ec_encodings();
         rsa_encoding();
+        issue_dns_names();
         return check_done("test-csr-check");
 }

@@ -36,6 +36,12 @@ static void no_sans(const row *r, const policy_issue *iss) {
         EXPECT(r, iss->n_sans == 0);
 }
 
+/* The templates that make a DNS name of 10.0.0.7 only. */
+static void no_ip_dns(const row *r, const policy_issue *iss) {
+        EXPECT(r, !issue_has_san(iss, SAN_DNS, "10.0.0.7"));
+        EXPECT(r, issue_has_san(iss, SAN_DNS, "10.0.0.7.dev.example.org"));
+}
+
 static void keeps_country(const row *r, const policy_issue *iss) {
         const policy_attr *c = issue_attr(iss, "C", 0);
 
@@ -93,6 +99,18 @@ static const row rows[] = {
           DENY(HWID_E_FORBIDDEN), .reason = "would be a wildcard" },
         { "audit: a CN that cannot be a DNS name goes through without one", ENROLL, .audit = true, TOKEN("device"),
           .csr = { SUBJ(CN("kitchen sensor")) }, FLAGGED, .reason = "DNS template", .also = no_sans },
+        /* An IP address is no DNS name: {cn} never makes one of it. */
+        { "a CN that is an IPv4 address makes no DNS name", ENROLL, TOKEN("device"),
+          .csr = { SUBJ(CN("127.0.0.1")) }, DENY(HWID_E_FORBIDDEN),
+          .reason = "CN '127.0.0.1' cannot be put into DNS template '{cn}' of profile 'device': the name is an IPv4 "
+                    "address (its last label is a number), not a DNS name", .by = "san.dns" },
+        { "nor one that only ends in a number", ENROLL, TOKEN("device"), .csr = { SUBJ(CN("127.1")) },
+          DENY(HWID_E_FORBIDDEN), .reason = "is an IPv4 address" },
+        { "nor an IPv6 address", ENROLL, TOKEN("device"), .csr = { SUBJ(CN("fe80::1")) }, DENY(HWID_E_FORBIDDEN),
+          .reason = "CN 'fe80::1' cannot be put into DNS template '{cn}' of profile 'device': the name is an IPv6 "
+                    "address, not a DNS name", .by = "san.dns" },
+        { "audit: an IPv4 CN goes through without a DNS name of it", ENROLL, .audit = true, TOKEN("device"),
+          .csr = { SUBJ(CN("10.0.0.7")) }, FLAGGED, .reason = "is an IPv4 address", .also = no_ip_dns },
 
         /* ---- enrollment: the happy path and the token's scope ---- */
         { "edge: a valid CSR is allowed", ENROLL, TOKEN("edge"), .csr = { SUBJ(CN("edge-7")) }, ALLOW,
@@ -183,6 +201,16 @@ static const row rows[] = {
           .csr = { SUBJ(CN("edge-7")), SANS(DNS("edge-7.edge.example.org")) }, ALLOW, .also = has_dns },
         { "DNS SAN compared without case", ENROLL, TOKEN("edge"),
           .csr = { SUBJ(CN("edge-7")), SANS(DNS("EDGE-7.Edge.Example.ORG")) }, ALLOW },
+        { "a DNS SAN that is an IPv4 address", ENROLL, TOKEN("lab"),
+          .csr = { SUBJ(CN("x1")), SANS(DNS("127.0.0.1")) }, DENY(HWID_E_CSR_INVALID),
+          .reason = "DNS SAN '127.0.0.1' is an IPv4 address (its last label is a number), not a DNS name",
+          .by = "san.dns" },
+        { "a DNS SAN that is an IPv6 address", ENROLL, TOKEN("lab"),
+          .csr = { SUBJ(CN("x1")), SANS(DNS("::1")) }, DENY(HWID_E_CSR_INVALID),
+          .reason = "DNS SAN '::1' is an IPv6 address, not a DNS name" },
+        { "audit mode lifts no IP address as a DNS SAN", ENROLL, .audit = true, TOKEN("lab"),
+          .csr = { SUBJ(CN("x1")), SANS(DNS("10.1.lab.example.org"), DNS("0x7f.1")) }, DENY(HWID_E_CSR_INVALID),
+          .reason = "DNS SAN '0x7f.1' is an IPv4 address" },
         { "DNS SAN of another CN", ENROLL, TOKEN("edge"),
           .csr = { SUBJ(CN("edge-7")), SANS(DNS("edge-8.edge.example.org")) }, DENY(HWID_E_FORBIDDEN),
           .reason = "DNS SAN 'edge-8.edge.example.org' does not match any DNS pattern of profile 'edge'", .by = "san.dns" },
@@ -367,6 +395,23 @@ static void names(void) {
         CHECK(dns_name_problem("-a.org", 6, &wild) != NULL);
         CHECK(dns_name_problem("a..org", 6, &wild) != NULL);
         CHECK(dns_name_problem("a.org.", 6, &wild) != NULL);
+        /* Addresses are not DNS names: IPv6 (bracketed too), and every name
+         * whose last label is a number (what inet_aton and URL parsers read
+         * as IPv4); a number elsewhere is a label like any. */
+        {
+                static const char *const ips[] = { "127.0.0.1", "127.1", "2130706433", "0x7f.1", "a.0X1F", "a.0x",
+                                                   "*.10", "::1", "[::1]", "fe80::1", "::ffff:1.2.3.4" };
+                static const char *const names_ok[] = { "1.example.org", "123.example.org", "0x.example.org",
+                                                        "1e100", "*.1.example.org", "a.b1", "a.0xg" };
+
+                for (size_t i = 0; i < ELEMENTSOF(ips); i++)
+                        if (!dns_name_problem(ips[i], strlen(ips[i]), &wild) ||
+                            !strstr(dns_name_problem(ips[i], strlen(ips[i]), &wild), "address"))
+                                fprintf(stderr, "'%s' passed for a DNS name\n", ips[i]), check_failures++;
+                for (size_t i = 0; i < ELEMENTSOF(names_ok); i++)
+                        if (dns_name_problem(names_ok[i], strlen(names_ok[i]), &wild))
+                                fprintf(stderr, "'%s' refused as a DNS name\n", names_ok[i]), check_failures++;
+        }
         CHECK(name_check("\xf0\x9f\x94\x91", 4, 64) == NAME_OK); /* a key emoji */
         CHECK(name_check("\xed\xa0\x80", 3, 64) == NAME_BAD_UTF8); /* a surrogate */
         CHECK(name_check("\xf4\x90\x80\x80", 4, 64) == NAME_BAD_UTF8); /* beyond U+10FFFF */

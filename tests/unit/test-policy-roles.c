@@ -7,9 +7,10 @@
  *   - token creation: a provisioner within its recorded scope only, by
  *     the documented rule for globs; admins anything valid;
  *   - the scopes a configuration may hold (policy_check_scopes);
- *   - four eyes: nobody approves a request for its own key or identity,
- *     only an admin approves one for an operator profile (or a profile
- *     gone), in audit-only mode too; denying is left to the role;
+ *   - four eyes: nobody approves a request for its own key (the current
+ *     one or any its identity held before) or identity, only an admin
+ *     approves one for an operator profile (or a profile gone), in
+ *     audit-only mode too; denying is left to the role;
  *   - an approver with a recorded scope approves and denies only the
  *     requests within it (profile listed, name matched), in audit-only
  *     mode too; one without a scope decides any, as before scopes. */
@@ -311,6 +312,42 @@ static void decide(const policy *p, policy_role role, const char *me, const char
         }
 }
 
+#define EARLIER_1 "1111111111111111111111111111111111111111111111111111111111111111"
+#define EARLIER_2 "ABCDEFABCDEFABCDEFABCDEFABCDEFABCDEFABCDEFABCDEFABCDEFABCDEFABCD"
+
+static policy_decision approve_key(const policy *p, const policy_requester *who, policy_action action,
+                                   const char *key) {
+        policy_decision d;
+
+        policy_check_request_decide(p, who, action,
+                                    &(policy_pending) { .identity = "edge-1", .profile = "edge", .spki_sha256 = key },
+                                    &d);
+        return d;
+}
+
+/* A key the approver's identity held before (a renewal rotated it away)
+ * is still its own: each earlier one, in either case of hex; a key none
+ * of its certificates carried is another's; denying stays the role's. */
+static void earlier_keys(const policy *p) {
+        static const char *const held[] = { EARLIER_1, EARLIER_2, NULL };
+        static const char *const earlier[] = {
+                EARLIER_1, "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd",
+        };
+        policy_requester who = as(ROLE_APPROVER, "bob");
+        policy_decision d;
+
+        who.cert_spki_sha256 = OLD_KEY;
+        who.identity_spki_sha256 = held;
+        for (size_t i = 0; i < ELEMENTSOF(earlier); i++) {
+                d = approve_key(p, &who, ACTION_REQUEST_APPROVE, earlier[i]);
+                CHECK(d.verdict == VERDICT_DENY && d.error == -HWID_E_FORBIDDEN && !d.audit_only);
+                CHECK_CONTAINS(d.reason, "'bob' may not approve a request for its own key (the request's key is one "
+                               "an earlier certificate of 'bob' carried)");
+                CHECK(approve_key(p, &who, ACTION_REQUEST_DENY, earlier[i]).verdict == VERDICT_ALLOW);
+        }
+        CHECK(approve_key(p, &who, ACTION_REQUEST_APPROVE, NEW_KEY).verdict == VERDICT_ALLOW);
+}
+
 static void four_eyes(const policy *strict, const policy *audit) {
         const policy *both[] = { strict, audit };
 
@@ -339,6 +376,7 @@ static void four_eyes(const policy *strict, const policy *audit) {
                 /* The role still comes first. */
                 decide(p, ROLE_AUDITOR, "carol", OLD_KEY, ACTION_REQUEST_APPROVE, "edge-1", "edge", false,
                        "auditor 'carol' may not perform 'request.approve'");
+                earlier_keys(p);
         }
 }
 

@@ -79,6 +79,18 @@ static void accepts_query_punctuation(void) {
                             "?module-name=softhsm2", &v) == 0);
 }
 
+/* id is bytes, not text (RFC 7512): a zero byte is one of them; %00
+ * elsewhere is refused (refused[] below), %001 is not a NUL in a label. */
+static void accepts_binary_id(void) {
+        _cleanup_(key_uri_freep) key_uri *u = NULL, *v = NULL;
+
+        CHECK(key_uri_parse("pkcs11:token=ca;id=%00%01%00?pin-value=%30%31", &u) == 0);
+        CHECK(u->id_len == 3 && u->id[0] == 0 && u->id[1] == 1 && u->id[2] == 0);
+        CHECK_STREQ(u->pin_value, "01");
+        CHECK(key_uri_parse("pkcs11:token=ca;object=a%2500b", &v) == 0);
+        CHECK_STREQ(v->object, "a%00b");
+}
+
 static void accepts_tpm2(void) {
         _cleanup_(key_uri_freep) key_uri *a = NULL, *b = NULL;
 
@@ -115,6 +127,17 @@ static const struct {
         { "pkcs11:object=k;token=ca;object=j", "names 'object' more than once" },
         { "pkcs11:token=ca;object=k?pin-value=1&module-path=/m&pin-value=2", "names 'pin-value' more than once" },
         { "pkcs11:token=ca;id=%01;object=k;id=%02", "names 'id' more than once" },
+        /* A NUL byte (%00) in any attribute but the binary id: p11-kit
+         * would hand each on cut short at it. */
+        { "pkcs11:token=ca;object=k?pin-value=1234%00zz", "attribute 'pin-value' holds a NUL byte" },
+        { "pkcs11:token=ca;object=k?pin-source=file:/x%00/etc/passwd", "attribute 'pin-source' holds a NUL byte" },
+        { "pkcs11:token=ca%00x;object=k", "attribute 'token' holds a NUL byte" },
+        { "pkcs11:token=ca;object=k%00x", "attribute 'object' holds a NUL byte" },
+        { "pkcs11:token=ca;object=k;serial=1%00", "attribute 'serial' holds a NUL byte" },
+        { "pkcs11:token=ca;object=k;manufacturer=%00", "attribute 'manufacturer' holds a NUL byte" },
+        { "pkcs11:token=ca;object=k;slot-description=a%00b", "attribute 'slot-description' holds a NUL byte" },
+        { "pkcs11:token=ca;object=k?module-path=/usr/lib/x.so%00/y", "attribute 'module-path' holds a NUL byte" },
+        { "pkcs11:token=ca;object=k?module-name=soft%00hsm2", "attribute 'module-name' holds a NUL byte" },
         { "tpm2:", "tpm2:handle=0x81xxxxxx or tpm2:file=PATH" },
         { "tpm2:handle=81000001", "hexadecimal" },
         { "tpm2:handle=0x80000001", "not a persistent handle" },
@@ -154,6 +177,7 @@ int main(void) {
         accepts_pkcs11();
         accepts_pkcs11_id_module_pin_value();
         accepts_tpm2();
+        accepts_binary_id();
         accepts_distinct_attributes();
         accepts_query_punctuation();
         refuses_bad_uris();

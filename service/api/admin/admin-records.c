@@ -19,18 +19,52 @@ static policy_pending pending_of(const store_request *rq) {
         return (policy_pending) { .identity = rq->identity, .profile = rq->profile, .spki_sha256 = rq->spki_sha256 };
 }
 
+/* Who decides held requests: the caller, with the keys of every
+ * certificate its identity was ever issued (four eyes: a key it rotated
+ * away is still its own, policy_check_request_decide()). */
+typedef struct decider {
+        policy_requester who;
+        store_cert *certs;
+        size_t n_certs;
+        const char **keys; /* NULL-terminated, into certs */
+} decider;
+
+static void decider_clear(decider *d) {
+        store_cert_list_free(d->certs, d->n_certs);
+        free(d->keys);
+}
+
+static int decider_load(const admin_call *c, decider *ret) {
+        decider d = { .who = c->auth.who };
+        int r;
+
+        if (policy_role_has_certificate(d.who.role) && d.who.identity) {
+                if ((r = store_cert_list(c->ca->store, d.who.identity, &d.certs, &d.n_certs)) < 0)
+                        return r;
+                if (!(d.keys = calloc(d.n_certs + 1, sizeof(*d.keys)))) {
+                        decider_clear(&d);
+                        return hwid_fail(HWID_E_NOMEM, NULL);
+                }
+                for (size_t i = 0; i < d.n_certs; i++)
+                        d.keys[i] = d.certs[i].spki_sha256;
+                d.who.identity_spki_sha256 = d.keys;
+        }
+        *ret = d;
+        return 0;
+}
+
 /* What the caller may do with rq, by the very rule that decides it
  * (policy_check_request_decide()): "may_approve", "may_deny", and why
  * not approve ("approve_refused"), so that an operator sees which
  * requests are theirs to decide before trying. */
-static int add_may(const admin_call *c, const store_request *rq, json_object *o) {
+static int add_may(const admin_call *c, const decider *who, const store_request *rq, json_object *o) {
         bool pending = rq->status == REQUEST_PENDING;
         policy_pending pd = pending_of(rq);
         policy_decision approve = { 0 }, deny = { 0 };
 
         if (pending) {
-                policy_check_request_decide(c->ca->cfg->policy, &c->auth.who, ACTION_REQUEST_APPROVE, &pd, &approve);
-                policy_check_request_decide(c->ca->cfg->policy, &c->auth.who, ACTION_REQUEST_DENY, &pd, &deny);
+                policy_check_request_decide(c->ca->cfg->policy, &who->who, ACTION_REQUEST_APPROVE, &pd, &approve);
+                policy_check_request_decide(c->ca->cfg->policy, &who->who, ACTION_REQUEST_DENY, &pd, &deny);
         }
         if (json_object_object_add(o, "may_approve", json_object_new_boolean(approve.verdict == VERDICT_ALLOW)) < 0 ||
             json_object_object_add(o, "may_deny", json_object_new_boolean(deny.verdict == VERDICT_ALLOW)) < 0)
@@ -47,14 +81,19 @@ int admin_request_list(admin_call *c) {
         json_object *answer, *list = NULL, *o;
         store_request *rq = NULL;
         size_t n = 0, shown = 0;
+        decider who;
         int r;
 
         if ((r = admin_query(c, "all", 8, &all)) < 0)
                 return r;
         if (all && strcmp(all, "true") != 0 && strcmp(all, "false") != 0)
                 return hwid_fail(HWID_E_INVALID, "query parameter all must be true or false");
-        if ((r = store_request_list(c->ca->store, !(all && strcmp(all, "true") == 0), &rq, &n)) < 0)
+        if ((r = decider_load(c, &who)) < 0)
                 return r;
+        if ((r = store_request_list(c->ca->store, !(all && strcmp(all, "true") == 0), &rq, &n)) < 0) {
+                decider_clear(&who);
+                return r;
+        }
         answer = admin_list_object("requests", &list);
         for (size_t i = 0; answer && r >= 0 && i < n; i++) {
                 policy_pending pd = pending_of(&rq[i]);
@@ -62,13 +101,14 @@ int admin_request_list(admin_call *c) {
                 if (!policy_request_in_scope(&c->auth.who, &pd))
                         continue;
                 o = admin_json_request(&rq[i]);
-                if (!o || add_may(c, &rq[i], o) < 0 || json_object_array_add(list, o) < 0) {
+                if (!o || add_may(c, &who, &rq[i], o) < 0 || json_object_array_add(list, o) < 0) {
                         json_object_put(o);
                         r = -1;
                 }
                 shown++;
         }
         store_request_list_free(rq, n);
+        decider_clear(&who);
         if (!answer || r < 0) {
                 json_object_put(answer);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -98,13 +138,15 @@ static int may_decide(admin_call *c, bool approve) {
         _cleanup_(store_request_clear) store_request rq = { 0 };
         policy_pending pd;
         policy_decision d;
+        decider who;
         int r;
 
-        if ((r = store_request_get(c->ca->store, c->arg, &rq)) < 0)
+        if ((r = store_request_get(c->ca->store, c->arg, &rq)) < 0 || (r = decider_load(c, &who)) < 0)
                 return r;
         pd = pending_of(&rq);
-        policy_check_request_decide(c->ca->cfg->policy, &c->auth.who,
+        policy_check_request_decide(c->ca->cfg->policy, &who.who,
                                     approve ? ACTION_REQUEST_APPROVE : ACTION_REQUEST_DENY, &pd, &d);
+        decider_clear(&who);
         return ca_decision(c->ca, &c->auth, approve ? "request.approve" : "request.deny", c->target, &d);
 }
 

@@ -9,6 +9,7 @@
 
 #include "csr-check.h"
 #include "error.h"
+#include "escape.h"
 #include "ossl-util.h"
 #include "x509-util.h"
 
@@ -545,6 +546,20 @@ fail:
         return hwid_fail(HWID_E_NOMEM, NULL);
 }
 
+/* A DNS SAN is a DNS name, whatever made it: never an IP address in a
+ * dNSName (policy_dns_name_problem(), the policy's own rule, once more
+ * where the name is signed). */
+static int check_issue_dns(const policy_san *s) {
+        const char *why = s->type == SAN_DNS ? policy_dns_name_problem(s->value, s->len) : NULL;
+        _cleanup_free_ char *q = NULL;
+
+        if (!why)
+                return 0;
+        if (text_escape(s->value, s->len, &q) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return hwid_fail(HWID_E_CSR_INVALID, "DNS SAN '%s' %s", q, why);
+}
+
 int issue_names(const policy_issue *iss, X509_NAME **ret_subject, GENERAL_NAMES **ret_sans) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = X509_NAME_new();
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = GENERAL_NAMES_new();
@@ -559,7 +574,7 @@ int issue_names(const policy_issue *iss, X509_NAME **ret_subject, GENERAL_NAMES 
                         return hwid_fail_ossl(HWID_E_CSR_INVALID, "cannot encode subject attribute %s",
                                               iss->subject[i].type);
         for (size_t i = 0; i < iss->n_sans; i++)
-                if ((r = add_issue_san(gens, &iss->sans[i])) < 0)
+                if ((r = check_issue_dns(&iss->sans[i])) < 0 || (r = add_issue_san(gens, &iss->sans[i])) < 0)
                         return r;
         *ret_subject = TAKE_PTR(name);
         *ret_sans = TAKE_PTR(gens);

@@ -194,6 +194,13 @@ typedef struct store_audit_link {
  * never DER's 0x30, so no checkpoint reads as a certificate or a CRL. */
 #define STORE_CHECKPOINT_HEAD 'H'
 #define STORE_CHECKPOINT_PRUNE 'P'
+/* Each head checkpoint is noted in the chain itself: right after storing
+ * it, hwidd appends a record by actor "hwidd", action "audit.checkpoint",
+ * target "record ID" (the record it signed), and signs that note in turn
+ * (a checkpoint without a note of its own).  A checkpoint deleted while
+ * its note stands is caught by store_audit_verify(). */
+#define STORE_CHECKPOINT_NOTE_ACTOR "hwidd"
+#define STORE_CHECKPOINT_NOTE_ACTION "audit.checkpoint"
 #define STORE_CHECKPOINT_MSG_LEN (25 + 1 + 8 + 8 + STORE_AUDIT_HASH_LEN + 8)
 #define STORE_CHECKPOINT_SIG_MAX 512
 
@@ -461,6 +468,7 @@ typedef struct store_audit_report {
         char detail[512];     /* what is wrong with it, for a person */
         size_t n_records;     /* records checked */
         int64_t first_id, last_id;
+        int64_t first_at;     /* the oldest record's time */
         bool anchored;        /* the oldest records were pruned: verified from the anchor */
         int64_t anchor_id;
         size_t n_checkpoints; /* signatures checked */
@@ -473,9 +481,12 @@ typedef struct store_audit_report {
  * -hwid_err only when the store cannot be read.  With ca_key (the CA
  * certificate's public key; NULL: the chain alone, as a backup's check):
  * every checkpoint's signature, the newest checkpoint of the head reached
- * by the chain with the hash it signed, and an anchor only as a signed
+ * by the chain with the hash it signed, an anchor only as a signed
  * pruning checkpoint left it, its record older than retention (seconds,
- * 0: not checked) when it was pruned. */
+ * 0: not checked) when it was pruned, and every checkpoint the chain
+ * notes still stored.  Whether any checkpoint signs the records is the
+ * caller's to judge (last, anchor_id, first_at: a running hwidd may not
+ * have signed its first records yet). */
 int store_audit_verify(store *s, EVP_PKEY *ca_key, int64_t retention, store_audit_report *ret);
 
 /* ---- TPM attestation (service/attest-*.c, docs/ATTESTATION.md) ---- */
