@@ -183,10 +183,10 @@ test_enroll_and_store() {
         expect_est_cert "$DEV/tk-est" tk-est
         enroll tk-wrong "$id.$(random_secret)"
         expect_error 401 bad_token "$DEV/tk-wrong" "unknown bootstrap token"
+        store_holds_none_of "$tok"
         assert_eq "$(store_sql "SELECT length(nonce) FROM tokens WHERE id = '$id' AND secret_hash IS NULL")" 32 \
                 "what the store keeps of a derived token"
         store_holds "$(blob_hex nonce "$id")" || fail "store_holds does not find the nonce it must find"
-        store_holds_none_of "$tok"
         TOK=$tok
 }
 
