@@ -154,6 +154,12 @@ static void hash_hex(const uint8_t hash[32], char out[65]) {
         out[64] = '\0';
 }
 
+/* A derived token, and no key to derive its secret with. */
+static int no_key(const store_token *t) {
+        return hwid_fail(HWID_E_CONFIG, "bootstrap token %s was derived with a token key, and hwidd.yaml names "
+                         "none (ca.token_key) to check it with", t->id);
+}
+
 int token_verify(hwid_mac_key *key, const store_token *t, const char *secret) {
         char want[TOKEN_SECRET_LEN + 1];
         uint8_t h[32];
@@ -167,8 +173,7 @@ int token_verify(hwid_mac_key *key, const store_token *t, const char *secret) {
                 return ok ? 0 : hwid_fail(HWID_E_TOKEN_INVALID, "wrong bootstrap token secret");
         }
         if (!key)
-                return hwid_fail(HWID_E_CONFIG, "bootstrap token %s was derived with a token key, and hwidd.yaml "
-                                 "names none (ca.token_key) to check it with", t->id);
+                return no_key(t);
         if ((r = token_derive(key, t->id, t->nonce, want)) < 0)
                 return r;
         ok = secret_streq(secret, want);
@@ -185,8 +190,7 @@ int token_shared_secret(hwid_mac_key *key, const store_token *t, char **ret) {
         if (!t->derived)
                 hash_hex(t->secret_hash, s);
         else if (!key)
-                r = hwid_fail(HWID_E_CONFIG, "bootstrap token %s was derived with a token key, and hwidd.yaml "
-                              "names none (ca.token_key) to check it with", t->id);
+                r = no_key(t);
         else
                 r = token_derive(key, t->id, t->nonce, s);
         if (r < 0) {
