@@ -1,5 +1,6 @@
 /* The key URIs of hwid ca init and hwid ca import: the CA key made or
- * opened, hwidd's TLS key next to it, and the URIs hwidd.yaml names. */
+ * opened, hwidd's TLS key and the token key next to it, and the URIs
+ * hwidd.yaml names. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,18 @@ int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options
         return r;
 }
 
+int ca_mac_key_open_or_create(const char *uri, const hsm_options *o, hwid_mac_key **ret, bool *ret_created) {
+        int r = hwid_mac_key_open(uri, o, ret);
+
+        *ret_created = false;
+        if (r != -HWID_E_KEY_NOT_FOUND)
+                return r;
+        r = hwid_mac_key_create(uri, false, o, ret);
+        if (r >= 0)
+                *ret_created = true;
+        return r;
+}
+
 /* u as a string, with its pin-value (key_uri_parse() took it out of
  * p11-kit's copy), which is wiped again at once. */
 static int format_pkcs11(key_uri *u, char **ret) {
@@ -41,7 +54,10 @@ static int format_pkcs11(key_uri *u, char **ret) {
         return rc == P11_KIT_URI_OK ? 0 : hwid_fail(HWID_E_URI, "cannot format a PKCS#11 URI for token '%s'", u->token);
 }
 
-int ca_tls_uri(const char *ca_uri, const char *dir, char **ret) {
+/* A key next to the CA key at ca_uri: in its token, labelled
+ * "<CA key's label>-<suffix>" (module, PIN and all as the CA key's URI
+ * says), or for a TPM CA key the key file DIR/file. */
+static int sibling_uri(const char *ca_uri, const char *dir, const char *suffix, const char *file, char **ret) {
         _cleanup_(key_uri_freep) key_uri *u = NULL;
         char label[256];
         CK_ATTRIBUTE attr = { CKA_LABEL, label, 0 };
@@ -50,15 +66,23 @@ int ca_tls_uri(const char *ca_uri, const char *dir, char **ret) {
         if ((r = key_uri_parse(ca_uri, &u)) < 0)
                 return r;
         if (u->scheme == KEY_URI_TPM2) {
-                _cleanup_free_ char *path = path_join(dir, "tls.tss2.pem");
+                _cleanup_free_ char *path = path_join(dir, file);
                 return path && asprintf(ret, "tpm2:file=%s", path) >= 0 ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
         }
-        snprintf(label, sizeof(label), "%s-tls", u->object ? u->object : "hwidd");
+        snprintf(label, sizeof(label), "%s-%s", u->object ? u->object : "hwidd", suffix);
         attr.ulValueLen = strlen(label);
         p11_kit_uri_clear_attribute(u->p11, CKA_ID);
         if (p11_kit_uri_set_attribute(u->p11, &attr) != P11_KIT_URI_OK)
-                return hwid_fail(HWID_E_URI, "cannot derive the TLS key URI from %s", u->token);
+                return hwid_fail(HWID_E_URI, "cannot derive the %s key URI from %s", suffix, u->token);
         return format_pkcs11(u, ret);
+}
+
+int ca_tls_uri(const char *ca_uri, const char *dir, char **ret) {
+        return sibling_uri(ca_uri, dir, "tls", "tls.tss2.pem", ret);
+}
+
+int ca_token_key_uri(const char *ca_uri, const char *dir, char **ret) {
+        return sibling_uri(ca_uri, dir, "tokens", "tokens.tss2.pem", ret);
 }
 
 /* The PIN of a pin-value= into DIR/pin_name (0600): hwidd.yaml then names

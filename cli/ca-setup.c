@@ -32,6 +32,9 @@
         "\n"                                                                                     \
         "ca:\n"                                                                                  \
         "  key: \"%s\"\n"                                                                        \
+        "  # What bootstrap tokens are derived with (an HMAC key that never leaves\n"            \
+        "  # the HSM/TPM): the store keeps nothing a token can be spent with.\n"                  \
+        "  token_key: \"%s\"\n"                                                                  \
         "  certificate: ca.pem\n"                                                                \
         "  %schain: ca-chain.pem\n"                                                              \
         "  %scrl_url: \"%s\"\n"                                                                  \
@@ -272,8 +275,8 @@ static bool yaml_unsafe(const char *v) {
         return v && strpbrk(v, "\"\\\n");
 }
 
-static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_uri, const char *http,
-                        const char *crl_url) {
+static int write_config(const ca_setup *s, const char *ca_uri, const char *token_uri, const char *tls_uri,
+                        const char *http, const char *crl_url) {
         _cleanup_free_ char *path = ca_setup_path(s, "hwidd.yaml");
         _cleanup_buf_ buf b;
         char when[32];
@@ -284,12 +287,14 @@ static int write_config(const ca_setup *s, const char *ca_uri, const char *tls_u
         if (!path)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         /* ca_setup_begin() refused these already; the URIs were re-formatted since. */
-        if (yaml_unsafe(ca_uri) || yaml_unsafe(tls_uri) || yaml_unsafe(http) || yaml_unsafe(crl_url))
+        if (yaml_unsafe(ca_uri) || yaml_unsafe(token_uri) || yaml_unsafe(tls_uri) || yaml_unsafe(http) ||
+            yaml_unsafe(crl_url))
                 return hwid_fail(HWID_E_INVALID, "key URIs and the listen address may not contain quotes or backslashes");
         buf_init(&b, 64 * 1024);
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
         r = buf_printf(&b, CONFIG_TEMPLATE, when, s->listen, http ? "" : "# ", http ? http : "0.0.0.0:8080",
-                       s->tcti ? "" : "# ", s->tcti ? s->tcti : "swtpm:...", ca_uri, s->chain_file ? "" : "# ",
+                       s->tcti ? "" : "# ", s->tcti ? s->tcti : "swtpm:...", ca_uri, token_uri,
+                       s->chain_file ? "" : "# ",
                        crl_url ? "" : "# ", crl_url ? crl_url : "http://HOST:8080/crl", tls_uri);
         if (r < 0)
                 return r;
@@ -328,6 +333,27 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const c
         return ca_tls_uri(ca_cfg_uri, s->dir, ret_tls_uri);
 }
 
+/* The token key next to the CA key (ca_token_key_uri(): the same token,
+ * or a key file in DIR), made if it is not there.  *ret_uri: what
+ * hwidd.yaml names. */
+static int setup_token_key(const ca_setup *s, const char *ca_cfg_uri, char **ret_uri) {
+        _cleanup_(hwid_mac_key_freep) hwid_mac_key *k = NULL;
+        _cleanup_secret_ char *uri = NULL; /* may hold the CA URI's pin-value */
+        _cleanup_free_ char *key_file = kept_or_staged(s, "tokens.tss2.pem"), *key_dir = NULL;
+        hsm_options o = { .tcti = s->tcti };
+        bool created;
+        int r;
+
+        if (!key_file || !(key_dir = strdup(key_file)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        *strrchr(key_dir, '/') = '\0';
+        if ((r = ca_token_key_uri(s->ca_key_uri, key_dir, &uri)) < 0 ||
+            (r = ca_mac_key_open_or_create(uri, &o, &k, &created)) < 0)
+                return r;
+        printf("%s the token key %s\n", created ? "created" : "using", hwid_mac_key_uri(k));
+        return ca_token_key_uri(ca_cfg_uri, s->dir, ret_uri);
+}
+
 static int write_tls_pem(const ca_setup *s, const issued_cert *tls, X509 *ca_cert) {
         _cleanup_free_ char *path = ca_setup_path(s, "tls.pem"), *leaf = NULL, *ca = NULL, *both = NULL;
         int r;
@@ -356,7 +382,7 @@ static int store_tls_cert(const ca_setup *s, const issued_cert *tls) {
 
 int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
         _cleanup_(issued_cert_clear) issued_cert tls = { 0 };
-        _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *http = NULL, *crl_url = NULL;
+        _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *token_uri = NULL, *http = NULL, *crl_url = NULL;
         _cleanup_free_ char *ca_path = ca_setup_path(s, "ca.pem");
         char pin[72];
         int r;
@@ -366,10 +392,11 @@ int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
         if ((r = crl_endpoint(s, &http, &crl_url)) < 0 ||
             (r = ca_config_uri(s, s->ca_key_uri, ca_key, "ca-key.pin", &ca_uri)) < 0 ||
             (r = setup_tls(s, ca_key, ca_cert, ca_uri, crl_url, &tls_uri, &tls)) < 0 ||
+            (r = setup_token_key(s, ca_uri, &token_uri)) < 0 ||
             (r = write_tls_pem(s, &tls, ca_cert)) < 0 ||
             (r = store_tls_cert(s, &tls)) < 0 ||
             (r = write_cert_pem(ca_path, ca_cert)) < 0 ||
-            (r = write_config(s, ca_uri, tls_uri, http, crl_url)) < 0 ||
+            (r = write_config(s, ca_uri, token_uri, tls_uri, http, crl_url)) < 0 ||
             (r = ca_stage_commit(s->stage)) < 0 ||
             (r = spki_sha256_pin(X509_get0_pubkey(ca_cert), pin)) < 0)
                 return r;

@@ -52,11 +52,18 @@ void ca_setup_done(ca_setup *s);
 int ca_key_open_or_create(const char *uri, hwid_key_type type, const hsm_options *o, hwid_key **ret,
                           bool *ret_created);
 
+/* The same for the token key (hwid_mac_key): opened, else created. */
+int ca_mac_key_open_or_create(const char *uri, const hsm_options *o, hwid_mac_key **ret, bool *ret_created);
+
 /* hwidd's TLS key next to the CA key at ca_uri: pkcs11:...;object=ca-key
  * -> the same token (module, PIN and all) with object=ca-key-tls; a TPM
  * CA key -> tpm2:file=DIR/tls.tss2.pem.  It holds ca_uri's pin-value if
  * there is one: free it with secret_free(). */
 int ca_tls_uri(const char *ca_uri, const char *dir, char **ret);
+/* The token key (ca.token_key, what bootstrap tokens are derived with)
+ * next to the CA key, the same way: object=ca-key-tokens in the CA key's
+ * token, or tpm2:file=DIR/tokens.tss2.pem. */
+int ca_token_key_uri(const char *ca_uri, const char *dir, char **ret);
 
 /* The URI hwidd.yaml names for the key k opened at uri: a PKCS#11 URI
  * gets the module-path= of the module the token was found in when it

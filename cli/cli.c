@@ -1,7 +1,9 @@
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "config.h"
@@ -63,10 +65,60 @@ void cli_hsm_options(hsm_options *o, const char *tcti) {
         *o = (hsm_options) { .tcti = tcti };
 }
 
+static const char *yn(bool b) {
+        return b ? "yes" : "no";
+}
+
+void cli_print_custody(const hwid_custody *c) {
+        printf("backend: %s\nlocation: %s\n", c->backend, c->location);
+        if (c->backend[0] == 'p') {
+                printf("custody: sensitive=%s always-sensitive=%s extractable=%s never-extractable=%s "
+                       "local=%s value-readable=%s\n",
+                       yn(c->sensitive), yn(c->always_sensitive), yn(c->extractable),
+                       yn(c->never_extractable), yn(c->local), yn(c->value_readable));
+                return;
+        }
+        printf("custody: fixedTPM=%s fixedParent=%s sensitiveDataOrigin=%s userWithAuth=%s sign=%s "
+               "decrypt=%s restricted=%s noDA=%s\ntpm-attributes: 0x%08x\n",
+               yn(c->fixed_tpm), yn(c->fixed_parent), yn(c->sensitive_data_origin),
+               yn(c->user_with_auth), yn(c->sign), yn(c->decrypt), yn(c->restricted), yn(c->no_da),
+               c->tpm_attributes);
+}
+
 int cli_write_output(const char *path, const char *text) {
         if (!path) {
                 fputs(text, stdout);
                 return fflush(stdout) == 0 ? 0 : hwid_fail(HWID_E_IO, "cannot write to standard output");
         }
         return write_file_atomic(path, text, strlen(text), 0644);
+}
+
+/* ---- a TPM that serves someone else ---- */
+
+static char tpm_silent_msg[512];
+
+static void tpm_silent(int sig) {
+        (void) sig;
+        (void) !write(STDERR_FILENO, tpm_silent_msg, strlen(tpm_silent_msg));
+        _exit(1);
+}
+
+int cli_tpm_reachable(const char *cmd, const hsm_options *o) {
+        char prev[512];
+        int r;
+
+        snprintf(tpm_silent_msg, sizeof(tpm_silent_msg), "hwid %s: the TPM did not answer in %d s: " CLI_TPM_HELD_HINT
+                 "\n", cmd, CLI_TPM_WAIT);
+        signal(SIGALRM, tpm_silent);
+        alarm(CLI_TPM_WAIT);
+        r = hwid_tpm_ping(o);
+        if (r != -HWID_E_TPM_UNREACHABLE)
+                return r;
+        alarm(0);
+        snprintf(prev, sizeof(prev), "%s", hwid_strerror(r));
+        return hwid_fail(HWID_E_TPM_UNREACHABLE, "%s; " CLI_TPM_HELD_HINT, prev);
+}
+
+void cli_tpm_done(void) {
+        alarm(0);
 }

@@ -30,6 +30,25 @@ int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min, i
 int cli_add_server(const char *cmd, const char *url, const char *list[CLI_MAX_SERVERS + 1], size_t *n);
 /* Fills hsm options from --tcti (may be NULL). */
 void cli_hsm_options(hsm_options *o, const char *tcti);
+/* A TPM without a resource manager serves one program at a time:
+ * /dev/tpm0 while another holds it open (a running hwidd does, for good),
+ * swtpm while another is in the middle of a command; until then, a
+ * command sent to it never returns.  cli_tpm_reachable() asks it a
+ * harmless question (hwid_tpm_ping()) with a watchdog armed: after
+ * CLI_TPM_WAIT seconds without an answer, the process says so on stderr
+ * and exits 1, having sent nothing that could leave an object in the
+ * TPM.  The watchdog stays armed for the command's first real operation,
+ * until cli_tpm_done(). */
+#define CLI_TPM_WAIT 10
+#define CLI_TPM_HELD_HINT                                                                                        \
+        "another program holds the TPM (without a resource manager, /dev/tpm0 and swtpm serve one at a time, "   \
+        "and a running hwidd holds /dev/tpm0 for good): stop it first, or create tokens through hwidd (hwid "    \
+        "token create --dir DIR, or --cert FILE --key URI)"
+int cli_tpm_reachable(const char *cmd, const hsm_options *o);
+void cli_tpm_done(void);
+/* The custody attributes a device reports for a key ("backend:",
+ * "location:", "custody:" lines; hwid key show, hwid ca token-key). */
+void cli_print_custody(const hwid_custody *c);
 /* Writes text to path atomically (mode 0644), or to stdout when path is NULL. */
 int cli_write_output(const char *path, const char *text);
 
@@ -39,6 +58,7 @@ int cmd_csr(int argc, char **argv);
 int cmd_ca_init(int argc, char **argv);
 int cmd_ca_import(int argc, char **argv);
 int cmd_ca_hash(int argc, char **argv);
+int cmd_ca_token_key(int argc, char **argv);
 int cmd_token_create(int argc, char **argv);
 int cmd_token_list(int argc, char **argv);
 int cmd_token_revoke(int argc, char **argv);

@@ -21,6 +21,7 @@ static const command commands[] = {
         { "ca", "init", cmd_ca_init, "create the CA (key in the HSM/TPM), hwidd's TLS identity and config" },
         { "ca", "import", cmd_ca_import, "install an intermediate CA certificate signed by an offline root" },
         { "ca", "hash", cmd_ca_hash, "print the CA pin (sha256 of the SubjectPublicKeyInfo)" },
+        { "ca", "token-key", cmd_ca_token_key, "make the key in the HSM/TPM that bootstrap tokens are derived with" },
         { "ca", "backup", cmd_ca_backup, "copy the CA's store consistently while hwidd runs" },
         { "ca", "restore", cmd_ca_restore, "put a backup of the store in place (hwidd stopped)" },
         { "store", "migrate", cmd_store_migrate, "copy a SQLite store into PostgreSQL (several hwidd replicas)" },

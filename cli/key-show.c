@@ -14,26 +14,6 @@ static void usage(FILE *f) {
                    "  -h, --help        show this help\n");
 }
 
-static const char *yn(bool b) {
-        return b ? "yes" : "no";
-}
-
-static void print_custody(const hwid_custody *c) {
-        printf("backend: %s\nlocation: %s\n", c->backend, c->location);
-        if (c->backend[0] == 'p') {
-                printf("custody: sensitive=%s always-sensitive=%s extractable=%s never-extractable=%s "
-                       "local=%s value-readable=%s\n",
-                       yn(c->sensitive), yn(c->always_sensitive), yn(c->extractable),
-                       yn(c->never_extractable), yn(c->local), yn(c->value_readable));
-                return;
-        }
-        printf("custody: fixedTPM=%s fixedParent=%s sensitiveDataOrigin=%s userWithAuth=%s sign=%s "
-               "decrypt=%s restricted=%s noDA=%s\ntpm-attributes: 0x%08x\n",
-               yn(c->fixed_tpm), yn(c->fixed_parent), yn(c->sensitive_data_origin),
-               yn(c->user_with_auth), yn(c->sign), yn(c->decrypt), yn(c->restricted), yn(c->no_da),
-               c->tpm_attributes);
-}
-
 int cmd_key_show(int argc, char **argv) {
         static const struct option opts[] = {
                 { "tcti", required_argument, NULL, 'T' },
@@ -65,7 +45,7 @@ int cmd_key_show(int argc, char **argv) {
                 return cli_fail(r);
         printf("uri: %s\ntype: %s (%d bits)\nspki-sha256: %s\n", hwid_key_uri(k),
                hwid_key_type_to_string(hwid_key_get_type(k)), EVP_PKEY_get_bits(hwid_key_public(k)), hex);
-        print_custody(&cust);
+        cli_print_custody(&cust);
         fputs(pem, stdout);
         return 0;
 }

@@ -35,8 +35,9 @@ static void usage(FILE *f) {
                    "                         [--device-key URI] [--device-dir DIR]\n"
                    "       hwid token create --dir DIR | --cert FILE --key URI [...]   (remote)\n\n"
                    "Creates a bootstrap token (<id>.<secret>) that lets one device submit a CSR, and\n"
-                   "prints the join command to run on the device.  The secret is shown once; only its\n"
-                   "hash is stored.  With --count, writes N tokens to FILE (mode 0600), one per line;\n"
+                   "prints the join command to run on the device.  The secret is shown once and kept\n"
+                   "nowhere: it is derived with the CA's token key (ca.token_key), which never leaves\n"
+                   "the HSM/TPM.  With --count, writes N tokens to FILE (mode 0600), one per line;\n"
                    "if it fails part way, the tokens made so far are written all the same.\n"
                    "Remotely, an admin may create any token; a provisioner only for the profiles and\n"
                    "name patterns its certificate is scoped to (--name-pattern is then required).\n\n"
@@ -112,18 +113,19 @@ static int parse(int argc, char **argv, token_opts *o) {
         return remote_check_usage("token create", &o->remote, o->config, true);
 }
 
-/* Creates n tokens in the store, all of them or none (one transaction),
- * and audits each; appends each "<id>.<secret>" and a newline to out (a
- * secret: the caller wipes it).  Tokens stored are in out even when
- * auditing one fails. */
-static int create_tokens(store *s, const token_opts *o, int64_t now, size_t n, buf *out) {
+/* Creates n tokens derived with key in the store, all of them or none
+ * (one transaction), and audits each; appends each "<id>.<secret>" and a
+ * newline to out (a secret: the caller wipes it).  Tokens stored are in
+ * out even when auditing one fails. */
+static int create_tokens(store *s, hwid_mac_key *key, const token_opts *o, int64_t now, size_t n, buf *out) {
         store_token *rows = calloc(n, sizeof(*rows));
         char **full = calloc(n, sizeof(*full));
         size_t made = 0;
         int r = rows && full ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 
         for (; r >= 0 && made < n; made++) {
-                r = token_new(rows[made].id, rows[made].secret_hash, &full[made]);
+                r = token_new(key, &rows[made], &full[made]);
+                cli_tpm_done(); /* the TPM answered */
                 rows[made].profile = (char *) o->profile;
                 rows[made].name_pattern = (char *) o->pattern;
                 rows[made].description = (char *) o->description;
@@ -167,7 +169,7 @@ static int ca_pin(const char *ca_path, char pin[72]) {
 static void print_join(const char *const *servers, const token_opts *o, const char *token, const char *pin) {
         const char *name = o->pattern && !strpbrk(o->pattern, "*?") ? o->pattern : "<device-name>";
 
-        printf("token: %s\n(shown once: only its hash is stored; profile %s, %ld use%s, expires in %llds)\n\n",
+        printf("token: %s\n(shown once: hwid keeps no copy of it; profile %s, %ld use%s, expires in %llds)\n\n",
                token, o->profile, o->uses, o->uses == 1 ? "" : "s", (long long) o->ttl);
         printf("On the device, run (the token is read from the environment, not the command line):\n"
                "  HWID_TOKEN=%s hwid join", token);
@@ -199,11 +201,11 @@ static int write_tokens(const token_opts *o, buf *out, int r) {
         return r;
 }
 
-static int write_batch(store *s, const token_opts *o, int64_t now) {
+static int write_batch(store *s, hwid_mac_key *key, const token_opts *o, int64_t now) {
         _cleanup_buf_ buf out;
 
         buf_init(&out, (size_t) o->count * 96 + 1);
-        return write_tokens(o, &out, create_tokens(s, o, now, (size_t) o->count, &out));
+        return write_tokens(o, &out, create_tokens(s, key, o, now, (size_t) o->count, &out));
 }
 
 /* ---------- remote ---------- */
@@ -263,9 +265,24 @@ static int remote_create(const token_opts *o) {
 
 /* ---------- on the CA host ---------- */
 
+/* The CA's token key (ca.token_key), which the tokens are derived with;
+ * a TPM's is watched until the first token is made (cli_tpm_reachable()). */
+static int open_token_key(const hwidd_config *cfg, hwid_mac_key **ret) {
+        hsm_options ho;
+        int r;
+
+        if (!cfg->token_key)
+                return hwid_fail(HWID_E_CONFIG, "%s: " TOKEN_KEY_MISSING, cfg->path);
+        cli_hsm_options(&ho, cfg->tcti);
+        if (strncmp(cfg->token_key, "tpm2:", 5) == 0 && (r = cli_tpm_reachable("token create", &ho)) < 0)
+                return r;
+        return hwid_mac_key_open(cfg->token_key, &ho, ret);
+}
+
 static int local_create(const token_opts *o) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(store_freep) store *s = NULL;
+        _cleanup_(hwid_mac_key_freep) hwid_mac_key *key = NULL;
         _cleanup_free_ char *listen = NULL;
         _cleanup_buf_ buf tok;
         const char *from_listen[2] = { NULL, NULL };
@@ -278,9 +295,11 @@ static int local_create(const token_opts *o) {
                 return r;
         if (!policy_profile_find(cfg->policy, o->profile))
                 return hwid_fail(HWID_E_INVALID, "no profile '%s' in %s", o->profile, cfg->path);
+        if ((r = open_token_key(cfg, &key)) < 0)
+                return r;
         if (o->count)
-                return write_batch(s, o, now);
-        if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_tokens(s, o, now, 1, &tok)) < 0 ||
+                return write_batch(s, key, o, now);
+        if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_tokens(s, key, o, now, 1, &tok)) < 0 ||
             (!o->remote.n_servers && asprintf(&listen, "https://%s", cfg->listen) < 0)) {
                 buf_wipe(&tok);
                 return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);

@@ -47,6 +47,25 @@ typedef struct hsm_backend {
 extern const hsm_backend hsm_backend_pkcs11;
 extern const hsm_backend hsm_backend_tpm2;
 
+/* What each backend implements for MAC keys (hwid_mac_key, mac.c). */
+typedef struct hsm_mac_backend {
+        const char *name;
+        int (*create)(const key_uri *uri, bool force, const hsm_options *opts, void **ret_obj);
+        int (*open)(const key_uri *uri, const hsm_options *opts, void **ret_obj);
+        /* Must be safe to call from several threads at once. */
+        int (*hmac_sha256)(void *obj, const uint8_t *data, size_t len, uint8_t out[HWID_MAC_LEN]);
+        int (*custody)(void *obj, hwid_custody *ret);
+        int (*remove)(void *obj);
+        void (*free)(void *obj);
+} hsm_mac_backend;
+
+extern const hsm_mac_backend hsm_mac_pkcs11;
+extern const hsm_mac_backend hsm_mac_tpm2;
+
+/* A key URI as messages show it: a pin-value= (accepted for tests)
+ * masked, so that no PIN reaches an error line or a log (key.c). */
+char *hsm_display_uri(const char *uri);
+
 /* A backend object shared by the hwid_key and the provider's key data. */
 typedef struct hsm_obj {
         const hsm_backend *backend;

@@ -125,6 +125,14 @@ const char *hwid_key_default_digest(const hwid_key *k);
  * Another program may still take it first: create without force. */
 int hwid_tpm_free_handle(const hsm_options *opts, uint32_t from, uint32_t *ret);
 
+/* Whether the TPM answers: one harmless command (TPM2_GetCapability of a
+ * property), which leaves nothing in it even if it runs long after.  A
+ * TPM without a resource manager (swtpm, /dev/tpm0) serving another
+ * program never answers: this blocks until it does, and the caller
+ * decides how long to wait.  -HWID_E_TPM_UNREACHABLE if it cannot be
+ * reached at all. */
+int hwid_tpm_ping(const hsm_options *opts);
+
 /* Reads the custody attributes back from the device. */
 int hwid_key_custody(hwid_key *k, hwid_custody *ret);
 
@@ -162,3 +170,41 @@ void hsm_recovery_stats_get(hsm_recovery_stats *ret);
 
 void hwid_key_free(hwid_key *k);
 DEFINE_TRIVIAL_CLEANUP_FUNC(hwid_key *, hwid_key_free)
+
+/* ---- MAC keys ----
+ *
+ * A hwid_mac_key is a secret key for HMAC-SHA256 in the same devices as
+ * the signing keys, named by the same URIs: a PKCS#11 generic secret
+ * (CKK_GENERIC_SECRET, 32 bytes, generated on the token, CKA_SENSITIVE,
+ * not extractable, usable to sign only), or a TPM keyedHash object with an
+ * HMAC-SHA256 scheme (fixedTPM|fixedParent|sensitiveDataOrigin, under the
+ * parent the signing keys use, in a TSS2 key file or at a persistent
+ * handle).  Its value never leaves the device: hwid asks the device for
+ * each HMAC (C_SignInit + C_Sign with CKM_SHA256_HMAC; TPM2_HMAC).  It is
+ * a type of its own: hwid_key_type and the signing path know nothing of
+ * it. */
+typedef struct hwid_mac_key hwid_mac_key;
+
+#define HWID_MAC_LEN 32        /* HMAC-SHA256 */
+#define HWID_MAC_DATA_MAX 1024 /* the most one HMAC takes (a TPM's TPM2B_MAX_BUFFER) */
+
+/* Generates a MAC key inside the device at uri; -HWID_E_KEY_EXISTS if a
+ * key is there unless force (which replaces it, the new one made first).
+ * A failure leaves nothing behind. */
+int hwid_mac_key_create(const char *uri, bool force, const hsm_options *opts, hwid_mac_key **ret);
+/* Opens an existing MAC key: -HWID_E_KEY_NOT_FOUND if there is none,
+ * -HWID_E_KEY_TYPE if the object there is not an HMAC-SHA256 key. */
+int hwid_mac_key_open(const char *uri, const hsm_options *opts, hwid_mac_key **ret);
+/* HMAC-SHA256 of len bytes (at most HWID_MAC_DATA_MAX) with k, computed
+ * in the device: one C_Sign, or one TPM2_HMAC (a key file's key loaded
+ * for it from its saved context and flushed after).  Safe to call from
+ * several threads at once. */
+int hwid_mac_key_hmac_sha256(hwid_mac_key *k, const void *data, size_t len, uint8_t ret[HWID_MAC_LEN]);
+/* Reads the custody attributes back from the device (hwid_custody). */
+int hwid_mac_key_custody(hwid_mac_key *k, hwid_custody *ret);
+/* Removes the key from the device (and its TPM key file). */
+int hwid_mac_key_delete(hwid_mac_key *k);
+/* The key's URI for messages, with any pin-value= masked. */
+const char *hwid_mac_key_uri(const hwid_mac_key *k);
+void hwid_mac_key_free(hwid_mac_key *k);
+DEFINE_TRIVIAL_CLEANUP_FUNC(hwid_mac_key *, hwid_mac_key_free)

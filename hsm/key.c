@@ -53,9 +53,7 @@ int hsm_init(void) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(hsm_obj *, hsm_obj_unref)
 
-/* The URI as shown in messages: a pin-value= (accepted for tests) is
- * replaced so that no PIN reaches an error line or a log. */
-static char *display_uri(const char *uri) {
+char *hsm_display_uri(const char *uri) {
         const char *p = strstr(uri, "pin-value=");
         char *out;
 
@@ -89,7 +87,7 @@ static int key_wrap(const char *uri, const hsm_backend *be, void *bobj, EVP_PKEY
         r = hsm_provider_pkey(o, &k->pkey);
         if (r < 0)
                 return r;
-        k->uri = display_uri(uri);
+        k->uri = hsm_display_uri(uri);
         if (!k->uri)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         k->obj = TAKE_PTR(o);

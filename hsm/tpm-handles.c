@@ -1,5 +1,6 @@
 /* Persistent handles in use, as the TPM itself lists them: where a new
- * persistent key may go without touching anyone else's object. */
+ * persistent key may go without touching anyone else's object; and
+ * whether the TPM answers at all. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,33 @@ int hwid_tpm_free_handle(const hsm_options *opts, uint32_t from, uint32_t *ret) 
         if ((r = tpm_conn_get(tcti && *tcti ? tcti : NULL, &c)) < 0)
                 return r;
         r = pick_free(c, from, ret);
+        tpm_conn_unref(c);
+        return r;
+}
+
+static int ask_manufacturer(tpm_conn *c) {
+        _cleanup_unlock_ tpm_conn *locked = NULL;
+        _cleanup_(esys_freep) TPMS_CAPABILITY_DATA *cap = NULL;
+        TSS2_RC rc;
+        int r;
+
+        if ((r = tpm_conn_lock(c, &locked)) < 0)
+                return r;
+        rc = Esys_GetCapability(c->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
+                                TPM2_PT_MANUFACTURER, 1, NULL, &cap);
+        if (rc != TSS2_RC_SUCCESS)
+                return tpm_fail(c, rc, "the TPM at %s does not answer", tpm_conn_name(c));
+        return 0;
+}
+
+int hwid_tpm_ping(const hsm_options *opts) {
+        const char *tcti = opts && opts->tcti ? opts->tcti : getenv("HWID_TCTI");
+        tpm_conn *c = NULL;
+        int r;
+
+        if ((r = tpm_conn_get(tcti && *tcti ? tcti : NULL, &c)) < 0)
+                return r;
+        r = ask_manufacturer(c);
         tpm_conn_unref(c);
         return r;
 }

@@ -145,8 +145,21 @@ int tpm_parent_create_key(tpm_conn *c, tpm_parent *p, const TPM2B_PUBLIC *tmpl, 
  * described as `desc` in messages); see tpm_key_with_loaded(). */
 typedef int (*tpm_key_fn)(tpm_conn *c, ESYS_TR key, const TPMT_PUBLIC *pub, const char *desc,
                           void *userdata);
-/* obj: the tpm2 backend's object of a hwid_key (hsm_key_backend_obj()). */
+/* obj: the tpm2 backend's object of a hwid_key (hsm_key_backend_obj()),
+ * or of a MAC key (tpm-mac.c). */
 int tpm_key_with_loaded(void *obj, tpm_key_fn fn, void *userdata);
+/* Objects that are not signing keys (tpm-mac.c's keyedHash keys), kept
+ * as signing keys are (a key file, or a persistent handle) and freed,
+ * removed and read back with hsm_backend_tpm2's free, remove and
+ * custody: made from tmpl at uri (refused if one is there, unless
+ * force), or opened without the signing key's checks. */
+int tpm_obj_create(const key_uri *uri, const TPM2B_PUBLIC *tmpl, bool force, const hsm_options *opts,
+                   void **ret_obj);
+int tpm_obj_open(const key_uri *uri, const hsm_options *opts, void **ret_obj);
+/* The object's public area (as its key file or the TPM had it at open),
+ * and its connection (for tpm_conn_left_report()). */
+const TPMT_PUBLIC *tpm_obj_public(void *obj);
+tpm_conn *tpm_obj_conn(void *obj);
 
 /* ---- tpm-keyfile.c ---- */
 

@@ -312,8 +312,18 @@ static int create_blob(tpm_key *k, const TPM2B_PUBLIC *tmpl) {
         return 0;
 }
 
-static int before_keeping(const hsm_options *opts, EVP_PKEY *pub) {
-        return opts && opts->before_keeping ? opts->before_keeping(opts->userdata, pub) : 0;
+/* What the caller records of a new signing key's public part before it
+ * is kept (hsm_options.before_keeping); with ret_pub NULL (a MAC key,
+ * tpm-mac.c), nothing: there is no public key. */
+static int public_of_new(tpm_key *k, const hsm_options *opts, EVP_PKEY **ret_pub) {
+        int r;
+
+        if (!ret_pub)
+                return 0;
+        r = tpm_pub_to_pkey(&k->pub.publicArea, k->desc, ret_pub);
+        if (r >= 0 && opts && opts->before_keeping)
+                r = opts->before_keeping(opts->userdata, *ret_pub);
+        return r;
 }
 
 static int create_file(tpm_key *k, const TPM2B_PUBLIC *tmpl, const hsm_options *opts, EVP_PKEY **ret_pub) {
@@ -323,20 +333,17 @@ static int create_file(tpm_key *k, const TPM2B_PUBLIC *tmpl, const hsm_options *
         int r;
 
         r = create_blob(k, tmpl);
-        if (r < 0)
-                return r;
-        r = tpm_pub_to_pkey(&k->pub.publicArea, k->desc, &pub);
-        if (r < 0)
-                return r;
-        r = tpm_keyfile_encode(&k->pub, &k->priv, k->parent, &pem, &len);
         if (r >= 0)
-                r = before_keeping(opts, pub);
+                r = tpm_keyfile_encode(&k->pub, &k->priv, k->parent, &pem, &len);
+        if (r >= 0)
+                r = public_of_new(k, opts, ret_pub ? &pub : NULL);
         if (r < 0)
                 return r;
         r = write_file_atomic(k->path, pem, len, 0600);
         if (r < 0)
                 return r;
-        *ret_pub = TAKE_PTR(pub);
+        if (ret_pub)
+                *ret_pub = TAKE_PTR(pub);
         return 0;
 }
 
@@ -384,29 +391,26 @@ static int create_persistent(tpm_key *k, const TPM2B_PUBLIC *tmpl, bool force, c
                                                     "(use --force to replace it)", k->desc);
         r = tpm_parent_create_key(k->conn, &parent, tmpl, &k->pub, &k->priv, &key);
         if (r >= 0) /* before anything persists, so a failure leaves nothing */
-                r = tpm_pub_to_pkey(&k->pub.publicArea, k->desc, &pub);
-        if (r >= 0)
-                r = before_keeping(opts, pub);
+                r = public_of_new(k, opts, ret_pub ? &pub : NULL);
         if (r < 0)
                 return r;
         tpm_parent_done(&parent);
         r = persist(k, key.tr, old.tr);
         if (r < 0)
                 return r;
-        *ret_pub = TAKE_PTR(pub);
+        if (ret_pub)
+                *ret_pub = TAKE_PTR(pub);
         return 0;
 }
 
-static int tpm2_create(const key_uri *uri, hwid_key_type type, bool force,
-                       const hsm_options *opts, void **ret_obj, EVP_PKEY **ret_pub) {
+/* A new object from tmpl at uri; ret_pub: a signing key's public part,
+ * NULL for a MAC key. */
+static int key_create(const key_uri *uri, const TPM2B_PUBLIC *tmpl, bool force, const hsm_options *opts,
+                      void **ret_obj, EVP_PKEY **ret_pub) {
         _cleanup_(tpm_key_freep) tpm_key *k = NULL;
-        TPM2B_PUBLIC tmpl;
         struct stat st;
         int r;
 
-        r = tpm_key_template(type, &tmpl);
-        if (r < 0)
-                return r;
         /* Refused before the TPM does any work. */
         if (uri->path && !force && lstat(uri->path, &st) == 0)
                 return hwid_fail(HWID_E_KEY_EXISTS, "a key file already exists at %s "
@@ -419,13 +423,26 @@ static int tpm2_create(const key_uri *uri, hwid_key_type type, bool force,
         /* Made, a flush lost on the way is reported by the key's next
          * operation (its signature).  Not made, what the TPM may still
          * hold is said now, the held key's flush included. */
-        r = k->path ? create_file(k, &tmpl, opts, ret_pub) : create_persistent(k, &tmpl, force, opts, ret_pub);
+        r = k->path ? create_file(k, tmpl, opts, ret_pub) : create_persistent(k, tmpl, force, opts, ret_pub);
         if (r < 0) {
                 held_release(k);
                 return tpm_conn_left_report(k->conn, r);
         }
         *ret_obj = TAKE_PTR(k);
         return 0;
+}
+
+static int tpm2_create(const key_uri *uri, hwid_key_type type, bool force,
+                       const hsm_options *opts, void **ret_obj, EVP_PKEY **ret_pub) {
+        TPM2B_PUBLIC tmpl;
+        int r = tpm_key_template(type, &tmpl);
+
+        return r < 0 ? r : key_create(uri, &tmpl, force, opts, ret_obj, ret_pub);
+}
+
+int tpm_obj_create(const key_uri *uri, const TPM2B_PUBLIC *tmpl, bool force, const hsm_options *opts,
+                   void **ret_obj) {
+        return key_create(uri, tmpl, force, opts, ret_obj, NULL);
 }
 
 static int open_file(tpm_key *k) {
@@ -464,10 +481,9 @@ static int open_persistent(tpm_key *k) {
         return 0;
 }
 
-/* A key file is only read here: the TPM sees it at the first signature. */
-static int tpm2_open(const key_uri *uri, const hsm_options *opts, void **ret_obj, EVP_PKEY **ret_pub) {
+/* A key file is only read here: the TPM sees it at the first operation. */
+int tpm_obj_open(const key_uri *uri, const hsm_options *opts, void **ret_obj) {
         _cleanup_(tpm_key_freep) tpm_key *k = NULL;
-        _cleanup_(EVP_PKEY_freep) EVP_PKEY *pub = NULL;
         int r;
 
         r = tpm_key_new(uri, &k);
@@ -477,6 +493,26 @@ static int tpm2_open(const key_uri *uri, const hsm_options *opts, void **ret_obj
                 r = tpm_key_connect(k, opts);
         if (r >= 0 && !k->path)
                 r = open_persistent(k);
+        if (r < 0)
+                return r;
+        *ret_obj = TAKE_PTR(k);
+        return 0;
+}
+
+const TPMT_PUBLIC *tpm_obj_public(void *obj) {
+        return &((tpm_key *) obj)->pub.publicArea;
+}
+
+tpm_conn *tpm_obj_conn(void *obj) {
+        return ((tpm_key *) obj)->conn;
+}
+
+static int tpm2_open(const key_uri *uri, const hsm_options *opts, void **ret_obj, EVP_PKEY **ret_pub) {
+        _cleanup_(tpm_key_freep) tpm_key *k = NULL;
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *pub = NULL;
+        int r;
+
+        r = tpm_obj_open(uri, opts, (void **) &k);
         if (r >= 0)
                 r = check_signing_key(k);
         if (r >= 0)

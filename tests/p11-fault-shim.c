@@ -28,9 +28,12 @@
  *                     slot in SoftHSM2 itself (which also logs the token
  *                     out: an HSM that restarted), then go through: the
  *                     answer is SoftHSM2's own
+ *       count N [LABEL]
+ *                     no fault: N counts the calls of C_SignInit up (a
+ *                     test reads how many signatures or HMACs a key made)
  *     With LABEL, only calls for the key whose CKA_LABEL it is count (so
  *     that hwidd's TLS key on the same token signs on).  N counts down in
- *     FILE; "fail RV 0" and a missing FILE mean no fault.
+ *     FILE (up for count); "fail RV 0" and a missing FILE mean no fault.
  *
  * Each variable is read at every call, so one process can switch faults.
  * Used through a key URI's module-path= attribute. */
@@ -100,7 +103,7 @@ static bool control_read(const char *path, control *c) {
         if (fscanf(f, "%15s", c->verb) == 1) {
                 if (strcmp(c->verb, "fail") == 0)
                         ok = fscanf(f, "%lx %ld", &c->rv, &c->n) == 2;
-                else if (strcmp(c->verb, "reset") == 0)
+                else if (strcmp(c->verb, "reset") == 0 || strcmp(c->verb, "count") == 0)
                         ok = fscanf(f, "%ld", &c->n) == 1;
                 if (ok && fscanf(f, "%63s", c->label) != 1)
                         c->label[0] = '\0';
@@ -117,12 +120,12 @@ static void control_write(const char *path, const control *c) {
         if (strcmp(c->verb, "fail") == 0)
                 fprintf(f, "fail 0x%lx %ld %s\n", c->rv, c->n, c->label);
         else
-                fprintf(f, "reset %ld %s\n", c->n, c->label);
+                fprintf(f, "%s %ld %s\n", c->verb, c->n, c->label);
         fclose(f);
 }
 
 /* The fault HWID_SHIM_CONTROL asks for at this call, counted down in the
- * file: *ret_rv for "fail", *ret_reset for "reset". */
+ * file: *ret_rv for "fail", *ret_reset for "reset"; "count" only counts. */
 static void control_take(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_RV *ret_rv, bool *ret_reset) {
         const char *path = getenv("HWID_SHIM_CONTROL");
         control c;
@@ -130,12 +133,12 @@ static void control_take(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_RV *ret_r
         if (!path || !*path)
                 return;
         pthread_mutex_lock(&control_lock);
-        if (control_read(path, &c) && c.n > 0 && label_is(s, key, c.label)) {
-                c.n--;
+        if (control_read(path, &c) && (c.n > 0 || strcmp(c.verb, "count") == 0) && label_is(s, key, c.label)) {
+                c.n += strcmp(c.verb, "count") == 0 ? 1 : -1;
                 control_write(path, &c);
                 if (strcmp(c.verb, "fail") == 0)
                         *ret_rv = (CK_RV) c.rv;
-                else
+                else if (strcmp(c.verb, "reset") == 0)
                         *ret_reset = true;
         }
         pthread_mutex_unlock(&control_lock);

@@ -38,7 +38,9 @@ void ca_enroll(ca_service *ca, const http_request *req, http_response *resp);
  * as est.enroll_by_certificate allows (policy_check_enroll()). */
 void ca_enroll_by_certificate(ca_service *ca, const http_request *req, const char *label, http_response *resp);
 /* POST /csr for a bootstrap token whose secret the caller has verified
- * itself (CMP's password-based MAC): no Authorization header is read. */
+ * itself (CMP's password-based MAC, EST's Basic credentials): its secret
+ * is not checked again (an Authorization header only names what to read
+ * ahead). */
 void ca_enroll_token(ca_service *ca, const http_request *req, const char *token_id, http_response *resp);
 void ca_poll(ca_service *ca, const char *id, http_response *resp);
 /* The request token_id made for csr's key and name, if any, answered as a

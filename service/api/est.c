@@ -287,6 +287,8 @@ static void simpleenroll(ca_service *ca, const http_request *req, const char *la
                 ca_fail_request(ca, &a, "enroll", NULL, resp, r);
         else if (by_cert)
                 ca_enroll_by_certificate(ca, &inner, label, resp);
+        else if (!done && a.token_genuine) /* its secret checked once, above: one HMAC a request */
+                ca_enroll_token(ca, &inner, a.token.id, resp);
         else if (!done)
                 ca_enroll(ca, &inner, resp);
         ca_auth_clear(&a);

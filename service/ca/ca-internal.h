@@ -17,6 +17,9 @@ struct ca_service {
         hwidd_config *cfg;          /* policy lives here; swapped under cfg_lock */
         pthread_rwlock_t cfg_lock;  /* read-held for the whole of a request */
         hwid_key *ca_key;
+        /* ca.token_key: what bootstrap tokens are derived with (token.h);
+         * NULL: none configured, only legacy tokens can be checked. */
+        hwid_mac_key *token_key;
         X509 *ca_cert;
         char *ca_pem;               /* CA certificate + chain, served at /ca */
         char *client_ca_pem;        /* the CA certificate alone: the one client trust anchor */
@@ -105,6 +108,15 @@ int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth 
 /* The same for a token whose secret was proven another way (CMP's
  * password-based MAC, cmp-auth.c): its state is checked as above. */
 int ca_auth_token_id(ca_service *ca, const char *id, int64_t now, ca_auth *ret);
+/* The secret a CMP client shares with hwidd for the password-based MAC
+ * of token tok (read from the store): for a derived token its secret as
+ * printed (`openssl cmp -ref ID -secret pass:SECRET`), computed in the
+ * HSM/TPM (one HMAC); for a legacy token the lower-case hex SHA-256 of
+ * its secret, as before, until it expires.  Release *ret_secret with
+ * secret_free().  -HWID_E_CONFIG for a derived token when hwidd has no
+ * token key; the device's error if it fails.  Look the token up first:
+ * an unknown id must cost no HSM operation. */
+int ca_token_secret(ca_service *ca, const store_token *tok, char **ret_secret);
 /* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent.
  * The certificate must be, byte for byte, one this CA issued and
  * recorded; the role is the one recorded with it. */

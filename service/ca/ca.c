@@ -59,6 +59,23 @@ void ca_syslog_dropped(void *userdata) {
         metrics_syslog_dropped(userdata);
 }
 
+/* The token key (ca.token_key), which must keep its value in its device.
+ * Without one, tokens made before still work (legacy), new ones cannot
+ * be made: said once at start. */
+static int open_token_key(ca_service *ca, const hwidd_config *cfg, const hsm_options *ho) {
+        hwid_custody c;
+        int r;
+
+        if (!cfg->token_key) {
+                log_notice("no token key (ca.token_key): bootstrap tokens made before keep working until they "
+                           "expire; new ones need one (hwid ca token-key, docs/CONFIG.md)");
+                return 0;
+        }
+        if ((r = hwid_mac_key_open(cfg->token_key, ho, &ca->token_key)) < 0)
+                return r;
+        return token_key_check(ca->token_key, &c);
+}
+
 int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         _cleanup_(ca_service_freep) ca_service *ca = calloc(1, sizeof(*ca));
         hsm_options ho = { .tcti = cfg->tcti };
@@ -74,6 +91,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0 ||
             (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
+            (r = open_token_key(ca, cfg, &ho)) < 0 ||
             (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
             (r = store_open_pooled(cfg->database, cfg->database_connections, &ca->store)) < 0 ||
             (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
@@ -97,6 +115,7 @@ void ca_service_free(ca_service *ca) {
         issuer_free(ca->issuer);
         store_free(ca->store);
         hwid_key_free(ca->ca_key);
+        hwid_mac_key_free(ca->token_key);
         X509_free(ca->ca_cert);
         free(ca->ca_pem);
         free(ca->client_ca_pem);
@@ -173,6 +192,9 @@ static int token_admit(int64_t now, ca_auth *ret) {
         return 0;
 }
 
+/* An unknown id costs nothing of the HSM/TPM; a known one exactly one
+ * HMAC (a derived token) or a SHA-256 (legacy).  A wrong secret gets the
+ * answer an unknown id gets. */
 int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret) {
         _cleanup_secret_ char *secret = NULL;
         char id[TOKEN_ID_LEN + 1];
@@ -182,8 +204,9 @@ int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth 
                 return r;
         snprintf(ret->actor, sizeof(ret->actor), "token:%s", id);
         r = store_reads_token_get(ca->store, ret->reads, id, &ret->token);
-        /* A wrong secret looks exactly like an unknown id: no probing. */
-        if (r == -HWID_E_NOT_FOUND || (r == 0 && !token_secret_matches(secret, ret->token.secret_hash)))
+        if (r == 0)
+                r = token_verify(ca->token_key, &ret->token, secret);
+        if (r == -HWID_E_NOT_FOUND || r == -HWID_E_TOKEN_INVALID)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "unknown bootstrap token");
         if (r < 0)
                 return r;
@@ -194,12 +217,16 @@ int ca_auth_token_id(ca_service *ca, const char *id, int64_t now, ca_auth *ret) 
         int r;
 
         snprintf(ret->actor, sizeof(ret->actor), "token:%s", id);
-        r = store_token_get(ca->store, id, &ret->token);
+        r = store_reads_token_get(ca->store, ret->reads, id, &ret->token);
         if (r == -HWID_E_NOT_FOUND)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "unknown bootstrap token");
         if (r < 0)
                 return r;
         return token_admit(now, ret);
+}
+
+int ca_token_secret(ca_service *ca, const store_token *tok, char **ret_secret) {
+        return token_shared_secret(ca->token_key, tok, ret_secret);
 }
 
 /* The presented certificate must be the very one recorded under its

@@ -25,6 +25,7 @@
 
 static const cfg_field ca_fields[] = {
         FIELD("key", cfg_fn_key_uri, CFG(ca_key), .required = true),
+        FIELD("token_key", cfg_fn_key_uri, CFG(token_key)),
         FIELD("certificate", cfg_fn_path, CFG(ca_cert), .required = true),
         FIELD("chain", cfg_fn_path, CFG(ca_chain)),
         FIELD("crl_url", cfg_fn_url, CFG(crl_url)),
@@ -321,6 +322,7 @@ void config_free(hwidd_config *c) {
         free(c->database);
         free(c->tcti);
         free(c->ca_key);
+        free(c->token_key);
         free(c->ca_cert);
         free(c->ca_chain);
         free(c->crl_url);

@@ -20,6 +20,7 @@ typedef struct hwidd_config {
         char *tcti;            /* NULL: $HWID_TCTI or the tpm2-tss default */
         /* CA */
         char *ca_key;          /* key URI */
+        char *token_key;       /* key URI: the HMAC key bootstrap tokens are derived with, NULL: none */
         char *ca_cert;         /* PEM: the CA certificate */
         char *ca_chain;        /* PEM: intermediates + root above ca_cert, NULL if root */
         char *crl_url;         /* CRL distribution point put in certificates */

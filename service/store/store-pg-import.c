@@ -26,7 +26,7 @@ typedef struct copy_table {
 /* In the order foreign keys need. */
 static const copy_table tables[] = {
         { "tokens", "id, secret_hash, profile, name_pattern, description, created_at, expires_at, uses_total, "
-                    "uses_left, revoked", 10 },
+                    "uses_left, revoked, nonce", 11 },
         { "requests", "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, "
                       "updated_at, ek_cert_sha256, ek_pub_sha256, ak_name", 14 },
         { "certificates", "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, "

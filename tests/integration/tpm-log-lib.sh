@@ -7,7 +7,7 @@
 tpm_name() {
         case $1 in
         00000131) echo CreatePrimary ;; 00000147) echo ActivateCredential ;; 00000148) echo Certify ;;
-        0000014E) echo NV_Read ;; 00000151) echo PolicySecret ;; 00000153) echo Create ;;
+        0000014E) echo NV_Read ;; 00000151) echo PolicySecret ;; 00000153) echo Create ;; 00000155) echo HMAC ;;
         00000157) echo Load ;; 0000015D) echo Sign ;; 00000161) echo ContextLoad ;;
         00000162) echo ContextSave ;; 00000165) echo FlushContext ;; 00000169) echo NV_ReadPublic ;;
         00000173) echo ReadPublic ;; 00000176) echo StartAuthSession ;; 0000017A) echo GetCapability ;;

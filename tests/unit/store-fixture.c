@@ -109,6 +109,15 @@ int add_token(store *s, const char *id, int uses, int64_t expires_at) {
         return add_tokens(s, &id, 1, uses, expires_at);
 }
 
+int add_derived_token(store *s, const char *id, uint8_t fill, int64_t expires_at) {
+        store_token t = { .derived = true, .profile = (char *) "edge", .created_at = NOW - 60,
+                          .expires_at = expires_at, .uses_total = 1, .uses_left = 1 };
+
+        snprintf(t.id, sizeof(t.id), "%s", id);
+        memset(t.nonce, fill, sizeof(t.nonce));
+        return store_token_insert(s, &t, 1);
+}
+
 int uses_left(store *s, const char *id) {
         store_token t = { 0 };
         int n;

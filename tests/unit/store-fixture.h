@@ -39,6 +39,8 @@ char *raw_plan(const char *path, const char *sql);
 int raw_exec(const char *path, const char *sql);
 
 int add_token(store *s, const char *id, int uses, int64_t expires_at);
+/* A derived token (ca/token.h): its nonce all `fill`, no hash. */
+int add_derived_token(store *s, const char *id, uint8_t fill, int64_t expires_at);
 /* n (at most 8) such tokens in one store_token_insert(). */
 int add_tokens(store *s, const char *const *ids, size_t n, int uses, int64_t expires_at);
 int uses_left(store *s, const char *id);

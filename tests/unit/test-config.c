@@ -60,6 +60,7 @@ static void example_loads(void) {
         CHECK_STREQ(c->database, "/var/lib/hwid/hwid.db");
         CHECK_STREQ(c->tcti, "device:/dev/tpmrm0");
         CHECK_STREQ(c->ca_key, "pkcs11:token=ca;object=ca-key?pin-source=file:/etc/hwid/pin");
+        CHECK_STREQ(c->token_key, "pkcs11:token=ca;object=ca-key-tokens?pin-source=file:/etc/hwid/pin");
         /* Relative to the file's directory, made absolute. */
         CHECK(c->ca_cert && c->ca_cert[0] == '/');
         CHECK(c->ca_cert && strstr(c->ca_cert, "docs/ca.pem"));
@@ -446,6 +447,8 @@ static const broken broken_files[] = {
         { "policy:\n  auditonly: true\n" PROFILE, 2, "policy.auditonly", "unknown key" },
         { HEAD "  crl_url: ftp://x\n" "profiles: {e: {}}\n", 8, "tls.crl_url", "unknown key" },
         { "database: d\nca:\n  key: /etc/ca.pem\n  certificate: c\n", 3, "ca.key", "is not a key URI" },
+        { "database: d\nca:\n  key: \"pkcs11:x\"\n  token_key: /etc/k\n  certificate: c\n", 4, "ca.token_key",
+          "is not a key URI" },
         { "database: d\nca:\n  key: \"pkcs11:x\"\n  certificate: c\n  crl_url: ftp://x/crl\n", 5, "ca.crl_url",
           "not an http:// or https:// URL" },
         { "database: d\nca:\n  key: \"pkcs11:x\"\n  certificate: c\n  crl_validity: 2y\n", 5, "ca.crl_validity",

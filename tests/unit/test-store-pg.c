@@ -36,6 +36,25 @@ static void test_tokens(void) {
         CHECK(add_request(a, REQ1, "r-1", "tokexp", NOW) == -HWID_E_TOKEN_INVALID);
 }
 
+/* A derived token keeps its nonce and no hash, a legacy one its hash
+ * (the schema holds exactly one); either is spent the same way. */
+static void test_derived_tokens(void) {
+        static const uint8_t zeros[32];
+        store_token t = { 0 };
+
+        CHECK(add_derived_token(a, "der001", 0x5a, NOW + 3600) == 0);
+        CHECK(store_token_get(b, "der001", &t) == 0);
+        CHECK(t.derived && t.nonce[0] == 0x5a && t.nonce[31] == 0x5a);
+        CHECK(memcmp(t.secret_hash, zeros, sizeof(zeros)) == 0);
+        store_token_clear(&t);
+        CHECK(add_token(a, "leg001", 1, NOW + 3600) == 0);
+        CHECK(store_token_get(b, "leg001", &t) == 0);
+        CHECK(!t.derived && memcmp(t.nonce, zeros, sizeof(zeros)) == 0 && t.secret_hash[0] == 0xab);
+        store_token_clear(&t);
+        CHECK(add_request(b, REQ3, "d-1", "der001", NOW) == 0);
+        CHECK(uses_left(a, "der001") == 0);
+}
+
 /* A batch of tokens, whole or not at all (store_token_insert()). */
 static void test_token_batches(void) {
         static const char *const ok[] = { "bat001", "bat002", "bat003" };
@@ -455,6 +474,7 @@ int main(void) {
         }
         test_tokens();
         test_token_batches();
+        test_derived_tokens();
         test_requests();
         test_certs();
         test_dns();

@@ -69,6 +69,39 @@ static void tokens(void) {
         CHECK(raw_int(path, "SELECT length(secret_hash) FROM tokens WHERE id = 'abc123'") == 32);
 }
 
+/* A derived token keeps its nonce and no hash, a legacy one its hash and
+ * no nonce: the schema holds exactly one of the two, 32 bytes long. */
+static void derived_tokens(void) {
+        _cleanup_free_ char *path = db_path("derived.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        static const uint8_t zeros[32];
+        store_token t = { 0 };
+
+        CHECK(add_derived_token(s, "der001", 0x5a, NOW + 3600) == 0);
+        CHECK(add_token(s, "leg001", 1, NOW + 3600) == 0);
+        CHECK(store_token_get(s, "der001", &t) == 0);
+        CHECK(t.derived && t.nonce[0] == 0x5a && t.nonce[31] == 0x5a);
+        CHECK(memcmp(t.secret_hash, zeros, sizeof(zeros)) == 0);
+        store_token_clear(&t);
+        CHECK(store_token_get(s, "leg001", &t) == 0);
+        CHECK(!t.derived && memcmp(t.nonce, zeros, sizeof(zeros)) == 0 && t.secret_hash[0] == 0xab);
+        store_token_clear(&t);
+        CHECK(raw_int(path, "SELECT count(*) FROM tokens WHERE id = 'der001' AND secret_hash IS NULL "
+                            "AND length(nonce) = 32") == 1);
+        CHECK(raw_int(path, "SELECT count(*) FROM tokens WHERE id = 'leg001' AND nonce IS NULL "
+                            "AND length(secret_hash) = 32") == 1);
+        /* Both, neither, or a short nonce: refused by the schema itself. */
+        CHECK(raw_exec(path, "INSERT INTO tokens (id, secret_hash, nonce, profile, created_at, expires_at, uses_total, "
+                             "uses_left) VALUES ('bad001', zeroblob(32), zeroblob(32), 'p', 0, 1, 1, 1)") != SQLITE_OK);
+        CHECK(raw_exec(path, "INSERT INTO tokens (id, profile, created_at, expires_at, uses_total, uses_left) "
+                             "VALUES ('bad002', 'p', 0, 1, 1, 1)") != SQLITE_OK);
+        CHECK(raw_exec(path, "INSERT INTO tokens (id, nonce, profile, created_at, expires_at, uses_total, uses_left) "
+                             "VALUES ('bad003', zeroblob(16), 'p', 0, 1, 1, 1)") != SQLITE_OK);
+        /* A derived token is spent like any other. */
+        CHECK(add_request(s, REQ1, "d-1", "der001", NOW) == 0);
+        CHECK(uses_left(s, "der001") == 0);
+}
+
 /* ---- requests ---- */
 
 /* Tokens are stored a batch at a time, whole or not at all: an id taken,
@@ -465,6 +498,7 @@ int main(void) {
         if (!fixture_begin())
                 return 1;
         tokens();
+        derived_tokens();
         token_batches();
         requests();
         audit();

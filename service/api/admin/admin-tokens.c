@@ -1,7 +1,8 @@
 /* The admin API's bootstrap tokens: create (admin; a provisioner within
  * its scope), list, revoke.  A token's secret is in the answer to its
- * creation and nowhere else: only its hash is stored, the audit record
- * and the log name its id, and every copy hwidd made is wiped. */
+ * creation and nowhere else: it is derived with hwidd's token key (the
+ * store keeps a nonce, ca/token.h), the audit record and the log name its
+ * id, and every copy hwidd made is wiped. */
 #include <string.h>
 
 #include "admin-internal.h"
@@ -37,10 +38,11 @@ static int read_ask(admin_call *c, token_ask *t) {
         return 0;
 }
 
-/* A new token for t: its row in *row (the secret's hash only), and
- * "<id>.<secret>" in *ret_full (a secret: the caller wipes it). */
+/* A new token for t, derived with hwidd's token key: its row in *row
+ * (its nonce, no secret), and "<id>.<secret>" in *ret_full (a secret:
+ * the caller wipes it). */
 static int make_token(const admin_call *c, const token_ask *t, store_token *row, char **ret_full) {
-        int r = token_new(row->id, row->secret_hash, ret_full);
+        int r = token_new(c->ca->token_key, row, ret_full);
 
         row->profile = (char *) t->profile;
         row->name_pattern = (char *) t->pattern;
@@ -73,9 +75,9 @@ static int answer_one(admin_call *c, const token_ask *t, const store_token *row,
         return 0;
 }
 
-/* Everything that held a secret or its hash, wiped and freed: the n
- * tokens made, and all the `size` rows (one may hold a hash made before
- * its token failed). */
+/* Everything that held a secret or what it was derived from, wiped and
+ * freed: the n tokens made, and all the `size` rows (one may hold a
+ * nonce made before its token failed). */
 static void wipe_batch(store_token *rows, size_t size, char **full, json_object **secrets, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 secret_free(full[i]);

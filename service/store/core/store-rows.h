@@ -10,7 +10,8 @@
 #include "store.h"
 
 #define TOKEN_COLS \
-        "id, secret_hash, profile, name_pattern, description, created_at, expires_at, uses_total, uses_left, revoked"
+        "id, secret_hash, profile, name_pattern, description, created_at, expires_at, uses_total, uses_left, revoked, " \
+        "nonce"
 #define REQUEST_COLS \
         "id, identity, profile, token_id, spki_sha256, csr_der, status, reason, serial, created_at, updated_at, " \
         "ek_cert_sha256, ek_pub_sha256, ak_name"

@@ -28,9 +28,18 @@ typedef enum store_token_state {
         TOKEN_REVOKED,
 } store_token_state;
 
+#define STORE_TOKEN_NONCE_LEN 32
+
+/* A token's secret is never stored.  A derived token (made since the CA
+ * has a token key, docs/CONFIG.md) keeps only the random nonce its
+ * secret was derived from with that key, which never leaves the HSM/TPM
+ * (ca/token.h); a token from before keeps the SHA-256 of its secret until
+ * it expires. */
 typedef struct store_token {
         char id[7];               /* 6 chars [a-z0-9] */
-        uint8_t secret_hash[32];  /* SHA-256 of the secret; the secret is never stored */
+        bool derived;             /* the secret is derived from nonce; else legacy: secret_hash */
+        uint8_t nonce[STORE_TOKEN_NONCE_LEN]; /* derived: the nonce; legacy: zeros */
+        uint8_t secret_hash[32];  /* legacy: SHA-256 of the secret; derived: zeros */
         char *profile;
         char *name_pattern;       /* NULL: any name the profile allows */
         char *description;        /* NULL allowed */

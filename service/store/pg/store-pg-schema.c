@@ -132,6 +132,12 @@ static const char *const migrations[] = {
         /* 9 -> 10: no statement of an issuance planned on every call
          * (store-pg-functions.c). */
         pg_replan_sql,
+        /* 10 -> 11: derived tokens (SQLite's 11): a token made with the
+         * CA's token key keeps its nonce and no hash; tokens from before
+         * keep their hash.  Exactly one of the two. */
+        "ALTER TABLE tokens ALTER COLUMN secret_hash DROP NOT NULL,"
+        "  ADD COLUMN nonce bytea CHECK (nonce IS NULL OR length(nonce) = 32),"
+        "  ADD CONSTRAINT tokens_one_secret CHECK ((nonce IS NULL) <> (secret_hash IS NULL));",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

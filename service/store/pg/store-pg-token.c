@@ -20,6 +20,8 @@ static int token_from_row(PGresult *res, int row, store_token *ret) {
 
         pg_copy(res, row, 0, t.id, sizeof(t.id));
         (void) pg_blob_copy(res, row, 1, t.secret_hash, sizeof(t.secret_hash));
+        /* The schema holds one of the two (its CHECK), 32 bytes long. */
+        t.derived = pg_blob_copy(res, row, 10, t.nonce, sizeof(t.nonce));
         t.profile = pg_strdup(res, row, 2, &oom);
         t.name_pattern = pg_strdup(res, row, 3, &oom);
         t.description = pg_strdup(res, row, 4, &oom);
@@ -70,11 +72,13 @@ static int token_insert_run(pg_slot *c, void *userdata) {
 
         for (size_t i = 0; r >= 0 && i < b->n; i++) {
                 const store_token *t = &b->t[i];
+                /* A derived token keeps its nonce and no hash; a legacy one its hash. */
                 r = pg_exec(c, NULL, "insert a token",
-                            "INSERT INTO tokens (" TOKEN_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                            "tbtttIIiiB", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile,
-                            t->name_pattern, t->description, t->created_at, t->expires_at, t->uses_total,
-                            t->uses_left, (int) t->revoked);
+                            "INSERT INTO tokens (" TOKEN_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                            "tbtttIIiiBb", t->id, t->derived ? NULL : t->secret_hash, sizeof(t->secret_hash),
+                            t->profile, t->name_pattern, t->description, t->created_at, t->expires_at,
+                            t->uses_total, t->uses_left, (int) t->revoked, t->derived ? t->nonce : NULL,
+                            sizeof(t->nonce));
                 if (r == -HWID_E_INVALID && strcmp(c->sqlstate, "23505") == 0)
                         r = hwid_fail(HWID_E_EXISTS, "token %s already exists", t->id);
         }

@@ -260,6 +260,21 @@ static const char *const migrations[] = {
         "ALTER TABLE attest_challenges ADD COLUMN requester TEXT NOT NULL DEFAULT ''"
         "  CHECK (length(requester) <= 80);"
         "CREATE INDEX attest_challenges_requester ON attest_challenges(requester, created_at);",
+        /* 10 -> 11: derived tokens (ca/token.h): a token made with the CA's
+         * token key keeps the nonce its secret was derived from, and no
+         * hash (nothing from which its secret, or what CMP checks its MAC
+         * with, can be computed); tokens from before keep their hash until
+         * they expire.  secret_hash becomes nullable the one way SQLite
+         * allows: a new column, the old one copied and dropped (its own
+         * CHECK goes with it; the new nonce column's CHECK says that a
+         * token holds exactly one of the two). */
+        "ALTER TABLE tokens RENAME COLUMN secret_hash TO secret_hash_v10;"
+        "ALTER TABLE tokens ADD COLUMN secret_hash BLOB"
+        "  CHECK (secret_hash IS NULL OR length(secret_hash) = 32);"
+        "UPDATE tokens SET secret_hash = secret_hash_v10;"
+        "ALTER TABLE tokens DROP COLUMN secret_hash_v10;"
+        "ALTER TABLE tokens ADD COLUMN nonce BLOB"
+        "  CHECK ((nonce IS NULL) <> (secret_hash IS NULL) AND (nonce IS NULL OR length(nonce) = 32));",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -15,12 +15,16 @@
 
 static int token_from_row(sqlite3_stmt *st, store_token *ret) {
         store_token t = { 0 };
-        const void *hash = sqlite3_column_blob(st, 1);
+        const void *hash = sqlite3_column_blob(st, 1), *nonce = sqlite3_column_blob(st, 10);
         bool oom = false;
 
         store_col_copy(st, 0, t.id, sizeof(t.id));
         if (hash && sqlite3_column_bytes(st, 1) == (int) sizeof(t.secret_hash))
                 memcpy(t.secret_hash, hash, sizeof(t.secret_hash));
+        /* The schema holds one of the two (its CHECK), 32 bytes long. */
+        t.derived = nonce && sqlite3_column_bytes(st, 10) == (int) sizeof(t.nonce);
+        if (t.derived)
+                memcpy(t.nonce, nonce, sizeof(t.nonce));
         t.profile = store_col_strdup(st, 2, &oom);
         t.name_pattern = store_col_strdup(st, 3, &oom);
         t.description = store_col_strdup(st, 4, &oom);
@@ -60,9 +64,12 @@ static int token_insert_one(store *s, sqlite3_stmt *st, const store_token *t) {
         int r;
 
         sqlite3_reset(st);
-        r = store_bind(s, st, "tbtttIIiii", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile,
+        r = store_bind(s, st, "tbtttIIiiib", t->id, t->secret_hash, sizeof(t->secret_hash), t->profile,
                        t->name_pattern, t->description, t->created_at, t->expires_at, t->uses_total, t->uses_left,
-                       (int) t->revoked);
+                       (int) t->revoked, t->nonce, sizeof(t->nonce));
+        /* A derived token keeps its nonce and no hash; a legacy one its hash. */
+        if (r >= 0 && sqlite3_bind_null(st, t->derived ? 2 : 11) != SQLITE_OK)
+                r = store_sql_fail(s, "insert a token");
         if (r >= 0)
                 r = store_step(s, st, "insert a token");
         if (r == -HWID_E_INVALID && store_last_code(s) == SQLITE_CONSTRAINT_PRIMARYKEY)
@@ -80,7 +87,7 @@ int store_sqlite_token_insert(store *s, const store_token *t, size_t n) {
         r = store_enter(s, true, &g);
         if (r >= 0)
                 r = store_stmt(s, ST_TOKEN_INSERT,
-                               "INSERT INTO tokens (" TOKEN_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                               "INSERT INTO tokens (" TOKEN_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                                &st);
         for (size_t i = 0; r >= 0 && i < n; i++)
                 r = token_insert_one(s, st, &t[i]);
