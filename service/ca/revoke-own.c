@@ -65,9 +65,11 @@ void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, 
  * it is committed, before its requester has seen it, exactly as for
  * POST /csr; a confirmation is recorded, and a certificate its requester
  * rejects is revoked, so that nothing valid is left that nobody uses.
- * Only one issued in the rejecting transaction, though: a certificate
- * recorded before it began (one given again to a replay) stays as it is,
- * whatever the caller believes. */
+ * Only one issued in the rejecting transaction, though: the caller says
+ * when that transaction began, and a certificate recorded before (one
+ * given again to a replay) stays as it is, whatever the caller believes.
+ * The store keeps seconds, so within the second the transaction began the
+ * caller's word (it rejects only what it got as newly issued) decides. */
 static int revocable(ca_service *ca, const char *serial, int64_t issued_since) {
         store_cert c = { 0 };
         int r = store_cert_get(ca->store, serial, &c);

@@ -266,25 +266,29 @@ foreign_ca() {
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/$1-ca.key" \
                 -subj "$2" -days 1 -out "$DEV/$1-ca.pem" 2>/dev/null || fail "openssl req -x509"
         openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/$1.key" \
-                -subj "/CN=cmp-r" 2>/dev/null |
+                -subj "/CN=cmp-rr" 2>/dev/null |
                 openssl x509 -req -CA "$DEV/$1-ca.pem" -CAkey "$DEV/$1-ca.key" -days 1 -out "$DEV/$1.pem" \
                         2>/dev/null || fail "openssl x509 -req"
 }
 
 test_rr_foreign() {
         local tok
+        tok=$(token_new --profile cmp)
+        make_csr cmp-rr
+        cmp_secret "$tok" "$DEV/rr.mac"
+        cmp_run "$DEV/rr.own" -- -cmd p10cr -csr "$DEV/cmp-rr.csr" -ref "${tok%%.*}" -secret "file:$DEV/rr.mac" \
+                -mac hmacWithSHA256 -certout "$DEV/cmp-rr.pem"
+        cmp_ok "$DEV/rr.own"
         foreign_ca twin "/CN=hwid test CA"
         foreign_ca other "/CN=elsewhere CA"
-        cmp_run "$DEV/rr.twin" -- -cmd rr -cert "$DEV/cmp-r.pem" -key "$DEV/cmp-r.key" -oldcert "$DEV/twin.pem"
-        cmp_refused "$DEV/rr.twin" badCertId
-        tok=$(token_new --profile cmp)
-        cmp_secret "$tok" "$DEV/rr.mac"
+        cmp_run "$DEV/rr.twin" -- -cmd rr -cert "$DEV/cmp-rr.pem" -key "$DEV/cmp-rr.key" -oldcert "$DEV/twin.pem"
+        cmp_refused "$DEV/rr.twin" badCertId "not one this CA issued"
         cmp_run "$DEV/rr.mac" -- -cmd rr -ref "${tok%%.*}" -secret "file:$DEV/rr.mac" -mac hmacWithSHA256 \
                 -oldcert "$DEV/other.pem"
-        cmp_refused "$DEV/rr.mac" badCertId
+        cmp_refused "$DEV/rr.mac" badCertId "issuer is another"
         cmp_run "$DEV/rr.none" -- -cmd rr -unprotected_requests -ref none -oldcert "$DEV/other.pem"
-        cmp_refused "$DEV/rr.none" badCertId
-        assert_contains "$(cert_rows --identity cmp-r)" valid "cmp-r after rr of other CAs' certificates"
+        cmp_refused "$DEV/rr.none" badCertId "issuer is another"
+        assert_contains "$(cert_rows --identity cmp-rr)" valid "cmp-rr after rr of other CAs' certificates"
 }
 
 # flood ADDR FILE N — FILE sent N times from ADDR; N200 answers were CMP
