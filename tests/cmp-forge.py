@@ -3,8 +3,8 @@
 make them, where `openssl cmp` cannot: a request with a fresh
 transactionID re-protected with a MAC of any parameters (one-way function,
 MAC algorithm, iteration count, salt), a broken proof of possession, a BER
-encoding; a certConf for a transaction of someone else's; and a reader of
-the answers.  Standard library only: DER is read and written here, the
+encoding; a certConf, pollReq or error message in a transaction of someone
+else's; and a reader of the answers.  Standard library only: DER is read and written here, the
 PasswordBasedMac (RFC 4210 §5.1.3.1) computed with hashlib and hmac.
 
     cmp-forge.py forge IN OUT [--tid] [--kid ID] [--secret FILE]
@@ -22,14 +22,16 @@ PasswordBasedMac (RFC 4210 §5.1.3.1) computed with hashlib and hmac.
         the outer SEQUENCE with an indefinite length, or a length in more
         bytes than it needs.
 
-    cmp-forge.py certconf IP OUT [--kid ID --secret FILE] [--reject]
-        a certConf for the certificate of the answer IP (its
-        transactionID; recipNonce = its senderNonce), accepting it or
-        rejecting it, MAC-protected with the secret (else unprotected).
+    cmp-forge.py follow IP OUT [--kind certConf|pollReq|error] [--reject]
+                 [--kid ID --secret FILE]
+        the next message of the transaction of the answer IP (its
+        transactionID; recipNonce = its senderNonce): a certConf for its
+        certificate, accepting it or (--reject) rejecting it, a pollReq, or
+        an error message; MAC-protected with the secret (else unprotected).
 
     cmp-forge.py show IN
-        one line about an answer: body=ip status=2 failinfo=badAlg,...
-        implicit_confirm=yes|no text=...
+        one line about an answer: body=ip implicit_confirm=yes|no
+        status=2 failinfo=badAlg,... text=...
 """
 import argparse
 import hashlib
@@ -238,15 +240,22 @@ def first_cert(body):
     return tlv(cert[0], cert[1])
 
 
-def certconf(a):
+def follow(a):
+    """A message of the transaction the answer IP is in: a certConf for its
+    certificate, a pollReq, or an error message."""
     ip = Message(open(a.input, "rb").read())
-    cert = first_cert(ip.body)
-    sig_alg = oid_text(children(children(read_tlv(cert)[1])[1][1])[0][1])
-    cert_hash = hashlib.new(CERT_HASH[sig_alg], cert).digest()
-    status = [octets(cert_hash), integer(0)]
-    if a.reject:
-        status.append(seq(integer(2), tlv(0x03, b"\x06\x00\x40")))  # rejection, failInfo badPOP
-    m = Message(seq(seq(integer(2), *[tlv(t, v) for t, v in reversed(ip.plain[1:])]), tlv(0xB8, seq(seq(*status)))))
+    if a.kind == "certConf":
+        cert = first_cert(ip.body)
+        sig_alg = oid_text(children(children(read_tlv(cert)[1])[1][1])[0][1])
+        status = [octets(hashlib.new(CERT_HASH[sig_alg], cert).digest()), integer(0)]
+        if a.reject:
+            status.append(seq(integer(2), tlv(0x03, b"\x06\x00\x40")))  # rejection, failInfo badPOP
+        body = tlv(0xB8, seq(seq(*status)))
+    elif a.kind == "pollReq":
+        body = tlv(0xB9, seq(seq(integer(0))))
+    else:  # error: rejection, failInfo badRequest
+        body = tlv(0xB7, seq(seq(integer(2), tlv(0x03, b"\x05\x20"))))
+    m = Message(seq(seq(integer(2), *[tlv(t, v) for t, v in reversed(ip.plain[1:])]), body))
     m.header = {0xA4: ip.header[0xA4], 0xA5: octets(os.urandom(16)), 0xA6: ip.header[0xA5]}
     if a.kid:
         m.header[0xA2] = octets(a.kid.encode())
@@ -307,16 +316,17 @@ def main():
     f.add_argument("--unprotected", action="store_true")
     f.add_argument("--break-popo", action="store_true")
     f.add_argument("--ber", choices=["indefinite", "long"])
-    c = sub.add_parser("certconf")
+    c = sub.add_parser("follow")
     c.add_argument("input")
     c.add_argument("output")
+    c.add_argument("--kind", choices=["certConf", "pollReq", "error"], default="certConf")
     c.add_argument("--kid")
     c.add_argument("--secret")
     c.add_argument("--reject", action="store_true")
     s = sub.add_parser("show")
     s.add_argument("input")
     a = p.parse_args()
-    {"forge": forge, "certconf": certconf, "show": show}[a.cmd](a)
+    {"forge": forge, "follow": follow, "show": show}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,10 @@
 #     (hwid_enroll_replays_total counts the rest);
 #   - one token holds at most 16 open transactions, from however many
 #     addresses (the 17th: HTTP 429), while another token's are answered;
-#   - a certConf for someone else's open transaction, unprotected or
-#     protected by another token, is refused and leaves it open: its own
-#     certConf then gets pkiConf;
+#   - a certConf, pollReq or error message for someone else's open
+#     transaction, unprotected or protected by another token, is refused
+#     (an error message acknowledged) and leaves it open: its own certConf
+#     then gets pkiConf;
 #   - a PKIMessage that is BER, not DER (an indefinite length, a length in
 #     more bytes than it needs), is HTTP 400;
 #   - a proof of possession that does not verify: badPOP, saying so;
@@ -161,7 +162,7 @@ test_replay() {
         forged "$DEV/r3" "$DEV/r1.req" "$tok"
         send "$DEV/r3" "$DEV/r3"
         answered "$DEV/r3" body=cp status=0 implicit_confirm=yes
-        "${FORGE[@]}" certconf "$DEV/r3.body" "$DEV/r3.conf" --kid "${tok%%.*}" --secret "$DEV/r3.mac" --reject
+        "${FORGE[@]}" follow "$DEV/r3.body" "$DEV/r3.conf" --kid "${tok%%.*}" --secret "$DEV/r3.mac" --reject
         send "$DEV/r3c" "$DEV/r3.conf"
         answered "$DEV/r3c" body=error
         assert_eq "$(cert_rows --identity cmp-r | awk -v s="$serial" '$1 == s' | grep -c valid)" 1 \
@@ -219,17 +220,28 @@ test_certconf_foreign() {
         forged "$DEV/f1" "$DEV/f.ir" "$tok"
         send "$DEV/f1" "$DEV/f1"
         answered "$DEV/f1" body=ip status=0 implicit_confirm=no
-        # Someone else rejects it: unprotected, then with another token.
-        "${FORGE[@]}" certconf "$DEV/f1.body" "$DEV/f.anon" --reject
+        # Someone else rejects it, polls it, reports an error in it:
+        # unprotected, then with another token.
+        "${FORGE[@]}" follow "$DEV/f1.body" "$DEV/f.anon" --reject
         send "$DEV/f.anon" "$DEV/f.anon" 127.0.0.70
         answered "$DEV/f.anon" body=error
+        "${FORGE[@]}" follow "$DEV/f1.body" "$DEV/f.poll" --kind pollReq
+        send "$DEV/f.poll" "$DEV/f.poll" 127.0.0.72
+        answered "$DEV/f.poll" body=error
+        "${FORGE[@]}" follow "$DEV/f1.body" "$DEV/f.error" --kind error
+        send "$DEV/f.error" "$DEV/f.error" 127.0.0.73
+        answered "$DEV/f.error" body=pkiconf
         cmp_secret "$other" "$DEV/f.other.mac"
-        "${FORGE[@]}" certconf "$DEV/f1.body" "$DEV/f.other" --reject --kid "${other%%.*}" --secret "$DEV/f.other.mac"
+        "${FORGE[@]}" follow "$DEV/f1.body" "$DEV/f.other" --reject --kid "${other%%.*}" --secret "$DEV/f.other.mac"
         send "$DEV/f.other" "$DEV/f.other" 127.0.0.71
         answered "$DEV/f.other" body=error
+        "${FORGE[@]}" follow "$DEV/f1.body" "$DEV/f.other.error" --kind error --kid "${other%%.*}" \
+                --secret "$DEV/f.other.mac"
+        send "$DEV/f.other.error" "$DEV/f.other.error" 127.0.0.74
+        answered "$DEV/f.other.error" body=pkiconf
         assert_contains "$(cert_rows --identity cmp-f)" valid "cmp-f after others' certConf"
         # Its own certConf: the transaction is still there.
-        "${FORGE[@]}" certconf "$DEV/f1.body" "$DEV/f.own" --kid "${tok%%.*}" --secret "$DEV/f1.mac"
+        "${FORGE[@]}" follow "$DEV/f1.body" "$DEV/f.own" --kid "${tok%%.*}" --secret "$DEV/f1.mac"
         send "$DEV/f.own" "$DEV/f.own"
         answered "$DEV/f.own" body=pkiconf
         serial=$(cert_rows --identity cmp-f | awk '{ print $1 }')
