@@ -202,40 +202,47 @@ int cmp_unprotected(const uint8_t *der, size_t len, OSSL_CMP_MSG **ret) {
         return 0;
 }
 
-/* The CertReqMessages of an ir, cr or kur body ([0], [2], [7] EXPLICIT,
- * which ASN1_ANY keeps whole as V_ASN1_OTHER); NULL for any other. */
-static OSSL_CRMF_MSGS *cert_requests_of(const ASN1_TYPE *body) {
+/* A body's choice (its [tag], EXPLICIT: ASN1_ANY keeps it whole as
+ * V_ASN1_OTHER) and where the value it wraps begins. */
+static bool body_value(const ASN1_TYPE *body, int *ret_tag, const unsigned char **ret_p, long *ret_len) {
         const unsigned char *p;
-        long len;
-        int tag, class;
+        int class;
 
         if (!body || body->type != V_ASN1_OTHER)
-                return NULL;
+                return false;
         p = ASN1_STRING_get0_data(body->value.asn1_string);
-        if (ASN1_get_object(&p, &len, &tag, &class, ASN1_STRING_length(body->value.asn1_string)) & 0x80 ||
-            class != V_ASN1_CONTEXT_SPECIFIC ||
-            (tag != CMP_BODY_IR && tag != CMP_BODY_CR && tag != CMP_BODY_KUR))
-                return NULL;
-        return d2i_OSSL_CRMF_MSGS(NULL, &p, len);
+        if (ASN1_get_object(&p, ret_len, ret_tag, &class, ASN1_STRING_length(body->value.asn1_string)) & 0x80 ||
+            class != V_ASN1_CONTEXT_SPECIFIC)
+                return false;
+        *ret_p = p;
+        return true;
 }
 
 /* Whether the one request of an ir, cr or kur carries a proof of
- * possession that verifies, as OpenSSL's server checks it (RAVerified
- * refused); true for any other message, which OpenSSL's server refuses
- * before it looks at a proof. */
+ * possession that verifies, and a p10cr's CSR its signature, as OpenSSL's
+ * server checks them (RAVerified refused); true for any other message,
+ * which OpenSSL's server refuses before it looks at a proof. */
 static bool pop_verifies(const uint8_t *der, size_t len) {
         _cleanup_(msg_view_freep) cmp_msg_view *m = NULL;
-        OSSL_CRMF_MSGS *reqs;
+        OSSL_CRMF_MSGS *reqs = NULL;
+        X509_REQ *csr = NULL;
+        const unsigned char *p;
         bool ok = true;
+        long n;
+        int tag;
 
-        if (view_read(der, len, &m) < 0)
+        if (view_read(der, len, &m) < 0 || !body_value(m->body, &tag, &p, &n))
                 return true;
+        if (tag == CMP_BODY_P10CR && (csr = d2i_X509_REQ(NULL, &p, n)))
+                ok = X509_REQ_verify(csr, X509_REQ_get0_pubkey(csr)) > 0;
         /* OpenSSL's server takes one request, of certReqId 0, and refuses
          * anything else before it looks at the proof. */
-        if ((reqs = cert_requests_of(m->body)) && sk_OSSL_CRMF_MSG_num(reqs) == 1 &&
+        if ((tag == CMP_BODY_IR || tag == CMP_BODY_CR || tag == CMP_BODY_KUR) &&
+            (reqs = d2i_OSSL_CRMF_MSGS(NULL, &p, n)) && sk_OSSL_CRMF_MSG_num(reqs) == 1 &&
             OSSL_CRMF_MSG_get_certReqId(sk_OSSL_CRMF_MSG_value(reqs, 0)) == 0)
                 ok = OSSL_CRMF_MSGS_verify_popo(reqs, 0, 0, NULL, NULL) == 1;
         sk_OSSL_CRMF_MSG_pop_free(reqs, OSSL_CRMF_MSG_free);
+        X509_REQ_free(csr);
         ERR_clear_error();
         return ok;
 }
@@ -244,8 +251,8 @@ static bool pop_verifies(const uint8_t *der, size_t len) {
 static pthread_once_t pop_once = PTHREAD_ONCE_INIT;
 static int pop_lib;
 static ERR_STRING_DATA pop_strings[] = {
-        { ERR_PACK(0, 0, 1), "the proof of possession does not verify: sign the request (POPOSigningKey) with the "
-                             "key it asks a certificate for" },
+        { ERR_PACK(0, 0, 1), "the proof of possession does not verify: sign the request (its POPOSigningKey, or "
+                             "the CSR) with the key it asks a certificate for" },
         { 0, NULL },
 };
 

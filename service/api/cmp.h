@@ -71,8 +71,9 @@ int cmp_unprotected(const uint8_t *der, size_t len, OSSL_CMP_MSG **ret);
  * the reason of the first error in OpenSSL's error queue: "EVP lib", from
  * the signature check.  Called with the queue empty, before the server:
  * when the one request of the ir, cr or kur der carries a proof that does
- * not verify (checked as OpenSSL's server checks it), the first error is
- * one of hwid's, whose reason says so. */
+ * not verify, or the p10cr's CSR its signature (checked as OpenSSL's
+ * server checks them), the first error is one of hwid's, whose reason
+ * says so. */
 void cmp_explain_bad_pop(const uint8_t *der, size_t len);
 
 /* genp values (RFC 9483 §4.3): the certificates, as CaCertsValue;

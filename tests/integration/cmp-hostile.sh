@@ -27,7 +27,8 @@
 #     then gets pkiConf;
 #   - a PKIMessage that is BER, not DER (an indefinite length, a length in
 #     more bytes than it needs), is HTTP 400;
-#   - a proof of possession that does not verify: badPOP, saying so;
+#   - a proof of possession that does not verify (an ir's POPOSigningKey,
+#     a p10cr's CSR signature): badPOP, saying so;
 #   - rr of a certificate of another CA (another CA of the same name, signed
 #     with one's own certificate; another name, MAC-protected or
 #     unprotected): badCertId, nothing revoked;
@@ -271,7 +272,16 @@ test_badpop() {
         send "$DEV/b" "$DEV/b"
         answered "$DEV/b" failinfo=badPOP "proof of possession"
         assert_not_contains "$ANSWER" "secret" "badPOP's text"
-        assert_eq "$(store_state "$tok")" "$before" "store after a bad POP"
+        # A p10cr whose CSR's signature does not verify (its last bit flipped).
+        make_csr cmp-b2
+        openssl req -in "$DEV/cmp-b2.csr" -outform DER -out "$DEV/cmp-b2.der"
+        python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[-1] ^= 1
+open(sys.argv[1], "wb").write(d)' "$DEV/cmp-b2.der"
+        cmp_secret "$tok" "$DEV/b2.mac"
+        cmp_run "$DEV/b2" -- -cmd p10cr -csr "$DEV/cmp-b2.der" -ref "${tok%%.*}" -secret "file:$DEV/b2.mac" \
+                -mac hmacWithSHA256
+        cmp_refused "$DEV/b2" badPOP "proof of possession"
+        assert_eq "$(store_state "$tok")" "$before" "store after bad proofs of possession"
 }
 
 # foreign_ca NAME SUBJECT — a CA of openssl's own (NAME-ca.pem) and a leaf
