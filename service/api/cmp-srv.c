@@ -44,8 +44,6 @@ struct cmp_txn {
         const http_request *req;
         const cmp_message *m;
         bool replayed;
-        bool asked;               /* a certificate request reached cert_request() */
-        bool refused;             /* hwid's answer to it refuses */
         /* Kept between the transaction's messages: who began it, when ... */
         bool begun;
         cmp_sender who;
@@ -140,8 +138,7 @@ static int failure_of_error(int r) {
         }
 }
 
-static OSSL_CMP_PKISI *rejection(cmp_txn *t, int bit, const char *text) {
-        t->refused = true;
+static OSSL_CMP_PKISI *rejection(int bit, const char *text) {
         return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_rejection, 1 << bit, text);
 }
 
@@ -154,7 +151,7 @@ static OSSL_CMP_PKISI *reject_error(cmp_txn *t, int r) {
         if (hwid_err_http_status(r) >= 500)
                 log_error("CMP request failed: %s", hwid_strerror(r));
         snprintf(text, sizeof(text), "%s", hwid_public_message(r));
-        return rejection(t, failure_of_error(r), text);
+        return rejection(failure_of_error(r), text);
 }
 
 /* The JSON string field key of a native answer, or "". */
@@ -181,7 +178,7 @@ static OSSL_CMP_PKISI *refusal_of(cmp_txn *t, const http_response *resp, int rr_
                 bit = rr_bit;
         metrics_refusal(t->ca->metrics, resp->error);
         json_field(resp, "message", text, sizeof(text));
-        return rejection(t, bit, text[0] ? text : "refused");
+        return rejection(bit, text[0] ? text : "refused");
 }
 
 static int issued_from_pem(cmp_txn *t, const http_response *resp) {
@@ -321,18 +318,15 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
 
         (void) certReqId;
         (void) ca_pubs;
-        t->asked = true;
-        if (t->final) { /* a poll ended: its answer, a refusal */
-                t->refused = true;
+        if (t->final) /* a poll ended: its answer */
                 return OSSL_CMP_PKISI_dup(t->final);
-        }
         if (t->issued) { /* a poll found it issued */
                 *cert_out = X509_dup(t->issued);
                 *chain_out = ca_chain(t->ca);
                 return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
         }
         if (t->replayed)
-                return rejection(t, OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already: "
+                return rejection(OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already: "
                                  "a new request needs a new transaction");
         if ((r = t->m->auth) < 0 || (r = request_der(crm, p10cr, &der, &len)) < 0)
                 return reject_error(t, r);
@@ -358,7 +352,7 @@ static OSSL_CMP_PKISI *cert_id_refusal(cmp_txn *t, const X509_NAME *issuer_name,
         int r;
 
         if (!serial || !issuer_name || X509_NAME_cmp(issuer_name, X509_get_subject_name(t->ca->ca_cert)) != 0)
-                return rejection(t, OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
+                return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
                                  "this CA's (its issuer is another)");
         if ((r = serial_to_hex(serial, ret_hex)) < 0)
                 return reject_error(t, r);
@@ -366,7 +360,7 @@ static OSSL_CMP_PKISI *cert_id_refusal(cmp_txn *t, const X509_NAME *issuer_name,
         store_cert_clear(&c);
         if (r == -HWID_E_NOT_FOUND) {
                 snprintf(text, sizeof(text), "certificate %.64s is not one this CA issued", *ret_hex);
-                return rejection(t, OSSL_CMP_PKIFAILUREINFO_badCertId, text);
+                return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, text);
         }
         return r < 0 ? reject_error(t, r) : NULL;
 }
@@ -381,13 +375,13 @@ static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg
 
         (void) msg;
         if (t->replayed)
-                return rejection(t, OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already");
+                return rejection(OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already");
         if ((si = cert_id_refusal(t, issuer_name, serial, &hex)))
                 return si;
         if (t->m->auth < 0)
                 return reject_error(t, t->m->auth);
         if (t->who.kind != CMP_AUTH_SIGNATURE)
-                return rejection(t, OSSL_CMP_PKIFAILUREINFO_notAuthorized, "a revocation request is signed with the "
+                return rejection(OSSL_CMP_PKIFAILUREINFO_notAuthorized, "a revocation request is signed with the "
                                  "certificate it revokes");
         buf_init(&resp.body, CMP_RESPONSE_MAX);
         inner = inner_request(t, NULL, 0);
@@ -645,18 +639,8 @@ static bool still_open(const cmp_txn *t, const OSSL_CMP_MSG *rsp) {
         return t->issued && !t->given_again && OSSL_CMP_CTX_get_option(ctx, OSSL_CMP_OPT_IMPLICIT_CONFIRM) != 1;
 }
 
-/* Whether the answer refuses: hwid's callbacks said so, OpenSSL answered
- * with an error message, or it refused a certificate request before
- * asking (a proof of possession that does not verify). */
-static bool refusal(const cmp_txn *t, const OSSL_CMP_MSG *rsp) {
-        int type = rsp ? OSSL_CMP_MSG_get_bodytype(rsp) : CMP_BODY_ERROR;
-
-        return t->refused || type == CMP_BODY_ERROR ||
-               ((type == CMP_BODY_IP || type == CMP_BODY_CP || type == CMP_BODY_KUP) && !t->asked);
-}
-
 OSSL_CMP_MSG *cmp_txn_process(cmp_txn *t, const http_request *req, const cmp_message *m, bool replayed,
-                              bool *ret_open, bool *ret_refused) {
+                              bool *ret_open) {
         OSSL_CMP_MSG *rsp;
 
         if (!t->begun) {
@@ -668,13 +652,11 @@ OSSL_CMP_MSG *cmp_txn_process(cmp_txn *t, const http_request *req, const cmp_mes
         t->req = req;
         t->m = m;
         t->replayed = replayed;
-        t->asked = t->refused = false;
         ERR_clear_error();
         cmp_explain_bad_pop(m->der, m->der_len);
         rsp = OSSL_CMP_SRV_process_request(t->srv, m->plain);
         ERR_clear_error();
         *ret_open = still_open(t, rsp);
-        *ret_refused = refusal(t, rsp);
         t->req = NULL;
         t->m = NULL;
         return rsp;

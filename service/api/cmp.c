@@ -3,13 +3,14 @@
  * answer application/pkixcmp.  A CMP answer, refusals included, is 200
  * with a signed PKIMessage; only what is not a DER PKIMessage at all gets
  * an HTTP error (400, 404, 405, 415; 413 from the transport), and so does
- * an address past its share of signed refusals (429).
+ * an address past its share of signed answers to unauthenticated
+ * messages (429).
  *
  * Each message is authenticated first (cmp-auth.c), once.  Every answer
  * is a signature by hwidd's TLS key, in the HSM or TPM: an address gets a
  * bounded number of them for messages nobody authenticated (unprotected,
- * or protection that does not verify) and for refusals, a token bucket
- * per address; past it, an unsigned 429.
+ * or protection that does not verify), a token bucket per address; past
+ * it, an unsigned 429.
  *
  * A transaction's messages may come on separate connections: its
  * OpenSSL server context stays here, by transactionID, until it ends
@@ -42,8 +43,8 @@
 #define CMP_OPEN_PER_PEER 64      /* open at once from one address */
 #define CMP_OPEN_PER_SENDER 16    /* open at once by one token or certificate */
 #define CMP_SEEN_TTL 3600         /* how long a transactionID stays used */
-#define CMP_REFUSALS_RATE 1.0     /* signed answers a second to unauthenticated or refused messages, */
-#define CMP_REFUSALS_BURST 16     /* per address, after a burst of this many */
+#define CMP_UNAUTH_RATE 1.0       /* signed answers a second to unauthenticated messages, per address, */
+#define CMP_UNAUTH_BURST 16       /* after a burst of this many */
 
 typedef struct cmp_entry {
         uint8_t tid[CMP_TID_MAX];
@@ -57,7 +58,7 @@ typedef struct cmp_entry {
 
 struct cmp_table {
         pthread_mutex_t lock;
-        ratelimit *refusals;   /* signed answers to unauthenticated or refused messages, per address */
+        ratelimit *unauthenticated; /* signed answers to unauthenticated messages, per address */
         cmp_entry e[CMP_TABLE_MAX];
 };
 
@@ -66,7 +67,7 @@ static pthread_mutex_t table_once = PTHREAD_MUTEX_INITIALIZER;
 static cmp_table *table_new(void) {
         cmp_table *t = calloc(1, sizeof(*t));
 
-        if (t && ratelimit_new(CMP_REFUSALS_RATE, CMP_REFUSALS_BURST, 0, &t->refusals) < 0) {
+        if (t && ratelimit_new(CMP_UNAUTH_RATE, CMP_UNAUTH_BURST, 0, &t->unauthenticated) < 0) {
                 free(t);
                 return NULL;
         }
@@ -94,7 +95,7 @@ void cmp_table_free(cmp_table *t) {
                 return;
         for (size_t i = 0; i < CMP_TABLE_MAX; i++)
                 cmp_txn_free(t->e[i].txn);
-        ratelimit_free(t->refusals);
+        ratelimit_free(t->unauthenticated);
         pthread_mutex_destroy(&t->lock);
         free(t);
 }
@@ -300,30 +301,20 @@ static size_t peer_raw(const http_request *req, uint8_t raw[16]) {
 }
 
 /* An address's share of signed answers to messages nobody authenticated
- * (unprotected, or protection that does not verify) and of refusals to
- * anyone's: each takes a token of its bucket, before the answer is signed
- * when nobody authenticated the message (take), after when it refused a
- * sender who was (charge()).  While the bucket is empty, every CMP message
- * from there is refused unsigned (429) before it is looked at (!take): no
- * MAC computed, no signature made. */
+ * (unprotected, or protection that does not verify): each takes a token
+ * of its bucket before its answer is signed (take).  While the bucket is
+ * empty, every CMP message from there is refused unsigned (429) before it
+ * is looked at (!take): no MAC computed, no signature made. */
 static int throttle(cmp_table *t, const http_request *req, bool take, http_response *resp) {
         uint8_t raw[16];
         size_t n = peer_raw(req, raw);
         int64_t wait;
 
-        if (!n || (wait = take ? ratelimit_take(t->refusals, raw, n) : ratelimit_peek(t->refusals, raw, n)) <= 0)
+        if (!n || (wait = take ? ratelimit_take(t->unauthenticated, raw, n) : ratelimit_peek(t->unauthenticated, raw, n)) <= 0)
                 return 0;
         resp->retry_after = wait;
-        return hwid_fail(HWID_E_RATE_LIMITED, "too many unauthenticated or refused CMP messages from %s; retry "
-                         "after %lld s", req->peer_addr, (long long) wait);
-}
-
-static void charge(cmp_table *t, const http_request *req) {
-        uint8_t raw[16];
-        size_t n = peer_raw(req, raw);
-
-        if (n)
-                (void) ratelimit_take(t->refusals, raw, n);
+        return hwid_fail(HWID_E_RATE_LIMITED, "too many unauthenticated CMP messages from %s; retry after %lld s",
+                         req->peer_addr, (long long) wait);
 }
 
 static int encode(const OSSL_CMP_MSG *rsp, http_response *resp) {
@@ -347,19 +338,17 @@ static void answer(ca_service *ca, const http_request *req, const char *label, h
         OSSL_CMP_MSG *rsp = NULL;
         cmp_message m = { 0 };
         cmp_slot s = { 0 };
-        bool open = false, refused = false, authenticated = false;
+        bool open = false;
         int r = t ? throttle(t, req, false, resp) : hwid_fail(HWID_E_NOMEM, NULL);
 
         if (r >= 0 && (r = decode(req, &m)) >= 0) {
                 m.auth = cmp_authenticate(ca, m.msg, &m.view, &m.sender);
-                if (!(authenticated = m.auth == 0 && m.sender.kind != CMP_AUTH_NONE))
+                if (m.auth < 0 || m.sender.kind == CMP_AUTH_NONE)
                         r = throttle(t, req, true, resp);
         }
         if (r >= 0 && (r = take_slot(t, ca, req, label, &m, &s)) >= 0) {
-                rsp = cmp_txn_process(s.txn, req, &m, s.replayed, &open, &refused);
+                rsp = cmp_txn_process(s.txn, req, &m, s.replayed, &open);
                 release_slot(t, &s, open);
-                if (authenticated && refused)
-                        charge(t, req);
                 r = encode(rsp, resp);
         }
         if (r < 0)

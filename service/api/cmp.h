@@ -132,10 +132,10 @@ typedef struct cmp_txn cmp_txn;
 int cmp_txn_new(ca_service *ca, const char *label, cmp_txn **ret);
 void cmp_txn_free(cmp_txn *t);
 /* Answers one message of t's transaction; *ret_open: whether t expects
- * another (certConf, pollReq); *ret_refused: whether the answer refuses.
- * replayed: its transactionID was used already. */
+ * another (certConf, pollReq).  replayed: its transactionID was used
+ * already. */
 OSSL_CMP_MSG *cmp_txn_process(cmp_txn *t, const http_request *req, const cmp_message *m, bool replayed,
-                              bool *ret_open, bool *ret_refused);
+                              bool *ret_open);
 /* How long t may wait for its next message (a poll waits longer). */
 int64_t cmp_txn_ttl(const cmp_txn *t);
 
