@@ -1,6 +1,7 @@
 /* The parts of CMP's ASN.1 (RFC 4210 Appendix F, RFC 9483 §4.3) that
  * OpenSSL 3.0 parses but exports no getter for, or has no encoder of,
  * declared with OpenSSL's ASN.1 templates: decoding stays OpenSSL's. */
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/asn1t.h>
@@ -11,6 +12,19 @@
 #include "cmp.h"
 #include "error.h"
 #include "ossl-util.h"
+
+/* InfoTypeAndValue, of generalInfo. */
+typedef struct cmp_itav_view {
+        ASN1_OBJECT *type;
+        ASN1_TYPE *value;
+} cmp_itav_view;
+
+ASN1_SEQUENCE(cmp_itav_view) = {
+        ASN1_SIMPLE(cmp_itav_view, type, ASN1_OBJECT),
+        ASN1_OPT(cmp_itav_view, value, ASN1_ANY),
+} static_ASN1_SEQUENCE_END(cmp_itav_view)
+
+DEFINE_STACK_OF(cmp_itav_view)
 
 /* PKIHeader (explicit tags: the CMP module is EXPLICIT TAGS). */
 typedef struct cmp_header_view {
@@ -25,7 +39,7 @@ typedef struct cmp_header_view {
         ASN1_OCTET_STRING *sender_nonce;
         ASN1_OCTET_STRING *recip_nonce;
         STACK_OF(ASN1_UTF8STRING) *free_text;
-        STACK_OF(ASN1_TYPE) *general_info;
+        STACK_OF(cmp_itav_view) *general_info;
 } cmp_header_view;
 
 ASN1_SEQUENCE(cmp_header_view) = {
@@ -40,7 +54,7 @@ ASN1_SEQUENCE(cmp_header_view) = {
         ASN1_EXP_OPT(cmp_header_view, sender_nonce, ASN1_OCTET_STRING, 5),
         ASN1_EXP_OPT(cmp_header_view, recip_nonce, ASN1_OCTET_STRING, 6),
         ASN1_EXP_SEQUENCE_OF_OPT(cmp_header_view, free_text, ASN1_UTF8STRING, 7),
-        ASN1_EXP_SEQUENCE_OF_OPT(cmp_header_view, general_info, ASN1_ANY, 8),
+        ASN1_EXP_SEQUENCE_OF_OPT(cmp_header_view, general_info, cmp_itav_view, 8),
 } static_ASN1_SEQUENCE_END(cmp_header_view)
 
 /* PKIMessage: the body stays opaque here (OpenSSL reads it). */
@@ -62,6 +76,53 @@ static void msg_view_freep(cmp_msg_view **p) {
         ASN1_item_free((ASN1_VALUE *) *p, ASN1_ITEM_rptr(cmp_msg_view));
 }
 
+/* PBMParameter (RFC 4210 §5.1.3.1). */
+typedef struct cmp_pbm_param {
+        ASN1_OCTET_STRING *salt;
+        X509_ALGOR *owf;
+        ASN1_INTEGER *iteration_count;
+        X509_ALGOR *mac;
+} cmp_pbm_param;
+
+ASN1_SEQUENCE(cmp_pbm_param) = {
+        ASN1_SIMPLE(cmp_pbm_param, salt, ASN1_OCTET_STRING),
+        ASN1_SIMPLE(cmp_pbm_param, owf, X509_ALGOR),
+        ASN1_SIMPLE(cmp_pbm_param, iteration_count, ASN1_INTEGER),
+        ASN1_SIMPLE(cmp_pbm_param, mac, X509_ALGOR),
+} static_ASN1_SEQUENCE_END(cmp_pbm_param)
+
+static void pbm_param_freep(cmp_pbm_param **p) {
+        ASN1_item_free((ASN1_VALUE *) *p, ASN1_ITEM_rptr(cmp_pbm_param));
+}
+
+/* The parameters of a PasswordBasedMac protectionAlg, as sent: read,
+ * never used here (cmp-auth.c decides whether they may be). */
+static cmp_pbm pbm_of(const X509_ALGOR *alg) {
+        _cleanup_(pbm_param_freep) cmp_pbm_param *prm = NULL;
+        cmp_pbm pbm = { .malformed = true };
+        const ASN1_STRING *seq;
+        const unsigned char *p;
+        const void *pval;
+        int ptype;
+
+        X509_ALGOR_get0(NULL, &ptype, &pval, alg);
+        if (ptype != V_ASN1_SEQUENCE)
+                return pbm;
+        seq = pval;
+        p = ASN1_STRING_get0_data(seq);
+        prm = (cmp_pbm_param *) ASN1_item_d2i(NULL, &p, ASN1_STRING_length(seq), ASN1_ITEM_rptr(cmp_pbm_param));
+        if (!prm || p != ASN1_STRING_get0_data(seq) + ASN1_STRING_length(seq)) {
+                ERR_clear_error();
+                return pbm;
+        }
+        pbm = (cmp_pbm) { .owf_nid = OBJ_obj2nid(prm->owf->algorithm), .mac_nid = OBJ_obj2nid(prm->mac->algorithm),
+                          .salt_len = (size_t) ASN1_STRING_length(prm->salt) };
+        if (!ASN1_INTEGER_get_int64(&pbm.iterations, prm->iteration_count) || pbm.iterations < 0)
+                pbm.iterations = -1;
+        ERR_clear_error();
+        return pbm;
+}
+
 static int copy_octets(const ASN1_OCTET_STRING *s, uint8_t *out, size_t max, size_t *ret_len, const char *what) {
         size_t n = s ? (size_t) ASN1_STRING_length(s) : 0;
 
@@ -73,24 +134,39 @@ static int copy_octets(const ASN1_OCTET_STRING *s, uint8_t *out, size_t max, siz
         return 0;
 }
 
+static int view_read(const uint8_t *der, size_t len, cmp_msg_view **ret) {
+        const unsigned char *p = der;
+        cmp_msg_view *m = (cmp_msg_view *) ASN1_item_d2i(NULL, &p, (long) len, ASN1_ITEM_rptr(cmp_msg_view));
+
+        if (!m || p != der + len) {
+                msg_view_freep(&m);
+                ERR_clear_error();
+                return hwid_fail(HWID_E_INVALID, "not one DER PKIMessage (RFC 4210)");
+        }
+        *ret = m;
+        return 0;
+}
+
 int cmp_view_parse(const uint8_t *der, size_t len, cmp_view *ret) {
         _cleanup_(msg_view_freep) cmp_msg_view *m = NULL;
-        const unsigned char *p = der;
         const ASN1_OBJECT *alg = NULL;
         cmp_view v = { .protection_nid = NID_undef };
         int r;
 
-        m = (cmp_msg_view *) ASN1_item_d2i(NULL, &p, (long) len, ASN1_ITEM_rptr(cmp_msg_view));
-        if (!m || p != der + len) {
-                ERR_clear_error();
-                return hwid_fail(HWID_E_INVALID, "not one DER PKIMessage (RFC 4210)");
-        }
+        if ((r = view_read(der, len, &m)) < 0)
+                return r;
         if (m->header->protection_alg)
                 X509_ALGOR_get0(&alg, NULL, NULL, m->header->protection_alg);
         v.protection_nid = alg ? OBJ_obj2nid(alg) : NID_undef;
         /* A protection algorithm OpenSSL has no name for is still one. */
         if (alg && v.protection_nid == NID_undef)
                 v.protection_nid = -1;
+        if (v.protection_nid == NID_id_PasswordBasedMAC)
+                v.pbm = pbm_of(m->header->protection_alg);
+        for (int i = 0; i < sk_cmp_itav_view_num(m->header->general_info); i++)
+                if (OBJ_obj2nid(sk_cmp_itav_view_value(m->header->general_info, i)->type) ==
+                    NID_id_it_implicitConfirm)
+                        v.implicit_confirm = true;
         if ((r = copy_octets(m->header->sender_kid, v.kid, sizeof(v.kid), &v.kid_len, "senderKID")) < 0 ||
             (r = copy_octets(m->header->transaction_id, v.tid, sizeof(v.tid), &v.tid_len, "transactionID")) < 0)
                 return r;
@@ -103,6 +179,93 @@ int cmp_view_parse(const uint8_t *der, size_t len, cmp_view *ret) {
 void cmp_view_clear(cmp_view *v) {
         X509_free(v->signer);
         *v = (cmp_view) { 0 };
+}
+
+int cmp_unprotected(const uint8_t *der, size_t len, OSSL_CMP_MSG **ret) {
+        _cleanup_(msg_view_freep) cmp_msg_view *m = NULL;
+        _cleanup_(OPENSSL_freep) unsigned char *out = NULL;
+        const unsigned char *p;
+        OSSL_CMP_MSG *msg;
+        int n, r;
+
+        if ((r = view_read(der, len, &m)) < 0)
+                return r;
+        X509_ALGOR_free(m->header->protection_alg);
+        m->header->protection_alg = NULL;
+        ASN1_BIT_STRING_free(m->protection);
+        m->protection = NULL;
+        n = ASN1_item_i2d((const ASN1_VALUE *) m, &out, ASN1_ITEM_rptr(cmp_msg_view));
+        p = out;
+        if (n <= 0 || !(msg = d2i_OSSL_CMP_MSG(NULL, &p, n)))
+                return hwid_fail_ossl(HWID_E_INVALID, "cannot re-encode the PKIMessage without its protection");
+        *ret = msg;
+        return 0;
+}
+
+/* A body's choice (its [tag], EXPLICIT: ASN1_ANY keeps it whole as
+ * V_ASN1_OTHER) and where the value it wraps begins. */
+static bool body_value(const ASN1_TYPE *body, int *ret_tag, const unsigned char **ret_p, long *ret_len) {
+        const unsigned char *p;
+        int class;
+
+        if (!body || body->type != V_ASN1_OTHER)
+                return false;
+        p = ASN1_STRING_get0_data(body->value.asn1_string);
+        if (ASN1_get_object(&p, ret_len, ret_tag, &class, ASN1_STRING_length(body->value.asn1_string)) & 0x80 ||
+            class != V_ASN1_CONTEXT_SPECIFIC)
+                return false;
+        *ret_p = p;
+        return true;
+}
+
+/* Whether the one request of an ir, cr or kur carries a proof of
+ * possession that verifies, and a p10cr's CSR its signature, as OpenSSL's
+ * server checks them (RAVerified refused); true for any other message,
+ * which OpenSSL's server refuses before it looks at a proof. */
+static bool pop_verifies(const uint8_t *der, size_t len) {
+        _cleanup_(msg_view_freep) cmp_msg_view *m = NULL;
+        OSSL_CRMF_MSGS *reqs = NULL;
+        X509_REQ *csr = NULL;
+        const unsigned char *p;
+        bool ok = true;
+        long n;
+        int tag;
+
+        if (view_read(der, len, &m) < 0 || !body_value(m->body, &tag, &p, &n))
+                return true;
+        if (tag == CMP_BODY_P10CR && (csr = d2i_X509_REQ(NULL, &p, n)))
+                ok = X509_REQ_verify(csr, X509_REQ_get0_pubkey(csr)) > 0;
+        /* OpenSSL's server takes one request, of certReqId 0, and refuses
+         * anything else before it looks at the proof. */
+        if ((tag == CMP_BODY_IR || tag == CMP_BODY_CR || tag == CMP_BODY_KUR) &&
+            (reqs = d2i_OSSL_CRMF_MSGS(NULL, &p, n)) && sk_OSSL_CRMF_MSG_num(reqs) == 1 &&
+            OSSL_CRMF_MSG_get_certReqId(sk_OSSL_CRMF_MSG_value(reqs, 0)) == 0)
+                ok = OSSL_CRMF_MSGS_verify_popo(reqs, 0, 0, NULL, NULL) == 1;
+        sk_OSSL_CRMF_MSG_pop_free(reqs, OSSL_CRMF_MSG_free);
+        X509_REQ_free(csr);
+        ERR_clear_error();
+        return ok;
+}
+
+/* hwid's own reason, in an error library of its own. */
+static pthread_once_t pop_once = PTHREAD_ONCE_INIT;
+static int pop_lib;
+static ERR_STRING_DATA pop_strings[] = {
+        { ERR_PACK(0, 0, 1), "the proof of possession does not verify: sign the request (its POPOSigningKey, or "
+                             "the CSR) with the key it asks a certificate for" },
+        { 0, NULL },
+};
+
+static void pop_register(void) {
+        pop_lib = ERR_get_next_error_library();
+        ERR_load_strings(pop_lib, pop_strings);
+}
+
+void cmp_explain_bad_pop(const uint8_t *der, size_t len) {
+        if (pop_verifies(der, len))
+                return;
+        pthread_once(&pop_once, pop_register);
+        ERR_raise(pop_lib, 1);
 }
 
 /* ---- genp values ---- */

@@ -8,9 +8,16 @@
  * are therefore the native API's.
  *
  * OpenSSL checks the message's syntax, header, nonces and proof of
- * possession, and signs every answer with the CA key (through hwid's
- * provider: in the HSM); protection is checked here, per message
- * (cmp-auth.c), so that a failure gets its own PKIFailureInfo. */
+ * possession, and signs every answer with hwidd's TLS key (in the HSM or
+ * TPM); protection is checked before (cmp.c, cmp-auth.c), and OpenSSL
+ * gets the message without it, so that a failure gets its own
+ * PKIFailureInfo and OpenSSL's own texts say what OpenSSL found.
+ *
+ * What a certConf may do follows from what its transaction did: only a
+ * certificate newly issued in it (the native answer 201) can be rejected,
+ * and so revoked.  A request answered with a certificate issued before
+ * (200: a replay, its answer lost) opens no transaction: the answer says
+ * implicitConfirm, there is nothing to confirm. */
 #include <string.h>
 #include <time.h>
 
@@ -35,38 +42,28 @@ struct cmp_txn {
         char label[65];
         /* The message being answered. */
         const http_request *req;
-        const cmp_view *view;
+        const cmp_message *m;
         bool replayed;
-        /* Kept between the transaction's messages: who began it ... */
-        cmp_auth_kind kind;
-        char token_id[7];
-        uint8_t *cert_der;
-        size_t cert_len;
+        /* Kept between the transaction's messages: who began it, when ... */
+        bool begun;
+        cmp_sender who;
+        int64_t began;
         /* ... what it waits for, and what it got. */
         OSSL_CMP_MSG *first;
         char request_id[33];
         int64_t retry_after;
         X509 *issued;
+        bool newly_issued;        /* issued in this transaction (not a certificate given again) */
+        bool given_again;         /* answered with a certificate issued before: no transaction */
         OSSL_CMP_PKISI *final;    /* the answer a poll ended with */
 };
 
 /* ---------- who sent the message ---------- */
 
-/* The same sender as the transaction's first message, by the same means. */
-static int same_sender(cmp_txn *t, const OSSL_CMP_MSG *msg) {
-        _cleanup_(OPENSSL_freep) uint8_t *der = NULL;
-        cmp_auth_kind kind;
-        char id[7] = "";
-        size_t len = 0;
-        int r = cmp_authenticate(t->ca, msg, t->view, &kind, id, &der, &len);
-
-        if (r < 0)
-                return r;
-        if (kind != t->kind || (kind == CMP_AUTH_MAC && strcmp(id, t->token_id) != 0) ||
-            (kind == CMP_AUTH_SIGNATURE && (len != t->cert_len || memcmp(der, t->cert_der, len) != 0)))
-                return hwid_fail(HWID_E_UNAUTHENTICATED, "the message is not protected as the transaction's "
-                                 "first one was");
-        return 0;
+/* The message comes from whoever began the transaction, by the same
+ * means (cmp.c hands a transaction nothing else; checked again here). */
+static bool same_sender(const cmp_txn *t) {
+        return t->m->auth == 0 && t->who.kind != CMP_AUTH_NONE && strcmp(t->m->sender.key, t->who.key) == 0;
 }
 
 /* The validity of the signer's certificate, as the TLS layer reports a
@@ -94,10 +91,10 @@ static http_request inner_request(cmp_txn *t, const uint8_t *body, size_t len) {
         inner.peer_cert_len = 0;
         inner.peer_verified = inner.peer_expired = inner.peer_not_yet_valid = false;
         inner.tls_session = NULL;
-        if (t->kind == CMP_AUTH_SIGNATURE) {
-                inner.peer_cert = t->cert_der;
-                inner.peer_cert_len = t->cert_len;
-                peer_times(t->view->signer, &inner);
+        if (t->who.kind == CMP_AUTH_SIGNATURE) {
+                inner.peer_cert = t->who.cert_der;
+                inner.peer_cert_len = t->who.cert_len;
+                peer_times(t->m->view.signer, &inner);
         }
         return inner;
 }
@@ -205,9 +202,39 @@ static STACK_OF(X509) *ca_chain(const ca_service *ca) {
         return certs;
 }
 
+/* A certificate issued before, given again (a replay: its answer was
+ * lost): the answer says implicitConfirm whether or not the request asked
+ * (OpenSSL's server adds it only then), so that the client sends no
+ * certConf and no transaction is kept for one. */
+static int give_again(cmp_txn *t) {
+        OSSL_CMP_CTX *ctx = OSSL_CMP_SRV_CTX_get0_cmp_ctx(t->srv);
+        OSSL_CMP_ITAV *itav;
+        ASN1_TYPE *null;
+
+        t->given_again = true;
+        if (t->m->view.implicit_confirm)
+                return 0;
+        /* The value is an ASN1_NULL (OpenSSL's template for this info
+         * type), passed as OpenSSL's own ossl_cmp_hdr_set_implicitConfirm() does. */
+        if (!(null = (ASN1_TYPE *) ASN1_NULL_new()))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (!(itav = OSSL_CMP_ITAV_create(OBJ_nid2obj(NID_id_it_implicitConfirm), null))) {
+                ASN1_NULL_free((ASN1_NULL *) null);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        if (!OSSL_CMP_CTX_push0_geninfo_ITAV(ctx, itav)) {
+                OSSL_CMP_ITAV_free(itav);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        return 0;
+}
+
+/* The native answer to a certificate request: 201 newly issued, 200 an
+ * existing certificate given again, 202 held for approval. */
 static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const http_response *resp, X509 **cert_out,
                                           STACK_OF(X509) **chain_out) {
         char text[160];
+        int r;
 
         if (resp->status == 202) {
                 json_field(resp, "request_id", t->request_id, sizeof(t->request_id));
@@ -217,8 +244,9 @@ static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const http_response *resp,
         }
         if (resp->status != 200 && resp->status != 201)
                 return refusal_of(t, resp, -1);
-        if (issued_from_pem(t, resp) < 0)
-                return reject_error(t, -HWID_E_INTERNAL);
+        if ((r = issued_from_pem(t, resp)) < 0 || (resp->status == 200 && (r = give_again(t)) < 0))
+                return reject_error(t, r);
+        t->newly_issued = resp->status == 201;
         *cert_out = X509_dup(t->issued);
         *chain_out = ca_chain(t->ca);
         return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
@@ -231,9 +259,9 @@ static int label_check(cmp_txn *t) {
         store_token tok = { 0 };
         int r;
 
-        if (!t->label[0] || t->kind != CMP_AUTH_MAC)
+        if (!t->label[0] || t->who.kind != CMP_AUTH_MAC)
                 return 0;
-        if ((r = store_token_get(t->ca->store, t->token_id, &tok)) < 0)
+        if ((r = store_token_get(t->ca->store, t->who.token_id, &tok)) < 0)
                 return r;
         if (strcmp(tok.profile, t->label) != 0)
                 r = hwid_fail(HWID_E_FORBIDDEN, "bootstrap token %s is for profile %s, not for CMP label %s",
@@ -246,18 +274,18 @@ static int label_check(cmp_txn *t) {
 static int route_request(cmp_txn *t, int type, const http_request *inner, http_response *resp) {
         int r;
 
-        if (t->kind == CMP_AUTH_NONE)
+        if (t->who.kind == CMP_AUTH_NONE)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "a certificate request must be protected: a MAC with a "
                                  "bootstrap token, or a signature with a certificate this CA issued");
-        if (t->kind == CMP_AUTH_MAC && type == CMP_BODY_KUR)
+        if (t->who.kind == CMP_AUTH_MAC && type == CMP_BODY_KUR)
                 return hwid_fail(HWID_E_FORBIDDEN, "a key update request (kur) is signed with the certificate it "
                                  "updates, not MAC-protected");
-        if (t->kind == CMP_AUTH_MAC) {
+        if (t->who.kind == CMP_AUTH_MAC) {
                 if ((r = label_check(t)) < 0) {
-                        ca_audit(t->ca, "cmp", "enroll", NULL, "deny", hwid_strerror(r), t->token_id);
+                        ca_audit(t->ca, "cmp", "enroll", NULL, "deny", hwid_strerror(r), t->who.token_id);
                         return r;
                 }
-                ca_enroll_token(t->ca, inner, t->token_id, resp);
+                ca_enroll_token(t->ca, inner, t->who.token_id, resp);
         } else if (type == CMP_BODY_IR) {
                 ca_enroll_by_certificate(t->ca, inner, t->label[0] ? t->label : NULL, resp);
         } else {
@@ -285,7 +313,7 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
         http_response resp = { 0 };
         http_request inner;
         OSSL_CMP_PKISI *si;
-        size_t len;
+        size_t len = 0;
         int r;
 
         (void) certReqId;
@@ -300,8 +328,7 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
         if (t->replayed)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already: "
                                  "a new request needs a new transaction");
-        if ((r = cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len)) < 0 ||
-            (r = request_der(crm, p10cr, &der, &len)) < 0)
+        if ((r = t->m->auth) < 0 || (r = request_der(crm, p10cr, &der, &len)) < 0)
                 return reject_error(t, r);
         if (!(t->first = OSSL_CMP_MSG_dup(msg)))
                 return reject_error(t, -HWID_E_NOMEM);
@@ -315,6 +342,29 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
 
 /* ---------- rr ---------- */
 
+/* The certificate an rr names must be one of this CA's, its issuer this
+ * CA and its serial in the store: else badCertId, whoever asks and
+ * however (RFC 9483 §4.2), before the signer is looked at. */
+static OSSL_CMP_PKISI *cert_id_refusal(cmp_txn *t, const X509_NAME *issuer_name, const ASN1_INTEGER *serial,
+                                       char **ret_hex) {
+        store_cert c = { 0 };
+        char text[160];
+        int r;
+
+        if (!serial || !issuer_name || X509_NAME_cmp(issuer_name, X509_get_subject_name(t->ca->ca_cert)) != 0)
+                return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
+                                 "this CA's (its issuer is another)");
+        if ((r = serial_to_hex(serial, ret_hex)) < 0)
+                return reject_error(t, r);
+        r = store_cert_get(t->ca->store, *ret_hex, &c);
+        store_cert_clear(&c);
+        if (r == -HWID_E_NOT_FOUND) {
+                snprintf(text, sizeof(text), "certificate %.64s is not one this CA issued", *ret_hex);
+                return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, text);
+        }
+        return r < 0 ? reject_error(t, r) : NULL;
+}
+
 static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const X509_NAME *issuer_name,
                                   const ASN1_INTEGER *serial) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
@@ -322,20 +372,17 @@ static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg
         http_response resp = { 0 };
         http_request inner;
         OSSL_CMP_PKISI *si;
-        int r;
 
+        (void) msg;
         if (t->replayed)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_transactionIdInUse, "this transactionID was used already");
-        if ((r = cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len)) < 0)
-                return reject_error(t, r);
-        if (t->kind != CMP_AUTH_SIGNATURE)
+        if ((si = cert_id_refusal(t, issuer_name, serial, &hex)))
+                return si;
+        if (t->m->auth < 0)
+                return reject_error(t, t->m->auth);
+        if (t->who.kind != CMP_AUTH_SIGNATURE)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_notAuthorized, "a revocation request is signed with the "
                                  "certificate it revokes");
-        if (!serial || (issuer_name && X509_NAME_cmp(issuer_name, X509_get_subject_name(t->ca->ca_cert)) != 0))
-                return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
-                                 "this CA's");
-        if ((r = serial_to_hex(serial, &hex)) < 0)
-                return reject_error(t, r);
         buf_init(&resp.body, CMP_RESPONSE_MAX);
         inner = inner_request(t, NULL, 0);
         ca_revoke_own(t->ca, &inner, hex, &resp);
@@ -368,21 +415,26 @@ static long pkisi_status(const OSSL_CMP_PKISI *si) {
 }
 
 static void actor_of(const cmp_txn *t, char *out, size_t n) {
-        if (t->kind == CMP_AUTH_MAC)
-                snprintf(out, n, "token:%s", t->token_id);
+        if (t->who.kind == CMP_AUTH_MAC)
+                snprintf(out, n, "token:%s", t->who.token_id);
         else
                 snprintf(out, n, "cmp-signer");
 }
 
+/* A certConf of the transaction's sender for the certificate it got:
+ * recorded when it accepts it; when it rejects it, revoked only if it was
+ * newly issued in this transaction (ca_confirm() checks that again). */
 static int cert_conf(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqId, const ASN1_OCTET_STRING *hash,
                      const OSSL_CMP_PKISI *si) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
         _cleanup_(ASN1_OCTET_STRING_freep) ASN1_OCTET_STRING *want = NULL;
         _cleanup_free_ char *serial = NULL;
         char actor[32];
+        bool accepted;
 
+        (void) msg;
         (void) certReqId;
-        if (!t->issued || same_sender(t, msg) < 0)
+        if (!t->issued || !same_sender(t))
                 return 0;
         want = X509_digest_sig(t->issued, NULL, NULL);
         if (!want || !hash || ASN1_OCTET_STRING_cmp(want, hash) != 0)
@@ -391,8 +443,12 @@ static int cert_conf(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReq
                 return 0;
         actor_of(t, actor, sizeof(actor));
         /* No statusInfo is acceptance (RFC 4210 §5.3.18). */
-        ca_confirm(t->ca, serial, actor, !si || pkisi_status(si) == OSSL_CMP_PKISTATUS_accepted ||
-                                                 pkisi_status(si) == OSSL_CMP_PKISTATUS_grantedWithMods);
+        accepted = !si || pkisi_status(si) == OSSL_CMP_PKISTATUS_accepted ||
+                   pkisi_status(si) == OSSL_CMP_PKISTATUS_grantedWithMods;
+        if (accepted)
+                ca_confirm(t->ca, serial, actor, 0, true);
+        else if (t->newly_issued)
+                ca_confirm(t->ca, serial, actor, t->began, false);
         return 1;
 }
 
@@ -401,9 +457,10 @@ static int poll_req(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqI
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
         http_response resp = { 0 };
 
+        (void) msg;
         (void) certReqId;
         *ret_req = NULL;
-        if (!t->request_id[0] || !t->first || same_sender(t, msg) < 0)
+        if (!t->request_id[0] || !t->first || !same_sender(t))
                 return 0;
         buf_init(&resp.body, CMP_RESPONSE_MAX);
         ca_poll(t->ca, t->request_id, &resp);
@@ -414,6 +471,7 @@ static int poll_req(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqI
                 if (resp.status == 200 || resp.status == 201) {
                         if (issued_from_pem(t, &resp) < 0)
                                 t->final = reject_error(t, -HWID_E_INTERNAL);
+                        t->newly_issued = resp.status == 201;
                 } else {
                         t->final = refusal_of(t, &resp, -1);
                 }
@@ -444,7 +502,7 @@ static const policy_profile *template_profile(cmp_txn *t) {
 
         if (t->label[0])
                 return policy_profile_find(t->ca->cfg->policy, t->label);
-        if (t->kind == CMP_AUTH_MAC && store_token_get(t->ca->store, t->token_id, &tok) == 0)
+        if (t->who.kind == CMP_AUTH_MAC && store_token_get(t->ca->store, t->who.token_id, &tok) == 0)
                 p = policy_profile_find(t->ca->cfg->policy, tok.profile);
         store_token_clear(&tok);
         return p;
@@ -483,8 +541,8 @@ static int general(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const STACK_O
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
         int r = ca_allow_read(t->ca, t->req, ACTION_GET_CA);
 
-        if (r < 0 || t->replayed ||
-            cmp_authenticate(t->ca, msg, t->view, &t->kind, t->token_id, &t->cert_der, &t->cert_len) < 0)
+        (void) msg;
+        if (r < 0 || t->replayed || t->m->auth < 0)
                 return 0;
         *out = sk_OSSL_CMP_ITAV_new_null();
         for (int i = 0; *out && i < sk_OSSL_CMP_ITAV_num(in); i++)
@@ -540,7 +598,7 @@ int cmp_txn_new(ca_service *ca, const char *label, cmp_txn **ret) {
         snprintf(t->label, sizeof(t->label), "%s", label ? label : "");
         if (!(t->srv = OSSL_CMP_SRV_CTX_new(NULL, NULL)) ||
             !OSSL_CMP_SRV_CTX_init(t->srv, t, cert_request, revocation, general, client_error, cert_conf, poll_req) ||
-            /* Protection is checked in each callback (cmp-auth.c), for its own failure info. */
+            /* Protection is checked before (cmp.c): OpenSSL gets messages without it. */
             !OSSL_CMP_SRV_CTX_set_accept_unprotected(t->srv, 1) ||
             !OSSL_CMP_SRV_CTX_set_accept_raverified(t->srv, 0) ||
             !OSSL_CMP_SRV_CTX_set_grant_implicit_confirm(t->srv, 1)) {
@@ -559,15 +617,15 @@ void cmp_txn_free(cmp_txn *t) {
         if (!t)
                 return;
         OSSL_CMP_SRV_CTX_free(t->srv);
-        OPENSSL_free(t->cert_der);
+        cmp_sender_clear(&t->who);
         OSSL_CMP_MSG_free(t->first);
         X509_free(t->issued);
         OSSL_CMP_PKISI_free(t->final);
         free(t);
 }
 
-/* Whether the answer leaves the transaction open: a certificate awaiting
- * its certConf, or a request awaiting approval. */
+/* Whether the answer leaves the transaction open: a certificate newly
+ * issued awaiting its certConf, or a request awaiting approval. */
 static bool still_open(const cmp_txn *t, const OSSL_CMP_MSG *rsp) {
         OSSL_CMP_CTX *ctx = OSSL_CMP_SRV_CTX_get0_cmp_ctx(t->srv);
         int type = rsp ? OSSL_CMP_MSG_get_bodytype(rsp) : -1;
@@ -578,21 +636,29 @@ static bool still_open(const cmp_txn *t, const OSSL_CMP_MSG *rsp) {
                 return false;
         if (t->request_id[0] && !t->issued && !t->final)
                 return true; /* waiting */
-        return t->issued && OSSL_CMP_CTX_get_option(ctx, OSSL_CMP_OPT_IMPLICIT_CONFIRM) != 1;
+        return t->issued && !t->given_again && OSSL_CMP_CTX_get_option(ctx, OSSL_CMP_OPT_IMPLICIT_CONFIRM) != 1;
 }
 
-OSSL_CMP_MSG *cmp_txn_process(cmp_txn *t, const http_request *req, const OSSL_CMP_MSG *msg, const cmp_view *v,
-                              bool replayed, bool *ret_open) {
+OSSL_CMP_MSG *cmp_txn_process(cmp_txn *t, const http_request *req, const cmp_message *m, bool replayed,
+                              bool *ret_open) {
         OSSL_CMP_MSG *rsp;
 
+        if (!t->begun) {
+                if (cmp_sender_copy(&m->sender, &t->who) < 0)
+                        return NULL;
+                t->began = (int64_t) time(NULL);
+                t->begun = true;
+        }
         t->req = req;
-        t->view = v;
+        t->m = m;
         t->replayed = replayed;
-        rsp = OSSL_CMP_SRV_process_request(t->srv, msg);
+        ERR_clear_error();
+        cmp_explain_bad_pop(m->der, m->der_len);
+        rsp = OSSL_CMP_SRV_process_request(t->srv, m->plain);
         ERR_clear_error();
         *ret_open = still_open(t, rsp);
         t->req = NULL;
-        t->view = NULL;
+        t->m = NULL;
         return rsp;
 }
 

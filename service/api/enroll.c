@@ -142,6 +142,38 @@ static bool same_enroller(const ca_auth *a, const policy_issue *iss, const store
         return live->token_id[0] && strcmp(live->token_id, a->token.id) == 0;
 }
 
+#define REPLAY_AUDIT_SLOTS 256
+#define REPLAY_AUDIT_INTERVAL 3600
+
+/* Whether a replay that got certificate serial is audited: once per
+ * certificate and REPLAY_AUDIT_INTERVAL, per process (a device retrying
+ * in a loop, or anyone replaying a token's enrollment, adds no record
+ * each time); the rest are counted (hwid_enroll_replays_total).  A slot
+ * per serial's hash: two serials on one slot are audited more often,
+ * never less. */
+static bool replay_audit_due(ca_service *ca, const char *serial, int64_t now) {
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static struct {
+                char serial[48];
+                int64_t at;
+        } seen[REPLAY_AUDIT_SLOTS];
+        uint32_t h = 2166136261u; /* FNV-1a */
+        bool due;
+
+        for (const char *c = serial; *c; c++)
+                h = (h ^ (uint8_t) *c) * 16777619u;
+        h %= REPLAY_AUDIT_SLOTS;
+        pthread_mutex_lock(&lock);
+        due = strcmp(seen[h].serial, serial) != 0 || now - seen[h].at >= REPLAY_AUDIT_INTERVAL || now < seen[h].at;
+        if (due) {
+                snprintf(seen[h].serial, sizeof(seen[h].serial), "%s", serial);
+                seen[h].at = now;
+        }
+        pthread_mutex_unlock(&lock);
+        metrics_event_count(ca->metrics, due ? EVENT_REPLAY_AUDITED : EVENT_REPLAY_UNAUDITED);
+        return due;
+}
+
 /* The same enrollment again — the same token (or TPM), the same key (the
  * CSR proves it is held), the same name, within the token's lifetime —
  * gets the certificate it was issued (200), as a renewal whose answer was
@@ -164,7 +196,8 @@ static int replay_enrollment(ca_service *ca, const ca_auth *a, const policy_issu
         if (r >= 0 && same_enroller(a, iss, &live) &&
             strcmp(live.spki_sha256, csr_info_facts(csr)->spki_sha256) == 0 &&
             (r = cert_der_to_pem(live.der, live.der_len, &pem)) >= 0) {
-                ca_audit(ca, a->actor, "enroll-replay", cn, "allow", live.serial, a->who.token_id);
+                if (replay_audit_due(ca, live.serial, now))
+                        ca_audit(ca, a->actor, "enroll-replay", cn, "allow", live.serial, a->who.token_id);
                 http_respond_pem(resp, 200, pem);
                 *ret_done = true;
         }

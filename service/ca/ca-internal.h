@@ -151,8 +151,10 @@ int ca_allow_read(ca_service *ca, const http_request *req, policy_action action)
  * serial (hex); 200 {"serial", "revoked"} or the error. */
 void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, http_response *resp);
 /* The requester's word on a certificate issued to it (CMP certConf):
- * recorded when accepted, revoked when rejected. */
-void ca_confirm(ca_service *ca, const char *serial, const char *actor, bool accepted);
+ * recorded when accepted; when rejected, revoked if it was recorded at or
+ * after issued_since (when the rejecting transaction began), else left
+ * as it is. */
+void ca_confirm(ca_service *ca, const char *serial, const char *actor, int64_t issued_since, bool accepted);
 
 /* An error response (http_respond_error()), counted and logged when it
  * is the CA's fault (5xx). */

@@ -38,6 +38,7 @@ struct metrics {
         _Atomic uint64_t errors[SLUGS_MAX + 1];
         _Atomic uint64_t syslog_dropped;
         _Atomic uint64_t challenges[_CHALLENGE_MAX];
+        _Atomic uint64_t events[_EVENT_MAX];
 };
 
 static void add_slug(metrics *m, const char *slug) {
@@ -271,6 +272,34 @@ static int render_challenges(metrics *m, buf *out) {
         return r;
 }
 
+void metrics_event_count(metrics *m, metrics_event e) {
+        if ((unsigned) e < _EVENT_MAX)
+                atomic_fetch_add_explicit(&m->events[e], 1, memory_order_relaxed);
+}
+
+static int render_events(metrics *m, buf *out) {
+        static const struct { const char *name, *label; } ev[_EVENT_MAX] = {
+                [EVENT_PBM_COMPUTED] = { "hwid_cmp_pbm_total", "result=\"computed\"" },
+                [EVENT_PBM_REFUSED] = { "hwid_cmp_pbm_total", "result=\"refused\"" },
+                [EVENT_REPLAY_AUDITED] = { "hwid_enroll_replays_total", "audited=\"true\"" },
+                [EVENT_REPLAY_UNAUDITED] = { "hwid_enroll_replays_total", "audited=\"false\"" },
+        };
+        int r = header(out, "hwid_cmp_pbm_total", "counter", "CMP PasswordBasedMacs computed, or refused before "
+                       "any computing (parameters outside the allow-list, no such token).");
+
+        for (int i = 0; r >= 0 && i < _EVENT_MAX; i++) {
+                if (i == EVENT_REPLAY_AUDITED)
+                        r = header(out, "hwid_enroll_replays_total", "counter", "Enrollments answered with the "
+                                   "certificate they got before: audited, or counted only (one record per "
+                                   "certificate and hour).");
+                if (r >= 0)
+                        r = buf_printf(out, "%s{%s} %llu\n", ev[i].name, ev[i].label,
+                                       (unsigned long long) atomic_load_explicit(&m->events[i],
+                                                                                 memory_order_relaxed));
+        }
+        return r;
+}
+
 static int render_gauges(metrics *m, buf *out, const metrics_sources *src) {
         int r = 0;
 
@@ -297,6 +326,8 @@ static int render_gauges(metrics *m, buf *out, const metrics_sources *src) {
                                (unsigned long long) atomic_load_explicit(&m->syslog_dropped, memory_order_relaxed));
         if (r >= 0)
                 r = render_challenges(m, out);
+        if (r >= 0)
+                r = render_events(m, out);
         return r;
 }
 

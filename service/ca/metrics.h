@@ -68,6 +68,19 @@ typedef enum metrics_challenge {
 } metrics_challenge;
 void metrics_challenge_count(metrics *m, metrics_challenge what, unsigned long n);
 
+/* CMP's PasswordBasedMac (api/cmp-auth.c): computed to check a message,
+ * or refused before any computing (parameters outside the allow-list, no
+ * such token); enrollments answered as replays (api/enroll.c): audited,
+ * or counted only (one record per certificate and hour). */
+typedef enum metrics_event {
+        EVENT_PBM_COMPUTED,
+        EVENT_PBM_REFUSED,
+        EVENT_REPLAY_AUDITED,
+        EVENT_REPLAY_UNAUDITED,
+        _EVENT_MAX,
+} metrics_event;
+void metrics_event_count(metrics *m, metrics_event e);
+
 /* Everything else the exposition shows, gathered by the caller. */
 typedef struct metrics_sources {
         int64_t now;

@@ -64,8 +64,26 @@ void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, 
 /* CMP's certConf (RFC 9483 §4.1.1): a certificate counts as issued when
  * it is committed, before its requester has seen it, exactly as for
  * POST /csr; a confirmation is recorded, and a certificate its requester
- * rejects is revoked, so that nothing valid is left that nobody uses. */
-void ca_confirm(ca_service *ca, const char *serial, const char *actor, bool accepted) {
+ * rejects is revoked, so that nothing valid is left that nobody uses.
+ * Only one issued in the rejecting transaction, though: the caller says
+ * when that transaction began, and a certificate recorded before (one
+ * given again to a replay) stays as it is, whatever the caller believes.
+ * The store keeps seconds, so within the second the transaction began the
+ * caller's word (it rejects only what it got as newly issued) decides. */
+static int revocable(ca_service *ca, const char *serial, int64_t issued_since) {
+        store_cert c = { 0 };
+        int r = store_cert_get(ca->store, serial, &c);
+
+        if (r >= 0 && (issued_since <= 0 || c.created_at < issued_since))
+                r = hwid_fail(HWID_E_FORBIDDEN, "certificate %s was issued before the CMP transaction that rejects "
+                              "it began", serial);
+        else if (r >= 0 && c.status != CERT_VALID)
+                r = hwid_fail(HWID_E_CONFLICT, "certificate %s is no longer valid", serial);
+        store_cert_clear(&c);
+        return r;
+}
+
+void ca_confirm(ca_service *ca, const char *serial, const char *actor, int64_t issued_since, bool accepted) {
         store_audit audit = { .at = (int64_t) time(NULL), .actor = actor, .action = "cert.revoke",
                               .target = serial, .outcome = "allow",
                               .reason = "rejected by its requester in a CMP certConf" };
@@ -75,9 +93,10 @@ void ca_confirm(ca_service *ca, const char *serial, const char *actor, bool acce
                 ca_audit(ca, actor, "confirm", serial, "allow", "accepted by its requester (CMP certConf)", NULL);
                 return;
         }
-        r = store_cert_revoke(ca->store, serial, 0 /* unspecified */, audit.at, &audit);
+        if ((r = revocable(ca, serial, issued_since)) >= 0)
+                r = store_cert_revoke(ca->store, serial, 0 /* unspecified */, audit.at, &audit);
         if (r < 0)
-                log_error("cannot revoke %s, which its requester rejected: %s", serial, hwid_strerror(r));
+                log_notice("not revoking %s, which its requester rejected: %s", serial, hwid_strerror(r));
         else
                 log_info("revoked %s: its requester rejected it (CMP certConf)", serial);
 }

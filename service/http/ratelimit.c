@@ -129,26 +129,41 @@ static bucket *find_slot(ratelimit *rl, const uint8_t *a, size_t n, double now) 
         return victim;
 }
 
-int64_t ratelimit_take_at(ratelimit *rl, const void *addr, size_t addr_len, double now) {
-        int64_t wait = 0;
-        bucket *b;
+/* Under rl->lock: the address's bucket, refilled up to now. */
+static bucket *refilled_locked(ratelimit *rl, const void *addr, size_t addr_len, double now) {
+        bucket *b = find_slot(rl, addr, addr_len, now);
 
-        if (!rl || !addr || addr_len == 0 || addr_len > 16)
-                return 0;
-        pthread_mutex_lock(&rl->lock);
-        b = find_slot(rl, addr, addr_len, now);
         if (now > b->last) {
                 b->tokens += (now - b->last) * rl->rate;
                 if (b->tokens > rl->burst)
                         b->tokens = rl->burst;
                 b->last = now;
         }
-        if (b->tokens >= 1.0)
-                b->tokens -= 1.0;
-        else
+        return b;
+}
+
+static int64_t take_or_peek(ratelimit *rl, const void *addr, size_t addr_len, double now, bool take) {
+        int64_t wait = 0;
+        bucket *b;
+
+        if (!rl || !addr || addr_len == 0 || addr_len > 16)
+                return 0;
+        pthread_mutex_lock(&rl->lock);
+        b = refilled_locked(rl, addr, addr_len, now);
+        if (b->tokens < 1.0)
                 wait = ceil_secs((1.0 - b->tokens) / rl->rate);
+        else if (take)
+                b->tokens -= 1.0;
         pthread_mutex_unlock(&rl->lock);
         return wait;
+}
+
+int64_t ratelimit_take_at(ratelimit *rl, const void *addr, size_t addr_len, double now) {
+        return take_or_peek(rl, addr, addr_len, now, true);
+}
+
+int64_t ratelimit_peek(ratelimit *rl, const void *addr, size_t addr_len) {
+        return take_or_peek(rl, addr, addr_len, monotonic_now(), false);
 }
 
 int64_t ratelimit_take(ratelimit *rl, const void *addr, size_t addr_len) {

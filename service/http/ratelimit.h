@@ -26,5 +26,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ratelimit *, ratelimit_free)
  * after which a token will be available. */
 int64_t ratelimit_take(ratelimit *rl, const void *addr, size_t addr_len);
 
+/* Whether a token is there for the address, without taking it: 0, or
+ * the whole seconds until one will be. */
+int64_t ratelimit_peek(ratelimit *rl, const void *addr, size_t addr_len);
+
 /* Same, at a given monotonic time in seconds (for tests). */
 int64_t ratelimit_take_at(ratelimit *rl, const void *addr, size_t addr_len, double now);

@@ -1,10 +1,13 @@
 /* libFuzzer target: what every CMP request to hwidd goes through before
- * any credential is looked at (service/cmp*.c): OpenSSL's PKIMessage
- * decoder, hwid's second reading of the header and extraCerts
- * (cmp_view_parse()), OpenSSL's CMP server with callbacks that hand the
- * certification request, CRMF or PKCS#10, to csr_info_parse() (whose CRMF
- * reading, csr-crmf.c, is hwid's), and the genp values hwid encodes.
- * Never a crash or leak; every answer is a PKIMessage. */
+ * any credential is looked at (service/api/cmp*.c): OpenSSL's PKIMessage
+ * decoder, hwid's second reading of the header, its PasswordBasedMac
+ * parameters and extraCerts (cmp_view_parse()), the message re-encoded
+ * without its protection (cmp_unprotected()), the proof of possession
+ * checked ahead of OpenSSL (cmp_explain_bad_pop()), OpenSSL's CMP server
+ * with callbacks that hand the certification request, CRMF or PKCS#10, to
+ * csr_info_parse() (whose CRMF reading, csr-crmf.c, is hwid's), and the
+ * genp values hwid encodes.  Never a crash or leak; every answer is a
+ * PKIMessage. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -79,7 +82,7 @@ static void setup(void) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const unsigned char *p = data;
-        OSSL_CMP_MSG *msg = d2i_OSSL_CMP_MSG(NULL, &p, (long) size), *rsp = NULL;
+        OSSL_CMP_MSG *msg = d2i_OSSL_CMP_MSG(NULL, &p, (long) size), *rsp = NULL, *plain = NULL;
         OSSL_CMP_SRV_CTX *srv;
         OSSL_CMP_CTX *ctx;
         cmp_view v = { 0 };
@@ -91,6 +94,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 ERR_clear_error();
                 return 0;
         }
+        if (cmp_unprotected(data, (size_t) (p - data), &plain) == 0) {
+                OSSL_CMP_MSG_free(msg);
+                msg = plain;
+        }
+        ERR_clear_error();
+        cmp_explain_bad_pop(data, (size_t) (p - data));
         srv = OSSL_CMP_SRV_CTX_new(NULL, NULL);
         ctx = OSSL_CMP_SRV_CTX_get0_cmp_ctx(srv);
         OSSL_CMP_CTX_set_log_cb(ctx, quiet);

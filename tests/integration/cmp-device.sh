@@ -72,7 +72,7 @@ test_p10cr() {
                 fail "openssl req with the TPM key"
         cmp_secret "$tok" "$DEV/edge-1.mac"
         TPM2OPENSSL_TCTI=$TABRMD_TCTI cmp_run "$DEV/p10" -- "${P[@]}" -cmd p10cr -csr "$DEV/edge-1.csr" \
-                -ref "${tok%%.*}" -secret "file:$DEV/edge-1.mac" -certout "$DEV/edge-1.pem"
+                -ref "${tok%%.*}" -secret "file:$DEV/edge-1.mac" -mac hmacWithSHA256 -certout "$DEV/edge-1.pem"
         cmp_ok "$DEV/p10"
         check_cert "$DEV/edge-1.pem" "$DEV/edge-1.tss2.pem" edge-1
         assert_eq "$(token_used "$tok")" 1 "p10cr spends a token use"
@@ -84,7 +84,8 @@ test_ir_kur() {
         tpm_key "$DEV/edge-2.tss2.pem"
         cmp_secret "$tok" "$DEV/edge-2.mac"
         TPM2OPENSSL_TCTI=$TABRMD_TCTI cmp_run "$DEV/ir" -- "${P[@]}" -cmd ir -newkey "$DEV/edge-2.tss2.pem" \
-                -subject /CN=edge-2 -ref "${tok%%.*}" -secret "file:$DEV/edge-2.mac" -certout "$DEV/edge-2.pem"
+                -subject /CN=edge-2 -ref "${tok%%.*}" -secret "file:$DEV/edge-2.mac" -mac hmacWithSHA256 \
+                -certout "$DEV/edge-2.pem"
         cmp_ok "$DEV/ir"
         check_cert "$DEV/edge-2.pem" "$DEV/edge-2.tss2.pem" edge-2
         assert_eq "$(token_used "$tok")" 1 "ir spends a token use"

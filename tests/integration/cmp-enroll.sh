@@ -25,7 +25,9 @@
 #     certConf that rejects the certificate (revoked), no CMP on plain HTTP;
 #   - hostile input: truncated DER (400), a replayed request
 #     (transactionIdInUse, nothing issued), an unknown protection algorithm
-#     (badAlg), an oversize body (413), wrong Content-Type, method, label.
+#     (badAlg), an oversize body (413), wrong Content-Type, method, label
+#     (more in cmp-hostile.sh);
+#   - docs/CMP.md's `CMP=(...)` line survives pasting: the CA's name one word.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -41,8 +43,18 @@ mac_ir() {
         local out=$1 tok=$2 name=$3 key=$4
         shift 4
         cmp_secret "$tok" "$DEV/$name.mac"
-        cmp_run "$out" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/$name.mac" -newkey "$key" \
-                -subject "/CN=$name" -certout "$DEV/$name.pem" "$@"
+        cmp_run "$out" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/$name.mac" -mac hmacWithSHA256 \
+                -newkey "$key" -subject "/CN=$name" -certout "$DEV/$name.pem" "$@"
+}
+
+# docs/CMP.md's CMP=(...) line, pasted into bash: the client's words, the
+# CA's name one of them (a string of them split it at its space).
+test_doc() {
+        local words
+        words=$(bash -c "$(grep -m 1 '^CMP=' "$SRCDIR/docs/CMP.md")"'; printf "%s\n" "${CMP[@]}"') ||
+                fail "docs/CMP.md's CMP= line does not run in bash"
+        grep -qx -- -recipient <<<"$words" || fail "docs/CMP.md's CMP is not one word per argument: $words"
+        grep -qx "/CN=hwid CA" <<<"$words" || fail "docs/CMP.md's CMP splits the CA's name: $words"
 }
 
 test_ir() {
@@ -67,12 +79,12 @@ test_wrong_secret() {
         before=$(store_state "$tok")
         ec_key "$DEV/cmp-w.key"
         echo 0000000000000000000000000000000000000000000000000000000000000000 >"$DEV/wrong.mac"
-        cmp_run "$DEV/wrong" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/wrong.mac" -newkey "$DEV/cmp-w.key" \
-                -subject /CN=cmp-w
+        cmp_run "$DEV/wrong" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/wrong.mac" -mac hmacWithSHA256 \
+                -newkey "$DEV/cmp-w.key" -subject /CN=cmp-w
         cmp_refused "$DEV/wrong" badMessageCheck "does not verify"
         # An unknown token id: the same answer.
-        cmp_run "$DEV/unknown" -- -cmd ir -ref zzzzzz -secret "file:$DEV/wrong.mac" -newkey "$DEV/cmp-w.key" \
-                -subject /CN=cmp-w
+        cmp_run "$DEV/unknown" -- -cmd ir -ref zzzzzz -secret "file:$DEV/wrong.mac" -mac hmacWithSHA256 \
+                -newkey "$DEV/cmp-w.key" -subject /CN=cmp-w
         cmp_refused "$DEV/unknown" badMessageCheck "does not verify"
         assert_eq "$(store_state "$tok")" "$before" "store after a wrong MAC"
         mac_ir "$DEV/right" "$tok" cmp-w "$DEV/cmp-w.key"
@@ -85,7 +97,7 @@ test_p10cr() {
         make_csr cmp-2
         cmp_secret "$tok" "$DEV/cmp-2.mac"
         cmp_run "$DEV/p10" -- -cmd p10cr -csr "$DEV/cmp-2.csr" -ref "${tok%%.*}" -secret "file:$DEV/cmp-2.mac" \
-                -certout "$DEV/cmp-2.pem"
+                -mac hmacWithSHA256 -certout "$DEV/cmp-2.pem"
         cmp_ok "$DEV/p10"
         verify_leaf "$DEV/cmp-2.pem"
         assert_eq "$(token_used "$tok")" 1 "p10cr spends a token use"
@@ -173,15 +185,16 @@ test_refusals() {
         cmp_refused "$DEV/name" badCertTemplate
         make_csr cmp-ca -addext "basicConstraints=critical,CA:TRUE"
         cmp_secret "$tok" "$DEV/cmp-ca.mac"
-        cmp_run "$DEV/ca" -- -cmd p10cr -csr "$DEV/cmp-ca.csr" -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac"
+        cmp_run "$DEV/ca" -- -cmd p10cr -csr "$DEV/cmp-ca.csr" -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" \
+                -mac hmacWithSHA256
         cmp_refused "$DEV/ca" badCertTemplate "CA"
         mac_ir "$DEV/dup" "$tok" cmp-2 "$DEV/r.key"
         cmp_refused "$DEV/dup" duplicateCertReq "already has a live certificate"
         cmp_run "$DEV/label" $CMP/p/manual -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" \
-                -newkey "$DEV/r.key" -subject /CN=cmp-9
+                -mac hmacWithSHA256 -newkey "$DEV/r.key" -subject /CN=cmp-9
         cmp_refused "$DEV/label" notAuthorized "not for CMP label manual"
-        cmp_run "$DEV/mackur" -- -cmd kur -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" -oldcert "$DEV/cmp-2.pem" \
-                -newkey "$DEV/r.key"
+        cmp_run "$DEV/mackur" -- -cmd kur -ref "${tok%%.*}" -secret "file:$DEV/cmp-ca.mac" -mac hmacWithSHA256 \
+                -oldcert "$DEV/cmp-2.pem" -newkey "$DEV/r.key"
         cmp_refused "$DEV/mackur" notAuthorized "not MAC-protected"
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/self.key" \
                 -subj /CN=cmp-9 -days 1 -addext keyUsage=digitalSignature -out "$DEV/self.pem" 2>/dev/null
@@ -332,6 +345,7 @@ cp "$CA_DIR/ca.pem" "$T/ek-roots/"
 mv "$CFG.new" "$CFG"
 public_metrics
 hwidd_start
+test_doc
 test_ir
 test_wrong_secret
 test_p10cr
