@@ -78,19 +78,18 @@ static int pbm_allowed(const cmp_pbm *p) {
         return 0;
 }
 
-/* The shared secret of tok's MAC: the lower-case hex SHA-256 of its
- * secret, what the store keeps (docs/CMP.md).  The caller wipes it
- * (secret_free()). */
+/* The shared secret of tok's MAC: the token's secret as printed,
+ * recomputed with the token key in the HSM/TPM (a token from before the
+ * token key: the hex SHA-256 of its secret; docs/CMP.md).  The caller
+ * wipes it (secret_free()). */
 static int mac_secret_of(ca_service *ca, const store_token *tok, char **ret_secret, size_t *ret_len) {
-        char *hex = malloc(2 * sizeof(tok->secret_hash) + 1);
+        char *secret = NULL;
+        int r = ca_token_secret(ca, tok, &secret);
 
-        (void) ca;
-        if (!hex)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (size_t i = 0; i < sizeof(tok->secret_hash); i++)
-                snprintf(hex + 2 * i, 3, "%02x", tok->secret_hash[i]);
-        *ret_secret = hex;
-        *ret_len = 2 * sizeof(tok->secret_hash);
+        if (r < 0)
+                return r;
+        *ret_len = strlen(secret);
+        *ret_secret = secret;
         return 0;
 }
 

@@ -3,7 +3,8 @@
 # `openssl cmp` (OpenSSL 3.0) as the client.
 # Proves:
 #   - ir MAC-protected with a bootstrap token (PasswordBasedMac, senderKID =
-#     token id) gets a certificate for the requested key, confirmed with
+#     token id, shared secret the token's secret as printed) gets a
+#     certificate for the requested key, confirmed with
 #     certConf/pkiConf; the token use is spent; a wrong secret is refused
 #     (badMessageCheck) and spends nothing;
 #   - p10cr with a CSR; kur signed with the current certificate, for a new
@@ -61,7 +62,11 @@ test_ir() {
         local tok
         tok=$(token_new --profile cmp)
         ec_key "$DEV/cmp-1.key"
-        mac_ir "$DEV/ir1" "$tok" cmp-1 "$DEV/cmp-1.key" -reqout "$DEV/ir1.req,$DEV/ir1.conf"
+        # The shared secret is the token's secret as printed, the way every
+        # CMP user passes it (docs/CMP.md; the other tests keep it in a file).
+        cmp_run "$DEV/ir1" -- -cmd ir -ref "${tok%%.*}" -secret "pass:${tok#*.}" -mac hmacWithSHA256 \
+                -newkey "$DEV/cmp-1.key" -subject /CN=cmp-1 -certout "$DEV/cmp-1.pem" \
+                -reqout "$DEV/ir1.req,$DEV/ir1.conf"
         cmp_ok "$DEV/ir1"
         assert_contains "$(cat "$DEV/ir1.log")" "received PKICONF" "certConf answered"
         verify_leaf "$DEV/cmp-1.pem"
@@ -86,6 +91,12 @@ test_wrong_secret() {
         cmp_run "$DEV/unknown" -- -cmd ir -ref zzzzzz -secret "file:$DEV/wrong.mac" -mac hmacWithSHA256 \
                 -newkey "$DEV/cmp-w.key" -subject /CN=cmp-w
         cmp_refused "$DEV/unknown" badMessageCheck "does not verify"
+        # What earlier versions used as the shared secret, and a thief of
+        # their store knew: the secret's SHA-256 in hex. No longer a key.
+        printf %s "${tok#*.}" | sha256sum | cut -c1-64 >"$DEV/hash.mac"
+        cmp_run "$DEV/hash" -- -cmd ir -ref "${tok%%.*}" -secret "file:$DEV/hash.mac" -mac hmacWithSHA256 \
+                -newkey "$DEV/cmp-w.key" -subject /CN=cmp-w
+        cmp_refused "$DEV/hash" badMessageCheck "does not verify"
         assert_eq "$(store_state "$tok")" "$before" "store after a wrong MAC"
         mac_ir "$DEV/right" "$tok" cmp-w "$DEV/cmp-w.key"
         cmp_ok "$DEV/right"

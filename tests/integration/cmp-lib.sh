@@ -5,11 +5,11 @@
 
 CMP=/.well-known/cmp
 
-# cmp_secret TOKEN FILE — the token's CMP shared secret into FILE: the hex
-# SHA-256 of its secret (docs/CMP.md), never on a command line.
+# cmp_secret TOKEN FILE — the token's CMP shared secret into FILE: its
+# secret as printed, the part after the dot (docs/CMP.md), never on a
+# command line.
 cmp_secret() {
-        printf %s "${1#*.}" | sha256sum | cut -c1-64 >"$2"
-        chmod 600 "$2"
+        (umask 077 && printf %s "${1#*.}" >"$2")
 }
 
 # cmp_run OUT [PATH] -- ARGS... — one `openssl cmp` session against hwidd at
