@@ -132,6 +132,9 @@ static const char *const migrations[] = {
         /* 9 -> 10: no statement of an issuance planned on every call
          * (store-pg-functions.c). */
         pg_replan_sql,
+        /* 10 -> 11: identities bound to the TPM that attested them
+         * (SQLite's 11), recorded by hwid_issue_one() (store-pg-functions.c). */
+        pg_binding_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
