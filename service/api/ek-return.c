@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "admin-json.h"
 #include "error.h"
 #include "ek-return.h"
 
@@ -54,19 +55,20 @@ static bool entry_names(const returning *t, const ca_auth *a) {
 }
 
 /* keyCompromise (1) and privilegeWithdrawn (9, "do not return") keep an
- * identity out until a person brings a token; after any other revocation
- * (an admin's act) its allowlist entry enrolls it again, as it always could. */
-static int after_revocation(const returning *t, ca_auth *a) {
+ * identity out until a person brings a token, whatever the profile and
+ * the EK allowlist say. */
+static bool do_not_return(const returning *t) {
         int why = t->last.revocation_reason;
 
-        if (why == 1 || why == 9)
-                return hwid_fail(HWID_E_FORBIDDEN, "the last certificate of %s (%s) was revoked for %s: it comes back "
-                                 "only with a bootstrap token", t->name, t->last.serial,
-                                 why == 1 ? "keyCompromise" : "privilegeWithdrawn (do not return)");
-        if (!t->listed)
-                return not_listed(t);
-        become(a);
-        return 0;
+        return t->last.status == CERT_REVOKED && (why == 1 || why == 9);
+}
+
+static int kept_out(const returning *t) {
+        int why = t->last.revocation_reason;
+
+        return hwid_fail(HWID_E_FORBIDDEN, "the last certificate of %s (%s) was revoked for %s: it comes back only "
+                         "with a bootstrap token", t->name, t->last.serial,
+                         why == 1 ? "keyCompromise" : "privilegeWithdrawn (do not return)");
 }
 
 /* Which rule lets the TPM bring the name back under mode: its allowlist
@@ -93,10 +95,21 @@ static int adopt_last(const returning *t, ca_auth *a) {
         return 0;
 }
 
+/* What became of the last certificate, for the audit record. */
+static const char *last_fate(const returning *t, bool live, char *buf, size_t size) {
+        if (live)
+                return "live, superseding the device's";
+        if (t->last.status != CERT_REVOKED)
+                return "expired";
+        snprintf(buf, size, "revoked (%s)", revocation_reason_name(t->last.revocation_reason));
+        return buf;
+}
+
 /* live: the last certificate is still valid (this device's was
  * superseded by it): the new one replaces it. */
 static int come_back(const returning *t, ca_auth *a, const char *rule, bool live) {
         int r = strcmp(rule, "last-certificate") == 0 && !entry_names(t, a) ? adopt_last(t, a) : 0;
+        char fate[64];
 
         if (r < 0)
                 return r;
@@ -104,12 +117,15 @@ static int come_back(const returning *t, ca_auth *a, const char *rule, bool live
         a->reenroll_replace = live;
         snprintf(a->reenroll, sizeof(a->reenroll), "re-enrollment by TPM attestation without a token: rule %s, EK "
                  "sha256:%s, last certificate %s (profile %s) %s", rule, t->ek_pub_hex, t->last.serial,
-                 t->last.profile, live ? "live, superseding the device's" : "expired");
+                 t->last.profile, last_fate(t, live, fate, sizeof(fate)));
         return 0;
 }
 
-/* The name had a certificate, not revoked, and no rule brings it back. */
+/* The name had a certificate, no "do not return", and no rule brings it
+ * back. */
 static int stays_out(const returning *t, ca_auth *a, policy_reenroll_mode mode, bool live) {
+        bool revoked = t->last.status == CERT_REVOKED;
+
         if (live || (t->listed && !entry_names(t, a))) {
                 /* Not a return: its enrollment as before (409 or its
                  * replay; policy refuses a TPM listed for another name). */
@@ -118,6 +134,8 @@ static int stays_out(const returning *t, ca_auth *a, policy_reenroll_mode mode, 
                 become(a);
                 return 0;
         }
+        if (mode == REENROLL_OFF && revoked)
+                return not_listed(t);
         if (mode == REENROLL_OFF)
                 return hwid_fail(HWID_E_FORBIDDEN, "the certificate of %s expired, and its profile %s does not let it "
                                  "come back by TPM attestation (reenroll_by_attestation: off): it needs a bootstrap "
@@ -139,12 +157,18 @@ static int decide(ca_service *ca, const returning *t, int64_t now, ca_auth *a) {
                 become(a);
                 return 0;
         }
-        if (t->last.status == CERT_REVOKED)
-                return after_revocation(t, a);
+        if (do_not_return(t))
+                return kept_out(t);
         p = policy_profile_find(ca->cfg->policy, t->last.profile);
         mode = p ? p->reenroll_by_attestation : REENROLL_OFF;
         live = t->last.status == CERT_VALID && t->last.not_after > now;
-        rule = rule_of(t, a, mode);
+        /* After any other revocation (an admin's act) the name's allowlist
+         * entry brings it back, as it always could, whatever the profile
+         * says; and its profile's rule as after an expiry. */
+        if (t->last.status == CERT_REVOKED && mode == REENROLL_OFF)
+                rule = rule_of(t, a, REENROLL_ALLOWLIST);
+        else
+                rule = rule_of(t, a, mode);
         return rule[0] ? come_back(t, a, rule, live) : stays_out(t, a, mode, live);
 }
 
