@@ -9,8 +9,9 @@
 #   - after a revocation, another TPM attesting with a valid token is
 #     refused (403, naming the binding and `hwid identity release NAME`),
 #     and so is a token enrollment without attestation (openssl's CSR):
-#     nothing issued, no token use spent; another TPM on the EK allowlist
-#     for the name is refused at its challenge (none made);
+#     nothing issued, no token use spent, no request held for approval
+#     under a manual profile; another TPM on the EK allowlist for the name
+#     is refused at its challenge (none made, no key made);
 #   - after an expiry, the same;
 #   - the binding survives a restart of hwidd;
 #   - `hwid identity release` of a name bound to nothing: exit 1 naming it,
@@ -40,6 +41,11 @@ attest_ca "$T/ek-roots" < <(operator_profiles; cat <<'EOF'
     validity: 1m
     subject: {allowed_rdns: [CN]}
     attestation: optional
+  held:
+    validity: 1m
+    subject: {allowed_rdns: [CN]}
+    attestation: optional
+    approval: manual
 EOF
 )
 ek_cert "$A" "$T/ek-a.der"
@@ -49,9 +55,10 @@ EK_B=$(ek_pub_sha256 "$T/ek-b.der")
 op_join op-admin ops-admin
 op_join op-auditor ops-auditor
 
-# attested_join TCTI DIR NAME [TOKEN] — hwid join --attest (no token: by EK).
+# attested_join TCTI DIR NAME [TOKEN [JOIN-ARGS...]] — hwid join --attest
+# (no token: by EK).
 attested_join() {
-        join_dev "$2" "$3" "${4:-}" --tcti "$1" --attest
+        join_dev "$2" "$3" "${4:-}" --tcti "$1" --attest "${@:5}"
 }
 
 # binding NAME — "EK SERIAL" of NAME's binding in the store, as the store
@@ -60,16 +67,16 @@ binding() {
         store_sql "SELECT ek_pub_sha256 || ' ' || serial FROM identity_bindings WHERE lower(identity) = lower('$1')"
 }
 
-# refused_binding TCTI NAME BOUND_EK [TOKEN] — hwid join --attest of NAME on
-# that TPM is refused for NAME's binding to BOUND_EK, nothing issued, the
-# token (if any) unspent.
+# refused_binding TCTI NAME BOUND_EK [TOKEN [JOIN-ARGS...]] — hwid join
+# --attest of NAME on that TPM is refused for NAME's binding to BOUND_EK,
+# nothing issued, the token (if any) unspent.
 refused_binding() {
         local certs used=""
         REFUSED=$((${REFUSED:-0} + 1))
         certs=$(cert_count)
         [ -z "${4:-}" ] || used=$(token_used "$4")
         expect_exit 1 "$2 is bound to the TPM that attested it (EK sha256:$3" --multiline -- \
-                attested_join "$1" "$T/refused-$REFUSED" "$2" "${4:-}"
+                attested_join "$1" "$T/refused-$REFUSED" "$2" "${4:-}" "${@:5}"
         assert_contains "$(cat "$T/last.err")" "server answered 403" "status of $2's refusal"
         assert_contains "$(cat "$T/last.err")" "only that TPM enrolls it until an admin releases it (a replaced \
 TPM or board): hwid identity release $2" "the release named in $2's refusal"
@@ -103,6 +110,9 @@ expect_audit auditor:op-auditor identity.list - allow "2 bound"
 echo "== revoked: another TPM, with a valid token, is refused; a token without attestation too"
 admin cert revoke --identity edge-1 --reason superseded >/dev/null
 refused_binding "$B" edge-1 "$EK_A" "$TOK"
+# Under manual approval, refused before any request is held for an admin.
+refused_binding "$B" edge-1 "$EK_A" "$(token_new --profile held)" --no-wait
+assert_eq "$(admin request list --all | tail -n +2)" "" "requests held for approval"
 before=$(token_used "$TOK")
 enroll edge-1 "$TOK"
 expect_error 403 forbidden "$DEV/edge-1" "edge-1 is bound to the TPM that attested it (EK sha256:$EK_A, since \
@@ -113,7 +123,9 @@ assert_contains "$(audit_reasons "token:${TOK%%.*}" enroll - deny)" "edge-1 is b
 # On the EK allowlist for edge-1, without a token: refused before any challenge is made.
 admin ek add --cn edge-1 --profile bound --ek-cert "$T/ek-b.der" >/dev/null
 refused_binding "$B" edge-1 "$EK_A"
-assert_eq "$(store_sql 'SELECT count(*) FROM attest_challenges')" 0 "challenges made for a TPM bound elsewhere"
+# The device asks for its challenge before it makes its key: no key, no challenge.
+[ ! -e "$T/refused-$REFUSED/device.tss2.pem" ] || fail "a challenge was made for a TPM bound elsewhere"
+assert_eq "$(store_sql 'SELECT count(*) FROM attest_challenges')" 0 "challenges waiting"
 assert_no_transient
 
 echo "== expired: the same"

@@ -264,26 +264,33 @@ static void test_bindings(void) {
  * replacing the live certificate: the first to commit binds it, and
  * every enrollment of the other TPM is refused, whatever the timing. */
 typedef struct bind_racer {
-        int i, r;
+        int round, i, r;
 } bind_racer;
+
+static pthread_barrier_t bind_start; /* every racer commits at once */
 
 static void *race_bind(void *userdata) {
         bind_racer *x = userdata;
-        char serial[16];
+        char serial[16], name[32];
 
-        snprintf(serial, sizeof(serial), "AC%02X", x->i);
-        x->r = commit_by(x->i % 2 ? a : b, serial, "bind-race", x->i % 4 < 2 ? EK_A : EK_B, true);
+        snprintf(serial, sizeof(serial), "AC%X%02X", x->round, x->i);
+        snprintf(name, sizeof(name), "bind-race-%d", x->round);
+        pthread_barrier_wait(&bind_start);
+        x->r = commit_by(x->i % 2 ? a : b, serial, name, x->i % 4 < 2 ? EK_A : EK_B, true);
         return NULL;
 }
 
-static void test_binding_race(void) {
+static void binding_race(int round) {
         pthread_t th[RACERS];
         bind_racer x[RACERS];
         store_binding got = { 0 };
         int won[2] = { 0 }, refused[2] = { 0 };
+        char name[32];
 
+        snprintf(name, sizeof(name), "bind-race-%d", round);
+        pthread_barrier_init(&bind_start, NULL, RACERS);
         for (int i = 0; i < RACERS; i++) {
-                x[i] = (bind_racer) { .i = i };
+                x[i] = (bind_racer) { .round = round, .i = i };
                 pthread_create(&th[i], NULL, race_bind, &x[i]);
         }
         for (int i = 0; i < RACERS; i++) {
@@ -291,12 +298,19 @@ static void test_binding_race(void) {
                 won[i % 4 >= 2] += x[i].r == 0;
                 refused[i % 4 >= 2] += x[i].r == -HWID_E_FORBIDDEN;
         }
-        CHECK(store_binding_get(a, "bind-race", &got) == 0);
+        pthread_barrier_destroy(&bind_start);
+        CHECK(store_binding_get(a, name, &got) == 0);
         if (strcmp(got.ek_pub_sha256, EK_A) == 0)
                 CHECK(won[0] == RACERS / 2 && refused[1] == RACERS / 2);
         else
                 CHECK(won[1] == RACERS / 2 && refused[0] == RACERS / 2 && strcmp(got.ek_pub_sha256, EK_B) == 0);
         store_binding_clear(&got);
+}
+
+/* A few rounds: the commits of both replicas overlap in some of them. */
+static void test_binding_race(void) {
+        for (int round = 0; round < 4; round++)
+                binding_race(round);
 }
 
 /* ---- what an issuance reads ahead: one pipeline, the same answers ---- */
