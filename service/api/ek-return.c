@@ -20,20 +20,41 @@ static void returning_clear(returning *t) {
         store_cert_clear(&t->last);
 }
 
-/* The name's newest certificate, if it ever had one. */
-static int last_certificate(ca_service *ca, const char *name, store_cert *ret, bool *ret_found) {
-        store_cert *all = NULL;
-        size_t n = 0;
-        int r = store_cert_list(ca->store, name, &all, &n);
+/* keyCompromise (1) and privilegeWithdrawn (9, "do not return") keep an
+ * identity out until a person brings a token, whatever the profile and
+ * the EK allowlist say. */
+static bool do_not_return(const store_cert *c) {
+        return c->status == CERT_REVOKED && (c->revocation_reason == 1 || c->revocation_reason == 9);
+}
 
-        *ret_found = false;
+/* Whether c was issued after best.  The store's times are seconds, and
+ * certificates of one second list in serial order: of those, the live
+ * one, else one revoked "do not return", else the one revoked last. */
+static bool newer(const store_cert *c, const store_cert *best) {
+        if (c->created_at != best->created_at)
+                return c->created_at > best->created_at;
+        if ((c->status == CERT_VALID) != (best->status == CERT_VALID))
+                return c->status == CERT_VALID;
+        if (do_not_return(c) != do_not_return(best))
+                return do_not_return(c);
+        return c->revoked_at >= best->revoked_at;
+}
+
+/* The name's newest certificate, if it ever had one. */
+static int last_certificate(ca_service *ca, returning *t) {
+        store_cert *all = NULL;
+        size_t n = 0, last = 0;
+        int r = store_cert_list(ca->store, t->name, &all, &n);
+
         if (r < 0)
                 return r;
+        for (size_t i = 1; i < n; i++)
+                if (newer(&all[i], &all[last]))
+                        last = i;
         if (n > 0) {
-                /* Ordered by creation: the last is the newest. */
-                *ret = all[n - 1];
-                all[n - 1] = (store_cert) { 0 };
-                *ret_found = true;
+                t->last = all[last];
+                all[last] = (store_cert) { 0 };
+                t->has_last = true;
         }
         store_cert_list_free(all, n);
         return 0;
@@ -54,21 +75,10 @@ static bool entry_names(const returning *t, const ca_auth *a) {
         return t->listed && policy_identity_equal(t->name, strlen(t->name), a->ek.identity);
 }
 
-/* keyCompromise (1) and privilegeWithdrawn (9, "do not return") keep an
- * identity out until a person brings a token, whatever the profile and
- * the EK allowlist say. */
-static bool do_not_return(const returning *t) {
-        int why = t->last.revocation_reason;
-
-        return t->last.status == CERT_REVOKED && (why == 1 || why == 9);
-}
-
 static int kept_out(const returning *t) {
-        int why = t->last.revocation_reason;
-
         return hwid_fail(HWID_E_FORBIDDEN, "the last certificate of %s (%s) was revoked for %s: it comes back only "
                          "with a bootstrap token", t->name, t->last.serial,
-                         why == 1 ? "keyCompromise" : "privilegeWithdrawn (do not return)");
+                         t->last.revocation_reason == 1 ? "keyCompromise" : "privilegeWithdrawn (do not return)");
 }
 
 /* Which rule lets the TPM bring the name back under mode: its allowlist
@@ -157,7 +167,7 @@ static int decide(ca_service *ca, const returning *t, int64_t now, ca_auth *a) {
                 become(a);
                 return 0;
         }
-        if (do_not_return(t))
+        if (do_not_return(&t->last))
                 return kept_out(t);
         p = policy_profile_find(ca->cfg->policy, t->last.profile);
         mode = p ? p->reenroll_by_attestation : REENROLL_OFF;
@@ -184,7 +194,7 @@ int ca_auth_returning(ca_service *ca, const char *ek_cert_hex, const char *ek_pu
                 return not_listed(&t);
         if (!t.name)
                 t.name = a->ek.identity;
-        r = last_certificate(ca, t.name, &t.last, &t.has_last);
+        r = last_certificate(ca, &t);
         if (r >= 0)
                 r = decide(ca, &t, now, a);
         returning_clear(&t);
