@@ -72,6 +72,8 @@ int cmd_ek_add(int argc, char **argv);
 int cmd_ek_import(int argc, char **argv);
 int cmd_ek_list(int argc, char **argv);
 int cmd_ek_remove(int argc, char **argv);
+int cmd_identity_list(int argc, char **argv);
+int cmd_identity_release(int argc, char **argv);
 int cmd_audit_list(int argc, char **argv);
 int cmd_audit_verify(int argc, char **argv);
 int cmd_ca_backup(int argc, char **argv);

@@ -40,6 +40,8 @@ static const command commands[] = {
         { "ek", "import", cmd_ek_import, "add a factory manifest of TPMs to the EK allowlist" },
         { "ek", "list", cmd_ek_list, "list the EK allowlist" },
         { "ek", "remove", cmd_ek_remove, "take a TPM off the EK allowlist" },
+        { "identity", "list", cmd_identity_list, "list the identities bound to the TPM that attested them" },
+        { "identity", "release", cmd_identity_release, "set an identity free of its TPM (a replaced TPM or board)" },
         { NULL, "join", cmd_join, "enroll this device with a bootstrap token" },
         { NULL, "renew", cmd_renew, "renew this device's certificate once" },
         { NULL, "agent", cmd_agent, "keep this device's certificate renewed, unattended" },

@@ -55,6 +55,8 @@ const char *policy_action_name(policy_action action) {
         case ACTION_EK_ADD: return "ek.add";
         case ACTION_EK_IMPORT: return "ek.import";
         case ACTION_EK_REMOVE: return "ek.remove";
+        case ACTION_IDENTITY_LIST: return "identity.list";
+        case ACTION_IDENTITY_RELEASE: return "identity.release";
         case ACTION_ATTEST: return "attest";
         }
         return "unknown";

@@ -327,11 +327,13 @@ typedef enum policy_action {
         ACTION_EK_ADD,
         ACTION_EK_IMPORT,     /* a factory manifest, all entries or none */
         ACTION_EK_REMOVE,
+        ACTION_IDENTITY_LIST,    /* the identities bound to the TPM that attested them */
+        ACTION_IDENTITY_RELEASE, /* one set free of its TPM (a replaced TPM or board) */
         ACTION_ATTEST,        /* POST /v1/attest: a challenge for a TPM */
 } policy_action;
 
 #define ACTION_ADMIN_API_FIRST ACTION_TOKEN_CREATE
-#define ACTION_ADMIN_API_LAST ACTION_EK_REMOVE
+#define ACTION_ADMIN_API_LAST ACTION_IDENTITY_RELEASE
 
 /* Whether action is one of the admin API's. */
 bool policy_action_is_admin_api(policy_action action);

@@ -7,8 +7,9 @@
  * approver     requests: list, approve, deny (within its scope if it has one)
  * provisioner  tokens: create, within its scope (a factory station)
  * auditor      reads: tokens, requests, certificates, identities, audit,
- *              the EK allowlist
- * (the EK allowlist's entries are added and removed by admin alone) */
+ *              the EK allowlist, the identities bound to a TPM
+ * (the EK allowlist's entries are added and removed, and identities
+ * released from their TPM, by admin alone) */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -33,6 +34,7 @@ static const struct {
         { ACTION_CERT_SHOW, ROLE_BIT(ROLE_AUDITOR) },
         { ACTION_AUDIT_READ, ROLE_BIT(ROLE_AUDITOR) },
         { ACTION_EK_LIST, ROLE_BIT(ROLE_AUDITOR) },
+        { ACTION_IDENTITY_LIST, ROLE_BIT(ROLE_AUDITOR) },
         { ACTION_READ_IDENTITY, ROLE_BIT(ROLE_AUDITOR) }, /* any identity, not only its own */
 };
 

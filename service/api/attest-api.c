@@ -20,6 +20,7 @@
 #include "base64.h"
 #include "ek-return.h"
 #include "error.h"
+#include "identity-binding.h"
 #include "json-read.h"
 #include "log.h"
 #include "ossl-util.h"
@@ -305,7 +306,8 @@ static int attest_in_parse(const http_request *req, attest_in *in) {
 #define REQUESTER_MAX 80
 
 /* The bootstrap token, the client certificate (a renewal), or else the
- * EK allowlist (looked up before the CA spends a MakeCredential on it).
+ * EK allowlist or the name coming back, and the name's binding to a TPM
+ * (looked up before the CA spends a MakeCredential on it).
  * ret_requester: the credential, which bounds its challenges. */
 static int attest_auth(ca_service *ca, const http_request *req, const attest_in *in, int64_t now, ca_auth *a,
                        char ret_requester[REQUESTER_MAX]) {
@@ -329,7 +331,11 @@ static int attest_auth(ca_service *ca, const http_request *req, const attest_in 
         hex(cert_sha, sizeof(cert_sha), cert_hex);
         hex(pub_sha, sizeof(pub_sha), pub_hex);
         snprintf(ret_requester, REQUESTER_MAX, "ek:%s", pub_hex);
-        return ca_auth_returning(ca, cert_hex, pub_hex, in->identity, now, a);
+        if ((r = ca_auth_returning(ca, cert_hex, pub_hex, in->identity, now, a)) < 0)
+                return r;
+        /* A name bound to another TPM costs no MakeCredential. */
+        return ca_binding_check(ca, a, in->identity ? in->identity : a->ek.identity,
+                                &(policy_attestation) { .ek_pub_sha256 = pub_hex });
 }
 
 static int respond_challenge(const attest_challenge *c, http_response *resp) {

@@ -10,6 +10,7 @@
 #include "attest-api.h"
 #include "api.h"
 #include "error.h"
+#include "identity-binding.h"
 #include "log.h"
 #include "ossl-util.h"
 #include "x509-util.h"
@@ -405,7 +406,9 @@ static int do_enroll(ca_service *ca, const http_request *req, const enroll_by *v
         if (!iss.profile->allow_reenroll &&
             ((r = replay_enrollment(ca, a, &iss, csr, cn, now, resp, &replayed, live)) < 0 || replayed))
                 return r;
-        if ((r = check_names_free(ca, a, &iss, cn, live, now)) < 0)
+        /* A name bound to a TPM, before anything is signed or held. */
+        if ((r = ca_binding_check(ca, a, cn, iss.attestation)) < 0 ||
+            (r = check_names_free(ca, a, &iss, cn, live, now)) < 0)
                 return r;
         r = iss.manual_approval ? enroll_pending(ca, a, csr, &iss, cn, now, resp)
                                 : enroll_issue(ca, a, csr, &iss, cn, now, resp);

@@ -290,6 +290,24 @@ int store_ek_remove(store *s, const char *key, const store_audit *audit, int64_t
         return store_sqlite_ek_remove(s, key, audit, now);
 }
 
+int store_binding_get(store *s, const char *identity, store_binding *ret) {
+        if (s->pg)
+                return store_pg_binding_get(s->pg, identity, ret);
+        return store_sqlite_binding_get(s, identity, ret);
+}
+
+int store_binding_list(store *s, store_binding **ret, size_t *ret_n) {
+        if (s->pg)
+                return store_pg_binding_list(s->pg, ret, ret_n);
+        return store_sqlite_binding_list(s, ret, ret_n);
+}
+
+int store_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now) {
+        if (s->pg)
+                return store_pg_binding_release(s->pg, b, audit, now);
+        return store_sqlite_binding_release(s, b, audit, now);
+}
+
 bool store_reads_ahead(const store *s) {
         return s->pg != NULL;
 }
@@ -363,4 +381,10 @@ int store_reads_dns_owner(store *s, store_reads *rd, const char *name, int64_t n
                                 return answer_move(&rd->dns_a[i], &rd->owner[i], ret_identity,
                                                    sizeof(*ret_identity));
         return store_dns_owner(s, name, now, ret_identity);
+}
+
+int store_reads_binding_get(store *s, store_reads *rd, const char *identity, store_binding *ret) {
+        if (!rd || !answer_for(&rd->bind_a, rd->identity, identity))
+                return store_binding_get(s, identity, ret);
+        return answer_move(&rd->bind_a, &rd->bind, ret, sizeof(*ret));
 }

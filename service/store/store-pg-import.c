@@ -39,6 +39,7 @@ static const copy_table tables[] = {
         { "audit_checkpoints", "kind, id, record_at, hash, at, sig", 6 },
         { "attest_challenges", "id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at, requester", 8 },
         { "ek_allowlist", "ek_cert_sha256, ek_pub_sha256, identity, profile, added_at", 5 },
+        { "identity_bindings", "identity, ek_pub_sha256, ek_cert_sha256, serial, bound_at", 5 },
 };
 
 static int sq_fail(sqlite3 *db, const char *what, const char *path) {

@@ -22,6 +22,8 @@
 #     name only; a TPM not listed is refused (401); a listed TPM asking for
 #     another name is refused (403); one live certificate per identity still
 #     holds; hwid ek import (JSON, CSV) adds all or nothing; hwid ek remove;
+#     an entry enrolls its name again after a revocation, audited as a
+#     `reenroll`;
 #   - `optional`: attested certificates are marked, others are issued plain;
 #   - a renewal whose new key is attested by another TPM is refused;
 #   - a challenge made by one hwidd is answered at another on the same
@@ -248,6 +250,10 @@ printf 'cn,ek_pub_sha256\n"dev-q",%s\n' "$EK_A" >"$T/bad.csv"
 expect_exit 1 "dev-b is already on the EK allowlist" -- "$HWID" ek import --config "$CFG" "$T/manifest.csv"
 expect_exit 1 "bad.csv:2: quoted fields are not supported" -- "$HWID" ek import --config "$CFG" "$T/bad.csv"
 expect_exit 0 "enrolled dev-b" --multiline -- attested_join "$B" "$T/dev-b4" dev-b
+# Its certificate was revoked: the entry brought it back, audited as such.
+assert_contains "$(store_sql "SELECT actor || ' ' || reason FROM audit WHERE action = 'reenroll' AND target = 'dev-b'")" \
+        "ek:dev-b issued under profile attested: re-enrollment by TPM attestation without a token: rule ek-allowlist, \
+EK sha256:$EK_B, last certificate $(serial_of "$T/dev-b/cert.pem") (profile attested) revoked (unspecified)"
 assert_no_transient
 
 echo "== optional: attested certificates are marked, others issued plain"

@@ -12,7 +12,12 @@
 #     `reenroll` naming the rule (ek-allowlist) and the EK's hash;
 #   - reenroll_by_attestation: last-certificate — a device that joined with
 #     a token and is on no allowlist comes back as the TPM of its last
-#     certificate (rule last-certificate);
+#     certificate (rule last-certificate); and so does one whose certificate
+#     was revoked (superseded, then unspecified), each return audited as
+#     `reenroll` naming the revocation, until a key-compromise revocation
+#     keeps it out;
+#   - allowlist: a device revoked for cessation-of-operation comes back by
+#     its EK entry, audited as `reenroll`;
 #   - refused, each with the agent's exit 4 as before (and nothing issued),
 #     each case as soon as its device's certificate has expired:
 #     the profile's setting off (the default); the EK entry removed while
@@ -126,6 +131,35 @@ echo "== 'do not return' (privilege-withdrawn): exit 4"
 admin cert revoke --identity edge-c --reason privilege-withdrawn >/dev/null
 stays_out "$C" edge-c "revoked: do not return" "privilegeWithdrawn (do not return)"
 
+echo "== revoked (superseded, unspecified), the TPM of the last certificate comes back; key-compromise keeps it out"
+attested_join "$C" "$T/edge-e" edge-e "$(token_new --profile last)"
+for why in superseded unspecified; do
+        serial=$(dir_serial "$T/edge-e")
+        admin cert revoke --identity edge-e --reason "$why" >/dev/null
+        agent "$C" "$T/edge-e"
+        assert_eq "$RC" 0 "agent exit code (edge-e, revoked $why): $(tail -n 3 "$T/edge-e.log")"
+        assert_contains "$(cat "$T/edge-e.log")" "edge-e came back by TPM attestation (no token)"
+        HWID_TCTI=$C check_dir "$T/edge-e" edge-e
+        [ "$(dir_serial "$T/edge-e")" != "$serial" ] || fail "edge-e kept its revoked certificate"
+        assert_contains "$(reenroll_audit edge-e)" "ek:edge-e issued under profile last: re-enrollment by TPM \
+attestation without a token: rule last-certificate, EK sha256:$EK_C, last certificate $serial (profile last) revoked \
+($why)"
+done
+assert_eq "$(store_sql "SELECT count(*) FROM audit WHERE action = 'enroll' AND target = 'edge-e'")" 1 \
+        "edge-e's enrollments (its returns are reenroll records)"
+# The store's times are seconds, and certificates of one second list in
+# serial order: as if all three had been issued in one second, the one
+# revoked unspecified listing last. The key-compromise revocation still
+# keeps edge-e out.
+store_sql "UPDATE certificates SET created_at = (SELECT max(created_at) FROM certificates WHERE identity = 'edge-e')
+        WHERE identity = 'edge-e'"
+store_sql "UPDATE certificates SET serial = 'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF' WHERE serial = '$serial'"
+issued=$(cert_count)
+admin cert revoke --identity edge-e --reason key-compromise >/dev/null
+stays_out "$C" edge-e "revoked for key compromise" \
+        "was revoked for keyCompromise: it comes back only with a bootstrap token"
+assert_eq "$(cert_count)" "$issued" "certificates after edge-e was kept out"
+
 echo "== on the allowlist: the agent comes back with no token"
 wait_expired edge-a
 agent "$A" "$T/edge-a"
@@ -138,10 +172,19 @@ HWID_TCTI=$A check_dir "$T/edge-a" edge-a
 assert_eq "$(permanent_id "$T/edge-a/cert.pem")" "sha256:$EK_A" "the new certificate names the TPM"
 assert_contains "$(reenroll_audit edge-a)" "ek:edge-a issued under profile back: re-enrollment by TPM attestation without a token: rule ek-allowlist, EK sha256:$EK_A, last certificate $SERIAL_A"
 
+echo "== revoked for cessation-of-operation: back by its EK entry, audited as reenroll"
+serial=$(dir_serial "$T/edge-a")
+admin cert revoke --identity edge-a --reason cessation-of-operation >/dev/null
+agent "$A" "$T/edge-a"
+assert_eq "$RC" 0 "agent exit code (edge-a, revoked): $(tail -n 3 "$T/edge-a.log")"
+HWID_TCTI=$A check_dir "$T/edge-a" edge-a
+assert_contains "$(reenroll_audit edge-a)" "rule ek-allowlist, EK sha256:$EK_A, last certificate $serial (profile \
+back) revoked (cessation-of-operation)"
+
 echo "== revoked for key compromise: exit 4, though its TPM is on the allowlist"
 admin cert revoke --identity edge-a --reason key-compromise >/dev/null
 stays_out "$A" edge-a "revoked for key compromise" \
         "was revoked for keyCompromise: it comes back only with a bootstrap token"
-assert_eq "$(store_sql "SELECT count(*) FROM audit WHERE action = 'reenroll'")" 2 "reenroll records"
+assert_eq "$(store_sql "SELECT count(*) FROM audit WHERE action = 'reenroll'")" 5 "reenroll records"
 assert_no_transient
 echo "PASS"

@@ -4,7 +4,8 @@
 #   - every table is copied: the row counts in PostgreSQL (psql) equal those
 #     in the SQLite file (sqlite3), and the command says so;
 #   - hwidd on PostgreSQL then carries on where SQLite left off: the
-#     identity enrolled before is still taken (409), its revoked
+#     identity enrolled before is still taken (409), one bound to a TPM
+#     is still bound to it (403), the revoked
 #     certificate is in the CRL (openssl crl), the pending request can be
 #     approved and collected, the token's spent uses stay spent, and
 #     `hwid audit verify` accepts the copied chain with the new records;
@@ -20,7 +21,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
 # shellcheck source=pg-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pg-lib.sh"
 
-TABLES="tokens requests certificates certificate_dns blocked_keys audit audit_chain attest_challenges ek_allowlist"
+TABLES="tokens requests certificates certificate_dns blocked_keys audit audit_chain attest_challenges ek_allowlist
+        identity_bindings"
 
 # Some history on SQLite: two certificates (one revoked), a pending request.
 ca_setup
@@ -37,6 +39,10 @@ enroll man-1 "$MTOK"
 expect_status 202 "$DEV/man-1"
 REQ=$(json_str request_id "$DEV/man-1.body")
 hwidd_stop
+# gone-1 bound to a TPM, as its attested enrollment would have left it.
+EK=$(printf 'ab%.0s' {1..32})
+sqlite3 "$CA_DIR/hwid.db" "INSERT INTO identity_bindings (identity, ek_pub_sha256, serial, bound_at)
+        VALUES ('gone-1', '$EK', '$REVOKED', 0)"
 
 pg_start
 expect_exit 2 "needs --from sqlite:PATH" -- "$HWID" store migrate --from "$CA_DIR/hwid.db" --to "$PG_URI"
@@ -59,6 +65,8 @@ pg_use_config
 hwidd_start
 enroll keep-1 "$TOK"
 expect_error 409 identity_has_certificate "$DEV/keep-1"
+enroll gone-1 "$TOK"
+expect_error 403 forbidden "$DEV/gone-1" "gone-1 is bound to the TPM that attested it (EK sha256:$EK"
 assert_eq "$(token_used "$TOK")" 2 "token uses after the migration"
 curl -sS -o "$DEV/crl.der" "http://127.0.0.1:$HTTP_PORT/crl"
 openssl crl -inform DER -in "$DEV/crl.der" -out "$DEV/crl.pem"

@@ -56,6 +56,8 @@ static const struct {
         { ACTION_EK_ADD, "admin", "admin" },
         { ACTION_EK_IMPORT, "admin", "admin" },
         { ACTION_EK_REMOVE, "admin", "admin" },
+        { ACTION_IDENTITY_LIST, "admin auditor", "admin or auditor" },
+        { ACTION_IDENTITY_RELEASE, "admin", "admin" },
         { ACTION_ADMIN, "admin", "admin" },
         { ACTION_METRICS, "admin", "admin" },
 };

@@ -2,8 +2,11 @@
  * store objects on one file, as two hwidd on one database), expired ones
  * purged and the table bounded; the attest_fresh table hwidd uses on top
  * of it; the EK allowlist (one entry per name, EK certificate and EK key,
- * added all or nothing, found by either hash); and the attestation
- * recorded with certificates and requests, checked by the database too. */
+ * added all or nothing, found by either hash); the attestation recorded
+ * with certificates and requests, checked by the database too; and
+ * identities bound to the TPM that attested them (held at every commit,
+ * released by an admin alone, derived from the certificates of a store
+ * from before bindings). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +283,109 @@ static void records(void) {
         store_request_clear(&back);
 }
 
+/* An attested certificate of identity by the TPM ek_pub (NULL: none). */
+static int commit_by(store *s, const char *serial, const char *identity, const char *ek_pub, const char *supersedes) {
+        store_cert c = make_cert(serial, identity, NOW + 3600);
+        store_issue in = { .cert = &c, .supersedes_serial = supersedes };
+
+        if (ek_pub) {
+                c.attestation = attestation();
+                snprintf(c.attestation.ek_pub_sha256, sizeof(c.attestation.ek_pub_sha256), "%s", ek_pub);
+        }
+        return store_cert_commit(s, &in, NOW);
+}
+
+static bool bound_to(store *s, const char *identity, const char *ek_pub, const char *serial) {
+        store_binding b = { 0 };
+        bool ok = store_binding_get(s, identity, &b) == 0 && strcmp(b.ek_pub_sha256, ek_pub) == 0 &&
+                  strcmp(b.serial, serial) == 0;
+
+        store_binding_clear(&b);
+        return ok;
+}
+
+/* The first attested certificate binds its identity, in its commit;
+ * nothing but an admin's release of that same binding ends it. */
+static void bindings(void) {
+        _cleanup_free_ char *path = db_path("bindings.db");
+        _cleanup_(store_freep) store *s = open_fresh(path);
+        store_audit audit = { .actor = "admin:root", .action = "identity.release", .target = "edge-b",
+                              .outcome = "allow" };
+        store_binding b = { 0 }, *all = NULL;
+        size_t n = 0;
+        int rows;
+
+        CHECK(commit_by(s, "1A", "edge-b", HEX_A, NULL) == 0);
+        CHECK(bound_to(s, "EDGE-B", HEX_A, "1A"));
+        CHECK(commit_by(s, "2A", "plain-1", NULL, NULL) == 0);
+        CHECK_REFUSED(store_binding_get(s, "plain-1", &b), HWID_E_NOT_FOUND, "plain-1 is not bound to a TPM");
+        /* Another TPM, revoked or not, expired or not: refused, nothing stored. */
+        CHECK(store_cert_revoke(s, "1A", 0, NOW, NULL) == 0);
+        CHECK_REFUSED(commit_by(s, "1B", "Edge-B", HEX_D, NULL), HWID_E_FORBIDDEN,
+                      "edge-b is bound to the TPM that attested it (EK sha256:" HEX_A ", since certificate 1A), not "
+                      "to this one (EK sha256:" HEX_D "): only that TPM enrolls it until an admin releases it (a "
+                      "replaced TPM or board): hwid identity release edge-b");
+        CHECK_REFUSED(commit_by(s, "1B", "edge-b", NULL, NULL), HWID_E_FORBIDDEN,
+                      "and this enrollment records no attestation by it");
+        CHECK(raw_int(path, "SELECT count(*) FROM certificates WHERE serial = '1B'") == 0);
+        /* Its own TPM enrolls it again; a renewal need not attest, but
+         * never by another TPM. */
+        CHECK(commit_by(s, "1C", "edge-b", HEX_A, NULL) == 0);
+        CHECK(commit_by(s, "1D", "edge-b", NULL, "1C") == 0);
+        CHECK_REFUSED(commit_by(s, "1E", "edge-b", HEX_D, "1D"), HWID_E_FORBIDDEN, "not to this one");
+        CHECK(bound_to(s, "edge-b", HEX_A, "1A"));
+        CHECK(store_binding_list(s, &all, &n) == 0 && n == 1 && strcmp(all[0].identity, "edge-b") == 0);
+        store_binding_list_free(all, n);
+        /* Released only as it is: another TPM's binding is not this one. */
+        CHECK(store_binding_get(s, "edge-b", &b) == 0);
+        rows = audit_rows(s);
+        b.ek_pub_sha256[0] = 'd';
+        CHECK_REFUSED(store_binding_release(s, &b, &audit, NOW), HWID_E_NOT_FOUND, "no longer bound to the TPM");
+        b.ek_pub_sha256[0] = 'a';
+        CHECK(audit_rows(s) == rows && bound_to(s, "edge-b", HEX_A, "1A"));
+        CHECK(store_binding_release(s, &b, &audit, NOW) == 0);
+        CHECK(audit_rows(s) == rows + 1);
+        CHECK_REFUSED(store_binding_release(s, &b, &audit, NOW), HWID_E_NOT_FOUND, "no longer bound");
+        store_binding_clear(&b);
+        /* Released: the replaced TPM enrolls it, and binds it. */
+        CHECK(store_cert_revoke(s, "1D", 0, NOW, NULL) == 0);
+        CHECK(commit_by(s, "1F", "edge-b", HEX_D, NULL) == 0);
+        CHECK(bound_to(s, "edge-b", HEX_D, "1F"));
+        CHECK(raw_exec(path, "INSERT INTO identity_bindings VALUES ('EDGE-B', '" HEX_A "', NULL, '1A', 0)") != 0);
+}
+
+/* A store from before bindings: each identity with attested certificates
+ * is bound to the TPM of its newest one when the store is opened. */
+#define SCHEMA_BEFORE_BINDINGS 11
+
+static void bindings_derived(void) {
+        _cleanup_free_ char *path = db_path("derived.db");
+        store *s = open_fresh(path);
+        char sql[256];
+
+        CHECK(commit_by(s, "3A", "mig-1", HEX_A, NULL) == 0);
+        CHECK(commit_by(s, "3B", "mig-2", NULL, NULL) == 0);
+        CHECK(commit_by(s, "3C", "mig-3", HEX_A, NULL) == 0);
+        CHECK(store_cert_revoke(s, "3C", 0, NOW, NULL) == 0);
+        CHECK(commit_by(s, "3D", "MIG-3", NULL, NULL) == -HWID_E_FORBIDDEN);
+        store_free(s);
+        /* What those versions held: no bindings, and an identity whose
+         * TPM changed (possible then); its newest attested one is 3E. */
+        snprintf(sql, sizeof(sql), "DROP TABLE identity_bindings; UPDATE meta SET value = %d "
+                 "WHERE key = 'schema_version'", SCHEMA_BEFORE_BINDINGS);
+        CHECK(raw_exec(path, sql) == 0);
+        CHECK(raw_exec(path, "INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, "
+                             "not_before, not_after, status, created_at, ek_pub_sha256) VALUES ('3E', 'MIG-3', "
+                             "'CN=x', 'edge', '" HEX_C "', x'00', 0, 1, 'valid', 1800000000, '" HEX_D "')") == 0);
+        s = open_fresh(path);
+        CHECK(bound_to(s, "mig-1", HEX_A, "3A"));
+        CHECK(bound_to(s, "mig-3", HEX_D, "3E"));
+        CHECK(raw_int(path, "SELECT count(*) FROM identity_bindings") == 2);
+        CHECK(commit_by(s, "3F", "mig-3", HEX_A, NULL) == -HWID_E_FORBIDDEN);
+        CHECK(commit_by(s, "3F1", "mig-3", HEX_D, NULL) == 0);
+        store_free(s);
+}
+
 int main(void) {
         if (!fixture_begin())
                 return 1;
@@ -288,5 +394,7 @@ int main(void) {
         fresh_store();
         allowlist();
         records();
+        bindings();
+        bindings_derived();
         return fixture_end("test-store-attest");
 }

@@ -3,7 +3,7 @@
  * runs this).  Two store objects on one database stand for two hwidd
  * replicas; threads race on them for what the database must decide alone:
  * one live certificate per identity, a token's N uses, one decision per
- * request, one taker per challenge. */
+ * request, one taker per challenge, one TPM per bound identity. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -226,6 +226,110 @@ static void test_attest(void) {
         store_ek_clear(&f);
         CHECK(store_ek_remove(b, "EK-NODE", NULL, NOW) == 0);
         CHECK(store_ek_remove(a, "ek-node", NULL, NOW) == -HWID_E_NOT_FOUND);
+}
+
+/* ---- identities bound to the TPM that attested them ---- */
+
+#define EK_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define EK_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+static int commit_by(store *s, const char *serial, const char *identity, const char *ek_pub, bool replace) {
+        store_cert c = make_cert(serial, identity, NOW + 3600);
+
+        if (ek_pub)
+                snprintf(c.attestation.ek_pub_sha256, sizeof(c.attestation.ek_pub_sha256), "%s", ek_pub);
+        return store_cert_commit(s, &(store_issue) { .cert = &c, .replace_live = replace }, NOW);
+}
+
+static void test_bindings(void) {
+        store_audit au = { .actor = "admin:root", .action = "identity.release", .target = "Bind-1",
+                           .outcome = "allow" };
+        store_reads_keys k = { .identity = "BIND-1", .now = NOW };
+        store_binding got = { 0 }, *all = NULL;
+        store_reads *rd = NULL;
+        size_t n = 0;
+        int rows;
+
+        CHECK(commit_by(a, "AB1", "Bind-1", EK_A, false) == 0);
+        CHECK(store_cert_revoke(a, "AB1", 4, NOW, NULL) == 0);
+        /* The other replica refuses another TPM, and no TPM at all. */
+        CHECK(commit_by(b, "AB2", "bind-1", EK_B, false) == -HWID_E_FORBIDDEN);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_FORBIDDEN), "Bind-1 is bound to the TPM that attested it (EK sha256:" EK_A
+                       ", since certificate AB1), not to this one (EK sha256:" EK_B "): only that TPM enrolls it "
+                       "until an admin releases it (a replaced TPM or board): hwid identity release Bind-1");
+        CHECK(commit_by(b, "AB2", "bind-1", NULL, false) == -HWID_E_FORBIDDEN);
+        CHECK_CONTAINS(hwid_strerror(-HWID_E_FORBIDDEN), "this enrollment records no attestation by it");
+        /* Read ahead with the identity's live certificate, as SQLite reads it. */
+        CHECK(store_reads_fetch(b, &k, &rd) == 0);
+        CHECK(store_reads_binding_get(b, rd, "BIND-1", &got) == 0 && strcmp(got.ek_pub_sha256, EK_A) == 0);
+        CHECK_STREQ(got.serial, "AB1");
+        store_binding_clear(&got);
+        store_reads_free(rd);
+        CHECK(store_binding_list(b, &all, &n) == 0 && n == 1 && strcmp(all[0].identity, "Bind-1") == 0);
+        store_binding_list_free(all, n);
+        CHECK(store_binding_get(b, "bind-1", &got) == 0);
+        rows = audit_rows(a);
+        CHECK(store_binding_release(b, &got, &au, NOW) == 0);
+        CHECK(store_binding_release(a, &got, &au, NOW) == -HWID_E_NOT_FOUND);
+        store_binding_clear(&got);
+        CHECK(audit_rows(a) == rows + 1);
+        CHECK(store_binding_get(a, "bind-1", &got) == -HWID_E_NOT_FOUND);
+        CHECK(commit_by(b, "AB2", "bind-1", EK_B, false) == 0);
+        CHECK(store_binding_get(a, "BIND-1", &got) == 0 && strcmp(got.ek_pub_sha256, EK_B) == 0);
+        store_binding_clear(&got);
+}
+
+/* Two TPMs enrolling one identity on both replicas at once, each
+ * replacing the live certificate: the first to commit binds it, and
+ * every enrollment of the other TPM is refused, whatever the timing. */
+typedef struct bind_racer {
+        int round, i, r;
+} bind_racer;
+
+static pthread_barrier_t bind_start; /* every racer commits at once */
+
+static void *race_bind(void *userdata) {
+        bind_racer *x = userdata;
+        char serial[16], name[32];
+
+        snprintf(serial, sizeof(serial), "AC%X%02X", x->round, x->i);
+        snprintf(name, sizeof(name), "bind-race-%d", x->round);
+        pthread_barrier_wait(&bind_start);
+        x->r = commit_by(x->i % 2 ? a : b, serial, name, x->i % 4 < 2 ? EK_A : EK_B, true);
+        return NULL;
+}
+
+static void binding_race(int round) {
+        pthread_t th[RACERS];
+        bind_racer x[RACERS];
+        store_binding got = { 0 };
+        int won[2] = { 0 }, refused[2] = { 0 };
+        char name[32];
+
+        snprintf(name, sizeof(name), "bind-race-%d", round);
+        pthread_barrier_init(&bind_start, NULL, RACERS);
+        for (int i = 0; i < RACERS; i++) {
+                x[i] = (bind_racer) { .round = round, .i = i };
+                pthread_create(&th[i], NULL, race_bind, &x[i]);
+        }
+        for (int i = 0; i < RACERS; i++) {
+                pthread_join(th[i], NULL);
+                won[i % 4 >= 2] += x[i].r == 0;
+                refused[i % 4 >= 2] += x[i].r == -HWID_E_FORBIDDEN;
+        }
+        pthread_barrier_destroy(&bind_start);
+        CHECK(store_binding_get(a, name, &got) == 0);
+        if (strcmp(got.ek_pub_sha256, EK_A) == 0)
+                CHECK(won[0] == RACERS / 2 && refused[1] == RACERS / 2);
+        else
+                CHECK(won[1] == RACERS / 2 && refused[0] == RACERS / 2 && strcmp(got.ek_pub_sha256, EK_B) == 0);
+        store_binding_clear(&got);
+}
+
+/* A few rounds: the commits of both replicas overlap in some of them. */
+static void test_binding_race(void) {
+        for (int round = 0; round < 4; round++)
+                binding_race(round);
 }
 
 /* ---- what an issuance reads ahead: one pipeline, the same answers ---- */
@@ -481,6 +585,8 @@ int main(void) {
         test_revocation();
         test_audit();
         test_attest();
+        test_bindings();
+        test_binding_race();
         test_reads();
         test_races();
         test_key_race();

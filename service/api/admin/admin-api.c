@@ -42,6 +42,8 @@ static const admin_route routes[] = {
         { "POST", "/v1/admin/ek", NULL, false, ACTION_EK_ADD, admin_ek_add },
         { "POST", "/v1/admin/ek/import", NULL, false, ACTION_EK_IMPORT, admin_ek_import },
         { "POST", "/v1/admin/ek/", "/remove", true, ACTION_EK_REMOVE, admin_ek_remove },
+        { "GET", "/v1/admin/identities", NULL, false, ACTION_IDENTITY_LIST, admin_identity_list },
+        { "POST", "/v1/admin/identities/", "/release", true, ACTION_IDENTITY_RELEASE, admin_identity_release },
 };
 
 /* Whether path is the route's, and its parameter (into arg). */

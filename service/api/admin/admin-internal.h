@@ -1,6 +1,7 @@
 /* Inside the admin API (/v1/admin/...): admin-api.c routes, authenticates,
- * authorizes and audits; admin-tokens.c, admin-records.c and admin-ek.c
- * do the work, reading the call and answering it with admin-call.c.
+ * authorizes and audits; admin-tokens.c, admin-records.c, admin-ek.c and
+ * admin-identities.c do the work, reading the call and answering it with
+ * admin-call.c.
  * Every handler runs after the authorizer chain allowed its action to the
  * certificate's recorded role; what it does is audited with the actor
  * ("admin:root", "provisioner:station-3"), allowed or not. */
@@ -47,6 +48,8 @@ int admin_ek_list(admin_call *c);   /* admin-ek.c */
 int admin_ek_add(admin_call *c);
 int admin_ek_import(admin_call *c);
 int admin_ek_remove(admin_call *c);
+int admin_identity_list(admin_call *c);    /* admin-identities.c */
+int admin_identity_release(admin_call *c);
 
 /* ---- admin-call.c ---- */
 

@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/pem.h>
@@ -386,4 +387,42 @@ int admin_json_to_ek(json_object *o, store_ek *ret) {
         }
         *ret = e;
         return 0;
+}
+
+json_object *admin_json_binding(const store_binding *b) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_set_str(o, "identity", b->identity);
+        json_set_str(o, "ek_pub_sha256", b->ek_pub_sha256);
+        json_set_str(o, "ek_cert_sha256", b->ek_cert_sha256[0] ? b->ek_cert_sha256 : NULL);
+        json_set_str(o, "serial", b->serial);
+        json_object_object_add(o, "bound_at", json_object_new_int64(b->bound_at));
+        return o;
+}
+
+int admin_json_to_binding(json_object *o, store_binding *ret) {
+        store_binding b = { 0 };
+        int r;
+
+        if ((r = dup_str(o, "identity", false, &b.identity)) < 0 ||
+            (r = ek_hash(o, "ek_pub_sha256", b.ek_pub_sha256)) < 0 ||
+            (r = ek_hash(o, "ek_cert_sha256", b.ek_cert_sha256)) < 0 ||
+            (r = dup_str(o, "serial", false, &b.serial)) < 0 ||
+            (r = get_int(o, "bound_at", &b.bound_at)) < 0) {
+                store_binding_clear(&b);
+                return r;
+        }
+        if (!b.ek_pub_sha256[0]) {
+                store_binding_clear(&b);
+                return hwid_fail(HWID_E_INVALID, "the server's binding of %s names no TPM", b.identity);
+        }
+        *ret = b;
+        return 0;
+}
+
+void admin_release_reason(const store_binding *b, char *buf, size_t size) {
+        snprintf(buf, size, "released from the TPM with EK sha256:%s (bound since certificate %s)", b->ek_pub_sha256,
+                 b->serial);
 }

@@ -17,6 +17,8 @@
  *                "token_id"|null}
  *   ek          {"identity", "profile", "ek_pub_sha256"|null, "ek_cert_sha256"|null,
  *                "added_at"}  (an EK allowlist entry)
+ *   binding     {"identity", "ek_pub_sha256", "ek_cert_sha256"|null, "serial",
+ *                "bound_at"}  (an identity bound to the TPM that attested it)
  * Times are Unix seconds. */
 #pragma once
 
@@ -33,6 +35,7 @@ json_object *admin_json_request(const store_request *r);
 json_object *admin_json_cert(const store_cert *c, bool with_pem);
 json_object *admin_json_audit(const store_audit *a);
 json_object *admin_json_ek(const store_ek *e);
+json_object *admin_json_binding(const store_binding *b);
 
 /* Decoders: -HWID_E_INVALID naming the field when o is not such a record.
  * Strings are copied (store_*_clear() frees them), except the audit
@@ -42,6 +45,7 @@ int admin_json_to_request(json_object *o, store_request *ret);
 int admin_json_to_cert(json_object *o, store_cert *ret);
 int admin_json_to_audit(json_object *o, store_audit *ret);
 int admin_json_to_ek(json_object *o, store_ek *ret);
+int admin_json_to_binding(json_object *o, store_binding *ret);
 
 /* The names of store states ("active", "pending", "valid", ...). */
 const char *admin_token_state_name(store_token_state s);
@@ -56,6 +60,10 @@ const char *revocation_reason_name(int code);
 #define REVOCATION_REASON_NAMES                                                                       \
         "unspecified, key-compromise, ca-compromise, affiliation-changed, superseded, "             \
         "cessation-of-operation, privilege-withdrawn"
+
+/* The audit record's reason for releasing b (`hwid identity release`,
+ * on the CA host or through the admin API): which TPM it was bound to. */
+void admin_release_reason(const store_binding *b, char *buf, size_t size);
 
 /* Puts a string into the JSON object; NULL as null. */
 void json_set_str(json_object *o, const char *key, const char *value);

@@ -20,7 +20,8 @@ void store_answer_set(store_answer *a, int r) {
 /* Every answer still to read that has a key becomes r. */
 void store_reads_fail_all(store_reads *rd, int r) {
         store_answer *keyed[] = { rd->token_id ? &rd->token_a : NULL, rd->serial ? &rd->cert_a : NULL,
-                                  rd->spki_sha256 ? &rd->key_a : NULL, rd->identity ? &rd->live_a : NULL };
+                                  rd->spki_sha256 ? &rd->key_a : NULL, rd->identity ? &rd->live_a : NULL,
+                                  rd->identity ? &rd->bind_a : NULL };
 
         for (size_t i = 0; i < ELEMENTSOF(keyed); i++)
                 if (keyed[i] && !keyed[i]->ready)
@@ -71,6 +72,7 @@ void store_reads_free(store_reads *rd) {
         store_token_clear(&rd->token);
         store_cert_clear(&rd->cert);
         store_cert_clear(&rd->live);
+        store_binding_clear(&rd->bind);
         for (size_t i = 0; i < rd->n_dns; i++) {
                 free(rd->dns[i]);
                 free(rd->owner[i]);

@@ -21,10 +21,11 @@ struct store_reads {
         char *token_id, *serial, *spki_sha256, *identity;
         char **dns;        /* canonical (store_dns_canonical()); NULL where a name is not one */
         size_t n_dns;
-        store_answer token_a, cert_a, key_a, live_a;
+        store_answer token_a, cert_a, key_a, live_a, bind_a;
         store_answer *dns_a;
         store_token token;
         store_cert cert, live;
+        store_binding bind;   /* the identity's binding to a TPM */
         char **owner;
 };
 

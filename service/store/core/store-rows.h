@@ -23,6 +23,9 @@
 
 #define STORE_DNS_NAME_MAX 253
 #define STORE_EK_NAME_MAX 64
+/* An identity named to store_binding_get() or released. */
+#define STORE_BINDING_NAME_MAX 128
+#define BINDING_COLS "identity, ek_pub_sha256, ek_cert_sha256, serial, bound_at"
 
 /* States as the databases hold them ('pending', 'valid', ...).  A name
  * that is none of them (impossible under the schemas' CHECKs) parses as
@@ -43,6 +46,8 @@ bool store_hex_ok(const char *s, size_t min, size_t max);
 bool store_attestation_ok(const store_attestation *a);
 /* An EK allowlist entry: a name, a profile, and an EK hash or two. */
 bool store_ek_ok(const store_ek *e);
+/* A binding to release: a name, an EK key hash and a serial. */
+bool store_binding_ok(const store_binding *b);
 /* A certificate to commit: every field it needs, well-formed. */
 int store_cert_check(const store_cert *c);
 /* Tokens to insert, n of them (1 or more): each id, profile and number of

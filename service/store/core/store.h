@@ -18,6 +18,7 @@
 #include "cleanup.h"
 
 typedef struct store store;
+typedef struct store_binding store_binding; /* below: identities bound to a TPM */
 
 /* Times are Unix seconds (UTC). */
 
@@ -418,6 +419,9 @@ int store_reads_cert_get(store *s, store_reads *r, const char *serial, store_cer
 int store_reads_key_blocked(store *s, store_reads *r, const char *spki_sha256);
 int store_reads_cert_live_for(store *s, store_reads *r, const char *identity, int64_t now, store_cert *ret);
 int store_reads_dns_owner(store *s, store_reads *r, const char *name, int64_t now, char **ret_identity);
+/* The identity's binding (store_binding_get()), read ahead with its live
+ * certificate. */
+int store_reads_binding_get(store *s, store_reads *r, const char *identity, store_binding *ret);
 
 /* ---- audit ---- */
 /* Appends a record and chains it (see the hash chain above). */
@@ -555,6 +559,39 @@ int store_ek_list(store *s, store_ek **ret, size_t *ret_n);
 int store_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now);
 void store_ek_clear(store_ek *e);
 void store_ek_list_free(store_ek *v, size_t n);
+
+/* ---- identities bound to the TPM that attested them ----
+ *
+ * An identity is bound to a TPM (its EK public key) by the first
+ * certificate of it that records a TPM attestation, in that issuance's
+ * transaction; revocation and expiry leave the binding, and only an
+ * admin's release (store_binding_release()) ends it.  store_cert_commit()
+ * holds it (-HWID_E_FORBIDDEN, in store_binding_check()'s words): an
+ * enrollment (no supersedes_serial) of a bound identity must record an
+ * attestation by its TPM, and no issuance records one by another TPM
+ * (docs/ATTESTATION.md, "A name is bound to its TPM"). */
+struct store_binding {
+        char *identity;          /* as the certificate that bound it spells it (compared without ASCII case) */
+        char ek_pub_sha256[65];  /* the TPM: hex SHA-256 of its EK's SubjectPublicKeyInfo */
+        char ek_cert_sha256[65]; /* of the EK certificate it presented then; "" if none was recorded */
+        char *serial;            /* the certificate that bound it */
+        int64_t bound_at;
+};
+
+/* identity's binding; -HWID_E_NOT_FOUND if it is bound to no TPM. */
+int store_binding_get(store *s, const char *identity, store_binding *ret);
+int store_binding_list(store *s, store_binding **ret, size_t *ret_n);
+/* Ends the binding b (as store_binding_get() gave it), with audit (may be
+ * NULL), in one transaction: only if its identity is still bound to that
+ * same TPM, else -HWID_E_NOT_FOUND (nothing changed, nothing audited). */
+int store_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now);
+/* Whether an issuance for an identity bound by b (NULL: not bound) may
+ * record the attestation of ek_pub_sha256 (NULL or "": none); renewal:
+ * it supersedes the identity's certificate.  0, or -HWID_E_FORBIDDEN
+ * naming the binding and the release. */
+int store_binding_check(const store_binding *b, const char *ek_pub_sha256, bool renewal);
+void store_binding_clear(store_binding *b);
+void store_binding_list_free(store_binding *v, size_t n);
 
 /* Frees arrays returned by the list functions. */
 void store_token_list_free(store_token *t, size_t n);

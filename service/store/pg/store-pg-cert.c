@@ -231,6 +231,8 @@ int pg_issue_result(store_pg *p, const store_issue *in, int64_t now, const char 
         if (strcmp(result, "live") == 0)
                 return hwid_fail(HWID_E_CONFLICT, "%s already has a live certificate (identities ignore case); "
                                  "revoke it first", x->identity);
+        if (strcmp(result, "bound") == 0)
+                return pg_binding_refusal(in, detail);
         if (strcmp(result, "dns") == 0)
                 return hwid_fail(HWID_E_CONFLICT, "DNS name %s already belongs to another live certificate; %s cannot "
                                  "have it", detail, x->identity);

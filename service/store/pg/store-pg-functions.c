@@ -17,7 +17,9 @@
  *                                the key's lock (shared) and block list,
  *                                the token use, the approved request, the
  *                                superseded certificate, the retired ones,
- *                                the certificate, its DNS names; a refusal
+ *                                the identity's binding to its TPM
+ *                                (migration 12), the certificate, its DNS
+ *                                names; a refusal
  *                                raises SQLSTATE HW001 with a code
  *   hwid_issue(jsonb)            a group commit: the members, then each
  *                                token used once for all the members that
@@ -40,7 +42,8 @@
  * token ("revoked expires_at uses_left"), request_missing,
  * request_status (its status), request_identity (its identity),
  * cert_missing, cert_identity (its identity), cert_revoked,
- * cert_superseded, cert_expired, exists, live, dns (the name), retry (a
+ * cert_superseded, cert_expired, exists, live, bound (the binding), dns
+ * (the name), retry (a
  * deadlock or serialization failure: run it again), invalid (a broken
  * constraint) and error ("SQLSTATE message"). */
 #include "store-pg.h"
@@ -58,7 +61,10 @@
 #define PG_ISSUE_ONE_SQL PG_ISSUE_ONE_SQL_USING_TOKEN("")
 /* USE_TOKEN: what else decides whether the token is used here (migration
  * 8 leaves it to hwid_issue() when the member says "token_later"). */
-#define PG_ISSUE_ONE_SQL_USING_TOKEN(USE_TOKEN) \
+#define PG_ISSUE_ONE_SQL_USING_TOKEN(USE_TOKEN) PG_ISSUE_ONE_SQL_WITH(USE_TOKEN, "")
+/* BINDING: what runs before the certificate goes in (migration 11: its
+ * identity's binding to a TPM, PG_ISSUE_BINDING_SQL). */
+#define PG_ISSUE_ONE_SQL_WITH(USE_TOKEN, BINDING) \
         "CREATE OR REPLACE FUNCTION hwid_issue_one(m jsonb) RETURNS void LANGUAGE plpgsql\n" \
         "  SET enable_seqscan = off AS $$\n" \
         "DECLARE\n" \
@@ -115,6 +121,7 @@
         "    END IF;\n" \
         "    UPDATE certificates SET status = 'superseded' WHERE serial = v;\n" \
         "  END IF;\n" \
+        BINDING \
         "  LOOP\n" \
         "    UPDATE certificates SET status = 'superseded'\n" \
         "      WHERE hwid_fold(identity) = hwid_fold(ident) AND status = 'valid'\n" \
@@ -418,3 +425,48 @@ const char pg_token_last_sql[] =
 const char pg_replan_sql[] =
         PG_ISSUE_ONE_SQL_USING_TOKEN(" AND NOT (m ? 'token_later')")
         PG_ISSUE_TOKEN_LAST_SQL;
+
+/* The identity's binding to the TPM that attested it (store.h), held and
+ * recorded as store-sqlite-binding.c does: bound, an enrollment must
+ * record that TPM's attestation and no issuance another's; not bound, a
+ * certificate recording an attestation binds it.  Of two issuances
+ * binding one identity to two TPMs at once, the second waits on the
+ * first's index entry, then finds it and is refused.  Refused: 'bound',
+ * detail "EK SERIAL IDENTITY" of the binding (pg_binding_refusal()). */
+#define PG_ISSUE_BINDING_SQL \
+        "  SELECT ek_pub_sha256, serial, identity INTO x FROM identity_bindings\n" \
+        "    WHERE hwid_fold(identity) = hwid_fold(ident);\n" \
+        "  IF NOT FOUND THEN\n" \
+        "    IF m->>'ek_pub' IS NOT NULL THEN\n" \
+        "      INSERT INTO identity_bindings (identity, ek_pub_sha256, ek_cert_sha256, serial, bound_at)\n" \
+        "        VALUES (ident, m->>'ek_pub', m->>'ek_cert', s, now_) ON CONFLICT DO NOTHING;\n" \
+        "      IF NOT FOUND THEN\n" \
+        "        SELECT ek_pub_sha256, serial, identity INTO x FROM identity_bindings\n" \
+        "          WHERE hwid_fold(identity) = hwid_fold(ident);\n" \
+        "        IF x.ek_pub_sha256 <> m->>'ek_pub' THEN\n" \
+        "          PERFORM hwid_fail('bound', x.ek_pub_sha256 || ' ' || x.serial || ' ' || x.identity);\n" \
+        "        END IF;\n" \
+        "      END IF;\n" \
+        "    END IF;\n" \
+        "  ELSIF x.ek_pub_sha256 IS DISTINCT FROM m->>'ek_pub'\n" \
+        "      AND (m->>'ek_pub' IS NOT NULL OR m->>'supersedes' IS NULL) THEN\n" \
+        "    PERFORM hwid_fail('bound', x.ek_pub_sha256 || ' ' || x.serial || ' ' || x.identity);\n" \
+        "  END IF;\n"
+
+/* 10 -> 11: identities bound to the TPM that attested them (store.h,
+ * SQLite's migration 12): the table, one row per hwid_fold() of an
+ * identity; the bindings of the certificates recorded with an
+ * attestation before (each identity to the TPM of its newest such
+ * certificate); and hwid_issue_one() holding and recording them. */
+const char pg_binding_sql[] =
+        "CREATE TABLE identity_bindings (\n"
+        "  identity text NOT NULL CHECK (length(identity) >= 1),\n"
+        "  ek_pub_sha256 text NOT NULL CHECK (ek_pub_sha256 ~ '^[0-9a-f]{64}$'),\n"
+        "  ek_cert_sha256 text CHECK (ek_cert_sha256 IS NULL OR ek_cert_sha256 ~ '^[0-9a-f]{64}$'),\n"
+        "  serial text NOT NULL, bound_at bigint NOT NULL);\n"
+        "CREATE UNIQUE INDEX identity_bindings_identity ON identity_bindings(hwid_fold(identity));\n"
+        "INSERT INTO identity_bindings (identity, ek_pub_sha256, ek_cert_sha256, serial, bound_at)\n"
+        "  SELECT DISTINCT ON (hwid_fold(identity)) identity, ek_pub_sha256, ek_cert_sha256, serial, created_at\n"
+        "  FROM certificates WHERE ek_pub_sha256 IS NOT NULL\n"
+        "  ORDER BY hwid_fold(identity), created_at DESC, serial DESC;\n"
+        PG_ISSUE_ONE_SQL_WITH(" AND NOT (m ? 'token_later')", PG_ISSUE_BINDING_SQL);

@@ -1,16 +1,17 @@
 /* What an issuance reads before signing (store.h's store_reads), in one
  * pipeline: the token, the presented certificate, whether the key is
- * blocked, the identity's live certificate and each DNS name's holder
- * are sent at once and answered in one round trip, each by the same
+ * blocked, the identity's live certificate and its binding to a TPM, and
+ * each DNS name's holder are sent at once and answered in one round trip, each by the same
  * statement and the same reading of its result as the read made alone
- * (store-pg-token.c, store-pg-cert.c, store-pg-revoke.c). */
+ * (store-pg-token.c, store-pg-cert.c, store-pg-revoke.c,
+ * store-pg-binding.c). */
 #include <stdlib.h>
 
 #include "error.h"
 #include "store-pg.h"
 #include "store-reads.h"
 
-enum { READ_TOKEN, READ_CERT, READ_KEY, READ_LIVE, READ_DNS };
+enum { READ_TOKEN, READ_CERT, READ_KEY, READ_LIVE, READ_BINDING, READ_DNS };
 
 typedef struct reads_plan {
         pg_query *q;
@@ -36,6 +37,8 @@ static void plan_build(reads_plan *pl, store_reads *rd) {
                 plan_add(pl, &rd->key_a, READ_KEY, pg_key_query(rd->spki_sha256, &pl->q[pl->n]));
         if (rd->identity)
                 plan_add(pl, &rd->live_a, READ_LIVE, pg_cert_live_query(rd->identity, rd->now, &pl->q[pl->n]));
+        if (rd->identity)
+                plan_add(pl, &rd->bind_a, READ_BINDING, pg_binding_query(rd->identity, &pl->q[pl->n]));
         for (size_t i = 0; i < rd->n_dns; i++)
                 if (rd->dns[i])
                         plan_add(pl, &rd->dns_a[i], READ_DNS + (int) i,
@@ -59,6 +62,9 @@ static void answer(store_reads *rd, int kind, PGresult *res) {
         case READ_LIVE:
                 store_answer_set(&rd->live_a, pg_cert_live_answer(res, rd->identity, &rd->live));
                 break;
+        case READ_BINDING:
+                store_answer_set(&rd->bind_a, pg_binding_answer(res, rd->identity, &rd->bind));
+                break;
         default:
                 store_answer_set(&rd->dns_a[i], pg_dns_owner_answer(res, rd->dns[i], &rd->owner[i]));
         }
@@ -79,7 +85,7 @@ static int plan_run(store_pg *p, const reads_plan *pl, PGresult **res) {
 }
 
 int store_pg_reads_fetch(store_pg *p, store_reads *rd) {
-        size_t max = 4 + rd->n_dns;
+        size_t max = 5 + rd->n_dns;
         reads_plan pl = { .q = calloc(max, sizeof(*pl.q)), .kind = calloc(max, sizeof(*pl.kind)) };
         PGresult **res = calloc(max, sizeof(*res));
         int r = 0;

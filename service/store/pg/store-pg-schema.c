@@ -138,6 +138,9 @@ static const char *const migrations[] = {
         "ALTER TABLE tokens ALTER COLUMN secret_hash DROP NOT NULL,"
         "  ADD COLUMN nonce bytea CHECK (nonce IS NULL OR length(nonce) = 32),"
         "  ADD CONSTRAINT tokens_one_secret CHECK ((nonce IS NULL) <> (secret_hash IS NULL));",
+        /* 11 -> 12: identities bound to the TPM that attested them
+         * (SQLite's 12), recorded by hwid_issue_one() (store-pg-functions.c). */
+        pg_binding_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

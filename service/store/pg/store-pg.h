@@ -160,6 +160,9 @@ int store_pg_ek_add(store_pg *p, const store_ek *v, size_t n, const store_audit 
 int store_pg_ek_find(store_pg *p, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);
 int store_pg_ek_list(store_pg *p, store_ek **ret, size_t *ret_n);
 int store_pg_ek_remove(store_pg *p, const char *key, const store_audit *audit, int64_t now);
+int store_pg_binding_get(store_pg *p, const char *identity, store_binding *ret);
+int store_pg_binding_list(store_pg *p, store_binding **ret, size_t *ret_n);
+int store_pg_binding_release(store_pg *p, const store_binding *b, const store_audit *audit, int64_t now);
 
 /* ---- store-pg.c: slots, statements, transactions ---- */
 
@@ -192,6 +195,7 @@ typedef enum pg_stmt {
         PG_STMT_LIVE,           /* an identity's live certificate */
         PG_STMT_DNS,            /* a DNS name's live holder */
         PG_STMT_ISSUE,          /* hwid_issue() */
+        PG_STMT_BINDING,        /* an identity's binding to its TPM */
         PG_STMT_MAX_
 } pg_stmt;
 
@@ -280,6 +284,8 @@ int pg_token_query(const char *id, pg_query *q);
 int pg_token_answer(PGresult *res, const char *id, store_token *ret);
 int pg_key_query(const char *spki_sha256, pg_query *q);
 int pg_key_answer(PGresult *res, const char *spki_sha256);
+int pg_binding_query(const char *identity, pg_query *q);
+int pg_binding_answer(PGresult *res, const char *identity, store_binding *ret);
 
 /* A certificate by serial (lock: FOR UPDATE, inside a transaction). */
 int pg_cert_read_serial(pg_slot *c, const char *serial, bool lock, store_cert *ret);
@@ -289,6 +295,8 @@ int pg_cert_read_serial(pg_slot *c, const char *serial, bool lock, store_cert *r
 int pg_issue_json(const store_issue *in, int64_t now, json_object **ret);
 /* The error of the member's result (and detail), or 0 for "ok". */
 int pg_issue_result(store_pg *p, const store_issue *in, int64_t now, const char *result, const char *detail);
+/* store-pg-binding.c: the refusal 'bound' of in, from its detail. */
+int pg_binding_refusal(const store_issue *in, const char *detail);
 
 /* ---- store-pg-reads.c ---- */
 int store_pg_reads_fetch(store_pg *p, store_reads *r);
@@ -307,6 +315,8 @@ extern const char pg_token_last_sql[];
 extern const char pg_queue_sql[];
 /* No issuance's statement planned on every call (migration 10). */
 extern const char pg_replan_sql[];
+/* Identities bound to the TPM that attested them (migration 11). */
+extern const char pg_binding_sql[];
 
 /* ---- store-pg-token.c (inside a transaction) ---- */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now);

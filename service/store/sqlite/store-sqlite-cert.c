@@ -165,6 +165,8 @@ static int cert_commit_run(store *s, void *userdata) {
         if (r >= 0)
                 r = retire(s, c->identity, cc->now, in->replace_live);
         if (r >= 0)
+                r = store_binding_commit(s, in, cc->now);
+        if (r >= 0)
                 r = cert_insert(s, c, c->request_id ? c->request_id : in->request_id, in->consume_token_id, cc->now);
         if (r >= 0)
                 r = store_dns_record(s, c->serial, c->identity, in->dns_names, in->n_dns_names, cc->now);

@@ -275,6 +275,23 @@ static const char *const migrations[] = {
         "ALTER TABLE tokens DROP COLUMN secret_hash_v10;"
         "ALTER TABLE tokens ADD COLUMN nonce BLOB"
         "  CHECK ((nonce IS NULL) <> (secret_hash IS NULL) AND (nonce IS NULL OR length(nonce) = 32));",
+        /* 11 -> 12: an identity bound to the TPM that attested it (store.h,
+         * docs/ATTESTATION.md): one row per identity (compared without
+         * ASCII case), written by the issuance of its first certificate
+         * recording an attestation, removed only by an admin's release.
+         * Certificates recorded with an attestation before this version
+         * bind their identity to the TPM of its newest such certificate. */
+        "CREATE TABLE identity_bindings ("
+        "  identity TEXT PRIMARY KEY NOT NULL COLLATE NOCASE CHECK (length(identity) >= 1),"
+        "  ek_pub_sha256 TEXT NOT NULL" HEX_CHECK("ek_pub_sha256", "= 64") ","
+        "  ek_cert_sha256 TEXT" HEX_CHECK("ek_cert_sha256", "= 64") ","
+        "  serial TEXT NOT NULL,"
+        "  bound_at INTEGER NOT NULL) STRICT;"
+        "INSERT INTO identity_bindings (identity, ek_pub_sha256, ek_cert_sha256, serial, bound_at)"
+        "  SELECT identity, ek_pub_sha256, ek_cert_sha256, serial, created_at FROM certificates AS c"
+        "  WHERE ek_pub_sha256 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM certificates AS newer"
+        "    WHERE newer.identity = c.identity AND newer.ek_pub_sha256 IS NOT NULL"
+        "    AND (newer.created_at, newer.serial) > (c.created_at, c.serial));",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -91,6 +91,10 @@ typedef enum stmt_id {
         ST_EK_FIND,
         ST_EK_LIST,
         ST_EK_REMOVE,
+        ST_BIND_GET,
+        ST_BIND_INSERT,
+        ST_BIND_LIST,
+        ST_BIND_RELEASE,
         ST_SAVEPOINT,
         ST_RELEASE,
         ST_ROLLBACK_TO,
@@ -198,6 +202,14 @@ int store_sqlite_ek_add(store *s, const store_ek *v, size_t n, const store_audit
 int store_sqlite_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);
 int store_sqlite_ek_list(store *s, store_ek **ret, size_t *ret_n);
 int store_sqlite_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now);
+int store_sqlite_binding_get(store *s, const char *identity, store_binding *ret);
+int store_sqlite_binding_list(store *s, store_binding **ret, size_t *ret_n);
+int store_sqlite_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now);
+
+/* ---- store-sqlite-binding.c ---- */
+/* Inside an issuance's transaction: holds and records the binding of the
+ * certificate's identity to its TPM (store.h). */
+int store_binding_commit(store *s, const store_issue *in, int64_t now);
 
 /* ---- store-sqlite-readers.c ---- */
 int store_readers_open(store *s);
