@@ -11,13 +11,20 @@ static bool tchar(unsigned char ch) {
                (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
 }
 
+/* name begins with prefix (any case) and goes on. */
+static bool extends(const char *name, const char *prefix) {
+        size_t n = strlen(prefix);
+
+        return strncasecmp(name, prefix, n) == 0 && name[n] != '\0';
+}
+
 bool http_field_name_ok(const char *name) {
         if (!name || !*name)
                 return false;
         for (const unsigned char *p = (const unsigned char *) name; *p; p++)
                 if (!tchar(*p))
                         return false;
-        return true;
+        return !extends(name, "Content-Length") && !extends(name, "Transfer-Encoding");
 }
 
 bool http_field_value_ok(const char *value) {

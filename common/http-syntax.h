@@ -3,15 +3,19 @@
  * (service/http/) and the agent's workload sockets (provisioning/).
  * libmicrohttpd keeps a field whose name ends in whitespace
  * ("Content-Length : 5") under that name, so it frames the body as if
- * there were no length (the body is read as the next request); it decodes
- * "%00" in the target to a NUL that ends the string ("/v1/token%00x" is
- * routed as "/v1/token"). */
+ * there were no length (the body is read as the next request); it glues a
+ * folded line (obs-fold, RFC 9112 5.2) to the field's NAME, so that
+ * "Content-Length:" folded onto " 41" is a field named "Content-Length41"
+ * with no value (the same); it decodes "%00" in the target to a NUL that
+ * ends the string ("/v1/token%00x" is routed as "/v1/token"). */
 #pragma once
 
 #include <stdbool.h>
 
 /* A field name is a token (RFC 9110 5.1): no whitespace (RFC 9112 5.1:
- * none between the name and the colon), no separator, not empty. */
+ * none between the name and the colon), no separator, not empty; and not
+ * Content-Length or Transfer-Encoding with more after it (what
+ * libmicrohttpd makes of either folded onto a second line). */
 bool http_field_name_ok(const char *name);
 /* A field value holds no control character but HTAB (RFC 9110 5.5). */
 bool http_field_value_ok(const char *value);

@@ -28,8 +28,8 @@
 #   - 400 at once, and the connection closed, for a NUL in the target
 #     ("audience=billing%00"), a control character in a field, or a body
 #     framed two ways (Content-Length with Transfer-Encoding, or a field
-#     with whitespace before its colon): the request behind it on the
-#     connection is never answered;
+#     with whitespace before its colon or folded onto a second line): the
+#     request behind it on the connection is never answered;
 #   - a uid holding its share of a socket's connections (32) gets its 33rd
 #     shut down as it arrives, and a log line; its others are answered,
 #     and other callers are served meanwhile;
@@ -277,8 +277,8 @@ raw() {
 # What HTTP does not allow is 400 as soon as the headers are in, and the
 # connection closed: a NUL in the target (the audience "billing%00x" is
 # not "billing"), a body framed two ways or by a field with whitespace
-# before its colon (the request behind it is never answered: no
-# smuggling).  A caller not allowed still gets its 403 first.
+# before its colon or folded onto a second line (the request behind it is
+# never answered: no smuggling).  A caller not allowed still gets its 403 first.
 test_malformed() {
         local out req smuggled='GET /v1/certificate HTTP/1.1\r\nHost: x\r\n\r\n'
         for req in 'GET /v1/token?audience=billing%%00 HTTP/1.1\r\nHost: x\r\n\r\n' \
@@ -287,7 +287,8 @@ test_malformed() {
                 'GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nX-A: a\001b\r\n\r\n' \
                 "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n$smuggled" \
                 "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nContent-Length : 41\r\n\r\n$smuggled" \
-                "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n$smuggled"; do
+                "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n$smuggled" \
+                "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 41\r\n\r\n$smuggled"; do
                 out=$(raw "$RUN/open.sock" "$req")
                 assert_eq "$(head -n 1 <<<"$out")" "HTTP/1.1 400 Bad Request" "$req"
                 assert_contains "$out" '"error":"invalid_argument"' "$req"
