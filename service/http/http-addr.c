@@ -93,8 +93,7 @@ void guard_addr_link(http_guard *g, const uint8_t *raw, size_t len, http_conn *c
         c->addr = a;
         chain_add(&a->conns, c, offsetof(http_conn, in_addr));
         a->count++;
-        a->live++;
-        if (g->heaviest && a->live > g->heaviest->live)
+        if (g->heaviest && a->count > g->heaviest->count)
                 g->heaviest = a; /* (no hint: the next guard_heaviest() finds it) */
 }
 
@@ -105,16 +104,10 @@ void guard_addr_unlink(http_guard *g, http_conn *c) {
                 return;
         chain_del(&a->conns, c, offsetof(http_conn, in_addr));
         a->count--;
-        if (!c->reaped)
-                guard_addr_less(g, a);
-        c->addr = NULL;
-        addr_put(g, a);
-}
-
-void guard_addr_less(http_guard *g, http_addr *a) {
-        a->live--;
         if (g->heaviest == a)
                 g->heaviest = NULL; /* it may not be the heaviest any more */
+        c->addr = NULL;
+        addr_put(g, a);
 }
 
 http_addr *guard_heaviest(http_guard *g) {
@@ -124,7 +117,7 @@ http_addr *guard_heaviest(http_guard *g) {
                 return best;
         for (size_t i = 0; i < ADDR_BUCKETS; i++)
                 for (http_addr *a = g->buckets[i]; a; a = a->next)
-                        if (!best || a->live > best->live)
+                        if (!best || a->count > best->count)
                                 best = a;
         return g->heaviest = best;
 }

@@ -124,8 +124,6 @@ static void shut(http_guard *g, http_conn *c) {
         c->reaped = true;
         g->reaped++;
         g->lists[c->list].evicted++;
-        if (c->addr)
-                guard_addr_less(g, c->addr);
         (void) shutdown(c->fd, SHUT_RDWR);
 }
 
@@ -184,9 +182,10 @@ static void *reaper_main(void *arg) {
 
 /* --- who gives way ------------------------------------------------------------- */
 
-/* The live connections an address holds, 0 for none (or not counted). */
+/* The connections an address holds (those being closed too: they hold
+ * their socket until their I/O thread closes them), 0 for none. */
 static unsigned held_by(const http_addr *a) {
-        return a ? a->live : 0;
+        return a ? a->count : 0;
 }
 
 static int64_t silent_since(const http_conn *c) {
@@ -219,7 +218,7 @@ static http_conn *yielder(const http_addr *a) {
  * on a connection just through its handshake) one after the other. */
 static http_conn *idle_to_yield(http_guard *g, const http_addr *newcomer, unsigned mine) {
         for (http_conn *c = g->lists[LIST_IDLE].conns.oldest; c; c = c->in_list.next)
-                if (!c->reaped && (c->addr == newcomer || !c->addr || c->addr->live > mine))
+                if (!c->reaped && (c->addr == newcomer || !c->addr || c->addr->count > mine))
                         return c;
         return NULL;
 }
@@ -241,7 +240,7 @@ static http_conn *stalled(http_guard *g, const http_addr *newcomer, unsigned min
         return best;
 }
 
-/* At the limit: the address holding the most live connections gives up one
+/* At the limit: the address holding the most connections gives up one
  * (yielder()) if it holds more than the newcomer's would; else a request
  * not progressing (stalled()); else the oldest idle connection
  * idle_to_yield() allows. */
@@ -250,7 +249,7 @@ static bool make_room(http_guard *g, http_addr *newcomer) {
         unsigned mine = held_by(newcomer);
         http_conn *c;
 
-        if (h && h != newcomer && h->live > mine + 1 && (c = yielder(h))) {
+        if (h && h != newcomer && h->count > mine + 1 && (c = yielder(h))) {
                 evict(g, c, HTTP_EVICT_FAIR_SHARE);
                 return true;
         }

@@ -31,8 +31,7 @@ struct http_addr {
         uint8_t raw[HTTP_ADDR_KEY_MAX];
         size_t len;
         unsigned count;       /* its connections, those being closed too (sockets held) */
-        unsigned live;        /* of count: not evicted */
-        unsigned handshaking; /* of live: in their TLS handshake */
+        unsigned handshaking; /* of count: in their TLS handshake, not evicted */
         chain conns;          /* its connections (through http_conn.in_addr) */
         http_addr *next;      /* hash chain */
 };
@@ -75,7 +74,7 @@ struct http_guard {
         conn_list lists[_LIST_MAX];
         unsigned total, reaped;
         http_addr *buckets[ADDR_BUCKETS];
-        http_addr *heaviest; /* a hint: the address holding the most live connections, or NULL */
+        http_addr *heaviest; /* a hint: the address holding the most connections, or NULL */
         uint64_t hash_key[2];
         _Atomic uint64_t evicted[_HTTP_EVICT_MAX];
         _Atomic uint64_t refused[_HTTP_REFUSE_MAX];
@@ -110,13 +109,11 @@ static inline void chain_del(chain *ch, http_conn *c, size_t off) {
 
 /* http-addr.c: the table of clients.  An address's record lives while it
  * holds a connection; a connection linked to none (out of memory) is not
- * counted.  live: connections not evicted; guard_addr_less() when one of
- * a's is evicted.  guard_heaviest(): the address holding the most live
- * connections (a hint kept, else a walk over them all), NULL if none. */
+ * counted.  guard_heaviest(): the address holding the most connections (a
+ * hint kept, else a walk over them all), NULL if none. */
 http_addr *guard_addr_find(http_guard *g, const uint8_t *raw, size_t len);
 void guard_addr_link(http_guard *g, const uint8_t *raw, size_t len, http_conn *c);
 void guard_addr_unlink(http_guard *g, http_conn *c);
-void guard_addr_less(http_guard *g, http_addr *a);
 http_addr *guard_heaviest(http_guard *g);
 
 /* http-current.c: a read of c's socket (it is the thread's current
