@@ -8,7 +8,14 @@
  * caller outside the allow-lists (before anything else is looked at) or
  * an audience the socket does not serve, 400 for a malformed request, 404
  * and 405, 503 when the device cannot sign (no identity, expired, marked
- * for bootstrap, the TPM unreachable: nothing the caller can fix). */
+ * for bootstrap, the TPM unreachable: nothing the caller can fix).
+ *
+ * What libmicrohttpd lets through and HTTP does not (http-syntax.h) is
+ * 400 as soon as the headers are in, and the connection closed: a NUL in
+ * the target ("audience=inventory%00x" would be read as "inventory"), a
+ * field name that is not a token ("Content-Length : 5" would leave the
+ * body unframed, read as the next request), a control character in a
+ * field value, a body whose length could be read two ways. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +27,18 @@
 
 #include "device.h"
 #include "error.h"
+#include "http-syntax.h"
 #include "jws.h"
 #include "ossl-util.h"
 #include "workload-internal.h"
 #include "x509-util.h"
 
-/* What *req_cls points to once the headers are in. */
-static char request_seen, request_with_body;
+/* What *req_cls points to: whether the raw target is sound (api_begin()),
+ * then once the headers are in, and once a body came. */
+static char target_sound, target_bad, request_seen, request_with_body;
 
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_object *o) {
+/* close: end the connection after the answer. */
+static enum MHD_Result respond_close(struct MHD_Connection *conn, unsigned status, json_object *o, bool close) {
         const char *text = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
                              : NULL;
         size_t len = text ? strlen(text) : 0;
@@ -50,20 +60,30 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, jso
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET");
+        if (close)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         ret = MHD_queue_response(conn, status, resp);
         MHD_destroy_response(resp);
         return ret;
 }
 
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_object *o) {
+        return respond_close(conn, status, o, false);
+}
+
 /* {"error": slug, "message": the detail of r}. */
-static enum MHD_Result respond_error(struct MHD_Connection *conn, unsigned status, int r) {
+static json_object *error_json(int r) {
         json_object *o = json_object_new_object();
 
         if (o) {
                 json_object_object_add(o, "error", json_object_new_string(hwid_err_slug(r)));
                 json_object_object_add(o, "message", json_object_new_string(hwid_strerror(r)));
         }
-        return respond(conn, status, o);
+        return o;
+}
+
+static enum MHD_Result respond_error(struct MHD_Connection *conn, unsigned status, int r) {
+        return respond(conn, status, error_json(r));
 }
 
 static enum MHD_Result refuse(struct MHD_Connection *conn, unsigned status, hwid_err code, const char *fmt, ...)
@@ -185,22 +205,38 @@ static enum MHD_Result answer_certificate(wl_socket *ws, struct MHD_Connection *
 
 /* ---------- routing ---------- */
 
-static enum MHD_Result answer(wl_socket *ws, struct MHD_Connection *conn, const char *url, const char *method,
-                              bool with_body) {
+/* 0 if the caller may use the socket; else the status to refuse it with,
+ * and *ret_r its error. */
+static unsigned caller_refused(wl_socket *ws, struct MHD_Connection *conn, int *ret_r) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         const wl_peer *p = ci ? ci->socket_context : NULL;
-        query q = { 0 };
 
-        if (!p)
-                return refuse(conn, MHD_HTTP_FORBIDDEN, HWID_E_FORBIDDEN, "the caller's credentials are unknown");
-        if (p->over_share) /* shut down as it came; a request read before that */
-                return refuse(conn, MHD_HTTP_TOO_MANY_REQUESTS, HWID_E_RATE_LIMITED,
-                              "uid %u has its share of this socket's connections open", (unsigned) p->uid);
+        if (!p) {
+                *ret_r = hwid_fail(HWID_E_FORBIDDEN, "the caller's credentials are unknown");
+                return MHD_HTTP_FORBIDDEN;
+        }
+        if (p->over_share) { /* shut down as it came; a request read before that */
+                *ret_r = hwid_fail(HWID_E_RATE_LIMITED, "uid %u has its share of this socket's connections open",
+                                   (unsigned) p->uid);
+                return MHD_HTTP_TOO_MANY_REQUESTS;
+        }
         if (!wl_peer_allowed(wl_socket_conf(ws), p)) {
                 wl_socket_log_refusal(ws, p, "not in allow_uids or allow_gids");
-                return refuse(conn, MHD_HTTP_FORBIDDEN, HWID_E_FORBIDDEN, "uid %u (gid %u) may not use this socket",
-                              (unsigned) p->uid, (unsigned) p->gid);
+                *ret_r = hwid_fail(HWID_E_FORBIDDEN, "uid %u (gid %u) may not use this socket", (unsigned) p->uid,
+                                   (unsigned) p->gid);
+                return MHD_HTTP_FORBIDDEN;
         }
+        return 0;
+}
+
+static enum MHD_Result answer(wl_socket *ws, struct MHD_Connection *conn, const char *url, const char *method,
+                              bool with_body) {
+        query q = { 0 };
+        unsigned status;
+        int r;
+
+        if ((status = caller_refused(ws, conn, &r)))
+                return respond_error(conn, status, r);
         if (strcmp(url, "/v1/token") != 0 && strcmp(url, "/v1/certificate") != 0)
                 return refuse(conn, MHD_HTTP_NOT_FOUND, HWID_E_NOT_FOUND,
                               "no such resource: GET /v1/token?audience=AUD or GET /v1/certificate");
@@ -214,13 +250,70 @@ static enum MHD_Result answer(wl_socket *ws, struct MHD_Connection *conn, const 
         return answer_certificate(ws, conn, &q);
 }
 
+/* ---------- what HTTP does not allow ---------- */
+
+/* Each request's raw target, before libmicrohttpd decodes "%00" into a
+ * NUL that ends its strings early. */
+static void *api_begin(void *cls, const char *uri, struct MHD_Connection *conn) {
+        return !uri || http_target_bad(uri) ? &target_bad : &target_sound;
+}
+
+typedef struct fields {
+        http_framing framing;
+        const char *problem;
+} fields;
+
+static enum MHD_Result check_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        fields *f = cls;
+
+        if (!http_field_name_ok(key))
+                f->problem = "a header field name is not a token (no whitespace before the colon)";
+        else if (!http_field_value_ok(value))
+                f->problem = "a header field value holds a control character";
+        http_framing_add(&f->framing, key, value);
+        return f->problem ? MHD_NO : MHD_YES;
+}
+
+/* NULL if the request's target and fields are what HTTP allows, else why not. */
+static const char *malformed(struct MHD_Connection *conn, const char *version, bool bad_target) {
+        fields f = { 0 };
+        const char *why = NULL;
+
+        if (bad_target)
+                return "the request target holds a NUL or a control character";
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, check_field, &f);
+        if (f.problem)
+                return f.problem;
+        (void) http_framing_check(&f.framing, version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0, &why);
+        return why;
+}
+
+/* Refused as soon as the headers are in, and the connection closed (what
+ * follows on it may not be what it seems): 400, unless the caller may not
+ * use the socket at all (its refusal comes first). */
+static enum MHD_Result refuse_malformed(wl_socket *ws, struct MHD_Connection *conn, const char *why) {
+        unsigned status;
+        int r;
+
+        if (!(status = caller_refused(ws, conn, &r))) {
+                status = MHD_HTTP_BAD_REQUEST;
+                r = hwid_fail(HWID_E_INVALID, "%s", why);
+        }
+        return respond_close(conn, status, error_json(r), true);
+}
+
 /* libmicrohttpd's access handler; cls is the wl_socket. */
 static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **req_cls) {
-        if (!*req_cls) { /* the headers: wait for the end of the request */
+        const char *why;
+
+        if (*req_cls != &request_seen && *req_cls != &request_with_body) { /* the headers are in */
+                why = malformed(conn, version, *req_cls != &target_sound);
                 *req_cls = &request_seen;
-                return MHD_YES;
+                if (why)
+                        return refuse_malformed(cls, conn, why);
+                return MHD_YES; /* wait for the end of the request */
         }
         if (*upload_data_size) { /* a body: read and dropped, refused at its end */
                 *upload_data_size = 0;
@@ -231,5 +324,5 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const 
 }
 
 int workload_server_start(const workload_opts *o, workload_server **ret) {
-        return wl_server_start(o, api_access, ret);
+        return wl_server_start(o, api_access, api_begin, ret);
 }

@@ -52,9 +52,16 @@ typedef struct wl_peer {
 
 typedef struct wl_socket wl_socket;
 
+/* Called with each request's raw target before anything else (cls: the
+ * wl_socket); what it returns is the request's *req_cls when answer is
+ * first called. */
+typedef void *(*wl_begin_fn)(void *cls, const char *uri, struct MHD_Connection *conn);
+
 /* workload_server_start() with answer as the handler of every socket's
- * requests (cls: the wl_socket); workload-api.c starts it with its own. */
-int wl_server_start(const workload_opts *o, MHD_AccessHandlerCallback answer, workload_server **ret);
+ * requests (cls: the wl_socket), and begin called as each begins;
+ * workload-api.c starts it with its own. */
+int wl_server_start(const workload_opts *o, MHD_AccessHandlerCallback answer, wl_begin_fn begin,
+                    workload_server **ret);
 
 const workload_socket_conf *wl_socket_conf(const wl_socket *ws);
 wl_tokens *wl_socket_tokens(const wl_socket *ws);

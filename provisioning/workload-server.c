@@ -49,6 +49,7 @@ struct wl_socket {
         const workload_socket_conf *conf;
         wl_tokens *tokens;
         MHD_AccessHandlerCallback answer; /* its requests' handler (workload-api.c) */
+        wl_begin_fn begin;                /* and what sees their raw target first */
         int fd;                       /* until libmicrohttpd owns it */
         dev_t dev;                    /* the socket file made, to remove only that one */
         ino_t ino;
@@ -62,6 +63,7 @@ struct wl_socket {
 struct workload_server {
         workload_opts o;
         MHD_AccessHandlerCallback answer;
+        wl_begin_fn begin;
         wl_socket socks[WORKLOAD_MAX_SOCKETS];
         size_t n;
 };
@@ -324,6 +326,7 @@ static int sock_serve(wl_socket *ws) {
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) WORKLOAD_TIMEOUT,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (32 * 1024),
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, ws,
+                MHD_OPTION_URI_LOG_CALLBACK, ws->begin, ws,
                 MHD_OPTION_END);
         if (!ws->daemon)
                 return hwid_fail(HWID_E_IO, "cannot serve on %s: libmicrohttpd refused to start", ws->conf->path);
@@ -355,7 +358,7 @@ void workload_server_stop(workload_server *s) {
 }
 
 static int sock_init(workload_server *s, const workload_socket_conf *c, wl_socket *ws) {
-        *ws = (wl_socket) { .o = &s->o, .conf = c, .answer = s->answer, .fd = -1 };
+        *ws = (wl_socket) { .o = &s->o, .conf = c, .answer = s->answer, .begin = s->begin, .fd = -1 };
         pthread_mutex_init(&ws->lock, NULL);
         s->n++; /* from here on, stopped with the others */
         if (!(ws->conns = calloc(c->max_connections, sizeof(*ws->conns))))
@@ -363,7 +366,8 @@ static int sock_init(workload_server *s, const workload_socket_conf *c, wl_socke
         return wl_tokens_new(&s->o, c, &ws->tokens);
 }
 
-int wl_server_start(const workload_opts *o, MHD_AccessHandlerCallback answer, workload_server **ret) {
+int wl_server_start(const workload_opts *o, MHD_AccessHandlerCallback answer, wl_begin_fn begin,
+                    workload_server **ret) {
         _cleanup_(workload_server_stopp) workload_server *s = calloc(1, sizeof(*s));
         int r;
 
@@ -371,6 +375,7 @@ int wl_server_start(const workload_opts *o, MHD_AccessHandlerCallback answer, wo
                 return hwid_fail(HWID_E_NOMEM, NULL);
         s->o = *o;
         s->answer = answer;
+        s->begin = begin;
         for (size_t i = 0; i < o->conf->n_sockets; i++)
                 if ((r = sock_init(s, &o->conf->sockets[i], &s->socks[i])) < 0 || (r = sock_open(&s->socks[i])) < 0)
                         return r;

@@ -1,17 +1,19 @@
 /* Our JSON answer (http_error(), http-respond.c) to what libmicrohttpd
- * refuses on its own, and the lingering close after it.
+ * refuses on its own, or to what we refuse when MHD's memory for the
+ * request may be spent, and the lingering close after it.
  *
  * MHD 0.9 answers some malformed requests itself, with an HTML body,
  * before any callback of ours sees the request (a header block larger
  * than its memory pool, a request line too long, a malformed header line,
  * an unknown HTTP version), and logs each refusal first, on the I/O
- * thread serving the connection, right after reading from it.  Every read
- * of a TLS connection goes through our transport function, which marks
- * the connection as the thread's current one (http-tls.c), so the log
- * line names its connection: there, http_answer_refusal() writes our JSON
- * answer on the TLS session and closes its sending side, so that the HTML
- * MHD queues next is never sent.  Plain-HTTP connections are read by MHD
- * itself, the refusal cannot be tied to one, and MHD's own answer goes.
+ * thread serving the connection.  When that line can be tied to one TLS
+ * connection (http_conn_logged(), http-current.c), http_answer_refusal()
+ * writes our JSON answer on its TLS session and closes its sending side,
+ * so that the HTML MHD queues next is never sent.  When it cannot (the
+ * line could be about another connection of the thread, or the
+ * connection is plain HTTP, which MHD reads itself), MHD's own answer
+ * goes: answering a connection for another's refusal would drop a client
+ * that did nothing wrong.
  *
  * Nothing here blocks the I/O thread: the answer is one TLS record that a
  * socket which has sent nothing yet takes at once (if it does not, the
@@ -23,6 +25,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -167,12 +170,23 @@ static void linger(http_linger *l, int fd) {
 
 /* --- the answer ---------------------------------------------------------------- */
 
-static void error_for_status(unsigned status, size_t max_header, http_response *resp) {
-        char msg[128];
+/* Why MHD refused a request of c's (c: NULL if not known), as our error.
+ * A header block too large is the count of its fields or its size: the
+ * memory MHD has for a request holds max_header bytes and HTTP_MAX_FIELDS
+ * fields (http.c), so when it runs out with no more fields than those, the
+ * bytes are more than max_header. */
+static void error_for_status(const http_conn *c, unsigned status, size_t max_header, http_response *resp) {
+        struct MHD_Connection *conn = http_conn_mhd(c);
+        char msg[160];
 
         switch (status) {
         case 431:
-                snprintf(msg, sizeof(msg), "request headers exceed %zu bytes", max_header);
+                if (conn && http_check_fields(conn) > HTTP_MAX_FIELDS)
+                        snprintf(msg, sizeof(msg), "request has more than %u header fields", HTTP_MAX_FIELDS);
+                else if (conn && http_check_header_within(conn, max_header))
+                        snprintf(msg, sizeof(msg), "request cookies too large to parse");
+                else
+                        snprintf(msg, sizeof(msg), "request headers exceed %zu bytes", max_header);
                 http_error(resp, 431, "headers_too_large", msg);
                 break;
         case 414:
@@ -194,18 +208,17 @@ static void error_for_status(unsigned status, size_t max_header, http_response *
         }
 }
 
-/* One TLS record, sent without waiting: false if the socket would not
- * take it now. */
-static bool send_now(gnutls_session_t s, const char *data, size_t len) {
-        ssize_t n = gnutls_record_send(s, data, len);
+/* All of msg at once, without waiting: false if the socket would not take
+ * it now (one TLS record, or the plain bytes). */
+static bool send_now(http_conn *c, const char *msg, size_t len) {
+        gnutls_session_t s = http_conn_tls(c);
 
-        return n == (ssize_t) len;
+        if (s)
+                return gnutls_record_send(s, msg, len) == (ssize_t) len;
+        return send(http_conn_fd(c), msg, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t) len;
 }
 
-/* Sends the whole answer (head and JSON body) on the TLS session, then a
- * close_notify and a TCP shutdown of the sending side: whatever MHD sends
- * after it fails, and MHD closes the connection. */
-static void answer_and_close(http_linger *l, http_conn *c, const http_response *resp) {
+void http_answer_close(http_linger *l, http_conn *c, const http_response *resp) {
         gnutls_session_t s = http_conn_tls(c);
         int fd = http_conn_fd(c);
         char msg[1400], date[64];
@@ -219,29 +232,29 @@ static void answer_and_close(http_linger *l, http_conn *c, const http_response *
                      "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %zu\r\n\r\n%.*s",
                      resp->status, MHD_get_reason_phrase_for((unsigned) resp->status), date, resp->body.len,
                      (int) resp->body.len, (const char *) resp->body.data);
-        if (n > 0 && (size_t) n < sizeof(msg) && send_now(s, msg, (size_t) n))
+        if (n > 0 && (size_t) n < sizeof(msg) && send_now(c, msg, (size_t) n) && s)
                 (void) gnutls_bye(s, GNUTLS_SHUT_WR);
         (void) shutdown(fd, SHUT_WR);
         linger(l, fd);
 }
 
-int http_answer_refusal(http_linger *l, size_t max_header, const char *fmt, va_list ap, const char **ret_slug) {
-        http_conn *c = http_conn_current();
+int http_answer_refusal(http_linger *l, http_conn *c, size_t max_header, const char *fmt, va_list ap,
+                        const char **ret_slug) {
         http_response resp = { 0 };
         va_list aq;
         unsigned status;
 
-        if (!c || !http_conn_tls(c) || strcmp(fmt, MHD_ERROR_FORMAT) != 0)
-                return 0;
-        /* Once a response of ours is on its way, MHD's refusal only closes. */
-        if (http_conn_get_phase(c) != HTTP_PHASE_RECEIVING)
+        if (strcmp(fmt, MHD_ERROR_FORMAT) != 0)
                 return 0;
         va_copy(aq, ap);
         status = va_arg(aq, unsigned);
         va_end(aq);
         buf_init(&resp.body, 1024);
-        error_for_status(status, max_header, &resp);
-        answer_and_close(l, c, &resp);
+        error_for_status(c, status, max_header, &resp);
+        /* Once a response of ours is on its way, MHD's refusal only closes;
+         * an evicted connection is closing already. */
+        if (c && http_conn_tls(c) && http_conn_get_phase(c) == HTTP_PHASE_RECEIVING && !http_conn_evicted(c))
+                http_answer_close(l, c, &resp);
         *ret_slug = resp.error;
         buf_reset(&resp.body);
         return resp.status;

@@ -1,20 +1,29 @@
 /* The connection budgets of hwidd's HTTPS transport: what a connection may
  * hold of the server, so that misbehaving clients cannot starve the rest.
+ * A client is an address: an IPv4 address, or the /64 of an IPv6 one
+ * (http-addr.c).
  *
  * - Accepting (http_guard_accept(), before any TLS): connections per
  *   address are rate limited (every handshake costs an HSM signature; the
  *   burst is twice the requests'), and an address holds at most
  *   `per_address` connections.  When the total reaches `max_connections`,
- *   the address holding the most gives up its oldest connection that is
- *   not in a request (fair share), or else the oldest idle connection of
- *   the newcomer's address or of one holding more goes; a newcomer is
- *   refused when no connection may give way.
+ *   the address holding the most gives up one connection if it holds
+ *   more than the newcomer's would (fair share): one waiting (in its
+ *   handshake, or idle between requests) if it has one, else the one
+ *   inside a request that has been silent longest (stalled, trickling, or
+ *   not reading its answer), never one being handled; or else a request
+ *   that has not progressed for seconds (of the newcomer's address or of
+ *   one holding as many); or else the oldest idle connection of the
+ *   newcomer's address or of one holding more; a newcomer is refused
+ *   when no connection may give way.  So addresses holding connections
+ *   inside requests they never finish cannot keep a new address out.
  * - Handshaking connections (accepted, TLS handshake not done) have a cap
  *   of their own, `handshake_cap`, and a deadline of their own,
  *   `handshake_timeout` (unless what the client sent waits unread: then
- *   the server is the slow one): the oldest is evicted when a new one
- *   would pass the cap, so that half-open handshakes never take the slots
- *   completed ones need, and every honest handshake gets its turn.
+ *   the server is the slow one): when a new one passes the cap, the
+ *   address with the most handshakes in progress gives up its oldest, so
+ *   that half-open handshakes never take the slots completed ones need,
+ *   and one address's flood never closes another's honest handshake.
  * - Every connection has a deadline per phase: receiving a request (from
  *   the accept, or from the end of the previous response: TLS handshake,
  *   headers and body) and sending a response must each end within
@@ -26,7 +35,7 @@
  * closes it.  A reaper thread does that for deadlines, ten times a second.
  * Connections sit in a list per state, oldest first, and in their
  * address's list, oldest first; addresses in a hash table keyed by a
- * per-process random key. */
+ * per-process random key (http-addr.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -37,81 +46,13 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include <netinet/in.h>
-
 #include "error.h"
-#include "http-internal.h"
+#include "http-guard.h"
 #include "http.h"
-#include "ratelimit.h"
 
 #define REAPER_TICK_MS 100
-#define ADDR_BUCKETS 4096 /* power of two */
-
-typedef enum list_kind { LIST_HANDSHAKING, LIST_IDLE, LIST_ACTIVE, _LIST_MAX } list_kind;
-
-/* Connections in age order, oldest first: each connection is in two such
- * chains at once (its state's, its address's), through a link of each. */
-typedef struct conn_link {
-        http_conn *prev, *next;
-} conn_link;
-
-typedef struct chain {
-        http_conn *oldest, *newest;
-} chain;
-
-typedef struct http_addr http_addr;
-struct http_addr {
-        uint8_t raw[16];
-        size_t len;
-        unsigned count;
-        chain conns;     /* its connections (through http_conn.in_addr) */
-        http_addr *next; /* hash chain */
-};
-
-struct http_conn {
-        http_guard *guard;
-        void *owner;
-        struct MHD_Connection *mhd;
-        void *tls; /* gnutls_session_t, NULL without TLS */
-        int fd;
-        http_phase phase;
-        list_kind list;
-        int64_t accepted_ms;
-        int64_t deadline_ms; /* monotonic; 0: none */
-        uint64_t handshake_ns;  /* when the handshake began */
-        bool reaped;
-        bool hello_seen, version_ok; /* the TLS handshake got that far */
-        http_addr *addr;
-        conn_link in_list; /* its state's list */
-        conn_link in_addr; /* its address's connections */
-};
-
-typedef struct conn_list {
-        chain conns; /* through http_conn.in_list */
-        unsigned n;
-        unsigned evicted; /* of n: evicted, not closed yet */
-} conn_list;
-
-struct http_guard {
-        pthread_mutex_t lock; /* everything below */
-        pthread_cond_t wake;
-        pthread_t reaper;
-        bool reaper_started;
-        bool stopping;
-        http_budget b;
-        ratelimit *accept_rl; /* NULL: connections are not rate limited */
-        conn_list lists[_LIST_MAX];
-        unsigned total, reaped;
-        http_addr *buckets[ADDR_BUCKETS];
-        http_addr *heaviest; /* a hint: the address holding the most, or NULL */
-        uint64_t hash_key[2];
-        _Atomic uint64_t evicted[_HTTP_EVICT_MAX];
-        _Atomic uint64_t refused[_HTTP_REFUSE_MAX];
-        histogram handshakes;
-};
-
-/* The connection this thread serves now (set by every callback of its). */
-static _Thread_local http_conn *current;
+#define STALL_MS 2000  /* a request silent this long is not progressing */
+#define STALL_SCAN 64  /* the oldest requests looked at for one */
 
 int64_t http_now_ms(void) {
         struct timespec ts;
@@ -121,32 +62,6 @@ int64_t http_now_ms(void) {
 }
 
 /* --- lists ------------------------------------------------------------------ */
-
-#define LINK(c, off) ((conn_link *) ((char *) (c) + (off)))
-
-static void chain_add(chain *ch, http_conn *c, size_t off) {
-        LINK(c, off)->prev = ch->newest;
-        LINK(c, off)->next = NULL;
-        if (ch->newest)
-                LINK(ch->newest, off)->next = c;
-        else
-                ch->oldest = c;
-        ch->newest = c;
-}
-
-static void chain_del(chain *ch, http_conn *c, size_t off) {
-        conn_link *l = LINK(c, off);
-
-        if (l->prev)
-                LINK(l->prev, off)->next = l->next;
-        else
-                ch->oldest = l->next;
-        if (l->next)
-                LINK(l->next, off)->prev = l->prev;
-        else
-                ch->newest = l->prev;
-        l->prev = l->next = NULL;
-}
 
 static void list_add(conn_list *l, http_conn *c) {
         chain_add(&l->conns, c, offsetof(http_conn, in_list));
@@ -158,7 +73,15 @@ static void list_del(conn_list *l, http_conn *c) {
         l->n--;
 }
 
+/* c's address counts its live handshakes: -1 before a change of c's list
+ * or of its eviction, +1 after. */
+static void count_handshake(http_conn *c, int delta) {
+        if (c->addr && c->list == LIST_HANDSHAKING && !c->reaped)
+                c->addr->handshaking += (unsigned) delta;
+}
+
 static void move_to(http_guard *g, http_conn *c, list_kind k) {
+        count_handshake(c, -1);
         list_del(&g->lists[c->list], c);
         if (c->reaped) {
                 g->lists[c->list].evicted--;
@@ -166,6 +89,7 @@ static void move_to(http_guard *g, http_conn *c, list_kind k) {
         }
         c->list = k;
         list_add(&g->lists[k], c);
+        count_handshake(c, +1);
 }
 
 /* Connections of l not evicted. */
@@ -173,110 +97,10 @@ static unsigned live(const conn_list *l) {
         return l->n - l->evicted;
 }
 
-/* --- addresses ------------------------------------------------------------------ */
-
-/* FNV-1a over the key and the address: cheap, and keyed so that a client
- * cannot choose addresses that share a chain. */
-static size_t addr_bucket(const http_guard *g, const uint8_t *raw, size_t len) {
-        uint64_t h = 1469598103934665603ULL ^ g->hash_key[0];
-
-        for (size_t i = 0; i < len; i++)
-                h = (h ^ raw[i]) * 1099511628211ULL;
-        h ^= g->hash_key[1];
-        h *= 1099511628211ULL;
-        return (size_t) (h >> 17) & (ADDR_BUCKETS - 1);
-}
-
-static http_addr *addr_find(http_guard *g, const uint8_t *raw, size_t len) {
-        for (http_addr *a = g->buckets[addr_bucket(g, raw, len)]; a; a = a->next)
-                if (a->len == len && memcmp(a->raw, raw, len) == 0)
-                        return a;
-        return NULL;
-}
-
-static http_addr *addr_get(http_guard *g, const uint8_t *raw, size_t len) {
-        http_addr *a = addr_find(g, raw, len);
-        size_t i;
-
-        if (a)
-                return a;
-        a = calloc(1, sizeof(*a));
-        if (!a)
-                return NULL;
-        memcpy(a->raw, raw, len);
-        a->len = len;
-        i = addr_bucket(g, raw, len);
-        a->next = g->buckets[i];
-        g->buckets[i] = a;
-        return a;
-}
-
-static void addr_put(http_guard *g, http_addr *a) {
-        http_addr **p;
-
-        if (a->count > 0)
-                return;
-        for (p = &g->buckets[addr_bucket(g, a->raw, a->len)]; *p && *p != a; p = &(*p)->next)
-                ;
-        if (*p)
-                *p = a->next;
-        if (g->heaviest == a)
-                g->heaviest = NULL;
-        free(a);
-}
-
-static void addr_link(http_guard *g, http_addr *a, http_conn *c) {
-        c->addr = a;
-        chain_add(&a->conns, c, offsetof(http_conn, in_addr));
-        a->count++;
-        if (!g->heaviest || a->count > g->heaviest->count)
-                g->heaviest = a;
-}
-
-static void addr_unlink(http_guard *g, http_conn *c) {
-        http_addr *a = c->addr;
-
-        if (!a)
-                return;
-        chain_del(&a->conns, c, offsetof(http_conn, in_addr));
-        a->count--;
-        c->addr = NULL;
-        addr_put(g, a);
-}
-
-/* The address holding the most connections: the hint if it still is one,
- * else found by a walk over every address (only ever at the limit). */
-static http_addr *heaviest(http_guard *g) {
-        http_addr *best = g->heaviest;
-
-        if (best)
-                return best;
-        for (size_t i = 0; i < ADDR_BUCKETS; i++)
-                for (http_addr *a = g->buckets[i]; a; a = a->next)
-                        if (!best || a->count > best->count)
-                                best = a;
-        return g->heaviest = best;
-}
-
-/* An address of sa (4 or 16 raw bytes), false for another family. */
-static bool sockaddr_raw(const struct sockaddr *sa, socklen_t len, uint8_t raw[16], size_t *ret_len) {
-        if (sa && sa->sa_family == AF_INET && len >= (socklen_t) sizeof(struct sockaddr_in)) {
-                memcpy(raw, &((const struct sockaddr_in *) sa)->sin_addr, 4);
-                *ret_len = 4;
-                return true;
-        }
-        if (sa && sa->sa_family == AF_INET6 && len >= (socklen_t) sizeof(struct sockaddr_in6)) {
-                memcpy(raw, &((const struct sockaddr_in6 *) sa)->sin6_addr, 16);
-                *ret_len = 16;
-                return true;
-        }
-        return false;
-}
-
 static const char *const evict_names[_HTTP_EVICT_MAX] = {
         [HTTP_EVICT_HANDSHAKE_TIMEOUT] = "handshake_timeout", [HTTP_EVICT_HANDSHAKE_CAP] = "handshake_cap",
         [HTTP_EVICT_FAIR_SHARE] = "fair_share",               [HTTP_EVICT_IDLE_AT_LIMIT] = "idle_at_limit",
-        [HTTP_EVICT_DEADLINE] = "deadline",
+        [HTTP_EVICT_DEADLINE] = "deadline",                   [HTTP_EVICT_STALLED] = "stalled",
 };
 static const char *const refuse_names[_HTTP_REFUSE_MAX] = {
         [HTTP_REFUSE_RATE] = "rate", [HTTP_REFUSE_PER_ADDRESS] = "per_address", [HTTP_REFUSE_LIMIT] = "limit",
@@ -296,6 +120,7 @@ const char *http_refuse_name(http_refuse r) {
  * connection end and closes it.  The socket is still open here: MHD tells
  * us a connection is gone (http_guard_conn_free) before it closes it. */
 static void shut(http_guard *g, http_conn *c) {
+        count_handshake(c, -1);
         c->reaped = true;
         g->reaped++;
         g->lists[c->list].evicted++;
@@ -355,12 +180,35 @@ static void *reaper_main(void *arg) {
         return NULL;
 }
 
-/* The oldest connection of l that is not evicted yet, or NULL. */
-static http_conn *oldest_live(conn_list *l) {
-        for (http_conn *c = l->conns.oldest; c; c = c->in_list.next)
-                if (!c->reaped)
+/* --- who gives way ------------------------------------------------------------- */
+
+/* The connections an address holds (those being closed too: they hold
+ * their socket until their I/O thread closes them), 0 for none. */
+static unsigned held_by(const http_addr *a) {
+        return a ? a->count : 0;
+}
+
+static int64_t silent_since(const http_conn *c) {
+        return atomic_load_explicit(&c->progress_ms, memory_order_relaxed);
+}
+
+/* The connection of address a that gives way to a newcomer, or NULL:
+ * never one being handled (the server's work, bounded by it); one waiting
+ * (in its TLS handshake, or idle between requests), the oldest, before one
+ * in a request; of those, the one silent longest (a request stalled or
+ * trickling, a response its client stopped reading). */
+static http_conn *yielder(const http_addr *a) {
+        http_conn *best = NULL;
+
+        for (http_conn *c = a->conns.oldest; c; c = c->in_addr.next) {
+                if (c->reaped || c->phase == HTTP_PHASE_HANDLING)
+                        continue;
+                if (c->list != LIST_ACTIVE)
                         return c;
-        return NULL;
+                if (!best || silent_since(c) < silent_since(best))
+                        best = c;
+        }
+        return best;
 }
 
 /* The oldest idle connection that may give way to a newcomer holding
@@ -375,20 +223,40 @@ static http_conn *idle_to_yield(http_guard *g, const http_addr *newcomer, unsign
         return NULL;
 }
 
-/* At the limit: a connection of the address holding the most (if it holds
- * more than the newcomer's would), oldest first, handshaking or idle, never
- * one in a request; else the oldest idle connection idle_to_yield() allows. */
+/* A request not progressing: of the oldest requests (those that end leave
+ * the front of the list), the one silent longest if it has been silent
+ * STALL_MS, not being handled, of the newcomer's address or of one
+ * holding at least as many (an address cannot churn lighter ones' out). */
+static http_conn *stalled(http_guard *g, const http_addr *newcomer, unsigned mine) {
+        int64_t before = http_now_ms() - STALL_MS;
+        http_conn *best = NULL;
+        unsigned n = 0;
+
+        for (http_conn *c = g->lists[LIST_ACTIVE].conns.oldest; c && n < STALL_SCAN; c = c->in_list.next, n++)
+                if (!c->reaped && c->phase != HTTP_PHASE_HANDLING && silent_since(c) <= before &&
+                    (c->addr == newcomer || held_by(c->addr) >= mine) &&
+                    (!best || silent_since(c) < silent_since(best)))
+                        best = c;
+        return best;
+}
+
+/* At the limit: the address holding the most connections gives up one
+ * (yielder()) if it holds more than the newcomer's would; else a request
+ * not progressing (stalled()); else the oldest idle connection
+ * idle_to_yield() allows. */
 static bool make_room(http_guard *g, http_addr *newcomer) {
-        http_addr *h = heaviest(g);
-        unsigned mine = newcomer ? newcomer->count : 0;
+        http_addr *h = guard_heaviest(g);
+        unsigned mine = held_by(newcomer);
         http_conn *c;
 
-        if (h && h != newcomer && h->count > mine + 1)
-                for (c = h->conns.oldest; c; c = c->in_addr.next)
-                        if (!c->reaped && c->list != LIST_ACTIVE) {
-                                evict(g, c, HTTP_EVICT_FAIR_SHARE);
-                                return true;
-                        }
+        if (h && h != newcomer && h->count > mine + 1 && (c = yielder(h))) {
+                evict(g, c, HTTP_EVICT_FAIR_SHARE);
+                return true;
+        }
+        if ((c = stalled(g, newcomer, mine))) {
+                evict(g, c, HTTP_EVICT_STALLED);
+                return true;
+        }
         if ((c = idle_to_yield(g, newcomer, mine))) {
                 evict(g, c, HTTP_EVICT_IDLE_AT_LIMIT);
                 return true;
@@ -396,8 +264,21 @@ static bool make_room(http_guard *g, http_addr *newcomer) {
         return false;
 }
 
+/* Past the handshake cap: the oldest handshake of the address with the
+ * most handshakes in progress goes, so that one address opening
+ * handshakes never closes another's honest one while it has more. */
+static http_conn *handshake_to_yield(http_guard *g) {
+        http_conn *best = NULL;
+
+        for (http_conn *c = g->lists[LIST_HANDSHAKING].conns.oldest; c; c = c->in_list.next)
+                if (!c->reaped && (!best || (c->addr ? c->addr->handshaking : 1) >
+                                                    (best->addr ? best->addr->handshaking : 1)))
+                        best = c;
+        return best;
+}
+
 static bool admit(http_guard *g, const uint8_t *raw, size_t len) {
-        http_addr *a = addr_find(g, raw, len);
+        http_addr *a = guard_addr_find(g, raw, len);
 
         if (a && a->count >= g->b.per_address)
                 return atomic_fetch_add(&g->refused[HTTP_REFUSE_PER_ADDRESS], 1), false;
@@ -414,34 +295,31 @@ static bool admit(http_guard *g, const uint8_t *raw, size_t len) {
  * lists: libmicrohttpd's I/O threads accept at once, and two admitted
  * together each saw room for one.  The shares that must hold exactly are
  * checked again under the lock that adds it: past its address's share it
- * is shut at once, and past the handshake cap the oldest handshaking
- * connection goes.  (max_connections has its slack for this.) */
+ * is shut at once, and past the handshake cap a handshake goes
+ * (handshake_to_yield()).  (max_connections has its slack for this.) */
 static void recheck(http_guard *g, http_conn *c) {
-        http_conn *old;
-
         if (c->addr && c->addr->count > g->b.per_address) {
                 shut(g, c);
                 atomic_fetch_add(&g->refused[HTTP_REFUSE_PER_ADDRESS], 1);
                 return;
         }
-        if (c->list == LIST_HANDSHAKING && live(&g->lists[LIST_HANDSHAKING]) > g->b.handshake_cap &&
-            (old = oldest_live(&g->lists[LIST_HANDSHAKING])) && old != c)
-                evict(g, old, HTTP_EVICT_HANDSHAKE_CAP);
+        if (c->list == LIST_HANDSHAKING && live(&g->lists[LIST_HANDSHAKING]) > g->b.handshake_cap)
+                evict(g, handshake_to_yield(g), HTTP_EVICT_HANDSHAKE_CAP);
 }
 
 bool http_guard_accept(http_guard *g, const struct sockaddr *sa, socklen_t len) {
-        uint8_t raw[16];
+        uint8_t key[HTTP_ADDR_KEY_MAX];
         size_t n;
         bool ok;
 
-        if (!g || !sockaddr_raw(sa, len, raw, &n))
+        if (!g || !http_addr_key(sa, len, key, &n))
                 return true;
-        if (g->accept_rl && ratelimit_take(g->accept_rl, raw, n) > 0) {
+        if (g->accept_rl && ratelimit_take(g->accept_rl, key, n) > 0) {
                 atomic_fetch_add(&g->refused[HTTP_REFUSE_RATE], 1);
                 return false;
         }
         pthread_mutex_lock(&g->lock);
-        ok = admit(g, raw, n);
+        ok = admit(g, key, n);
         pthread_mutex_unlock(&g->lock);
         return ok;
 }
@@ -519,28 +397,34 @@ void http_guard_stats(http_guard *g, http_stats *ret) {
 http_conn *http_guard_conn_new(http_guard *g, void *owner, struct MHD_Connection *mhd, int fd, void *tls,
                                const struct sockaddr *sa, socklen_t salen) {
         http_conn *c = calloc(1, sizeof(*c));
-        uint8_t raw[16];
+        uint8_t key[HTTP_ADDR_KEY_MAX];
         size_t n;
 
         if (!c)
                 return NULL;
-        *c = (http_conn) { .guard = g, .owner = owner, .mhd = mhd, .fd = fd, .tls = tls, .phase = HTTP_PHASE_RECEIVING,
-                           .list = tls ? LIST_HANDSHAKING : LIST_IDLE, .handshake_ns = histogram_now_ns() };
+        c->guard = g;
+        c->owner = owner;
+        c->mhd = mhd;
+        c->fd = fd;
+        c->tls = tls;
+        c->phase = HTTP_PHASE_RECEIVING;
+        c->list = tls ? LIST_HANDSHAKING : LIST_IDLE;
+        c->handshake_ns = histogram_now_ns();
         pthread_mutex_lock(&g->lock);
         c->accepted_ms = http_now_ms();
+        atomic_init(&c->progress_ms, c->accepted_ms);
         c->deadline_ms = c->accepted_ms + (tls ? (int64_t) g->b.handshake_timeout : (int64_t) g->b.timeout) * 1000;
-        if (sockaddr_raw(sa, salen, raw, &n)) {
-                http_addr *a = addr_get(g, raw, n);
-                if (a)
-                        addr_link(g, a, c);
-        }
+        if (http_addr_key(sa, salen, key, &n))
+                guard_addr_link(g, key, n, c);
         list_add(&g->lists[c->list], c);
+        count_handshake(c, +1);
         g->total++;
         recheck(g, c);
         pthread_mutex_unlock(&g->lock);
         return c;
 }
 
+/* On c's I/O thread, before MHD closes its socket. */
 void http_guard_conn_free(http_conn *c) {
         http_guard *g;
 
@@ -548,16 +432,16 @@ void http_guard_conn_free(http_conn *c) {
                 return;
         g = c->guard;
         pthread_mutex_lock(&g->lock);
+        count_handshake(c, -1);
         list_del(&g->lists[c->list], c);
-        addr_unlink(g, c);
+        guard_addr_unlink(g, c);
         g->total--;
         if (c->reaped) {
                 g->reaped--;
                 g->lists[c->list].evicted--;
         }
+        http_current_forget(c);
         pthread_mutex_unlock(&g->lock);
-        if (current == c)
-                current = NULL;
         free(c);
 }
 
@@ -582,12 +466,19 @@ int http_conn_fd(const http_conn *c) {
         return c ? c->fd : -1;
 }
 
-void http_conn_set_current(http_conn *c) {
-        current = c;
+struct MHD_Connection *http_conn_mhd(const http_conn *c) {
+        return c ? c->mhd : NULL;
 }
 
-http_conn *http_conn_current(void) {
-        return current;
+void http_conn_io(http_conn *c, bool reading, ssize_t n) {
+        if (!c)
+                return;
+        if (reading)
+                http_current_read(c);
+        else
+                http_conn_set_current(c);
+        if (n > 0)
+                atomic_store_explicit(&c->progress_ms, http_now_ms(), memory_order_relaxed);
 }
 
 /* Called with the lock held: the handshake is over, the first request's

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
@@ -94,9 +95,23 @@ struct MHD_Response *http_mhd_response(http_response *resp, bool close);
 /* http-check.c: what libmicrohttpd lets through and HTTP does not. */
 struct MHD_Connection;
 struct sockaddr;
-/* The request line and headers, in bytes (as counted against max_header). */
+/* Header fields a request may have (query parameters, cookies and
+ * trailer fields count as fields: libmicrohttpd keeps a record of each),
+ * and what each record costs of its memory pool (56 bytes, aligned to
+ * 16). */
+#define HTTP_MAX_FIELDS 100
+#define HTTP_FIELD_COST 64
+#define HTTP_FIELD_KINDS \
+        ((enum MHD_ValueKind) (MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND | MHD_FOOTER_KIND))
+/* The request line and headers as received, in bytes (as counted
+ * against max_header). */
 size_t http_check_header_size(struct MHD_Connection *conn, const char *url, const char *query);
-/* Host rules (RFC 9112 3.2) and the target: NULL if sound, else why not. */
+/* The request's fields (HTTP_FIELD_KINDS), as far as MHD has read them. */
+unsigned http_check_fields(struct MHD_Connection *conn);
+/* The header block is all in, and holds at most max bytes. */
+bool http_check_header_within(struct MHD_Connection *conn, size_t max);
+/* Field names and values, the Host rules (RFC 9112 3.2) and the target:
+ * NULL if sound, else why not. */
 const char *http_check_request(struct MHD_Connection *conn, const char *version, bool bad_target);
 /* Message framing (RFC 9112 6.3): 0 if sound, else the status to answer
  * and close with (400, 501 for a transfer coding not served). */
@@ -139,6 +154,12 @@ typedef struct http_budget {
         bool tls;
 } http_budget;
 
+/* The key every per-address budget and rate limit counts a peer by: its
+ * IPv4 address (4 bytes), or the /64 of its IPv6 address (8 bytes); false
+ * for another family. */
+#define HTTP_ADDR_KEY_MAX 16
+bool http_addr_key(const struct sockaddr *sa, socklen_t len, uint8_t key[HTTP_ADDR_KEY_MAX], size_t *ret_len);
+
 int64_t http_now_ms(void);
 int http_guard_new(const http_budget *b, http_guard **ret);
 /* Only once every connection is freed (the MHD daemon is stopped). */
@@ -158,6 +179,7 @@ void *http_conn_owner(const http_conn *c);
 bool http_conn_evicted(http_conn *c);
 void *http_conn_tls(const http_conn *c);
 int http_conn_fd(const http_conn *c);
+struct MHD_Connection *http_conn_mhd(const http_conn *c);
 void http_conn_phase(http_conn *c, http_phase phase);
 http_phase http_conn_get_phase(http_conn *c);
 /* The response went out: waiting for the next request. */
@@ -165,18 +187,31 @@ void http_conn_idle(http_conn *c);
 void http_conn_handshake_done(http_conn *c);
 void http_conn_tls_progress(http_conn *c, bool hello_seen, bool version_ok);
 void http_conn_tls_where(const http_conn *c, bool *ret_hello_seen, bool *ret_version_ok);
-/* The connection the calling I/O thread serves now (every callback and
- * every TLS read or write of a connection sets it). */
+/* A read (or write) of c's socket that moved n bytes (n <= 0: none): c is
+ * its thread's current connection, and its client made progress. */
+void http_conn_io(http_conn *c, bool reading, ssize_t n);
+/* http-current.c: the connection the calling I/O thread serves now (every
+ * callback and every TLS read or write of a connection sets it). */
 void http_conn_set_current(http_conn *c);
-http_conn *http_conn_current(void);
+/* The connection a line libmicrohttpd logs on this thread is about (a
+ * TLS handshake that failed, or a request it refuses): NULL unless one
+ * connection alone can be it (see http-current.c). */
+http_conn *http_conn_logged(bool handshake);
 
 /* http-answer.c: our JSON answer to libmicrohttpd's own refusals, and the
  * lingering close after it. */
 typedef struct http_linger http_linger;
 int http_linger_new(http_linger **ret);
 void http_linger_free(http_linger *l);
-/* From MHD's logger: if the message is MHD refusing a request of the
- * calling thread's (TLS) connection, answers it with our JSON error
- * instead of MHD's HTML and returns its status (*ret_slug: its error
- * slug); 0 otherwise. */
-int http_answer_refusal(http_linger *l, size_t max_header, const char *fmt, va_list ap, const char **ret_slug);
+/* From MHD's logger: if the message is MHD refusing a request, returns
+ * its status (*ret_slug: our error slug for it), after answering it with
+ * our JSON error instead of MHD's HTML when c, the connection the line is
+ * about (NULL if not known), is a TLS connection receiving a request; 0
+ * for any other message. */
+int http_answer_refusal(http_linger *l, http_conn *c, size_t max_header, const char *fmt, va_list ap,
+                        const char **ret_slug);
+/* Answers c's request with resp (an error) and closes c, without MHD
+ * (whose memory for the request may be spent): the answer goes out on c's
+ * socket, its sending side is shut, and what the client still sends is
+ * read and dropped for a while. */
+void http_answer_close(http_linger *l, http_conn *c, const http_response *resp);

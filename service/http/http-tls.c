@@ -1,5 +1,6 @@
 /* GnuTLS glue for hwidd: a server key that signs in the HSM/TPM, the
  * server certificate chain, and client certificate verification. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -312,17 +313,25 @@ void http_tls_free(http_tls *t) {
 /* --- the connection's transport and its handshake's progress --------------- */
 
 /* Every read and write of the connection marks it as its thread's current
- * one: what libmicrohttpd logs next is about it (http-answer.c). */
+ * one (what libmicrohttpd logs next may be about it: http-current.c), and
+ * what it moves as the client's progress (http-guard.c). */
 static ssize_t conn_pull(gnutls_transport_ptr_t p, void *data, size_t len) {
-        http_conn_set_current(p);
-        return recv(http_conn_fd(p), data, len, 0);
+        ssize_t n = recv(http_conn_fd(p), data, len, 0);
+        int e = errno;
+
+        http_conn_io(p, true, n);
+        errno = e;
+        return n;
 }
 
 static ssize_t conn_vec_push(gnutls_transport_ptr_t p, const giovec_t *iov, int iovcnt) {
         struct msghdr m = { .msg_iov = (struct iovec *) iov, .msg_iovlen = (size_t) iovcnt };
+        ssize_t n = sendmsg(http_conn_fd(p), &m, MSG_NOSIGNAL);
+        int e = errno;
 
-        http_conn_set_current(p);
-        return sendmsg(http_conn_fd(p), &m, MSG_NOSIGNAL);
+        http_conn_io(p, false, n);
+        errno = e;
+        return n;
 }
 
 static int on_handshake_message(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,

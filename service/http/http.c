@@ -31,7 +31,7 @@
  * largest is the CRL, about 50 bytes per revoked certificate: 100,000
  * revocations make some 5 MB (bench/run.sh serves one). */
 #define HTTP_RESPONSE_MAX (64u << 20)
-#define HTTP_POOL_SLACK (4u << 10)      /* MHD pool beyond max_header */
+#define HTTP_POOL_SLACK (4u << 10)      /* MHD pool beyond max_header and the fields: the response's head */
 #define HTTP_DISCARD_MIN (1u << 20)     /* see on_body() */
 
 struct http_server {
@@ -73,8 +73,8 @@ typedef struct req_state {
         char *query;
         buf body;
         char peer_addr[INET6_ADDRSTRLEN];
-        uint8_t peer_raw[16];
-        size_t peer_raw_len;
+        uint8_t peer_key[HTTP_ADDR_KEY_MAX]; /* what the rate limit counts: http_addr_key() */
+        size_t peer_key_len;
 } req_state;
 
 /* --- responses ---------------------------------------------------------------- */
@@ -122,22 +122,64 @@ static enum MHD_Result reply_error(http_server *srv, struct MHD_Connection *conn
 
 /* --- request stages ----------------------------------------------------------- */
 
+static socklen_t sockaddr_len(const struct sockaddr *sa) {
+        if (!sa)
+                return 0;
+        return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+             : sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : 0;
+}
+
 static void peer_address(struct MHD_Connection *conn, req_state *st) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 
         snprintf(st->peer_addr, sizeof(st->peer_addr), "unknown");
-        if (sa && sa->sa_family == AF_INET) {
-                const struct sockaddr_in *in = (const struct sockaddr_in *) sa;
-                memcpy(st->peer_raw, &in->sin_addr, 4);
-                st->peer_raw_len = 4;
-                inet_ntop(AF_INET, &in->sin_addr, st->peer_addr, sizeof(st->peer_addr));
-        } else if (sa && sa->sa_family == AF_INET6) {
-                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) sa;
-                memcpy(st->peer_raw, &in6->sin6_addr, 16);
-                st->peer_raw_len = 16;
-                inet_ntop(AF_INET6, &in6->sin6_addr, st->peer_addr, sizeof(st->peer_addr));
+        if (!http_addr_key(sa, sockaddr_len(sa), st->peer_key, &st->peer_key_len))
+                st->peer_key_len = 0;
+        if (sa && sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, st->peer_addr, sizeof(st->peer_addr));
+        else if (sa && sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, st->peer_addr,
+                          sizeof(st->peer_addr));
+}
+
+/* A refusal answered and closed at once, without MHD, whose memory for the
+ * request may be spent (a header block over max_header, or with too many
+ * fields: MHD reads on while it has room). */
+static enum MHD_Result refuse_now(http_server *srv, struct MHD_Connection *conn, req_state *st, int status,
+                                  const char *slug, const char *message) {
+        http_conn *c = conn_guard(conn);
+        http_response resp = { 0 };
+
+        if (!c)
+                return reply_error(srv, conn, st, status, slug, message, 0, true);
+        buf_init(&resp.body, HTTP_RESPONSE_MAX);
+        http_error(&resp, status, slug, message);
+        if (srv->on_refusal)
+                srv->on_refusal(srv->userdata, status, slug);
+        http_answer_close(srv->linger, c, &resp);
+        buf_reset(&resp.body);
+        st->responded = true;
+        return MHD_NO; /* MHD closes the connection */
+}
+
+/* The header block's size and fields, against max_header and
+ * HTTP_MAX_FIELDS: each refusal says which limit it met. */
+static enum MHD_Result check_header_block(http_server *srv, struct MHD_Connection *conn, req_state *st,
+                                          const char *url) {
+        size_t size = http_check_header_size(conn, url, st->query);
+        unsigned fields = http_check_fields(conn);
+        char msg[160];
+
+        if (size > srv->max_header) {
+                snprintf(msg, sizeof(msg), "request headers exceed %zu bytes", srv->max_header);
+                return refuse_now(srv, conn, st, 431, "headers_too_large", msg);
         }
+        if (fields > HTTP_MAX_FIELDS) {
+                snprintf(msg, sizeof(msg), "request has %u header fields, more than %u", fields, HTTP_MAX_FIELDS);
+                return refuse_now(srv, conn, st, 431, "headers_too_large", msg);
+        }
+        return MHD_YES;
 }
 
 /* A Content-Length over max_body.  A client already sending its body
@@ -166,24 +208,23 @@ static enum MHD_Result check_length(http_server *srv, struct MHD_Connection *con
 static enum MHD_Result on_headers(http_server *srv, struct MHD_Connection *conn, req_state *st,
                                   const char *url, const char *version) {
         const char *cl, *problem;
+        enum MHD_Result ret;
         char msg[128];
         int64_t wait;
         int status;
 
         st->started = true;
         peer_address(conn, st);
-        if (http_check_header_size(conn, url, st->query) > srv->max_header) {
-                snprintf(msg, sizeof(msg), "request headers exceed %zu bytes", srv->max_header);
-                return reply_error(srv, conn, st, 431, "headers_too_large", msg, 0, true);
-        }
+        if ((ret = check_header_block(srv, conn, st, url)) != MHD_YES || st->responded)
+                return ret;
         if ((problem = http_check_request(conn, version, st->bad_target)))
                 return reply_error(srv, conn, st, 400, "bad_request", problem, 0, true);
         if ((status = http_check_framing(conn, version, &problem)) > 0)
                 return reply_error(srv, conn, st, status, status == 501 ? "not_implemented" : "bad_request",
                                    problem, 0, true);
-        if (srv->rl && (wait = ratelimit_take(srv->rl, st->peer_raw, st->peer_raw_len)) > 0) {
-                snprintf(msg, sizeof(msg), "too many requests from %s; retry after %lld s",
-                         st->peer_addr, (long long) wait);
+        if (srv->rl && (wait = ratelimit_take(srv->rl, st->peer_key, st->peer_key_len)) > 0) {
+                snprintf(msg, sizeof(msg), "too many requests from %s%s; retry after %lld s", st->peer_addr,
+                         st->peer_key_len == 8 ? " (counted by its /64)" : "", (long long) wait);
                 return reply_error(srv, conn, st, 429, hwid_err_slug(-HWID_E_RATE_LIMITED), msg, wait, false);
         }
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -347,13 +388,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         http_conn_idle(conn_guard(conn)); /* the next request's deadline */
 }
 
-static socklen_t sockaddr_len(const struct sockaddr *sa) {
-        if (!sa)
-                return 0;
-        return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-             : sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : 0;
-}
-
 /* Each connection's socket context is its record in the guard (budgets,
  * deadlines), which also lets the TLS callbacks find the server. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -430,17 +464,19 @@ static void tls_failed(http_server *srv, http_conn *c) {
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         http_server *srv = cls;
-        http_conn *c = http_conn_current();
+        bool handshake = strcmp(fmt, MHD_HANDSHAKE_FAILED) == 0;
+        http_conn *c = srv->tls ? http_conn_logged(handshake) : NULL;
         const char *slug = NULL;
         char *nl;
         int status;
 
-        if (c && http_conn_owner(c) == srv && http_conn_tls(c) && strcmp(fmt, MHD_HANDSHAKE_FAILED) == 0) {
+        if (c && http_conn_owner(c) != srv)
+                c = NULL;
+        if (handshake && c) {
                 tls_failed(srv, c);
                 return;
         }
-        if (c && http_conn_owner(c) == srv &&
-            (status = http_answer_refusal(srv->linger, srv->max_header, fmt, ap, &slug)) > 0) {
+        if ((status = http_answer_refusal(srv->linger, c, srv->max_header, fmt, ap, &slug)) > 0) {
                 if (srv->on_refusal)
                         srv->on_refusal(srv->userdata, status, slug);
                 return;
@@ -517,7 +553,12 @@ static int start_daemon(http_server *srv, const http_options *o, const http_budg
                 MHD_OPTION_THREAD_POOL_SIZE, io_threads(o),
                 MHD_OPTION_CONNECTION_LIMIT, b->max_connections + b->slack,
                 MHD_OPTION_CONNECTION_TIMEOUT, o->timeout,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (o->max_header + HTTP_POOL_SLACK),
+                /* Room for a header block of max_header bytes and
+                 * HTTP_MAX_FIELDS fields, and for the answer's head: a
+                 * request within both limits is never refused by MHD
+                 * (unless it carries cookies: MHD parses a copy). */
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                (size_t) (o->max_header + HTTP_MAX_FIELDS * HTTP_FIELD_COST + HTTP_POOL_SLACK),
                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,

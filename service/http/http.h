@@ -130,6 +130,7 @@ typedef enum http_evict {
         HTTP_EVICT_FAIR_SHARE,        /* at max_connections: of the address holding the most */
         HTTP_EVICT_IDLE_AT_LIMIT,     /* at max_connections: the oldest idle one */
         HTTP_EVICT_DEADLINE,          /* a request (or the wait for one) outlasted timeout */
+        HTTP_EVICT_STALLED,           /* at max_connections: a request silent for seconds */
         _HTTP_EVICT_MAX,
 } http_evict;
 

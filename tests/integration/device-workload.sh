@@ -25,6 +25,11 @@
 #     (SO_PEERGROUPS) gets its token;
 #   - 400 for no audience or an unknown parameter, 403 for an audience the
 #     socket does not serve, 404, 405 for POST;
+#   - 400 at once, and the connection closed, for a NUL in the target
+#     ("audience=billing%00"), a control character in a field, or a body
+#     framed two ways (Content-Length with Transfer-Encoding, or a field
+#     with whitespace before its colon or folded onto a second line): the
+#     request behind it on the connection is never answered;
 #   - a uid holding its share of a socket's connections (32) gets its 33rd
 #     shut down as it arrives, and a log line; its others are answered,
 #     and other callers are served meanwhile;
@@ -239,6 +244,64 @@ test_callers() {
         assert_eq "$STATUS" 404 "an unknown path"
 }
 
+# raw SOCKET REQUEST [SETPRIV-ARGS...] — REQUEST (a printf format) written
+# on SOCKET at once, as root or as SETPRIV-ARGS say; prints what came back
+# until the agent closed the connection, or 3 s passed (it kept it open).
+RAW_PY='
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(3)
+s.connect(sys.argv[1])
+s.sendall(sys.stdin.buffer.read())
+got = b""
+try:
+    while True:
+        part = s.recv(65536)
+        if not part:
+            break
+        got += part
+except OSError:
+    pass
+sys.stdout.write(got.decode(errors="replace").replace("\r", ""))'
+raw() {
+        local sock=$1 req=$2
+        shift 2
+        # shellcheck disable=SC2059  # the request is the format
+        if [ $# -gt 0 ]; then
+                printf "$req" | setpriv "$@" "$PY" -c "$RAW_PY" "$sock"
+        else
+                printf "$req" | "$PY" -c "$RAW_PY" "$sock"
+        fi
+}
+
+# What HTTP does not allow is 400 as soon as the headers are in, and the
+# connection closed: a NUL in the target (the audience "billing%00x" is
+# not "billing"), a body framed two ways or by a field with whitespace
+# before its colon or folded onto a second line (the request behind it is
+# never answered: no smuggling).  A caller not allowed still gets its 403 first.
+test_malformed() {
+        local out req smuggled='GET /v1/certificate HTTP/1.1\r\nHost: x\r\n\r\n'
+        for req in 'GET /v1/token?audience=billing%%00 HTTP/1.1\r\nHost: x\r\n\r\n' \
+                'GET /v1/token?audience=billing%%00x HTTP/1.1\r\nHost: x\r\n\r\n' \
+                'GET /v1/token%%00x?audience=billing HTTP/1.1\r\nHost: x\r\n\r\n' \
+                'GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nX-A: a\001b\r\n\r\n' \
+                "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n$smuggled" \
+                "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nContent-Length : 41\r\n\r\n$smuggled" \
+                "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n$smuggled" \
+                "GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 41\r\n\r\n$smuggled"; do
+                out=$(raw "$RUN/open.sock" "$req")
+                assert_eq "$(head -n 1 <<<"$out")" "HTTP/1.1 400 Bad Request" "$req"
+                assert_contains "$out" '"error":"invalid_argument"' "$req"
+                assert_contains "$out" "Connection: close" "$req"
+                assert_eq "$(grep -c '^HTTP/1.1' <<<"$out")" 1 "answers to $req"
+                assert_not_contains "$out" "eyJ" "a refusal holds no token ($req)"
+        done
+        out=$(raw "$RUN/open.sock" 'GET /v1/token?audience=billing%%00 HTTP/1.1\r\nHost: x\r\n\r\n' "${NOBODY[@]:1}")
+        assert_eq "$(head -n 1 <<<"$out")" "HTTP/1.1 403 Forbidden" "nobody's malformed request"
+        out=$(raw "$RUN/open.sock" 'GET /v1/token?audience=billing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+        assert_eq "$(head -n 1 <<<"$out")" "HTTP/1.1 200 OK" "a sound request, raw"
+}
+
 # A uid's share of connections: uid 4242 (allowed nowhere) holds 32, its
 # share of open.sock; a 33rd is shut down as it arrives, and logged, while
 # the first still gets its answer (403) and root is served meanwhile.
@@ -401,6 +464,7 @@ test_renewal() {
 test_cost
 test_tokens
 test_callers
+test_malformed
 test_share
 test_tpm_shared
 test_socket_files

@@ -11,6 +11,10 @@ stop.
                       3 bytes of a TLS record, then nothing
       KIND tls        a TLS handshake finished (the server's certificate
                       not checked), then nothing: a keep-alive connection
+      KIND stall      a TLS handshake finished, a request line and the
+                      start of a header sent, then nothing
+      KIND trickle    the same, then one more byte of that header every
+                      second: a request that never ends
       SOURCE  the local address to connect from (127.0.0.2, ...)
       COUNT   how many to hold
 
@@ -34,6 +38,8 @@ import ssl
 import time
 
 TLS_PREFIX = b"\x16\x03\x01"  # a handshake record's type and version: its length never follows
+REQUEST_START = b"GET /flood HTTP/1.1\r\nHost: x\r\nX-Trickle: "
+TLS_KINDS = ("tls", "stall", "trickle")
 TLS_CONTEXT = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 TLS_CONTEXT.check_hostname = False
 TLS_CONTEXT.verify_mode = ssl.CERT_NONE
@@ -42,12 +48,13 @@ TLS_CONTEXT.verify_mode = ssl.CERT_NONE
 class Group:
     def __init__(self, spec):
         kind, source, count = spec.split(":")
-        if kind not in ("idle", "handshake", "tls"):
+        if kind not in ("idle", "handshake") + TLS_KINDS:
             raise SystemExit(f"flood.py: unknown kind {kind}")
         self.kind, self.source, self.count = kind, source, int(count)
         self.open = self.opened = self.closed = 0
         self.pending = 0  # connects in progress
         self.wanted = self.count
+        self.socks = set()  # open ones
 
     def line(self):
         return f"{self.kind} {self.source} open {self.open} opened {self.opened} closed {self.closed}\n"
@@ -98,7 +105,7 @@ class Flood:
                 s.send(TLS_PREFIX)
             except OSError:
                 pass
-        if g.kind == "tls":
+        if g.kind in TLS_KINDS:
             # Still pending until its handshake is over (non-blocking: the
             # other groups go on meanwhile).
             self.sel.unregister(s)
@@ -126,10 +133,21 @@ class Flood:
         g.pending -= 1
         g.open += 1
         g.opened += 1
+        g.socks.add(s)
         self.sel.modify(s, selectors.EVENT_READ, (g, "open"))
+        if g.kind in ("stall", "trickle"):
+            self.send(s, REQUEST_START)
+
+    @staticmethod
+    def send(s, data):
+        try:
+            s.send(data)
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, OSError):
+            pass  # a close shows up as readable
 
     def close(self, s, g, was_open):
         self.sel.unregister(s)
+        g.socks.discard(s)
         s.close()
         if was_open:
             g.open -= 1
@@ -183,6 +201,9 @@ class Flood:
                 self.on_event(key, mask)
             if time.monotonic() >= next_status:
                 self.write_status()
+                for g in self.groups:
+                    for s in list(g.socks) if g.kind == "trickle" else ():
+                        self.send(s, b"t")
                 next_status = time.monotonic() + 1.0
         self.write_status()
 

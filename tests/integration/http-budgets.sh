@@ -8,6 +8,9 @@
 # - message framing (RFC 9112 6.3): two Content-Length fields that differ,
 #   or Content-Length with Transfer-Encoding, are 400 and the connection is
 #   closed (a request pipelined behind is never answered: no smuggling);
+#   so is a Content-Length or Transfer-Encoding field with whitespace before
+#   its colon, or folded onto a second line (libmicrohttpd would keep it as
+#   a field of another name and read the body as the next request);
 #   an unknown transfer coding is 501 at once, not a 30 s wait; chunked
 #   alone is still served;
 # - a TLS 1.0 or 1.1 ClientHello gets a protocol_version alert, a NULL
@@ -47,6 +50,18 @@ assert_eq "$(grep -c '^HTTP/1.1' <<<"$out")" 1 "answers on the connection (the p
 out=$(raw "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n$second")
 assert_contains "$(head -n1 <<<"$out")" " 400 " "Content-Length with Transfer-Encoding"
 assert_eq "$(grep -c '^HTTP/1.1' <<<"$out")" 1 "answers on the connection (the pipelined request is not one)"
+# Whitespace before the colon (RFC 9112 5.1), or a value folded onto the
+# next line (RFC 9112 5.2: libmicrohttpd glues it to the name): 400, never
+# a field of another name that leaves the body unframed (and read as the
+# next request).
+for f in 'Content-Length : 33' 'Content-Length\t: 33' 'Transfer-Encoding : chunked' 'Content-Length:\r\n 33' \
+        'Transfer-Encoding:\r\n\tchunked'; do
+        body=$second
+        [[ $f == Transfer* ]] && body="0\r\n\r\n$second"
+        out=$(raw "POST /a HTTP/1.1\r\nHost: x\r\n$f\r\n\r\n$body")
+        assert_contains "$(head -n1 <<<"$out")" " 400 " "$f"
+        assert_eq "$(grep -c '^HTTP/1.1' <<<"$out")" 1 "answers on the connection ($f: the body is not a request)"
+done
 t0=$SECONDS
 out=$(raw 'POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc')
 assert_contains "$(head -n1 <<<"$out")" " 501 " "an unknown transfer coding"

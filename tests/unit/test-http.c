@@ -1,13 +1,20 @@
 /* Unit tests for the parts of service/http*.c that need no key and no
  * peer: JSON errors, the rate limiter, listen address parsing, the
- * connection guard's bookkeeping when I/O threads accept at once.  The TLS
- * side is tested against real peers by tests/integration/http-transport.sh
- * and http-budgets.sh. */
+ * request syntax libmicrohttpd lets through (common/http-syntax.c), the
+ * key a client is counted by (its IPv4 address, its IPv6 /64), and the
+ * connection guard: its bookkeeping when I/O threads accept at once, who
+ * gives way at max_connections (the heaviest address, a request not
+ * progressing) and at the handshake cap.  The TLS side is
+ * tested against real peers by tests/integration/http-transport.sh,
+ * http-budgets.sh and http-fairness.sh. */
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <json-c/json.h>
@@ -15,6 +22,7 @@
 #include "check.h"
 #include "error.h"
 #include "http-internal.h"
+#include "http-syntax.h"
 #include "http.h"
 #include "ratelimit.h"
 
@@ -215,9 +223,284 @@ static void test_guard_admitted_together(void) {
         CHECK(st.evicted[HTTP_EVICT_HANDSHAKE_CAP] == 3);
 }
 
+/* What libmicrohttpd lets through: a field name with whitespace before
+ * the colon, a control character in a value, "%00" in the target, a body
+ * framed two ways. */
+static void test_syntax(void) {
+        http_framing f = { 0 };
+        const char *msg;
+
+        CHECK(http_field_name_ok("Content-Length"));
+        CHECK(http_field_name_ok("x-!#$%&'*+-.^_`|~09"));
+        CHECK(!http_field_name_ok("Content-Length "));
+        CHECK(!http_field_name_ok("Content-Length\t"));
+        CHECK(!http_field_name_ok(" Host"));
+        CHECK(!http_field_name_ok("a(b)"));
+        CHECK(!http_field_name_ok("a\"b"));
+        CHECK(!http_field_name_ok("\x80"));
+        CHECK(!http_field_name_ok(""));
+        CHECK(!http_field_name_ok(NULL));
+        /* "Content-Length:" folded onto " 41", as libmicrohttpd reads it. */
+        CHECK(!http_field_name_ok("Content-Length41"));
+        CHECK(!http_field_name_ok("transfer-encodingchunked"));
+        CHECK(http_field_name_ok("Content-Lengt"));
+        CHECK(http_field_name_ok("X-Content-Length"));
+        CHECK(http_field_value_ok("a\tb c \x80"));
+        CHECK(http_field_value_ok(""));
+        CHECK(!http_field_value_ok("a\x01"));
+        CHECK(!http_field_value_ok("a\x7f"));
+        CHECK(!http_field_value_ok("a\rb"));
+        CHECK(http_target_bad("/a%00"));
+        CHECK(http_target_bad("/a?x=%00"));
+        CHECK(http_target_bad("/a\x01"));
+        CHECK(http_target_bad("/a\x7f"));
+        CHECK(!http_target_bad("/a%20b?c=%41&d=%0a"));
+
+        CHECK(http_framing_check(&f, true, &msg) == 0 && !msg);
+        http_framing_add(&f, "content-length", "5");
+        http_framing_add(&f, "Content-Length", "5");
+        CHECK(http_framing_check(&f, true, &msg) == 0);
+        http_framing_add(&f, "Content-Length", "6");
+        CHECK(http_framing_check(&f, true, &msg) == 400);
+        CHECK_CONTAINS(msg, "differ");
+        f = (http_framing) { 0 };
+        http_framing_add(&f, "Content-Length", "5");
+        http_framing_add(&f, "Transfer-Encoding", "chunked");
+        CHECK(http_framing_check(&f, true, &msg) == 400);
+        CHECK_CONTAINS(msg, "both");
+        f = (http_framing) { 0 };
+        http_framing_add(&f, "Transfer-Encoding", " Chunked ");
+        CHECK(http_framing_check(&f, true, &msg) == 0);
+        CHECK(http_framing_check(&f, false, &msg) == 400);
+        http_framing_add(&f, "Transfer-Encoding", "chunked");
+        CHECK(http_framing_check(&f, true, &msg) == 400);
+        f = (http_framing) { 0 };
+        http_framing_add(&f, "Transfer-Encoding", "gzip, chunked");
+        CHECK(http_framing_check(&f, true, &msg) == 501);
+}
+
+static struct sockaddr_in6 v6(const char *text) {
+        struct sockaddr_in6 sa = { .sin6_family = AF_INET6 };
+
+        CHECK(inet_pton(AF_INET6, text, &sa.sin6_addr) == 1);
+        return sa;
+}
+
+static struct sockaddr_in v4(uint32_t addr) {
+        return (struct sockaddr_in) { .sin_family = AF_INET, .sin_addr.s_addr = htonl(addr) };
+}
+
+/* A client is its IPv4 address, or the /64 of its IPv6 address. */
+static void test_addr_key(void) {
+        struct sockaddr_in a4 = v4(0x0a000001);
+        struct sockaddr_in6 a = v6("2001:db8:1:2::1"), b = v6("2001:db8:1:2:ffff:ffff:ffff:fffe"),
+                            c = v6("2001:db8:1:3::1"), m = v6("::ffff:10.0.0.1");
+        struct sockaddr_un u = { .sun_family = AF_UNIX };
+        uint8_t k1[HTTP_ADDR_KEY_MAX], k2[HTTP_ADDR_KEY_MAX];
+        size_t n1 = 0, n2 = 0;
+
+        CHECK(http_addr_key((struct sockaddr *) &a4, sizeof(a4), k1, &n1) && n1 == 4);
+        CHECK(memcmp(k1, "\x0a\x00\x00\x01", 4) == 0);
+        CHECK(http_addr_key((struct sockaddr *) &m, sizeof(m), k2, &n2) && n2 == 4 && memcmp(k1, k2, 4) == 0);
+        CHECK(http_addr_key((struct sockaddr *) &a, sizeof(a), k1, &n1) && n1 == 8);
+        CHECK(memcmp(k1, a.sin6_addr.s6_addr, 8) == 0);
+        CHECK(http_addr_key((struct sockaddr *) &b, sizeof(b), k2, &n2) && n2 == 8 && memcmp(k1, k2, 8) == 0);
+        CHECK(http_addr_key((struct sockaddr *) &c, sizeof(c), k2, &n2) && n2 == 8 && memcmp(k1, k2, 8) != 0);
+        CHECK(!http_addr_key((struct sockaddr *) &u, sizeof(u), k1, &n1));
+        CHECK(!http_addr_key((struct sockaddr *) &a, sizeof(a4), k1, &n1));
+        CHECK(!http_addr_key(NULL, 0, k1, &n1));
+}
+
+static int tls_session; /* any non-NULL session: the guard never looks into it */
+
+/* A connection from sa, admitted and added as MHD does; NULL if refused. */
+static http_conn *connect_from(http_guard *g, const void *sa, socklen_t len, bool tls, int fds[2]) {
+        http_conn *c;
+
+        if (!http_guard_accept(g, sa, len))
+                return NULL;
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+        c = http_guard_conn_new(g, NULL, NULL, fds[0], tls ? &tls_session : NULL, sa, len);
+        CHECK(c != NULL);
+        return c;
+}
+
+static void conn_close(http_conn *c, int fds[2]) {
+        if (!c)
+                return;
+        http_guard_conn_free(c);
+        close(fds[0]);
+        close(fds[1]);
+}
+
+/* IPv6 addresses of one /64 share one address's share; another /64 has its own. */
+static void test_guard_v6_prefix(void) {
+        http_budget b = { .max_connections = 64, .slack = 64, .per_address = 3, .handshake_cap = 64,
+                          .handshake_timeout = 10, .timeout = 10, .tls = true };
+        const char *addrs[] = { "2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:1::3", "2001:db8:1:2::4",
+                                "2001:db8:1:2:ffff::5", "2001:db8:1:3::1" };
+        http_conn *conns[ELEMENTSOF(addrs)];
+        int fds[ELEMENTSOF(addrs)][2];
+        http_guard *g = NULL;
+        http_stats st;
+
+        CHECK(http_guard_new(&b, &g) == 0);
+        if (!g)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(addrs); i++) {
+                struct sockaddr_in6 sa = v6(addrs[i]);
+                conns[i] = connect_from(g, &sa, sizeof(sa), true, fds[i]);
+        }
+        CHECK(conns[0] && conns[1] && conns[2] && !conns[3] && !conns[4] && conns[5]);
+        http_guard_stats(g, &st);
+        CHECK(st.refused[HTTP_REFUSE_PER_ADDRESS] == 2);
+        for (size_t i = 0; i < ELEMENTSOF(addrs); i++)
+                conn_close(conns[i], fds[i]);
+        http_guard_free(g);
+}
+
+static void sleep_ms(long ms) {
+        struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+        nanosleep(&ts, NULL);
+}
+
+/* At max_connections, connections inside a request give way to a new
+ * address: the heaviest address's connection silent longest, never one
+ * being handled; a lighter address keeps its own. */
+static void test_guard_in_request(void) {
+        http_budget b = { .max_connections = 4, .slack = 64, .per_address = 4, .handshake_cap = 64,
+                          .handshake_timeout = 10, .timeout = 10 };
+        struct sockaddr_in a = v4(0x0a000001), l = v4(0x0a000002), n = v4(0x0a000003), n2 = v4(0x0a000004);
+        http_conn *heavy[3], *light, *newcomer, *again;
+        int fds[6][2];
+        http_guard *g = NULL;
+        http_stats st;
+
+        CHECK(http_guard_new(&b, &g) == 0);
+        if (!g)
+                return;
+        light = connect_from(g, &l, sizeof(l), false, fds[3]);
+        for (int i = 0; i < 3; i++)
+                heavy[i] = connect_from(g, &a, sizeof(a), false, fds[i]);
+        if (!light || !heavy[0] || !heavy[1] || !heavy[2])
+                return;
+        http_conn_phase(light, HTTP_PHASE_RECEIVING);
+        for (int i = 0; i < 3; i++)
+                http_conn_phase(heavy[i], HTTP_PHASE_RECEIVING);
+        http_conn_phase(heavy[0], HTTP_PHASE_HANDLING);
+        sleep_ms(20);
+        http_conn_io(heavy[2], true, 10); /* heavy[1] is silent longest */
+        http_conn_io(light, true, 10);
+        newcomer = connect_from(g, &n, sizeof(n), false, fds[4]);
+        CHECK(newcomer != NULL);
+        CHECK(http_conn_evicted(heavy[1]));
+        CHECK(!http_conn_evicted(heavy[0]) && !http_conn_evicted(heavy[2]) && !http_conn_evicted(light));
+        conn_close(heavy[1], fds[1]);
+        heavy[1] = NULL;
+        /* 10.0.0.1 holds 2 (one being handled), the others 1 each: a
+         * newcomer takes 10.0.0.1's last one in a request. */
+        again = connect_from(g, &n2, sizeof(n2), false, fds[5]);
+        CHECK(again != NULL && http_conn_evicted(heavy[2]) && !http_conn_evicted(heavy[0]));
+        http_guard_stats(g, &st);
+        CHECK(st.evicted[HTTP_EVICT_FAIR_SHARE] == 2 && st.refused[HTTP_REFUSE_LIMIT] == 0);
+        conn_close(heavy[2], fds[2]);
+        heavy[2] = NULL;
+        /* Everyone holds one, one of them being handled: nobody gives way. */
+        CHECK(!http_guard_accept(g, (struct sockaddr *) &a, sizeof(a)));
+        http_guard_stats(g, &st);
+        CHECK(st.refused[HTTP_REFUSE_LIMIT] == 1 && !http_conn_evicted(light));
+        conn_close(heavy[0], fds[0]);
+        conn_close(light, fds[3]);
+        conn_close(newcomer, fds[4]);
+        conn_close(again, fds[5]);
+        http_guard_free(g);
+}
+
+/* At max_connections with no address heavier than the newcomer's: a
+ * request silent for seconds gives way, not one progressing, not one being
+ * handled, and not to an address holding more than its own. */
+static void test_guard_stalled(void) {
+        http_budget b = { .max_connections = 5, .slack = 64, .per_address = 4, .handshake_cap = 64,
+                          .handshake_timeout = 10, .timeout = 10 };
+        struct sockaddr_in x = v4(0x0a000001), sa = v4(0x0a000002), sb = v4(0x0a000003), sc = v4(0x0a000004),
+                           se = v4(0x0a000005);
+        http_conn *xs[2], *a, *bc, *cc, *e;
+        int fds[6][2];
+        http_guard *g = NULL;
+        http_stats st;
+
+        CHECK(http_guard_new(&b, &g) == 0);
+        if (!g)
+                return;
+        for (int i = 0; i < 2; i++)
+                xs[i] = connect_from(g, &x, sizeof(x), false, fds[i]);
+        a = connect_from(g, &sa, sizeof(sa), false, fds[2]);
+        bc = connect_from(g, &sb, sizeof(sb), false, fds[3]);
+        cc = connect_from(g, &sc, sizeof(sc), false, fds[4]);
+        if (!xs[0] || !xs[1] || !a || !bc || !cc)
+                return;
+        for (int i = 0; i < 2; i++)
+                http_conn_phase(xs[i], HTTP_PHASE_HANDLING);
+        http_conn_phase(a, HTTP_PHASE_RECEIVING);
+        http_conn_phase(bc, HTTP_PHASE_RECEIVING);
+        http_conn_phase(cc, HTTP_PHASE_HANDLING);
+        sleep_ms(2100);
+        http_conn_io(bc, true, 1);
+        /* 10.0.0.1 holds 2: it may not take 10.0.0.2's stalled request. */
+        CHECK(!http_guard_accept(g, (struct sockaddr *) &x, sizeof(x)));
+        CHECK(!http_conn_evicted(a));
+        e = connect_from(g, &se, sizeof(se), false, fds[5]);
+        CHECK(e != NULL && http_conn_evicted(a));
+        CHECK(!http_conn_evicted(bc) && !http_conn_evicted(cc) && !http_conn_evicted(xs[0]) && !http_conn_evicted(xs[1]));
+        http_guard_stats(g, &st);
+        CHECK(st.evicted[HTTP_EVICT_STALLED] == 1 && st.refused[HTTP_REFUSE_LIMIT] == 1);
+        for (int i = 0; i < 2; i++)
+                conn_close(xs[i], fds[i]);
+        conn_close(a, fds[2]);
+        conn_close(bc, fds[3]);
+        conn_close(cc, fds[4]);
+        conn_close(e, fds[5]);
+        http_guard_free(g);
+}
+
+/* Past the handshake cap, the address with the most handshakes gives up
+ * its oldest, even when another address's is older. */
+static void test_guard_handshake_cap(void) {
+        http_budget b = { .max_connections = 64, .slack = 64, .per_address = 64, .handshake_cap = 3,
+                          .handshake_timeout = 10, .timeout = 10, .tls = true };
+        struct sockaddr_in a = v4(0x0a000001), l = v4(0x0a000002);
+        http_conn *light, *heavy[3];
+        int fds[4][2];
+        http_guard *g = NULL;
+        http_stats st;
+
+        CHECK(http_guard_new(&b, &g) == 0);
+        if (!g)
+                return;
+        light = connect_from(g, &l, sizeof(l), true, fds[3]);
+        for (int i = 0; i < 3; i++)
+                heavy[i] = connect_from(g, &a, sizeof(a), true, fds[i]);
+        CHECK(light && heavy[0] && heavy[1] && heavy[2]);
+        CHECK(!http_conn_evicted(light) && http_conn_evicted(heavy[0]));
+        CHECK(!http_conn_evicted(heavy[1]) && !http_conn_evicted(heavy[2]));
+        http_guard_stats(g, &st);
+        CHECK(st.handshaking == 3 && st.evicted[HTTP_EVICT_HANDSHAKE_CAP] == 1);
+        for (int i = 0; i < 3; i++)
+                conn_close(heavy[i], fds[i]);
+        conn_close(light, fds[3]);
+        http_guard_free(g);
+}
+
 int main(void) {
         test_error_json();
+        test_syntax();
+        test_addr_key();
         test_guard_admitted_together();
+        test_guard_v6_prefix();
+        test_guard_in_request();
+        test_guard_stalled();
+        test_guard_handshake_cap();
         test_ratelimit();
         test_listen();
         test_start_tls_or_plain();
