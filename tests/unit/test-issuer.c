@@ -16,6 +16,7 @@
 #include <openssl/x509v3.h>
 
 #include "attest-api.h"
+#include "ca-fixture.h"
 #include "check.h"
 #include "error.h"
 #include "fsutil.h"
@@ -23,78 +24,8 @@
 #include "ossl-util.h"
 #include "x509-util.h"
 
-#define PIN "1234"
 #define Y2050 INT64_C(2524608000) /* 2050-01-01T00:00:00Z: GeneralizedTime from here */
 #define DAY INT64_C(86400)
-
-static char dir[] = "/tmp/hwid-test-issuer.XXXXXX";
-static const char *module;
-
-static const char *find_module(void) {
-        static const char *const paths[] = {
-                "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so", "/usr/lib/aarch64-linux-gnu/softhsm/libsofthsm2.so",
-                "/usr/lib/softhsm/libsofthsm2.so", "/usr/lib64/softhsm/libsofthsm2.so",
-                "/usr/lib64/pkcs11/libsofthsm2.so", "/usr/local/lib/softhsm/libsofthsm2.so",
-        };
-        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
-                if (access(paths[i], R_OK) == 0)
-                        return paths[i];
-        return NULL;
-}
-
-/* A SoftHSM2 store of the test's own with one token, "ca". */
-static int softhsm_setup(void) {
-        char conf[256], cmd[512];
-        FILE *f;
-
-        if (!(module = find_module()) || system("command -v softhsm2-util >/dev/null") != 0)
-                return 77;
-        if (!mkdtemp(dir))
-                return 1;
-        snprintf(conf, sizeof(conf), "%s/softhsm2.conf", dir);
-        snprintf(cmd, sizeof(cmd), "mkdir -p %s/tokens && softhsm2-util --init-token --free --label ca "
-                                   "--pin " PIN " --so-pin 5678 >/dev/null", dir);
-        if (!(f = fopen(conf, "w")))
-                return 1;
-        fprintf(f, "directories.tokendir = %s/tokens\nobjectstore.backend = file\nlog.level = ERROR\n", dir);
-        fclose(f);
-        setenv("SOFTHSM2_CONF", conf, 1);
-        return system(cmd) == 0 ? 0 : 1;
-}
-
-static void softhsm_teardown(void) {
-        char cmd[300];
-
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        if (dir[strlen(dir) - 1] != 'X')
-                (void) !system(cmd);
-}
-
-typedef struct ca {
-        hwid_key *key;
-        X509 *cert;
-        issuer *is;
-} ca;
-
-static int ca_make(const char *object, hwid_key_type type, const char *subject, int days, ca *ret) {
-        _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
-        _cleanup_free_ char *uri = NULL;
-        int r;
-
-        if (asprintf(&uri, "pkcs11:token=ca;object=%s?pin-value=" PIN "&module-path=%s", object, module) < 0)
-                return -HWID_E_NOMEM;
-        if ((r = hwid_key_create(uri, type, false, NULL, &ret->key)) < 0 || (r = dn_parse(subject, &name)) < 0 ||
-            (r = ca_self_sign(ret->key, name, days, &ret->cert)) < 0 ||
-            (r = issuer_new(ret->key, ret->cert, &ret->is)) < 0)
-                return r;
-        return 0;
-}
-
-static void ca_done(ca *c) {
-        issuer_free(c->is);
-        X509_free(c->cert);
-        hwid_key_free(c->key);
-}
 
 /* One request, and the extension texts the old code made of it. */
 typedef struct issue_case {
@@ -372,18 +303,10 @@ int main(void) {
         _cleanup_(EVP_PKEY_freep) EVP_PKEY *ec = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
         _cleanup_(EVP_PKEY_freep) EVP_PKEY *rsa = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t) 2048);
         ca ec_ca = { 0 }, p384_ca = { 0 }, rsa_ca = { 0 };
-        int r = softhsm_setup();
+        int r = ca_fixture_setup("test-issuer");
 
-        if (r != 0) {
-                /* As tests/lib.sh's missing_hardware: CI never skips. */
-                bool skip = r == 77 && getenv("HWID_ALLOW_SKIP") && strcmp(getenv("HWID_ALLOW_SKIP"), "1") == 0;
-                fprintf(stderr, "test-issuer: %s\n", r != 77 ? "no SoftHSM2 token"
-                                : skip ? "SoftHSM2 is not installed: skipped (HWID_ALLOW_SKIP=1)"
-                                       : "SoftHSM2 is not installed: run scripts/install-deps.sh "
-                                         "(or set HWID_ALLOW_SKIP=1 to skip)");
-                softhsm_teardown();
-                return skip ? 77 : 1;
-        }
+        if (r != 0)
+                return r;
         CHECK(ec && rsa);
         CHECK(ca_make("ca-ec", HWID_KEY_EC_P256, "/CN=Test EC CA/O=hwid", 40 * 365, &ec_ca) == 0);
         CHECK(ca_make("ca-p384", HWID_KEY_EC_P384, "/CN=Test P-384 CA/O=hwid", 40 * 365, &p384_ca) == 0);
@@ -401,6 +324,6 @@ int main(void) {
         ca_done(&ec_ca);
         ca_done(&p384_ca);
         ca_done(&rsa_ca);
-        softhsm_teardown();
+        ca_fixture_teardown();
         return check_done("test-issuer");
 }
