@@ -1307,10 +1307,12 @@ to the kernel samples under each.
 
 $(perf_table)
 EOF
-                if [ -f "$SRCDIR/bench/NOTES.md" ]; then
-                        echo
-                        cat "$SRCDIR/bench/NOTES.md"
-                fi
+                echo
+                echo "## 9. Analysis"
+                echo
+                echo "How these numbers came to be -- what was optimized, measured before and"
+                echo "after, and what stands in the way of the targets -- is in"
+                echo "[bench/NOTES.md](../bench/NOTES.md), one copy, written by hand."
         } >"$OUT"
 }
 
