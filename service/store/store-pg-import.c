@@ -162,7 +162,7 @@ int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, si
         sqlite3 *db = NULL;
         int r;
 
-        if (!store_pg_is_uri(uri) || store_pg_is_uri(path))
+        if (!pg_is_uri(uri) || pg_is_uri(path))
                 return hwid_fail(HWID_E_INVALID, "a migration goes from a SQLite file to a postgresql:// URI");
         /* Brings the file to the current schema first (and checks it is hwid's). */
         if ((r = store_open(path, &src)) < 0 || (r = store_integrity_check(src)) < 0)
@@ -175,8 +175,8 @@ int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, si
                 sqlite3_close(db);
                 return r;
         }
-        if ((r = store_open(uri, &dst)) >= 0)
-                r = pg_tx(dst->pg, copy_run, &(copy_q) { .db = db, .path = path, .summary = summary, .size = size },
+        if ((r = pg_open(uri, 0, &dst)) >= 0)
+                r = pg_tx(pg_of(dst), copy_run, &(copy_q) { .db = db, .path = path, .summary = summary, .size = size },
                           "commit the migration");
         sqlite3_close(db);
         if (r >= 0 && (r = store_audit_verify(dst, NULL, 0, &rep)) >= 0 && rep.problem != AUDIT_OK)

@@ -384,7 +384,7 @@ static void race_first_open(void) {
         }
         pthread_barrier_destroy(&go);
         CHECK(ok == RACERS / 2);
-        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == store_schema_version());
+        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == sqlite_schema_version());
         CHECK(raw_int(path, "SELECT count(*) FROM meta") == 5);
 }
 

@@ -224,7 +224,7 @@ static void upgrade_from_v1(void) {
         insert_v1_cert(path, "0B", "EDGE-1", NOW - 10, "DNS:other.example");
         insert_v1_cert(path, "0C", "edge-2", NOW - 5, "DNS:Shared.Example,DNS:edge-2.example");
         s = open_fresh(path);
-        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == store_schema_version());
+        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == sqlite_schema_version());
         /* The newest spelling stays live; the older one is superseded. */
         CHECK(cert_status(s, "0A") == CERT_SUPERSEDED);
         CHECK(cert_status(s, "0B") == CERT_VALID);

@@ -260,7 +260,7 @@ static void schema_versions(void) {
         s = open_fresh(path);
         store_free(s);
         s = NULL;
-        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == store_schema_version());
+        CHECK(raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == sqlite_schema_version());
         /* Reopening an up-to-date database changes nothing. */
         s = open_fresh(path);
         store_free(s);
@@ -446,7 +446,7 @@ typedef struct slow_commit {
         int r;
 } slow_commit;
 
-static int slow_job(store *s, void *userdata) {
+static int slow_job(sqlite_store *s, void *userdata) {
         slow_commit *sc = userdata;
         struct timespec ts = { 1, 0 };
 
@@ -459,9 +459,9 @@ static int slow_job(store *s, void *userdata) {
 
 static void *run_slow_commit(void *arg) {
         slow_commit *sc = arg;
-        store_job job = { .run = slow_job, .userdata = sc };
+        sqlite_job job = { .run = slow_job, .userdata = sc };
 
-        sc->r = store_group_commit(sc->s, &job, "commit the slow job");
+        sc->r = sqlite_group_commit(sqlite_of(sc->s), &job, "commit the slow job");
         return NULL;
 }
 
@@ -487,7 +487,7 @@ static void reads_beside_a_commit(void) {
         pthread_barrier_destroy(&in_job);
         CHECK(sc.r == 0);
         /* Once committed, every lookup sees it. */
-        for (int i = 0; i < 2 * STORE_READERS; i++)
+        for (int i = 0; i < 2 * SQLITE_STORE_READERS; i++)
                 CHECK(uses_left(s, "read01") == 0);
         /* In-process, a read costs no round trip: nothing to read ahead,
          * so a request's CSR is not parsed before it is authenticated. */
