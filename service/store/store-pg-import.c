@@ -1,19 +1,21 @@
 /* hwid store migrate: a SQLite store copied into PostgreSQL.
  *
  * The SQLite file is first opened as a store (which brings its schema to
- * the current version and chains old audit records), then read table by
- * table; every row goes into PostgreSQL within one transaction, which
+ * the current version and chains old audit records) and the DNS names of
+ * its live certificates recorded, then read table by table; every row goes into PostgreSQL within one transaction, which
  * commits only when each table holds as many rows on both sides.  Rows
  * are copied as stored -- serials, audit ids and hashes included -- so
  * the audit chain verifies in PostgreSQL as it did in SQLite. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <sqlite3.h>
 
 #include "error.h"
 #include "store-pg.h"
 #include "store-sqlite.h"
+#include "x509-util.h"
 
 #define COPY_COLS_MAX 20
 
@@ -159,13 +161,18 @@ int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, si
         _cleanup_(store_freep) store *src = NULL;
         _cleanup_(store_freep) store *dst = NULL;
         store_audit_report rep;
+        size_t recorded, skipped;
         sqlite3 *db = NULL;
         int r;
 
-        if (!store_pg_is_uri(uri) || store_pg_is_uri(path))
+        if (!pg_is_uri(uri) || pg_is_uri(path))
                 return hwid_fail(HWID_E_INVALID, "a migration goes from a SQLite file to a postgresql:// URI");
-        /* Brings the file to the current schema first (and checks it is hwid's). */
-        if ((r = store_open(path, &src)) < 0 || (r = store_integrity_check(src)) < 0)
+        /* Brings the file to the current schema first (and checks it is
+         * hwid's), with the DNS names of its live certificates recorded as
+         * hwidd records them at start: a PostgreSQL store records names from
+         * its first certificate on and has none of its own to backfill. */
+        if ((r = store_open(path, &src)) < 0 || (r = store_integrity_check(src)) < 0 ||
+            (r = store_cert_dns_backfill(src, (int64_t) time(NULL), der_dns_names, &recorded, &skipped)) < 0)
                 return r;
         store_free(TAKE_PTR(src));
         /* One read transaction: the copy is one snapshot of the file. */
@@ -175,8 +182,8 @@ int store_copy_sqlite_to_pg(const char *path, const char *uri, char *summary, si
                 sqlite3_close(db);
                 return r;
         }
-        if ((r = store_open(uri, &dst)) >= 0)
-                r = pg_tx(dst->pg, copy_run, &(copy_q) { .db = db, .path = path, .summary = summary, .size = size },
+        if ((r = pg_open(uri, 0, &dst)) >= 0)
+                r = pg_tx(pg_of(dst), copy_run, &(copy_q) { .db = db, .path = path, .summary = summary, .size = size },
                           "commit the migration");
         sqlite3_close(db);
         if (r >= 0 && (r = store_audit_verify(dst, NULL, 0, &rep)) >= 0 && rep.problem != AUDIT_OK)

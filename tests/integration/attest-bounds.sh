@@ -1,8 +1,8 @@
 #!/bin/bash
 # shellcheck disable=SC2119  # lib.sh helpers take optional arguments
 # attest-bounds.sh — one requester cannot exhaust the attestation
-# challenges of a CA: two hwidd on one store (SQLite here, PostgreSQL in
-# pg-suite-attest-bounds), attestation.max_pending 12, 4 per requester
+# challenges of a CA: two hwidd on one store (SQLite; the bounds on
+# PostgreSQL: store-contract-pg), attestation.max_pending 12, 4 per requester
 # (the default). Proves:
 #   - a token holder (its token unspent) and the holder of an allowlisted
 #     EK certificate (no TPM needed: it is not a secret) each ask replica 1

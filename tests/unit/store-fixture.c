@@ -6,11 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/x509v3.h>
+
 #include <sqlite3.h>
 
 #include "check.h"
 #include "error.h"
 #include "fsutil.h"
+#include "ossl-util.h"
 #include "store-fixture.h"
 
 char *db_path(const char *name) {
@@ -210,6 +214,77 @@ int audit_rows(store *s) {
         int n = 0;
 
         return store_audit_foreach(s, 0, count_audit, &n) < 0 ? -1 : n;
+}
+
+/* ---- a store of the first schema ---- */
+
+/* A certificate with DNS names, signed by its own key (the store only
+ * keeps the DER; nothing checks the signature). */
+static X509 *cert_with_dns(const char *dns) {
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *k = EVP_EC_gen("P-256");
+        _cleanup_(X509_EXTENSION_freep) X509_EXTENSION *ext = NULL;
+        X509 *x = X509_new();
+
+        if (!k || !x || !X509_set_pubkey(x, k) || !ASN1_INTEGER_set(X509_get_serialNumber(x), 1) ||
+            !X509_gmtime_adj(X509_getm_notBefore(x), 0) || !X509_gmtime_adj(X509_getm_notAfter(x), 3600) ||
+            !(ext = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, dns)) || !X509_add_ext(x, ext, -1) ||
+            !X509_sign(x, k, EVP_sha256()))
+                abort();
+        return x;
+}
+
+void insert_v1_cert(const char *path, const char *serial, const char *identity, int64_t created, const char *dns) {
+        _cleanup_(X509_freep) X509 *x = cert_with_dns(dns);
+        _cleanup_(OPENSSL_freep) unsigned char *enc = NULL;
+        _cleanup_free_ char *sql = NULL, *hex = NULL;
+        int len = i2d_X509(x, &enc);
+
+        if (len <= 0 || !(hex = malloc((size_t) len * 2 + 1)))
+                abort();
+        for (int i = 0; i < len; i++)
+                sprintf(hex + 2 * i, "%02x", enc[i]);
+        if (asprintf(&sql, "INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, "
+                           "not_before, not_after, status, created_at) VALUES ('%s', '%s', 'CN=x', 'edge', '%s', "
+                           "x'%s', 0, 9999999999, 'valid', %lld)",
+                     serial, identity, spki, hex, (long long) created) < 0 ||
+            raw_exec(path, sql) != SQLITE_OK)
+                abort();
+}
+
+/* The first schema as hwid 1 created it (the parts the tests touch). */
+static const char v1_schema[] =
+        "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) STRICT;"
+        "INSERT INTO meta (key, value) VALUES ('schema_version', 1), ('revocation_seq', 0);"
+        "CREATE TABLE tokens (id TEXT PRIMARY KEY NOT NULL CHECK (length(id) = 6),"
+        "  secret_hash BLOB NOT NULL CHECK (length(secret_hash) = 32), profile TEXT NOT NULL, name_pattern TEXT,"
+        "  description TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
+        "  uses_total INTEGER NOT NULL CHECK (uses_total >= 0), uses_left INTEGER NOT NULL CHECK (uses_left >= 0),"
+        "  revoked INTEGER NOT NULL DEFAULT 0 CHECK (revoked IN (0, 1))) STRICT;"
+        "CREATE TABLE requests (id TEXT PRIMARY KEY NOT NULL, identity TEXT NOT NULL, profile TEXT NOT NULL,"
+        "  token_id TEXT NOT NULL REFERENCES tokens(id), spki_sha256 TEXT NOT NULL, csr_der BLOB NOT NULL,"
+        "  status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'issued')), reason TEXT,"
+        "  serial TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) STRICT;"
+        "CREATE INDEX requests_status ON requests(status);"
+        "CREATE TABLE certificates (serial TEXT PRIMARY KEY NOT NULL"
+        "    CHECK (length(serial) > 0 AND serial NOT GLOB '*[^0-9A-F]*'),"
+        "  identity TEXT NOT NULL, subject TEXT NOT NULL, profile TEXT NOT NULL, spki_sha256 TEXT NOT NULL,"
+        "  der BLOB NOT NULL, not_before INTEGER NOT NULL, not_after INTEGER NOT NULL,"
+        "  status TEXT NOT NULL CHECK (status IN ('valid', 'revoked', 'superseded')),"
+        "  revoked_at INTEGER NOT NULL DEFAULT 0, revocation_reason INTEGER NOT NULL DEFAULT 0,"
+        "  request_id TEXT REFERENCES requests(id), created_at INTEGER NOT NULL) STRICT;"
+        "CREATE UNIQUE INDEX certificates_one_live ON certificates(identity) WHERE status = 'valid';"
+        "CREATE INDEX certificates_identity ON certificates(identity, status);"
+        "CREATE INDEX certificates_status_not_after ON certificates(status, not_after);"
+        "CREATE INDEX certificates_revoked"
+        "  ON certificates(serial, not_after, revoked_at, revocation_reason) WHERE status = 'revoked';"
+        "CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, actor TEXT NOT NULL,"
+        "  action TEXT NOT NULL, target TEXT, outcome TEXT NOT NULL, reason TEXT, token_id TEXT) STRICT;"
+        "CREATE INDEX audit_at ON audit(at);"
+        "PRAGMA journal_mode=WAL;";
+
+void create_v1_store(const char *path) {
+        if (raw_exec(path, v1_schema) != SQLITE_OK)
+                abort();
 }
 
 bool fixture_begin(void) {

@@ -56,3 +56,10 @@ int cert_status(store *s, const char *serial);
 int request_status(store *s, const char *id);
 int add_request(store *s, const char *id, const char *identity, const char *token, int64_t now);
 int audit_rows(store *s);
+
+/* A SQLite file of schema 1, as hwid 1 made it (no certificate DNS names,
+ * identities compared with case, audit records unchained), at path. */
+void create_v1_store(const char *path);
+/* A live certificate in it, its DER with the subjectAltName dns
+ * ("DNS:a.example,DNS:b.example"). */
+void insert_v1_cert(const char *path, const char *serial, const char *identity, int64_t created, const char *dns);

@@ -54,14 +54,14 @@ static void checkpoint_moves_frames(void) {
                 CHECK(append(s, NOW, i) == 0);
         /* The checkpointer's own connection: it must know the file is in
          * WAL mode, or it "checkpoints" nothing and says OK (-1 frames). */
-        r = store_checkpoint_run(s, SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt);
+        r = sqlite_checkpoint_run(sqlite_of(s), SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt);
         CHECK(r == 0);
         CHECK(log > 0);
         CHECK(ckpt == log);
         /* TRUNCATE copies what is left and empties the file. */
         for (int i = 0; i < 50; i++)
                 CHECK(append(s, NOW, i) == 0);
-        r = store_checkpoint_run(s, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
+        r = sqlite_checkpoint_run(sqlite_of(s), SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
         CHECK(r == 0 && log == 0 && ckpt == 0);
         {
                 _cleanup_free_ char *wal = NULL;
@@ -111,7 +111,7 @@ static void wal_pinned_by_reader(void) {
         for (int i = 1; i <= 4000; i++)
                 CHECK(append(s, NOW, i) == 0);
         pinned = file_size(wal);
-        CHECK(pinned > 2 * (int64_t) STORE_WAL_LIMIT_BYTES);
+        CHECK(pinned > 2 * (int64_t) SQLITE_STORE_WAL_LIMIT_BYTES);
         sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL);
         sqlite3_close(reader);
         for (int i = 0; i < 50; i++)
@@ -119,7 +119,7 @@ static void wal_pinned_by_reader(void) {
         after = file_size(wal);
         fprintf(stderr, "wal_pinned_by_reader: WAL %lld bytes while pinned, %lld after\n", (long long) pinned,
                 (long long) after);
-        CHECK(after <= (int64_t) STORE_WAL_LIMIT_BYTES);
+        CHECK(after <= (int64_t) SQLITE_STORE_WAL_LIMIT_BYTES);
         CHECK(audit_rows(s) == 4051);
 }
 
@@ -149,9 +149,9 @@ static void wal_bounded(void) {
         fprintf(stderr, "wal_bounded: %ld commits, WAL at most %lld bytes\n", atomic_load(&l.commits),
                 (long long) max);
         /* Enough was written to grow the WAL far beyond the bound ... */
-        CHECK(atomic_load(&l.commits) * 3 * 4096 > 4 * (int64_t) STORE_WAL_LIMIT_BYTES);
+        CHECK(atomic_load(&l.commits) * 3 * 4096 > 4 * (int64_t) SQLITE_STORE_WAL_LIMIT_BYTES);
         /* ... and it stayed within it (a round of commits on top). */
-        CHECK(max <= 2 * (int64_t) STORE_WAL_LIMIT_BYTES);
+        CHECK(max <= 2 * (int64_t) SQLITE_STORE_WAL_LIMIT_BYTES);
         /* Idle: within a few rounds the file is emptied. */
         for (int i = 0; i < 50 && (size = file_size(wal)) > 0; i++)
                 sleep_ms(100);

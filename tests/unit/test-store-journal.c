@@ -1,6 +1,6 @@
 /* The group commit's savepoints stay in memory.
  *
- * Each issuance of a batch runs in its own savepoint (store_group_commit()),
+ * Each issuance of a batch runs in its own savepoint (sqlite_group_commit()),
  * and SQLite keeps what a savepoint would undo in a sub-journal, held in
  * memory only up to SQLITE_CONFIG_STMTJRNL_SPILL bytes (64 KiB by
  * default): past that, every page is written to a temporary file as well,

@@ -1,11 +1,13 @@
-/* The reads ahead (store.h's store_reads, store-reads.h): what a backend
- * that reads ahead fills in, below the backends; store-dispatch.c gives
- * the answers out. */
+/* The reads ahead (store.h's store_reads, store-reads.h): a backend that
+ * reads ahead fills the answers in (its reads_fetch operation), and they
+ * are given out here, each once, as the store function would have given
+ * it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "store-backend.h"
 #include "store-reads.h"
 #include "store-rows.h"
 
@@ -85,4 +87,84 @@ void store_reads_free(store_reads *rd) {
         free(rd->spki_sha256);
         free(rd->identity);
         free(rd);
+}
+
+bool store_reads_ahead(const store *s) {
+        return s->ops->reads_ahead;
+}
+
+int store_reads_fetch(store *s, const store_reads_keys *k, store_reads **ret) {
+        store_reads *rd = NULL;
+        int r = store_reads_new(k, &rd);
+
+        if (r >= 0 && (r = s->ops->reads_fetch(s, rd)) < 0)
+                store_reads_free(TAKE_PTR(rd));
+        if (r >= 0)
+                *ret = rd;
+        return r;
+}
+
+/* ---- the reads ahead, given out once per key, as the store function
+ * would have given them; anything else is read from the store when it is
+ * asked for ---- */
+
+/* Whether a holds the answer for key (read ahead for want). */
+static bool answer_for(const store_answer *a, const char *want, const char *key) {
+        return a->ready && want && key && strcmp(want, key) == 0;
+}
+
+/* a's answer, given out once: its result, its detail set again. */
+static int answer_take(store_answer *a) {
+        a->ready = false;
+        return a->r < 0 ? hwid_fail((hwid_err) -a->r, "%s", a->detail) : a->r;
+}
+
+/* The same, and the value read (size bytes at held) moved to ret. */
+static int answer_move(store_answer *a, void *held, void *ret, size_t size) {
+        if (a->r >= 0) {
+                memcpy(ret, held, size);
+                memset(held, 0, size);
+        }
+        return answer_take(a);
+}
+
+int store_reads_token_get(store *s, store_reads *rd, const char *id, store_token *ret) {
+        if (!rd || !answer_for(&rd->token_a, rd->token_id, id))
+                return store_token_get(s, id, ret);
+        return answer_move(&rd->token_a, &rd->token, ret, sizeof(*ret));
+}
+
+int store_reads_cert_get(store *s, store_reads *rd, const char *serial, store_cert *ret) {
+        if (!rd || !answer_for(&rd->cert_a, rd->serial, serial))
+                return store_cert_get(s, serial, ret);
+        return answer_move(&rd->cert_a, &rd->cert, ret, sizeof(*ret));
+}
+
+int store_reads_key_blocked(store *s, store_reads *rd, const char *spki_sha256) {
+        if (!rd || !answer_for(&rd->key_a, rd->spki_sha256, spki_sha256))
+                return store_key_blocked(s, spki_sha256);
+        return answer_take(&rd->key_a);
+}
+
+int store_reads_cert_live_for(store *s, store_reads *rd, const char *identity, int64_t now, store_cert *ret) {
+        if (!rd || now != rd->now || !answer_for(&rd->live_a, rd->identity, identity))
+                return store_cert_live_for(s, identity, now, ret);
+        return answer_move(&rd->live_a, &rd->live, ret, sizeof(*ret));
+}
+
+int store_reads_dns_owner(store *s, store_reads *rd, const char *name, int64_t now, char **ret_identity) {
+        char canon[STORE_DNS_NAME_MAX + 1];
+
+        if (rd && now == rd->now && name && store_dns_canonical(name, canon, sizeof(canon)) >= 0)
+                for (size_t i = 0; i < rd->n_dns; i++)
+                        if (answer_for(&rd->dns_a[i], rd->dns[i], canon))
+                                return answer_move(&rd->dns_a[i], &rd->owner[i], ret_identity,
+                                                   sizeof(*ret_identity));
+        return store_dns_owner(s, name, now, ret_identity);
+}
+
+int store_reads_binding_get(store *s, store_reads *rd, const char *identity, store_binding *ret) {
+        if (!rd || !answer_for(&rd->bind_a, rd->identity, identity))
+                return store_binding_get(s, identity, ret);
+        return answer_move(&rd->bind_a, &rd->bind, ret, sizeof(*ret));
 }

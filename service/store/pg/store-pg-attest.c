@@ -22,8 +22,8 @@ static int64_t bound(size_t n) {
 /* One statement, hwid_challenge_put(): the bounds on pending challenges
  * (all of them, and each requester's) hold across replicas, under a lock
  * held for no round trip. */
-int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending,
-                           size_t max_per_requester, size_t *ret_replaced) {
+int pg_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                     size_t max_per_requester, size_t *ret_replaced) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         _cleanup_(pg_leavep) pg_slot *slot = NULL;
         const char *result;
@@ -38,7 +38,7 @@ int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, s
                          "tbbbbIIItI", c->id, c->secret_sha256, sizeof(c->secret_sha256), c->nonce, sizeof(c->nonce),
                          c->ak_public, c->ak_public_len, c->ek_cert, c->ek_cert_len, c->expires_at, now,
                          bound(max_pending), c->requester ? c->requester : "", bound(max_per_requester))) < 0 ||
-            (r = pg_statement(p, &q, &slot, &res)) < 0)
+            (r = pg_statement(pg_of(s), &q, &slot, &res)) < 0)
                 return r;
         result = pg_val(res, 0, 0);
         if (result && strcmp(result, "full") == 0)
@@ -79,13 +79,13 @@ static int take_run(pg_slot *c, void *userdata) {
         return 0;
 }
 
-int store_pg_challenge_take(store_pg *p, const char *id, store_challenge *ret) {
+int pg_challenge_take(store *s, const char *id, store_challenge *ret) {
         store_challenge x = { 0 };
         int r;
 
         if (!id || !store_hex_ok(id, 32, 32))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such attestation challenge");
-        r = pg_tx(p, take_run, &(chal_q) { .id = id, .out = &x }, "commit the taken attestation challenge");
+        r = pg_tx(pg_of(s), take_run, &(chal_q) { .id = id, .out = &x }, "commit the taken attestation challenge");
         if (r < 0) {
                 store_challenge_clear(&x);
                 return r;
@@ -153,10 +153,10 @@ static int ek_add_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_ek_add(store_pg *p, const store_ek *v, size_t n, const store_audit *audit, int64_t now) {
+int pg_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit, int64_t now) {
         if (!v || n == 0)
                 return hwid_fail(HWID_E_INVALID, "no EK allowlist entry to add");
-        return pg_tx(p, ek_add_run, &(ek_q) { .v = v, .n = n, .audit = audit, .now = now },
+        return pg_tx(pg_of(s), ek_add_run, &(ek_q) { .v = v, .n = n, .audit = audit, .now = now },
                      "commit the EK allowlist entries");
 }
 
@@ -177,8 +177,8 @@ static int ek_find_run(pg_slot *c, void *userdata) {
         return ek_from_row(res, 0, q->one);
 }
 
-int store_pg_ek_find(store_pg *p, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret) {
-        return pg_read(p, ek_find_run, &(ek_q) { .a = ek_cert_sha256, .b = ek_pub_sha256, .one = ret });
+int pg_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret) {
+        return pg_read(pg_of(s), ek_find_run, &(ek_q) { .a = ek_cert_sha256, .b = ek_pub_sha256, .one = ret });
 }
 
 static int ek_row(PGresult *res, int row, void *ret) {
@@ -198,8 +198,8 @@ static int ek_list_run(pg_slot *c, void *userdata) {
         return r < 0 ? r : pg_rows(res, sizeof(store_ek), ek_row, ek_list_free, (void **) q->all, q->ret_n);
 }
 
-int store_pg_ek_list(store_pg *p, store_ek **ret, size_t *ret_n) {
-        return pg_read(p, ek_list_run, &(ek_q) { .all = ret, .ret_n = ret_n });
+int pg_ek_list(store *s, store_ek **ret, size_t *ret_n) {
+        return pg_read(pg_of(s), ek_list_run, &(ek_q) { .all = ret, .ret_n = ret_n });
 }
 
 static int ek_remove_run(pg_slot *c, void *userdata) {
@@ -216,9 +216,9 @@ static int ek_remove_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_ek_remove(store_pg *p, const char *key, const store_audit *audit, int64_t now) {
+int pg_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now) {
         if (!store_str_ok(key, 128))
                 return hwid_fail(HWID_E_INVALID, "no name or EK hash to remove from the EK allowlist");
-        return pg_tx(p, ek_remove_run, &(ek_q) { .a = key, .audit = audit, .now = now },
+        return pg_tx(pg_of(s), ek_remove_run, &(ek_q) { .a = key, .audit = audit, .now = now },
                      "commit the EK allowlist removal");
 }

@@ -22,8 +22,8 @@ static int add_run(pg_slot *c, void *userdata) {
         return checkpoint_insert(c, userdata);
 }
 
-int store_pg_audit_checkpoint_add(store_pg *p, const store_audit_checkpoint *cp) {
-        return pg_tx(p, add_run, (void *) cp, "commit an audit checkpoint");
+int pg_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp) {
+        return pg_tx(pg_of(s), add_run, (void *) cp, "commit an audit checkpoint");
 }
 
 int pg_audit_prune_checkpoint(pg_slot *c, const store_audit_link *anchor, store_audit_sign_fn sign, void *userdata) {

@@ -91,7 +91,7 @@ static int batch_results(pg_slot *c, pg_job *batch, PGresult *res, size_t n) {
 /* The pending jobs, in one statement.  A failure of the statement as a
  * whole leaves them pending: nothing of them was committed, or -- the
  * connection lost on the way -- it is not known what was. */
-static int run_once(store_pg *p, pg_job *batch) {
+static int run_once(pg_store *p, pg_job *batch) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         _cleanup_free_ char *json = NULL;
@@ -109,7 +109,7 @@ static int run_once(store_pg *p, pg_job *batch) {
         return batch_results(c, batch, res, n);
 }
 
-static void run_batch(store_pg *p, pg_job *batch) {
+static void run_batch(pg_store *p, pg_job *batch) {
         bool pending = true;
         int r = 0;
 
@@ -131,7 +131,7 @@ static void run_batch(store_pg *p, pg_job *batch) {
                         job_fail(j, r);
 }
 
-static void batch_done(store_pg *p, pg_job *batch) {
+static void batch_done(pg_store *p, pg_job *batch) {
         pg_job *j, *next;
 
         for (j = batch; j; j = next) {
@@ -144,7 +144,7 @@ static void batch_done(store_pg *p, pg_job *batch) {
                 pthread_cond_signal(&p->gc_head->wake);
 }
 
-int pg_group_commit(store_pg *p, const store_issue *in, int64_t now) {
+int pg_group_commit(pg_store *p, const store_issue *in, int64_t now) {
         pg_job job = { .in = in, .now = now };
 
         pthread_cond_init(&job.wake, NULL);

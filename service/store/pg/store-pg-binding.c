@@ -63,8 +63,8 @@ static int get_run(pg_slot *c, void *userdata) {
         return pg_binding_answer(res, q->identity, q->one);
 }
 
-int store_pg_binding_get(store_pg *p, const char *identity, store_binding *ret) {
-        return pg_read(p, get_run, &(binding_q) { .identity = identity, .one = ret });
+int pg_binding_get(store *s, const char *identity, store_binding *ret) {
+        return pg_read(pg_of(s), get_run, &(binding_q) { .identity = identity, .one = ret });
 }
 
 static int binding_row(PGresult *res, int row, void *ret) {
@@ -84,8 +84,8 @@ static int list_run(pg_slot *c, void *userdata) {
         return r < 0 ? r : pg_rows(res, sizeof(store_binding), binding_row, binding_list_free, (void **) q->all, q->n);
 }
 
-int store_pg_binding_list(store_pg *p, store_binding **ret, size_t *ret_n) {
-        return pg_read(p, list_run, &(binding_q) { .all = ret, .n = ret_n });
+int pg_binding_list(store *s, store_binding **ret, size_t *ret_n) {
+        return pg_read(pg_of(s), list_run, &(binding_q) { .all = ret, .n = ret_n });
 }
 
 static int release_run(pg_slot *c, void *userdata) {
@@ -104,10 +104,10 @@ static int release_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_binding_release(store_pg *p, const store_binding *b, const store_audit *audit, int64_t now) {
+int pg_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now) {
         if (!store_binding_ok(b))
                 return hwid_fail(HWID_E_INVALID, "no identity binding to release");
-        return pg_tx(p, release_run, &(binding_q) { .b = b, .audit = audit, .now = now },
+        return pg_tx(pg_of(s), release_run, &(binding_q) { .b = b, .audit = audit, .now = now },
                      "commit the identity's release");
 }
 

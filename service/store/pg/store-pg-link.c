@@ -91,7 +91,7 @@ const char pg_link_sql[] =
         "END $$;\n";
 
 /* Each linked record to the sink, as the store of a write hands it. */
-static void sink_rows(store_pg *p, PGresult *res) {
+static void sink_rows(pg_store *p, PGresult *res) {
         uint8_t prev[STORE_AUDIT_HASH_LEN], hash[STORE_AUDIT_HASH_LEN];
 
         pthread_mutex_lock(&p->sink_lock);
@@ -112,7 +112,8 @@ static void sink_rows(store_pg *p, PGresult *res) {
 /* One statement a batch, in a transaction of its own: a link that broke
  * in flight is either committed or not, and the next one links what is
  * still pending either way. */
-int store_pg_audit_chain_pending(store_pg *p, size_t *ret_n) {
+int pg_audit_chain_pending(store *base, size_t *ret_n) {
+        pg_store *p = pg_of(base);
         size_t total = 0;
         int r = 0;
 
@@ -146,8 +147,8 @@ static int unchained_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_audit_pending(store_pg *p, size_t *ret_n) {
-        return pg_read(p, unchained_run, ret_n);
+int pg_audit_pending(store *s, size_t *ret_n) {
+        return pg_read(pg_of(s), unchained_run, ret_n);
 }
 
 /* Records queued in the audit table (negative ids) to the queue, in one

@@ -1,5 +1,6 @@
-/* Opening and closing the PostgreSQL store, and its health: the URI is
- * checked (no password in it: the password comes from a passfile --
+/* Opening and closing the PostgreSQL store, its health, and its table of
+ * operations: what store_open() gives for a postgresql:// URI.  The URI
+ * is checked (no password in it: the password comes from a passfile --
  * ?passfile=PATH in the URI, or PGPASSFILE -- or from PGPASSWORD, so that
  * it is never in a config file's database line, argv or a log), the
  * schema migrated, and /healthz and /readyz answered. */
@@ -10,8 +11,10 @@
 #include "error.h"
 #include "store-pg.h"
 
+static const store_ops pg_ops;
+
 /* "host:port/dbname" for messages, and the refusal of a password. */
-static int uri_check(store_pg *p, const char *uri) {
+static int uri_check(pg_store *p, const char *uri) {
         const char *host = "localhost", *port = "5432", *db = "";
         char *err = NULL;
         PQconninfoOption *opts = PQconninfoParse(uri, &err);
@@ -43,11 +46,11 @@ static int uri_check(store_pg *p, const char *uri) {
         return 0;
 }
 
-static int slots_init(store_pg *p, unsigned pool) {
+static int slots_init(pg_store *p, unsigned pool) {
         if (pool == 0)
-                pool = STORE_PG_POOL_DEFAULT;
-        if (pool > STORE_PG_POOL_MAX)
-                return hwid_fail(HWID_E_CONFIG, "database_connections: at most %d", STORE_PG_POOL_MAX);
+                pool = PG_POOL_DEFAULT;
+        if (pool > PG_POOL_MAX)
+                return hwid_fail(HWID_E_CONFIG, "database_connections: at most %d", PG_POOL_MAX);
         if (!(p->slots = calloc(pool, sizeof(*p->slots))))
                 return hwid_fail(HWID_E_NOMEM, NULL);
         for (size_t i = 0; i < pool; i++) {
@@ -59,7 +62,7 @@ static int slots_init(store_pg *p, unsigned pool) {
         return 0;
 }
 
-void store_pg_free(store_pg *p) {
+static void close_all(pg_store *p) {
         if (!p)
                 return;
         for (size_t i = 0; i < p->n_slots; i++) {
@@ -79,10 +82,14 @@ void store_pg_free(store_pg *p) {
         free(p);
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(store_pg *, store_pg_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(pg_store *, close_all)
 
-int store_pg_open(const char *uri, unsigned pool, store_pg **ret) {
-        _cleanup_(store_pg_freep) store_pg *p = NULL;
+void pg_free(store *s) {
+        close_all(pg_of(s));
+}
+
+int pg_open(const char *uri, unsigned pool, store **ret) {
+        _cleanup_(close_allp) pg_store *p = NULL;
         int r = pq_load();
 
         if (r < 0)
@@ -102,11 +109,14 @@ int store_pg_open(const char *uri, unsigned pool, store_pg **ret) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = pg_migrate(p)) < 0)
                 return r;
-        *ret = TAKE_PTR(p);
+        p->base.ops = &pg_ops;
+        *ret = &TAKE_PTR(p)->base;
         return 0;
 }
 
-void store_pg_set_audit_sink(store_pg *p, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {
+void pg_set_audit_sink(store *base, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {
+        pg_store *p = pg_of(base);
+
         pthread_mutex_lock(&p->sink_lock);
         if (p->sink_free)
                 p->sink_free(p->sink_userdata);
@@ -127,11 +137,11 @@ static int ping_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_ping(store_pg *p) {
-        return pg_read(p, ping_run, NULL);
+int pg_ping(store *s) {
+        return pg_read(pg_of(s), ping_run, NULL);
 }
 
-int store_pg_probe_write(store_pg *p, int64_t now) {
+int pg_probe_write(store *s, int64_t now) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         pg_query q;
@@ -139,7 +149,7 @@ int store_pg_probe_write(store_pg *p, int64_t now) {
                         "INSERT INTO meta (key, value) VALUES ('ready_probe', $1) "
                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value", "I", now);
 
-        return r < 0 ? r : pg_statement(p, &q, &c, &res);
+        return r < 0 ? r : pg_statement(pg_of(s), &q, &c, &res);
 }
 
 typedef struct stats_q {
@@ -161,11 +171,13 @@ static int stats_run(pg_slot *c, void *userdata) {
         return 0;
 }
 
-int store_pg_stats_get(store_pg *p, int64_t now, store_stats *ret) {
-        return pg_read(p, stats_run, &(stats_q) { .now = now, .ret = ret });
+int pg_stats_get(store *s, int64_t now, store_stats *ret) {
+        return pg_read(pg_of(s), stats_run, &(stats_q) { .now = now, .ret = ret });
 }
 
-int store_pg_backup(store_pg *p, const char *path) {
+int pg_backup(store *base, const char *path) {
+        pg_store *p = pg_of(base);
+
         (void) path;
         return hwid_fail(HWID_E_CONFIG, "the store is PostgreSQL %s: back it up with pg_dump or pg_basebackup "
                          "(continuous archiving for point-in-time recovery), see docs/HA.md", p->label);
@@ -173,6 +185,67 @@ int store_pg_backup(store_pg *p, const char *path) {
 
 /* PostgreSQL checks pages and constraints itself; what can be asked is
  * that the schema is there and answers. */
-int store_pg_integrity_check(store_pg *p) {
-        return store_pg_ping(p);
+int pg_integrity_check(store *s) {
+        return pg_ping(s);
 }
+
+bool pg_is_uri(const char *database) {
+        return database && (strncmp(database, "postgresql://", 13) == 0 || strncmp(database, "postgres://", 11) == 0);
+}
+
+static const store_ops pg_ops = {
+        .free = pg_free,
+        .ping = pg_ping,
+        .probe_write = pg_probe_write,
+        .stats_get = pg_stats_get,
+        .backup = pg_backup,
+        .integrity_check = pg_integrity_check,
+        .token_insert = pg_token_insert,
+        .token_get = pg_token_get,
+        .token_list = pg_token_list,
+        .token_revoke = pg_token_revoke,
+        .request_create = pg_request_create,
+        .request_get = pg_request_get,
+        .request_find = pg_request_find,
+        .request_list = pg_request_list,
+        .request_decide = pg_request_decide,
+        .cert_commit = pg_cert_commit,
+        .cert_get = pg_cert_get,
+        .cert_live_for = pg_cert_live_for,
+        .cert_list = pg_cert_list,
+        .dns_owner = pg_dns_owner,
+        .cert_dns_backfill = pg_cert_dns_backfill,
+        .cert_revoke = pg_cert_revoke,
+        .cert_revoke_identity = pg_cert_revoke_identity,
+        .key_blocked = pg_key_blocked,
+        .cert_foreach_revoked = pg_cert_foreach_revoked,
+        .revocation_seq = pg_revocation_seq,
+        .crl_number_next = pg_crl_number_next,
+        .reads_ahead = true,
+        .reads_fetch = pg_reads_fetch,
+        .audit_append = pg_audit_append,
+        .audit_foreach = pg_audit_foreach,
+        .audit_prune = pg_audit_prune,
+        .audit_chain_read = pg_audit_chain_read,
+        .audit_head = pg_audit_head,
+        .audit_chain_pending = pg_audit_chain_pending,
+        .audit_pending = pg_audit_pending,
+        .audit_checkpoint_add = pg_audit_checkpoint_add,
+        .set_audit_sink = pg_set_audit_sink,
+        .challenge_put = pg_challenge_put,
+        .challenge_take = pg_challenge_take,
+        .ek_add = pg_ek_add,
+        .ek_find = pg_ek_find,
+        .ek_list = pg_ek_list,
+        .ek_remove = pg_ek_remove,
+        .binding_get = pg_binding_get,
+        .binding_list = pg_binding_list,
+        .binding_release = pg_binding_release,
+};
+
+/* A postgresql:// or postgres:// URI (docs/HA.md). */
+const store_backend pg_backend = {
+        .name = "PostgreSQL",
+        .takes = pg_is_uri,
+        .open = pg_open,
+};

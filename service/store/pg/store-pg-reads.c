@@ -72,7 +72,7 @@ static void answer(store_reads *rd, int kind, PGresult *res) {
 
 /* A pipeline on a connection that turns out broken runs once more on a
  * new one, as pg_read() does. */
-static int plan_run(store_pg *p, const reads_plan *pl, PGresult **res) {
+static int plan_run(pg_store *p, const reads_plan *pl, PGresult **res) {
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         int r = pg_enter(p, &c);
 
@@ -84,7 +84,7 @@ static int plan_run(store_pg *p, const reads_plan *pl, PGresult **res) {
         return r;
 }
 
-int store_pg_reads_fetch(store_pg *p, store_reads *rd) {
+int pg_reads_fetch(store *s, store_reads *rd) {
         size_t max = 5 + rd->n_dns;
         reads_plan pl = { .q = calloc(max, sizeof(*pl.q)), .kind = calloc(max, sizeof(*pl.kind)) };
         PGresult **res = calloc(max, sizeof(*res));
@@ -94,7 +94,7 @@ int store_pg_reads_fetch(store_pg *p, store_reads *rd) {
                 r = hwid_fail(HWID_E_NOMEM, NULL);
         if (r >= 0)
                 plan_build(&pl, rd);
-        if (r >= 0 && pl.n > 0 && (r = plan_run(p, &pl, res)) < 0)
+        if (r >= 0 && pl.n > 0 && (r = plan_run(pg_of(s), &pl, res)) < 0)
                 store_reads_fail_all(rd, r);
         for (size_t i = 0; r >= 0 && i < pl.n; i++)
                 answer(rd, pl.kind[i], res[i]);

@@ -70,8 +70,8 @@ static int key_blocked_run(pg_slot *c, void *userdata) {
         return pg_key_answer(res, spki);
 }
 
-int store_pg_key_blocked(store_pg *p, const char *spki_sha256) {
-        return pg_read(p, key_blocked_run, (void *) spki_sha256);
+int pg_key_blocked(store *s, const char *spki_sha256) {
+        return pg_read(pg_of(s), key_blocked_run, (void *) spki_sha256);
 }
 
 typedef struct revoke_q {
@@ -101,10 +101,10 @@ static int revoke_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_cert_revoke(store_pg *p, const char *serial, int reason, int64_t now, const store_audit *audit) {
+int pg_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit) {
         if (!crl_reason_ok(reason))
                 return hwid_fail(HWID_E_INVALID, "%d is not an RFC 5280 revocation reason", reason);
-        return pg_tx(p, revoke_run, &(revoke_q) { .key = serial, .reason = reason, .now = now, .audit = audit },
+        return pg_tx(pg_of(s), revoke_run, &(revoke_q) { .key = serial, .reason = reason, .now = now, .audit = audit },
                      "commit the revocation");
 }
 
@@ -127,8 +127,8 @@ static int revoke_identity_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_cert_revoke_identity(store_pg *p, const char *identity, int reason, int64_t now,
-                                  const store_audit *audit, size_t *ret_n) {
+int pg_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now,
+                            const store_audit *audit, size_t *ret_n) {
         revoke_q q = { .key = identity, .reason = reason, .now = now, .audit = audit };
         int r;
 
@@ -136,7 +136,7 @@ int store_pg_cert_revoke_identity(store_pg *p, const char *identity, int reason,
                 return hwid_fail(HWID_E_INVALID, "no identity given");
         if (!crl_reason_ok(reason))
                 return hwid_fail(HWID_E_INVALID, "%d is not an RFC 5280 revocation reason", reason);
-        if ((r = pg_tx(p, revoke_identity_run, &q, "commit the revocation")) < 0)
+        if ((r = pg_tx(pg_of(s), revoke_identity_run, &q, "commit the revocation")) < 0)
                 return r;
         *ret_n = q.n;
         return 0;
@@ -162,8 +162,8 @@ static int revoked_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_cert_foreach_revoked(store_pg *p, int64_t now, store_revoked_fn fn, void *userdata) {
-        return pg_read(p, revoked_run, &(revoked_q) { .now = now, .fn = fn, .userdata = userdata });
+int pg_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata) {
+        return pg_read(pg_of(s), revoked_run, &(revoked_q) { .now = now, .fn = fn, .userdata = userdata });
 }
 
 static int seq_run(pg_slot *c, void *userdata) {
@@ -179,13 +179,13 @@ static int seq_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_revocation_seq(store_pg *p, int64_t *ret) {
-        return pg_read(p, seq_run, &(revoked_q) { .seq = ret });
+int pg_revocation_seq(store *s, int64_t *ret) {
+        return pg_read(pg_of(s), seq_run, &(revoked_q) { .seq = ret });
 }
 
 /* One statement: the row lock of the upsert orders replicas, so numbers
  * never repeat. */
-int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret) {
+int pg_crl_number_next(store *s, int64_t now, int64_t *ret) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         pg_query q;
@@ -194,7 +194,7 @@ int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret) {
                         "ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value + 1, excluded.value) RETURNING value",
                         "I", now);
 
-        if (r < 0 || (r = pg_statement(p, &q, &c, &res)) < 0)
+        if (r < 0 || (r = pg_statement(pg_of(s), &q, &c, &res)) < 0)
                 return r;
         *ret = pg_i64(res, 0, 0);
         return 0;

@@ -182,6 +182,6 @@ static int migrate_run(pg_slot *c, void *userdata) {
         return 0;
 }
 
-int pg_migrate(store_pg *p) {
+int pg_migrate(pg_store *p) {
         return pg_tx(p, migrate_run, NULL, "commit the schema migration");
 }

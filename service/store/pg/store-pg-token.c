@@ -85,12 +85,12 @@ static int token_insert_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_token_insert(store_pg *p, const store_token *t, size_t n) {
+int pg_token_insert(store *s, const store_token *t, size_t n) {
         int r = store_tokens_check(t, n);
 
         if (r < 0)
                 return r;
-        return pg_tx(p, token_insert_run, &(token_batch) { .t = t, .n = n }, "commit the new tokens");
+        return pg_tx(pg_of(s), token_insert_run, &(token_batch) { .t = t, .n = n }, "commit the new tokens");
 }
 
 typedef struct token_q {
@@ -106,8 +106,8 @@ static int token_get_run(pg_slot *c, void *userdata) {
         return token_read(c, q->id, q->one);
 }
 
-int store_pg_token_get(store_pg *p, const char *id, store_token *ret) {
-        return pg_read(p, token_get_run, &(token_q) { .id = id, .one = ret });
+int pg_token_get(store *s, const char *id, store_token *ret) {
+        return pg_read(pg_of(s), token_get_run, &(token_q) { .id = id, .one = ret });
 }
 
 static int token_row(PGresult *res, int row, void *ret) {
@@ -126,8 +126,8 @@ static int token_list_run(pg_slot *c, void *userdata) {
         return r < 0 ? r : pg_rows(res, sizeof(store_token), token_row, token_list_free, (void **) q->all, q->n);
 }
 
-int store_pg_token_list(store_pg *p, store_token **ret, size_t *ret_n) {
-        return pg_read(p, token_list_run, &(token_q) { .all = ret, .n = ret_n });
+int pg_token_list(store *s, store_token **ret, size_t *ret_n) {
+        return pg_read(pg_of(s), token_list_run, &(token_q) { .all = ret, .n = ret_n });
 }
 
 static int token_revoke_run(pg_slot *c, void *userdata) {
@@ -140,10 +140,10 @@ static int token_revoke_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_token_revoke(store_pg *p, const char *id) {
+int pg_token_revoke(store *s, const char *id) {
         if (!store_token_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such token (a token id is 6 characters of [a-z0-9])");
-        return pg_tx(p, token_revoke_run, (void *) id, "commit the token revocation");
+        return pg_tx(pg_of(s), token_revoke_run, (void *) id, "commit the token revocation");
 }
 
 /* Not taken, so not active: whatever made it so, said as at login.
@@ -261,13 +261,13 @@ static int request_create_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_request_create(store_pg *p, const store_request *q, int64_t now) {
+int pg_request_create(store *s, const store_request *q, int64_t now) {
         if (!q || !store_request_id_ok(q->id) || !store_str_ok(q->identity, 1024) || !store_str_ok(q->profile, 256) ||
             strnlen(q->spki_sha256, sizeof(q->spki_sha256)) != 64 || !q->csr_der || q->csr_der_len == 0 ||
             !store_attestation_ok(&q->attestation))
                 return hwid_fail(HWID_E_INVALID, "request to store lacks an id, identity, profile, key hash or CSR, "
                                  "or has a malformed attestation record");
-        return pg_tx(p, request_create_run, &(request_q) { .in = q, .now = now }, "commit the new request");
+        return pg_tx(pg_of(s), request_create_run, &(request_q) { .in = q, .now = now }, "commit the new request");
 }
 
 static int request_get_run(pg_slot *c, void *userdata) {
@@ -276,8 +276,8 @@ static int request_get_run(pg_slot *c, void *userdata) {
         return request_read(c, q->id, q->one);
 }
 
-int store_pg_request_get(store_pg *p, const char *id, store_request *ret) {
-        return pg_read(p, request_get_run, &(request_q) { .id = id, .one = ret });
+int pg_request_get(store *s, const char *id, store_request *ret) {
+        return pg_read(pg_of(s), request_get_run, &(request_q) { .id = id, .one = ret });
 }
 
 /* The newest request of a token for a key (EST asking again, RFC 7030 §4.2.3). */
@@ -296,10 +296,10 @@ static int request_find_run(pg_slot *c, void *userdata) {
         return request_from_row(res, 0, q->one);
 }
 
-int store_pg_request_find(store_pg *p, const char *token_id, const char *spki_sha256, store_request *ret) {
+int pg_request_find(store *s, const char *token_id, const char *spki_sha256, store_request *ret) {
         if (!store_str_ok(token_id, 6) || strnlen(spki_sha256, 65) != 64)
                 return hwid_fail(HWID_E_NOT_FOUND, "no request for this token and key");
-        return pg_read(p, request_find_run,
+        return pg_read(pg_of(s), request_find_run,
                        &(request_q) { .token_id = token_id, .spki_sha256 = spki_sha256, .one = ret });
 }
 
@@ -324,8 +324,9 @@ static int request_list_run(pg_slot *c, void *userdata) {
                                    q->n);
 }
 
-int store_pg_request_list(store_pg *p, bool pending_only, store_request **ret, size_t *ret_n) {
-        return pg_read(p, request_list_run, &(request_q) { .pending_only = pending_only, .all = ret, .n = ret_n });
+int pg_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n) {
+        return pg_read(pg_of(s), request_list_run,
+                       &(request_q) { .pending_only = pending_only, .all = ret, .n = ret_n });
 }
 
 /* Why a request could not move on: unknown, or already past `want`. */
@@ -352,10 +353,10 @@ static int request_decide_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int store_pg_request_decide(store_pg *p, const char *id, bool approve, const char *reason, int64_t now) {
+int pg_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now) {
         if (!store_request_id_ok(id))
                 return hwid_fail(HWID_E_NOT_FOUND, "no such request");
-        return pg_tx(p, request_decide_run,
+        return pg_tx(pg_of(s), request_decide_run,
                      &(request_q) { .id = id, .approve = approve, .reason = reason, .now = now },
                      "commit the decision");
 }

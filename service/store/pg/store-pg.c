@@ -18,10 +18,6 @@
  * index to use still scan; the others use one. */
 #define PG_SESSION_OPTIONS "-c lock_timeout=5s -c enable_seqscan=off"
 
-bool store_pg_is_uri(const char *database) {
-        return database && (strncmp(database, "postgresql://", 13) == 0 || strncmp(database, "postgres://", 11) == 0);
-}
-
 /* ---- slots ---- */
 
 /* Server notices ("already exists, skipping") are not hwidd's to print. */
@@ -77,7 +73,7 @@ static int slot_connect(pg_slot *c) {
  * burst -- or every request at once when the database is back from a
  * restart -- grows the pool one connection at a time instead of opening
  * all of them together. */
-static pg_slot *slot_try(store_pg *p, size_t start) {
+static pg_slot *slot_try(pg_store *p, size_t start) {
         bool grow = atomic_load(&p->connecting) == 0;
         size_t n = p->n_slots;
 
@@ -93,7 +89,7 @@ static pg_slot *slot_try(store_pg *p, size_t start) {
 }
 
 /* Waits for a connected slot (any, when none is); except: NULL. */
-static pg_slot *slot_wait(store_pg *p, size_t start, const pg_slot *except) {
+static pg_slot *slot_wait(pg_store *p, size_t start, const pg_slot *except) {
         size_t n = p->n_slots;
         pg_slot *c = NULL;
 
@@ -120,7 +116,7 @@ static int slot_ready(pg_slot *c) {
         return r;
 }
 
-int pg_enter(store_pg *p, pg_slot **ret) {
+int pg_enter(pg_store *p, pg_slot **ret) {
         size_t start = p->next++ % p->n_slots;
         pg_slot *c = slot_try(p, start), *other;
         bool grew = c && !atomic_load(&c->up);
@@ -431,12 +427,6 @@ int pg_exec_script(pg_slot *c, const char *what, const char *sql) {
         return r;
 }
 
-int64_t pg_changes(PGresult *res) {
-        const char *n = PQcmdTuples(res);
-
-        return n && n[0] ? strtoll(n, NULL, 10) : 0;
-}
-
 /* ---- transactions ---- */
 
 static void rollback(pg_slot *c) {
@@ -502,7 +492,7 @@ static int tx_once(pg_slot *c, pg_tx_fn fn, void *userdata, const char *what) {
         return r;
 }
 
-int pg_tx(store_pg *p, pg_tx_fn fn, void *userdata, const char *what) {
+int pg_tx(pg_store *p, pg_tx_fn fn, void *userdata, const char *what) {
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         int r = -HWID_E_STORE;
 
@@ -529,7 +519,7 @@ void pg_backoff(void) {
 /* One statement, in a transaction of its own (autocommit): what ends in
  * doubt is as for tx_once(), and a failure the server answered changed
  * nothing and runs again when it was a serialization failure or deadlock. */
-int pg_statement(store_pg *p, const pg_query *q, pg_slot **ret_slot, PGresult **ret) {
+int pg_statement(pg_store *p, const pg_query *q, pg_slot **ret_slot, PGresult **ret) {
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         int r = -HWID_E_STORE;
 
@@ -549,7 +539,7 @@ int pg_statement(store_pg *p, const pg_query *q, pg_slot **ret_slot, PGresult **
 }
 
 /* A read on a connection that turns out broken runs once more on a new one. */
-int pg_read(store_pg *p, pg_tx_fn fn, void *userdata) {
+int pg_read(pg_store *p, pg_tx_fn fn, void *userdata) {
         _cleanup_(pg_leavep) pg_slot *c = NULL;
         int r = pg_enter(p, &c);
 
@@ -559,90 +549,4 @@ int pg_read(store_pg *p, pg_tx_fn fn, void *userdata) {
                         r = fn(c, userdata);
         }
         return r;
-}
-
-/* ---- columns ---- */
-
-const char *pg_val(PGresult *res, int row, int col) {
-        return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
-}
-
-char *pg_strdup(PGresult *res, int row, int col, bool *oom) {
-        const char *v = pg_val(res, row, col);
-        char *d;
-
-        if (!v)
-                return NULL;
-        if (!(d = strdup(v)))
-                *oom = true;
-        return d;
-}
-
-uint8_t *pg_blobdup(PGresult *res, int row, int col, size_t *ret_len, bool *oom) {
-        const char *v = pg_val(res, row, col);
-        unsigned char *raw;
-        uint8_t *d;
-        size_t n = 0;
-
-        *ret_len = 0;
-        if (!v)
-                return NULL;
-        if (!(raw = PQunescapeBytea((const unsigned char *) v, &n)) || !(d = malloc(n ? n : 1))) {
-                PQfreemem(raw);
-                *oom = true;
-                return NULL;
-        }
-        memcpy(d, raw, n);
-        PQfreemem(raw);
-        *ret_len = n;
-        return d;
-}
-
-bool pg_blob_copy(PGresult *res, int row, int col, uint8_t *dst, size_t len) {
-        bool oom = false;
-        size_t n = 0;
-        uint8_t *b = pg_blobdup(res, row, col, &n, &oom);
-        bool ok = b && n == len;
-
-        if (ok)
-                memcpy(dst, b, len);
-        free(b);
-        return ok;
-}
-
-void pg_copy(PGresult *res, int row, int col, char *dst, size_t size) {
-        const char *v = pg_val(res, row, col);
-
-        snprintf(dst, size, "%s", v ? v : "");
-}
-
-int64_t pg_i64(PGresult *res, int row, int col) {
-        const char *v = pg_val(res, row, col);
-
-        return v ? strtoll(v, NULL, 10) : 0;
-}
-
-bool pg_bool(PGresult *res, int row, int col) {
-        const char *v = pg_val(res, row, col);
-
-        return v && v[0] == 't';
-}
-
-int pg_rows(PGresult *res, size_t size, pg_row_fn from_row, void (*free_all)(void *all, size_t n), void **ret,
-            size_t *ret_n) {
-        size_t n = (size_t) PQntuples(res), i;
-        uint8_t *all = calloc(n + 1, size);
-        int r = 0;
-
-        if (!all)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (i = 0; i < n && (r = from_row(res, (int) i, all + i * size)) >= 0; i++)
-                ;
-        if (r < 0) {
-                free_all(all, i);
-                return r;
-        }
-        *ret = all;
-        *ret_n = n;
-        return 0;
 }

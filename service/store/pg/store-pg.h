@@ -27,15 +27,15 @@
 
 #include "pq-dl.h"
 
-#include "store.h"
+#include "store-backend.h"
 
 typedef struct json_object json_object;
 
 /* Connections per store: one for the group commit in flight, the reads
  * in flight (about issuances per second x round trip: 2 at 2,000/s and
  * 1 ms), and room for admin requests, health checks and bursts. */
-#define STORE_PG_POOL_DEFAULT 8
-#define STORE_PG_POOL_MAX 64
+#define PG_POOL_DEFAULT 8
+#define PG_POOL_MAX 64
 
 /* pg_advisory_xact_lock(class, key) class of the per-key lock: an
  * issuance holds its key's lock shared, a keyCompromise revocation the
@@ -49,12 +49,12 @@ typedef struct json_object json_object;
 #define PG_AUDIT_LOCK "1752656229"
 #define PG_CHALLENGE_LOCK "1752656231"
 
-typedef struct store_pg store_pg;
-typedef struct store_pg_audit_copy store_pg_audit_copy;
+typedef struct pg_store pg_store;
+typedef struct pg_audit_copy pg_audit_copy;
 
 /* One connection and what its current transaction has queued. */
 typedef struct pg_slot {
-        store_pg *p;
+        pg_store *p;
         pthread_mutex_t lock;
         PGconn *conn;
         _Atomic bool up;        /* conn is set: read without the lock, to choose a slot */
@@ -67,7 +67,7 @@ typedef struct pg_slot {
         uint32_t prepared;      /* bit s: statement s is prepared on conn */
         /* Audit records of the transaction: chained at COMMIT, then
          * handed to the sink. */
-        store_pg_audit_copy *queue;
+        pg_audit_copy *queue;
         size_t n_queue, alloc_queue;
 } pg_slot;
 
@@ -85,7 +85,8 @@ typedef struct pg_job {
         struct pg_job *next;
 } pg_job;
 
-struct store_pg {
+struct pg_store {
+        store base;      /* its operations: pg_ops */
         char *conninfo;  /* never logged: only label is */
         char label[160]; /* "host:port/dbname" for messages */
         pg_slot *slots;
@@ -102,72 +103,79 @@ struct store_pg {
         pg_job *gc_head, **gc_tail;
 };
 
+/* ---- the backend: store_open() takes it for a URI (store-open.c) ---- */
+
+extern const store_backend pg_backend;
+
 /* Whether database names a PostgreSQL server (a postgresql:// or
  * postgres:// URI) rather than a SQLite file. */
-bool store_pg_is_uri(const char *database);
-/* pool: connections to keep (0: STORE_PG_POOL_DEFAULT). */
-int store_pg_open(const char *uri, unsigned pool, store_pg **ret);
-void store_pg_free(store_pg *p);
-int store_pg_ping(store_pg *p);
-int store_pg_probe_write(store_pg *p, int64_t now);
-int store_pg_stats_get(store_pg *p, int64_t now, store_stats *ret);
-int store_pg_backup(store_pg *p, const char *path);
-int store_pg_integrity_check(store_pg *p);
-int store_pg_token_insert(store_pg *p, const store_token *t, size_t n);
-int store_pg_token_get(store_pg *p, const char *id, store_token *ret);
-int store_pg_token_list(store_pg *p, store_token **ret, size_t *ret_n);
-int store_pg_token_revoke(store_pg *p, const char *id);
-int store_pg_request_create(store_pg *p, const store_request *r, int64_t now);
-int store_pg_request_get(store_pg *p, const char *id, store_request *ret);
-int store_pg_request_find(store_pg *p, const char *token_id, const char *spki_sha256, store_request *ret);
-int store_pg_request_list(store_pg *p, bool pending_only, store_request **ret, size_t *ret_n);
-int store_pg_request_decide(store_pg *p, const char *id, bool approve, const char *reason, int64_t now);
-int store_pg_cert_commit(store_pg *p, const store_issue *in, int64_t now);
-int store_pg_cert_get(store_pg *p, const char *serial, store_cert *ret);
-int store_pg_cert_live_for(store_pg *p, const char *identity, int64_t now, store_cert *ret);
-int store_pg_cert_list(store_pg *p, const char *identity, store_cert **ret, size_t *ret_n);
-int store_pg_dns_owner(store_pg *p, const char *name, int64_t now, char **ret_identity);
-int store_pg_cert_dns_backfill(store_pg *p, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
-                               size_t *ret_skipped);
-int store_pg_cert_revoke(store_pg *p, const char *serial, int reason, int64_t now, const store_audit *audit);
-int store_pg_cert_revoke_identity(store_pg *p, const char *identity, int reason, int64_t now,
-                                  const store_audit *audit, size_t *ret_n);
-int store_pg_key_blocked(store_pg *p, const char *spki_sha256);
-int store_pg_cert_foreach_revoked(store_pg *p, int64_t now, store_revoked_fn fn, void *userdata);
-int store_pg_revocation_seq(store_pg *p, int64_t *ret);
-int store_pg_crl_number_next(store_pg *p, int64_t now, int64_t *ret);
-int store_pg_audit_append(store_pg *p, const store_audit *a);
-int store_pg_audit_foreach(store_pg *p, size_t limit, store_audit_fn fn, void *userdata);
-int store_pg_audit_prune(store_pg *p, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
-                         size_t *ret_n);
-int store_pg_audit_chain_read(store_pg *p, store_audit_link *ret_anchor, store_audit_link *ret_head,
-                              store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata);
-int store_pg_audit_head(store_pg *p, store_audit_link *ret);
-int store_pg_audit_chain_pending(store_pg *p, size_t *ret_n);
-int store_pg_audit_pending(store_pg *p, size_t *ret_n);
-/* store-pg-audit-checkpoint.c: signed checkpoints of the chain. */
-int store_pg_audit_checkpoint_add(store_pg *p, const store_audit_checkpoint *cp);
-/* Within a pruning's transaction: signs and stores the new anchor's
- * checkpoint, dropping those it makes stale. */
-int pg_audit_prune_checkpoint(pg_slot *c, const store_audit_link *anchor, store_audit_sign_fn sign, void *userdata);
-/* Within a read transaction: every checkpoint, oldest first. */
-int pg_audit_checkpoints_each(pg_slot *c, store_audit_checkpoint_fn fn, void *userdata);
-void store_pg_set_audit_sink(store_pg *p, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
-int store_pg_challenge_put(store_pg *p, const store_challenge *c, int64_t now, size_t max_pending,
-                           size_t max_per_requester, size_t *ret_replaced);
-int store_pg_challenge_take(store_pg *p, const char *id, store_challenge *ret);
-int store_pg_ek_add(store_pg *p, const store_ek *v, size_t n, const store_audit *audit, int64_t now);
-int store_pg_ek_find(store_pg *p, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);
-int store_pg_ek_list(store_pg *p, store_ek **ret, size_t *ret_n);
-int store_pg_ek_remove(store_pg *p, const char *key, const store_audit *audit, int64_t now);
-int store_pg_binding_get(store_pg *p, const char *identity, store_binding *ret);
-int store_pg_binding_list(store_pg *p, store_binding **ret, size_t *ret_n);
-int store_pg_binding_release(store_pg *p, const store_binding *b, const store_audit *audit, int64_t now);
+bool pg_is_uri(const char *database);
+
+/* The PostgreSQL store behind s (s is its base). */
+static inline pg_store *pg_of(store *s) {
+        return (pg_store *) s;
+}
+
+/* ---- its operations (store-backend.h says what each does) ---- */
+
+/* pool: connections to keep (0: PG_POOL_DEFAULT). */
+int pg_open(const char *uri, unsigned pool, store **ret);
+void pg_free(store *s);
+int pg_ping(store *s);
+int pg_probe_write(store *s, int64_t now);
+int pg_stats_get(store *s, int64_t now, store_stats *ret);
+int pg_backup(store *s, const char *path);
+int pg_integrity_check(store *s);
+int pg_token_insert(store *s, const store_token *t, size_t n);
+int pg_token_get(store *s, const char *id, store_token *ret);
+int pg_token_list(store *s, store_token **ret, size_t *ret_n);
+int pg_token_revoke(store *s, const char *id);
+int pg_request_create(store *s, const store_request *r, int64_t now);
+int pg_request_get(store *s, const char *id, store_request *ret);
+int pg_request_find(store *s, const char *token_id, const char *spki_sha256, store_request *ret);
+int pg_request_list(store *s, bool pending_only, store_request **ret, size_t *ret_n);
+int pg_request_decide(store *s, const char *id, bool approve, const char *reason, int64_t now);
+int pg_cert_commit(store *s, const store_issue *in, int64_t now);
+int pg_cert_get(store *s, const char *serial, store_cert *ret);
+int pg_cert_live_for(store *s, const char *identity, int64_t now, store_cert *ret);
+int pg_cert_list(store *s, const char *identity, store_cert **ret, size_t *ret_n);
+int pg_dns_owner(store *s, const char *name, int64_t now, char **ret_identity);
+int pg_cert_dns_backfill(store *s, int64_t now, store_dns_names_fn names_of, size_t *ret_recorded,
+                         size_t *ret_skipped);
+int pg_cert_revoke(store *s, const char *serial, int reason, int64_t now, const store_audit *audit);
+int pg_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now,
+                            const store_audit *audit, size_t *ret_n);
+int pg_key_blocked(store *s, const char *spki_sha256);
+int pg_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
+int pg_revocation_seq(store *s, int64_t *ret);
+int pg_crl_number_next(store *s, int64_t now, int64_t *ret);
+int pg_audit_append(store *s, const store_audit *a);
+int pg_audit_foreach(store *s, size_t limit, store_audit_fn fn, void *userdata);
+int pg_audit_prune(store *s, int64_t before, size_t max_rows, store_audit_sign_fn sign, void *userdata,
+                   size_t *ret_n);
+int pg_audit_chain_read(store *s, store_audit_link *ret_anchor, store_audit_link *ret_head,
+                        store_audit_checkpoint_fn cpfn, store_audit_fn fn, void *userdata);
+int pg_audit_head(store *s, store_audit_link *ret);
+int pg_audit_chain_pending(store *s, size_t *ret_n);
+int pg_audit_pending(store *s, size_t *ret_n);
+int pg_audit_checkpoint_add(store *s, const store_audit_checkpoint *cp);
+void pg_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *));
+int pg_challenge_put(store *s, const store_challenge *c, int64_t now, size_t max_pending,
+                     size_t max_per_requester, size_t *ret_replaced);
+int pg_challenge_take(store *s, const char *id, store_challenge *ret);
+int pg_ek_add(store *s, const store_ek *v, size_t n, const store_audit *audit, int64_t now);
+int pg_ek_find(store *s, const char *ek_cert_sha256, const char *ek_pub_sha256, store_ek *ret);
+int pg_ek_list(store *s, store_ek **ret, size_t *ret_n);
+int pg_ek_remove(store *s, const char *key, const store_audit *audit, int64_t now);
+int pg_binding_get(store *s, const char *identity, store_binding *ret);
+int pg_binding_list(store *s, store_binding **ret, size_t *ret_n);
+int pg_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now);
+int pg_reads_fetch(store *s, store_reads *rd);
 
 /* ---- store-pg.c: slots, statements, transactions ---- */
 
 /* Locks a slot, connected (connecting again if its connection broke). */
-int pg_enter(store_pg *p, pg_slot **ret);
+int pg_enter(pg_store *p, pg_slot **ret);
 void pg_leavep(pg_slot **slot);
 
 #define PG_PARAMS_MAX 20
@@ -231,26 +239,27 @@ int pg_exec_params(pg_slot *c, const char *what, const char *sql, int n, const c
                    const int *lengths, const int *formats);
 /* Several statements without parameters (the schema's migrations). */
 int pg_exec_script(pg_slot *c, const char *what, const char *sql);
-/* Rows a command changed (UPDATE, DELETE, INSERT). */
-int64_t pg_changes(PGresult *res);
-
 /* Runs fn in one transaction (BEGIN ... COMMIT), again from the start
  * after a serialization failure or deadlock, and then hands the records
  * it appended to the audit sink.  0 once committed, or fn's error. */
-int pg_tx(store_pg *p, pg_tx_fn fn, void *userdata, const char *what);
+int pg_tx(pg_store *p, pg_tx_fn fn, void *userdata, const char *what);
 /* Runs q as a transaction of its own (one round trip); again on a
  * serialization failure or deadlock; *ret its result, and *ret_slot the
  * slot it ran on (pg_leavep() it), for the audit sink. */
-int pg_statement(store_pg *p, const pg_query *q, pg_slot **ret_slot, PGresult **ret);
+int pg_statement(pg_store *p, const pg_query *q, pg_slot **ret_slot, PGresult **ret);
 /* Commits the issuance in (at now) with one statement, hwid_issue(),
  * shared with the issuances queued meanwhile: returns once it is
  * committed (0) or with its own error (store-pg-batch.c). */
-int pg_group_commit(store_pg *p, const store_issue *in, int64_t now);
+int pg_group_commit(pg_store *p, const store_issue *in, int64_t now);
 /* Runs fn on a slot outside any transaction (single reads). */
-int pg_read(store_pg *p, pg_tx_fn fn, void *userdata);
+int pg_read(pg_store *p, pg_tx_fn fn, void *userdata);
 /* A short random pause before running again what lost a race. */
 void pg_backoff(void);
 
+/* ---- store-pg-cols.c: results ---- */
+
+/* Rows a command changed (UPDATE, DELETE, INSERT). */
+int64_t pg_changes(PGresult *res);
 /* Column readers: NULL (or "") for SQL NULL; copies set *oom. */
 const char *pg_val(PGresult *res, int row, int col);
 char *pg_strdup(PGresult *res, int row, int col, bool *oom);
@@ -290,19 +299,16 @@ int pg_binding_answer(PGresult *res, const char *identity, store_binding *ret);
 /* A certificate by serial (lock: FOR UPDATE, inside a transaction). */
 int pg_cert_read_serial(pg_slot *c, const char *serial, bool lock, store_cert *ret);
 
-/* ---- store-pg-cert.c: an issuance as a hwid_issue() member ---- */
+/* ---- store-pg-issue.c: an issuance as a hwid_issue() member ---- */
 /* in, at now, as the JSON object hwid_issue_one() takes. */
 int pg_issue_json(const store_issue *in, int64_t now, json_object **ret);
 /* The error of the member's result (and detail), or 0 for "ok". */
-int pg_issue_result(store_pg *p, const store_issue *in, int64_t now, const char *result, const char *detail);
+int pg_issue_result(pg_store *p, const store_issue *in, int64_t now, const char *result, const char *detail);
 /* store-pg-binding.c: the refusal 'bound' of in, from its detail. */
 int pg_binding_refusal(const store_issue *in, const char *detail);
 
-/* ---- store-pg-reads.c ---- */
-int store_pg_reads_fetch(store_pg *p, store_reads *r);
-
 /* ---- store-pg-schema.c, store-pg-functions.c ---- */
-int pg_migrate(store_pg *p);
+int pg_migrate(pg_store *p);
 /* The server-side functions (migration 5). */
 extern const char pg_functions_sql[];
 /* store-pg-link.c: the audit chain's linker (migration 6). */
@@ -324,7 +330,9 @@ int pg_token_consume(pg_slot *c, const char *id, int64_t now);
  * ("revoked expires_at uses_left", NULL: unknown). */
 int pg_token_refusal(const char *id, const char *state, int64_t now);
 
-/* ---- store-pg-audit.c ---- */
+/* ---- store-pg-queue.c: a transaction's audit records ---- */
+/* Whether a has what every record needs (an actor, action, outcome). */
+bool pg_audit_ok(const store_audit *a);
 /* Inside a transaction: queues a (at now if a->at is 0), to be chained
  * at COMMIT (pg_tx()) and then handed to the sink. */
 int pg_audit_insert(pg_slot *c, const store_audit *a, int64_t now);
@@ -340,6 +348,13 @@ void pg_json_str(json_object *o, const char *key, const char *v);
 int pg_audit_record(const store_audit *a, int64_t now, json_object **ret);
 void pg_sink_flush(pg_slot *c);
 void pg_sink_drop(pg_slot *c);
+
+/* ---- store-pg-audit-checkpoint.c: signed checkpoints of the chain ---- */
+/* Within a pruning's transaction: signs and stores the new anchor's
+ * checkpoint, dropping those it makes stale. */
+int pg_audit_prune_checkpoint(pg_slot *c, const store_audit_link *anchor, store_audit_sign_fn sign, void *userdata);
+/* Within a read transaction: every checkpoint, oldest first. */
+int pg_audit_checkpoints_each(pg_slot *c, store_audit_checkpoint_fn fn, void *userdata);
 
 /* ---- store-pg-revoke.c (inside a transaction) ---- */
 int pg_keys_block(pg_slot *c, const char *serial, const char *identity, int64_t now);

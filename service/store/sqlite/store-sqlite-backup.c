@@ -1,5 +1,4 @@
-/* Backups of the SQLite store, and the claim that keeps a restore from
- * replacing the database under a running hwidd.
+/* Backups of the SQLite store.
  *
  * A backup is SQLite's online backup of every page in one step: one read
  * transaction, so one consistent snapshot, while hwidd keeps committing
@@ -9,7 +8,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,9 +34,10 @@ static int check_pages(sqlite3 *db, const char *path) {
         return 0;
 }
 
-int store_sqlite_integrity_check(store *s) {
-        _cleanup_(store_leavep) store *g = NULL;
-        int r = store_enter(s, false, &g);
+int sqlite_integrity_check(store *base) {
+        sqlite_store *s = sqlite_of(base);
+        _cleanup_(sqlite_leavep) sqlite_store *g = NULL;
+        int r = sqlite_enter(s, false, &g);
 
         return r < 0 ? r : check_pages(s->db, s->path);
 }
@@ -73,7 +72,7 @@ static int backup_into(const char *from, const char *to) {
         else if (sqlite3_open_v2(to, &dst, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
                 r = db_fail(dst, "open", to);
         if (r >= 0) {
-                sqlite3_busy_timeout(src, STORE_BUSY_TIMEOUT_MS);
+                sqlite3_busy_timeout(src, SQLITE_STORE_BUSY_TIMEOUT_MS);
                 r = copy_pages(src, dst, from, to);
         }
         if (r >= 0)
@@ -85,7 +84,8 @@ static int backup_into(const char *from, const char *to) {
         return r;
 }
 
-int store_sqlite_backup(store *s, const char *path) {
+int sqlite_backup(store *base, const char *path) {
+        sqlite_store *s = sqlite_of(base);
         int fd, r;
 
         /* Created here (owner only, never over an existing file), so that
@@ -100,32 +100,4 @@ int store_sqlite_backup(store *s, const char *path) {
         if (r < 0)
                 (void) unlink(path);
         return r;
-}
-
-int store_claim(const char *database, bool exclusive, int *ret_fd) {
-        _cleanup_free_ char *path = NULL;
-        int fd;
-
-        /* A database server (a postgresql:// URI, a conninfo string) has
-         * no file beside which to lock: nothing to claim. */
-        if (strstr(database, "://") || strchr(database, '=')) {
-                *ret_fd = -1;
-                return 0;
-        }
-        if (asprintf(&path, "%s.lock", database) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return hwid_fail(HWID_E_STORE, "cannot open %s: %s", path, strerror(errno));
-        if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
-                int e = errno;
-
-                close(fd);
-                if (e != EWOULDBLOCK)
-                        return hwid_fail(HWID_E_STORE, "cannot lock %s: %s", path, strerror(e));
-                return exclusive ? hwid_fail(HWID_E_CONFLICT, "hwidd is running on %s: stop it first", database)
-                                 : hwid_fail(HWID_E_CONFLICT, "%s is being restored (hwid ca restore)", database);
-        }
-        *ret_fd = fd;
-        return 0;
 }

@@ -48,7 +48,7 @@
 #define CHECKPOINT_WAIT_MS 50
 
 static int on_wal(void *userdata, sqlite3 *db, const char *name, int pages) {
-        store *s = userdata;
+        sqlite_store *s = userdata;
 
         /* The checkpointer fell behind (starved of CPU, or of the store's
          * lock by a stream of commits): the writer checkpoints itself
@@ -61,7 +61,7 @@ static int on_wal(void *userdata, sqlite3 *db, const char *name, int pages) {
         if (pages >= CHECKPOINT_HARD_PAGES) {
                 sqlite3_busy_timeout(db, 0);
                 (void) sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
-                sqlite3_busy_timeout(db, STORE_BUSY_TIMEOUT_MS);
+                sqlite3_busy_timeout(db, SQLITE_STORE_BUSY_TIMEOUT_MS);
         }
         pthread_mutex_lock(&s->ck_lock);
         s->ck_commits++;
@@ -75,7 +75,7 @@ static int on_wal(void *userdata, sqlite3 *db, const char *name, int pages) {
 
 /* Waits until a checkpoint is due or a period has passed; false: stop.
  * *ret_idle: nothing was committed since the last round. */
-static bool wait_for_work(store *s, bool *ret_idle) {
+static bool wait_for_work(sqlite_store *s, bool *ret_idle) {
         struct timespec until;
         bool stop;
 
@@ -102,15 +102,15 @@ static const char *mode_name(int mode) {
         }
 }
 
-int store_checkpoint_run(store *s, int mode, int *ret_log, int *ret_ckpt) {
-        _cleanup_(store_leavep) store *g = NULL;
+int sqlite_checkpoint_run(sqlite_store *s, int mode, int *ret_log, int *ret_ckpt) {
+        _cleanup_(sqlite_leavep) sqlite_store *g = NULL;
         int log = -1, ckpt = -1, rc, r;
 
         if (!s->ck_db)
                 return hwid_fail(HWID_E_INTERNAL, "the store has no checkpoint connection");
         /* Anything beyond PASSIVE takes the write lock: our own writers
          * wait on the store's mutex meanwhile, not in SQLite. */
-        if (mode != SQLITE_CHECKPOINT_PASSIVE && (r = store_enter(s, false, &g)) < 0)
+        if (mode != SQLITE_CHECKPOINT_PASSIVE && (r = sqlite_enter(s, false, &g)) < 0)
                 return r;
         rc = sqlite3_wal_checkpoint_v2(s->ck_db, NULL, mode, &log, &ckpt);
         /* BUSY: a reader or another process was in the way; what could be
@@ -129,23 +129,23 @@ int store_checkpoint_run(store *s, int mode, int *ret_log, int *ret_ckpt) {
         return 0;
 }
 
-static void checkpoint_round(store *s, bool idle) {
+static void checkpoint_round(sqlite_store *s, bool idle) {
         int log = 0, ckpt = 0;
 
         /* Failures are retried at the next round; there is no one to tell.
          * Frames PASSIVE could not copy are a reader's (a backup, a long
          * listing): RESTART would only wait for it with the store's lock
          * held, stalling every commit of every round until it is done. */
-        if (store_checkpoint_run(s, SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt) < 0 || log == 0 || ckpt < log)
+        if (sqlite_checkpoint_run(s, SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt) < 0 || log == 0 || ckpt < log)
                 return;
         if (idle)
-                (void) store_checkpoint_run(s, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
+                (void) sqlite_checkpoint_run(s, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
         else if (log >= CHECKPOINT_PAGES)
-                (void) store_checkpoint_run(s, SQLITE_CHECKPOINT_RESTART, &log, &ckpt);
+                (void) sqlite_checkpoint_run(s, SQLITE_CHECKPOINT_RESTART, &log, &ckpt);
 }
 
 static void *checkpointer(void *userdata) {
-        store *s = userdata;
+        sqlite_store *s = userdata;
         bool idle;
 
         while (wait_for_work(s, &idle))
@@ -156,7 +156,7 @@ static void *checkpointer(void *userdata) {
 /* A connection learns that the database is in WAL mode only when it
  * first reads it; until then a checkpoint on it is a no-op that returns
  * OK.  So read, and make sure. */
-static int ck_connect(store *s) {
+static int ck_connect(sqlite_store *s) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
         const unsigned char *mode;
 
@@ -174,7 +174,7 @@ static int ck_connect(store *s) {
         return 0;
 }
 
-int store_checkpointer_start(store *s) {
+int sqlite_checkpointer_start(sqlite_store *s) {
         int r = ck_connect(s);
 
         if (r < 0)
@@ -190,7 +190,7 @@ int store_checkpointer_start(store *s) {
         return 0;
 }
 
-void store_checkpointer_stop(store *s) {
+void sqlite_checkpointer_stop(sqlite_store *s) {
         if (s->db)
                 sqlite3_wal_hook(s->db, NULL, NULL);
         if (s->ck_running) {

@@ -192,7 +192,7 @@ static const char *const migrations[] = {
          * before it and its own; audit_chain keeps the newest record's
          * (head) and the last pruned one's (anchor).  Records from before
          * are chained once when the database is first opened by this
-         * version (store_audit_backfill(), noted in meta.audit_chained).
+         * version (sqlite_audit_backfill(), noted in meta.audit_chained).
          * meta.ready_probe is what /readyz writes to prove the store takes
          * writes. */
         "ALTER TABLE audit ADD COLUMN prev_hash BLOB;"
@@ -296,12 +296,12 @@ static const char *const migrations[] = {
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))
 
-int64_t store_schema_version(void) {
+int64_t sqlite_schema_version(void) {
         return SCHEMA_VERSION;
 }
 
 /* Whether there is a meta table, and whether anything else is there. */
-static int probe(store *s, bool *ret_meta, bool *ret_other) {
+static int probe(sqlite_store *s, bool *ret_meta, bool *ret_other) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
         static const char sql[] =
                 "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'),"
@@ -309,16 +309,16 @@ static int probe(store *s, bool *ret_meta, bool *ret_other) {
         int r;
 
         if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-                return store_sql_fail(s, "read the schema");
-        r = store_step(s, st, "read the schema");
+                return sqlite_sql_fail(s, "read the schema");
+        r = sqlite_step(s, st, "read the schema");
         if (r <= 0)
-                return r < 0 ? r : store_sql_fail(s, "read the schema");
+                return r < 0 ? r : sqlite_sql_fail(s, "read the schema");
         *ret_meta = sqlite3_column_int64(st, 0) > 0;
         *ret_other = sqlite3_column_int64(st, 1) > (*ret_meta ? 1 : 0);
         return 0;
 }
 
-static int read_version(store *s, int64_t *ret) {
+static int read_version(sqlite_store *s, int64_t *ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
         bool meta = false, other = false;
         int r = probe(s, &meta, &other);
@@ -334,8 +334,8 @@ static int read_version(store *s, int64_t *ret) {
         }
         if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st,
                                NULL) != SQLITE_OK)
-                return store_sql_fail(s, "read the schema version");
-        r = store_step(s, st, "read the schema version");
+                return sqlite_sql_fail(s, "read the schema version");
+        r = sqlite_step(s, st, "read the schema version");
         if (r < 0)
                 return r;
         if (r == 0)
@@ -344,7 +344,7 @@ static int read_version(store *s, int64_t *ret) {
         return 0;
 }
 
-static int check_known(store *s, int64_t version) {
+static int check_known(sqlite_store *s, int64_t version) {
         if (version > SCHEMA_VERSION)
                 return hwid_fail(HWID_E_STORE,
                                  "database %s has schema version %lld, newer than the %lld this hwid knows: "
@@ -356,25 +356,25 @@ static int check_known(store *s, int64_t version) {
         return 0;
 }
 
-static int apply(store *s, int64_t from) {
+static int apply(sqlite_store *s, int64_t from) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
         char what[64];
         int r;
 
         snprintf(what, sizeof(what), "migrate the schema to version %lld", (long long) from + 1);
         if (sqlite3_exec(s->db, migrations[from], NULL, NULL, NULL) != SQLITE_OK)
-                return store_sql_fail(s, what);
+                return sqlite_sql_fail(s, what);
         if (sqlite3_prepare_v2(s->db, "UPDATE meta SET value = ?1 WHERE key = 'schema_version'", -1, &st,
                                NULL) != SQLITE_OK)
-                return store_sql_fail(s, what);
-        r = store_bind(s, st, "I", from + 1);
+                return sqlite_sql_fail(s, what);
+        r = sqlite_bind(s, st, "I", from + 1);
         if (r >= 0)
-                r = store_step(s, st, what);
+                r = sqlite_step(s, st, what);
         return r < 0 ? r : 0;
 }
 
-int store_migrate(store *s) {
-        _cleanup_(store_leavep) store *g = NULL;
+int sqlite_migrate(sqlite_store *s) {
+        _cleanup_(sqlite_leavep) sqlite_store *g = NULL;
         int64_t v;
         int r;
 
@@ -384,7 +384,7 @@ int store_migrate(store *s) {
                 r = check_known(s, v);
         if (r < 0 || v == SCHEMA_VERSION)
                 return r;
-        r = store_enter(s, true, &g);
+        r = sqlite_enter(s, true, &g);
         if (r < 0)
                 return r;
         /* Again under the write lock: another opener may have migrated. */
@@ -395,5 +395,5 @@ int store_migrate(store *s) {
                 r = apply(s, v);
         if (r < 0)
                 return r;
-        return store_commit(s, "commit the schema migration");
+        return sqlite_commit(s, "commit the schema migration");
 }

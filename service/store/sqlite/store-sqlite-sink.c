@@ -7,7 +7,7 @@
 #include "error.h"
 #include "store-sqlite.h"
 
-struct store_audit_copy {
+struct sqlite_audit_copy {
         store_audit a;
         uint8_t prev_hash[STORE_AUDIT_HASH_LEN];
         uint8_t hash[STORE_AUDIT_HASH_LEN];
@@ -26,7 +26,7 @@ static char *put(char **p, const char *s) {
         return at;
 }
 
-static int copy_record(const store_audit *a, store_audit_copy *c) {
+static int copy_record(const store_audit *a, sqlite_audit_copy *c) {
         const char *f[] = { a->actor, a->action, a->target, a->outcome, a->reason, a->token_id };
         size_t total = 0;
         char *p;
@@ -47,12 +47,12 @@ static int copy_record(const store_audit *a, store_audit_copy *c) {
         return 0;
 }
 
-void store_audit_sink_queue(store *s, const store_audit *a) {
-        store_audit_copy *p;
+void sqlite_audit_sink_queue(sqlite_store *s, const store_audit *a) {
+        sqlite_audit_copy *p;
 
         if (!s->sink)
                 return;
-        p = store_array_grow(s->sink_queue, &s->sink_alloc, s->sink_n, sizeof(*p));
+        p = sqlite_array_grow(s->sink_queue, &s->sink_alloc, s->sink_n, sizeof(*p));
         /* Out of memory: the record is in the database all the same; the
          * sink is a copy, and misses this one. */
         if (!p)
@@ -62,20 +62,22 @@ void store_audit_sink_queue(store *s, const store_audit *a) {
                 s->sink_n++;
 }
 
-void store_audit_sink_drop(store *s, size_t keep) {
+void sqlite_audit_sink_drop(sqlite_store *s, size_t keep) {
         while (s->sink_n > keep)
                 free(s->sink_queue[--s->sink_n].strings);
 }
 
-void store_audit_sink_flush(store *s) {
+void sqlite_audit_sink_flush(sqlite_store *s) {
         for (size_t i = 0; i < s->sink_n; i++)
                 (void) s->sink(&s->sink_queue[i].a, s->sink_userdata);
-        store_audit_sink_drop(s, 0);
+        sqlite_audit_sink_drop(s, 0);
 }
 
-void store_sqlite_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {
+void sqlite_set_audit_sink(store *base, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {
+        sqlite_store *s = sqlite_of(base);
+
         pthread_mutex_lock(&s->lock);
-        store_audit_sink_drop(s, 0);
+        sqlite_audit_sink_drop(s, 0);
         if (s->sink_free)
                 s->sink_free(s->sink_userdata);
         s->sink = fn;
@@ -84,8 +86,8 @@ void store_sqlite_set_audit_sink(store *s, store_audit_fn fn, void *userdata, vo
         pthread_mutex_unlock(&s->lock);
 }
 
-void store_audit_sink_close(store *s) {
-        store_audit_sink_drop(s, 0);
+void sqlite_audit_sink_close(sqlite_store *s) {
+        sqlite_audit_sink_drop(s, 0);
         free(s->sink_queue);
         s->sink_queue = NULL;
         s->sink_alloc = 0;

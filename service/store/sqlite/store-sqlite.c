@@ -1,6 +1,7 @@
-/* The SQLite store: opening the database, locking, transactions and the
- * statement cache.  The tables themselves live in store-sqlite-schema.c,
- * the operations in store-sqlite-token.c and store-sqlite-cert.c.
+/* The SQLite store's connections: connecting, locking, transactions, group
+ * commit and the statement cache.  Opening the store is in
+ * store-sqlite-open.c, the tables in store-sqlite-schema.c, the operations
+ * in store-sqlite-token.c, store-sqlite-cert.c and their neighbours.
  *
  * Every failure of SQLite becomes -HWID_E_STORE with a detail naming the
  * operation, the database and sqlite3_errmsg(); SQLite's messages name
@@ -17,11 +18,11 @@
 #include "log.h"
 #include "store-sqlite.h"
 
-int store_sql_fail(store *s, const char *what) {
+int sqlite_sql_fail(sqlite_store *s, const char *what) {
         return hwid_fail(HWID_E_STORE, "cannot %s in %s: %s", what, s->path, sqlite3_errmsg(s->db));
 }
 
-int store_last_code(store *s) {
+int sqlite_last_code(sqlite_store *s) {
         return sqlite3_extended_errcode(s->db);
 }
 
@@ -46,15 +47,15 @@ static bool rc_is_busy(int rc) {
 
 /* ---- statements ---- */
 
-int store_stmt(store *s, stmt_id id, const char *sql, sqlite3_stmt **ret) {
+int sqlite_stmt(sqlite_store *s, stmt_id id, const char *sql, sqlite3_stmt **ret) {
         if (!s->stmts[id] &&
             sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[id], NULL) != SQLITE_OK)
-                return store_sql_fail(s, "prepare a statement");
+                return sqlite_sql_fail(s, "prepare a statement");
         *ret = s->stmts[id];
         return 0;
 }
 
-int store_bind(store *s, sqlite3_stmt *st, const char *fmt, ...) {
+int sqlite_bind(sqlite_store *s, sqlite3_stmt *st, const char *fmt, ...) {
         va_list ap;
         int rc = SQLITE_OK;
 
@@ -83,10 +84,10 @@ int store_bind(store *s, sqlite3_stmt *st, const char *fmt, ...) {
                 }
         }
         va_end(ap);
-        return rc == SQLITE_OK ? 0 : store_sql_fail(s, "bind a parameter");
+        return rc == SQLITE_OK ? 0 : sqlite_sql_fail(s, "bind a parameter");
 }
 
-int store_step(store *s, sqlite3_stmt *st, const char *what) {
+int sqlite_step(sqlite_store *s, sqlite3_stmt *st, const char *what) {
         int rc = sqlite3_step(st);
 
         if (rc == SQLITE_ROW)
@@ -97,7 +98,7 @@ int store_step(store *s, sqlite3_stmt *st, const char *what) {
          * answering 503 would only make the client retry it. */
         if ((rc & 0xff) == SQLITE_CONSTRAINT)
                 return hwid_fail(HWID_E_INVALID, "cannot %s: %s", what, sqlite3_errmsg(s->db));
-        return store_sql_fail(s, what);
+        return sqlite_sql_fail(s, what);
 }
 
 /* ---- locking and transactions ---- */
@@ -105,10 +106,10 @@ int store_step(store *s, sqlite3_stmt *st, const char *what) {
 /* BEGIN IMMEDIATE waits in SQLite's busy handler; it can still answer
  * SQLITE_BUSY early (another connection recovering the WAL), so it is
  * retried until the same deadline rather than failing a client. */
-static int begin_immediate(store *s) {
+static int begin_immediate(sqlite_store *s) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        uint64_t deadline = now_ms() + STORE_BUSY_TIMEOUT_MS;
-        int r = store_stmt(s, ST_BEGIN_IMMEDIATE, "BEGIN IMMEDIATE", &st);
+        uint64_t deadline = now_ms() + SQLITE_STORE_BUSY_TIMEOUT_MS;
+        int r = sqlite_stmt(s, ST_BEGIN_IMMEDIATE, "BEGIN IMMEDIATE", &st);
 
         if (r < 0)
                 return r;
@@ -118,13 +119,13 @@ static int begin_immediate(store *s) {
                 if (rc == SQLITE_DONE)
                         return 0;
                 if (!rc_is_busy(rc) || now_ms() >= deadline)
-                        return store_sql_fail(s, "start a transaction");
+                        return sqlite_sql_fail(s, "start a transaction");
                 sqlite3_reset(st);
                 backoff(attempt);
         }
 }
 
-int store_enter(store *s, bool write, store **ret_guard) {
+int sqlite_enter(sqlite_store *s, bool write, sqlite_store **ret_guard) {
         int e = pthread_mutex_lock(&s->lock);
         int r;
 
@@ -145,8 +146,8 @@ int store_enter(store *s, bool write, store **ret_guard) {
         return 0;
 }
 
-void store_leavep(store **guard) {
-        store *s = *guard;
+void sqlite_leavep(sqlite_store **guard) {
+        sqlite_store *s = *guard;
 
         if (!s)
                 return;
@@ -154,19 +155,19 @@ void store_leavep(store **guard) {
          * A failed statement may already have rolled back by itself. */
         if (!sqlite3_get_autocommit(s->db))
                 (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-        store_audit_sink_drop(s, 0); /* nothing of it was committed */
+        sqlite_audit_sink_drop(s, 0); /* nothing of it was committed */
         pthread_mutex_unlock(&s->lock);
 }
 
-int store_commit(store *s, const char *what) {
+int sqlite_commit(sqlite_store *s, const char *what) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt(s, ST_COMMIT, "COMMIT", &st);
+        int r = sqlite_stmt(s, ST_COMMIT, "COMMIT", &st);
 
         if (r < 0)
                 return r;
         if (sqlite3_step(st) != SQLITE_DONE)
-                return store_sql_fail(s, what);
-        store_audit_sink_flush(s);
+                return sqlite_sql_fail(s, what);
+        sqlite_audit_sink_flush(s);
         return 0;
 }
 
@@ -176,23 +177,23 @@ int store_commit(store *s, const char *what) {
  * costs a millisecond or more; issuances arriving while one commits wait
  * here and then share the next COMMIT. */
 
-static void job_fail(store_job *j, int r) {
+static void job_fail(sqlite_job *j, int r) {
         j->r = r;
         snprintf(j->detail, sizeof(j->detail), "%s", hwid_strerror(r));
 }
 
-static int exec_cached(store *s, stmt_id id, const char *sql) {
+static int exec_cached(sqlite_store *s, stmt_id id, const char *sql) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt(s, id, sql, &st);
+        int r = sqlite_stmt(s, id, sql, &st);
 
         if (r >= 0 && sqlite3_step(st) != SQLITE_DONE)
-                r = store_sql_fail(s, "manage a savepoint");
+                r = sqlite_sql_fail(s, "manage a savepoint");
         return r;
 }
 
 /* Runs one job in its own savepoint.  Fails only when the transaction as
  * a whole is lost; a job's own failure is recorded in it and undone. */
-static int run_job(store *s, store_job *j) {
+static int run_job(sqlite_store *s, sqlite_job *j) {
         size_t queued = s->sink_n;
         int r;
 
@@ -203,7 +204,7 @@ static int run_job(store *s, store_job *j) {
         if (r >= 0)
                 return exec_cached(s, ST_RELEASE, "RELEASE job");
         job_fail(j, r);
-        store_audit_sink_drop(s, queued);
+        sqlite_audit_sink_drop(s, queued);
         /* I/O errors and a full disk roll the whole transaction back. */
         if (sqlite3_get_autocommit(s->db))
                 return r;
@@ -213,15 +214,15 @@ static int run_job(store *s, store_job *j) {
         return 0;
 }
 
-static void run_batch(store *s, store_job *batch, const char *what) {
-        _cleanup_(store_leavep) store *g = NULL;
-        store_job *j;
-        int r = store_enter(s, true, &g);
+static void run_batch(sqlite_store *s, sqlite_job *batch, const char *what) {
+        _cleanup_(sqlite_leavep) sqlite_store *g = NULL;
+        sqlite_job *j;
+        int r = sqlite_enter(s, true, &g);
 
         for (j = batch; r >= 0 && j; j = j->next)
                 r = run_job(s, j);
         if (r >= 0)
-                r = store_commit(s, what);
+                r = sqlite_commit(s, what);
         if (r >= 0)
                 return;
         /* Nothing of the batch is durable: every job fails, those that
@@ -234,8 +235,8 @@ static void run_batch(store *s, store_job *batch, const char *what) {
 /* Marks a committed batch done and wakes each of its callers, then the
  * first job queued meanwhile, which leads the next batch: one wake-up per
  * job (a broadcast woke every waiter for every batch). */
-static void batch_done(store *s, store_job *batch) {
-        store_job *j, *next;
+static void batch_done(sqlite_store *s, sqlite_job *batch) {
+        sqlite_job *j, *next;
 
         for (j = batch; j; j = next) {
                 next = j->next; /* j belongs to its waiter once done */
@@ -247,7 +248,7 @@ static void batch_done(store *s, store_job *batch) {
                 pthread_cond_signal(&s->gc_head->wake);
 }
 
-int store_group_commit(store *s, store_job *job, const char *what) {
+int sqlite_group_commit(sqlite_store *s, sqlite_job *job, const char *what) {
         job->r = 0;
         job->detail[0] = '\0';
         job->done = false;
@@ -257,7 +258,7 @@ int store_group_commit(store *s, store_job *job, const char *what) {
         *s->gc_tail = job;
         s->gc_tail = &job->next;
         while (!job->done) {
-                store_job *batch;
+                sqlite_job *batch;
 
                 if (s->gc_busy) {
                         pthread_cond_wait(&job->wake, &s->gc_lock);
@@ -280,91 +281,17 @@ int store_group_commit(store *s, store_job *job, const char *what) {
         return 0;
 }
 
-/* ---- columns and arrays ---- */
-
-char *store_col_strdup(sqlite3_stmt *st, int i, bool *oom) {
-        const unsigned char *t;
-        char *d;
-
-        if (sqlite3_column_type(st, i) == SQLITE_NULL)
-                return NULL;
-        /* NULL from a non-NULL column: SQLite ran out of memory converting it. */
-        t = sqlite3_column_text(st, i);
-        d = t ? strdup((const char *) t) : NULL;
-        if (!d)
-                *oom = true;
-        return d;
-}
-
-uint8_t *store_col_blobdup(sqlite3_stmt *st, int i, size_t *ret_len, bool *oom) {
-        const void *p = sqlite3_column_blob(st, i);
-        size_t n = (size_t) sqlite3_column_bytes(st, i);
-        uint8_t *d;
-
-        *ret_len = 0;
-        if (!p || n == 0)
-                return NULL;
-        d = malloc(n);
-        if (!d) {
-                *oom = true;
-                return NULL;
-        }
-        memcpy(d, p, n);
-        *ret_len = n;
-        return d;
-}
-
-void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t size) {
-        const unsigned char *t = sqlite3_column_text(st, i);
-
-        snprintf(dst, size, "%s", t ? (const char *) t : "");
-}
-
-void *store_array_grow(void *arr, size_t *alloc, size_t n, size_t elem) {
-        size_t want = *alloc ? *alloc * 2 : 16;
-        void *p;
-
-        if (n < *alloc)
-                return arr;
-        p = reallocarray(arr, want, elem);
-        if (!p)
-                return NULL;
-        memset((char *) p + *alloc * elem, 0, (want - *alloc) * elem);
-        *alloc = want;
-        return p;
-}
-
-/* ---- open and close ---- */
-
-/* Created by us, owner-only: the store holds every CSR and the audit
- * trail.  The -wal and -shm files SQLite adds inherit this mode. */
-static int create_file(const char *path) {
-        static const char magic[16] = "SQLite format 3";
-        _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        char head[sizeof(magic)];
-        ssize_t n;
-
-        if (fd < 0)
-                return hwid_fail(HWID_E_STORE, "cannot open database %s: %s", path, strerror(errno));
-        /* SQLite treats a file shorter than a page as empty and would
-         * overwrite it: a mistyped path (a config file, say) is refused. */
-        n = pread(fd, head, sizeof(head), 0);
-        if (n < 0)
-                return hwid_fail(HWID_E_STORE, "cannot read database %s: %s", path, strerror(errno));
-        if (n > 0 && (n < (ssize_t) sizeof(head) || memcmp(head, magic, sizeof(magic)) != 0))
-                return hwid_fail(HWID_E_STORE, "%s is not an SQLite database", path);
-        return 0;
-}
+/* ---- connections ---- */
 
 /* Process-wide settings: they must precede SQLite's initialization, which
  * the first connection does. */
 static void configure_library(void) {
-        if (sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, STORE_SAVEPOINT_MEMORY) != SQLITE_OK)
+        if (sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, SQLITE_STORE_SAVEPOINT_MEMORY) != SQLITE_OK)
                 log_warning("SQLite was initialized before the store: savepoints over 64 KiB "
                             "go to temporary files");
 }
 
-int store_connect(store *s) {
+int sqlite_connect(sqlite_store *s) {
         static pthread_once_t once = PTHREAD_ONCE_INIT;
         int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX; /* our mutex guards the connection */
 
@@ -373,7 +300,7 @@ int store_connect(store *s) {
                 return hwid_fail(HWID_E_STORE, "cannot open database %s: %s", s->path,
                                  s->db ? sqlite3_errmsg(s->db) : "out of memory");
         sqlite3_extended_result_codes(s->db, 1);
-        sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
+        sqlite3_busy_timeout(s->db, SQLITE_STORE_BUSY_TIMEOUT_MS);
         /* SQLite silently falls back to read-only; every write would then fail later. */
         if (sqlite3_db_readonly(s->db, "main") != 0)
                 return hwid_fail(HWID_E_STORE, "database %s is read-only", s->path);
@@ -382,20 +309,20 @@ int store_connect(store *s) {
 
 /* Switching to WAL needs a moment of exclusive access; other openers of
  * a new file may hold it, so retry like BEGIN IMMEDIATE. */
-static int set_wal(store *s) {
+static int set_wal(sqlite_store *s) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *st = NULL;
-        uint64_t deadline = now_ms() + STORE_BUSY_TIMEOUT_MS;
+        uint64_t deadline = now_ms() + SQLITE_STORE_BUSY_TIMEOUT_MS;
         const unsigned char *mode;
         int rc;
 
         if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
-                return store_sql_fail(s, "enable WAL mode");
+                return sqlite_sql_fail(s, "enable WAL mode");
         for (unsigned attempt = 0; rc_is_busy(rc = sqlite3_step(st)) && now_ms() < deadline; attempt++) {
                 sqlite3_reset(st);
                 backoff(attempt);
         }
         if (rc != SQLITE_ROW)
-                return store_sql_fail(s, "enable WAL mode");
+                return sqlite_sql_fail(s, "enable WAL mode");
         mode = sqlite3_column_text(st, 0);
         if (!mode || strcmp((const char *) mode, "wal") != 0)
                 return hwid_fail(HWID_E_STORE, "cannot enable WAL mode on %s (journal mode stays %s)",
@@ -403,7 +330,7 @@ static int set_wal(store *s) {
         return 0;
 }
 
-static int configure(store *s) {
+int sqlite_configure(sqlite_store *s) {
         /* FULL: a commit is on disk (WAL fsynced) before we answer, so a
          * certificate handed out survives a power cut.  journal_size_limit:
          * when the WAL starts over (store-sqlite-checkpoint.c), the file
@@ -417,15 +344,15 @@ static int configure(store *s) {
 
         if (r < 0)
                 return r;
-        snprintf(limit, sizeof(limit), "PRAGMA journal_size_limit=%d", STORE_WAL_LIMIT_BYTES);
+        snprintf(limit, sizeof(limit), "PRAGMA journal_size_limit=%d", SQLITE_STORE_WAL_LIMIT_BYTES);
         if (sqlite3_exec(s->db, pragmas, NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(s->db, limit, NULL, NULL, NULL) != SQLITE_OK)
-                return store_sql_fail(s, "configure the connection");
+                return sqlite_sql_fail(s, "configure the connection");
         return 0;
 }
 
-int store_alloc(const char *path, store **ret) {
-        _cleanup_(store_sqlite_freep) store *s = calloc(1, sizeof(*s));
+int sqlite_alloc(const char *path, sqlite_store **ret) {
+        _cleanup_(sqlite_conn_freep) sqlite_store *s = calloc(1, sizeof(*s));
         pthread_mutexattr_t attr;
 
         if (!s || !(s->path = strdup(path)))
@@ -443,42 +370,9 @@ int store_alloc(const char *path, store **ret) {
         return 0;
 }
 
-int store_sqlite_open(const char *path, store **ret) {
-        _cleanup_(store_sqlite_freep) store *s = NULL;
-        int r;
-
-        if (!store_str_ok(path, 4096))
-                return hwid_fail(HWID_E_INVALID, "no database path given");
-        if ((r = store_alloc(path, &s)) < 0)
-                return r;
-        s->gc_ready = pthread_mutex_init(&s->gc_lock, NULL) == 0;
-        if (!s->gc_ready)
-                return hwid_fail(HWID_E_NOMEM, "cannot create the store's commit queue");
-        r = create_file(path);
-        if (r >= 0)
-                r = store_connect(s);
-        if (r >= 0)
-                r = configure(s);
-        if (r >= 0)
-                r = store_migrate(s);
-        if (r >= 0)
-                r = store_audit_backfill(s);
-        if (r >= 0)
-                r = store_checkpointer_start(s);
-        if (r >= 0)
-                r = store_readers_open(s);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(s);
-        return 0;
-}
-
-void store_sqlite_free(store *s) {
+void sqlite_conn_free(sqlite_store *s) {
         if (!s)
                 return;
-        store_readers_close(s);
-        store_checkpointer_stop(s);
-        store_audit_sink_close(s);
         for (size_t i = 0; i < _ST_MAX; i++)
                 sqlite3_finalize(s->stmts[i]);
         /* The last connection to close checkpoints the WAL into the file. */
@@ -489,64 +383,4 @@ void store_sqlite_free(store *s) {
                 pthread_mutex_destroy(&s->gc_lock);
         free(s->path);
         free(s);
-}
-
-int store_sqlite_ping(store *s) {
-        _cleanup_(store_leavep) store *g = NULL;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
-
-        r = store_read_enter(&s, &g);
-        if (r < 0)
-                return r;
-        /* Reads a real page (not just "SELECT 1") so a vanished or
-         * unreadable file shows. */
-        r = store_stmt(s, ST_PING, "SELECT value FROM meta WHERE key = 'schema_version'", &st);
-        if (r < 0)
-                return r;
-        r = store_step(s, st, "read the schema version");
-        if (r < 0)
-                return r;
-        return r == 1 ? 0 : hwid_fail(HWID_E_STORE, "database %s has no schema version", s->path);
-}
-
-int store_sqlite_probe_write(store *s, int64_t now) {
-        _cleanup_(store_leavep) store *g = NULL;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_enter(s, true, &g);
-
-        if (r >= 0)
-                r = store_stmt(s, ST_PROBE_WRITE,
-                               "INSERT INTO meta (key, value) VALUES ('ready_probe', ?1) "
-                               "ON CONFLICT (key) DO UPDATE SET value = excluded.value", &st);
-        if (r >= 0)
-                r = store_bind(s, st, "I", now);
-        if (r >= 0)
-                r = store_step(s, st, "write the readiness probe");
-        if (r < 0)
-                return r;
-        return store_commit(s, "commit the readiness probe");
-}
-
-int store_sqlite_stats_get(store *s, int64_t now, store_stats *ret) {
-        _cleanup_(store_leavep) store *g = NULL;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_read_enter(&s, &g);
-
-        /* status = 'valid' literally: certificates_status_not_after serves it. */
-        if (r >= 0)
-                r = store_stmt(s, ST_STATS,
-                               "SELECT (SELECT count(*) FROM certificates WHERE status = 'valid' AND not_after > ?1),"
-                               "       (SELECT count(*) FROM requests WHERE status = 'pending')", &st);
-        if (r >= 0)
-                r = store_bind(s, st, "I", now);
-        if (r >= 0)
-                r = store_step(s, st, "count certificates and requests");
-        if (r == 0)
-                r = store_sql_fail(s, "count certificates and requests");
-        if (r < 0)
-                return r;
-        *ret = (store_stats) { .live_certificates = (uint64_t) sqlite3_column_int64(st, 0),
-                               .pending_requests = (uint64_t) sqlite3_column_int64(st, 1) };
-        return 0;
 }
