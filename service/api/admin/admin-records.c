@@ -1,11 +1,11 @@
 /* The admin API's requests (list, approve, deny), certificates (list,
  * show, revoke one or every one of an identity) and audit log (read):
  * the same store calls the CA host's `hwid request|cert|audit` make. */
-#include <ctype.h>
 #include <string.h>
 
 #include "admin-internal.h"
 #include "error.h"
+#include "x509-util.h"
 
 #define REASON_MAX 256
 #define IDENTITY_MAX 255
@@ -203,18 +203,6 @@ int admin_cert_list(admin_call *c) {
                 snprintf(c->target, sizeof(c->target), "%s", identity);
         snprintf(c->note, sizeof(c->note), "%zu certificates", n);
         return admin_respond(c, 200, answer);
-}
-
-/* Serials as hwid prints them: upper-case hex; "0a:1b", "0x0A1B" too. */
-static void normalize_serial(const char *in, char *out, size_t n) {
-        size_t j = 0;
-
-        if (strncasecmp(in, "0x", 2) == 0)
-                in += 2;
-        for (; *in && j + 1 < n; in++)
-                if (*in != ':')
-                        out[j++] = (char) toupper((unsigned char) *in);
-        out[j] = '\0';
 }
 
 int admin_cert_show(admin_call *c) {
