@@ -1,6 +1,7 @@
 #include <time.h>
 
 #include "histogram.h"
+#include "prom.h"
 
 #define MS 1000000ull
 #define US 1000ull

@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-
 #define HISTOGRAM_BUCKETS_MAX 16
 
 typedef struct histogram_bounds {
@@ -47,11 +45,3 @@ void histogram_snapshot_take(const histogram *h, const histogram_bounds *b, hist
 
 /* CLOCK_MONOTONIC in nanoseconds, for measuring what to observe. */
 uint64_t histogram_now_ns(void);
-
-/* The Prometheus text exposition (format 0.0.4): a metric's HELP and
- * TYPE lines; a gauge with its value; one histogram's series, labels
- * "k=\"v\",..." without braces, or "". */
-int prom_header(buf *out, const char *name, const char *type, const char *help);
-int prom_gauge(buf *out, const char *name, const char *help, double v);
-int prom_histogram(buf *out, const char *name, const char *labels, const histogram_snapshot *h,
-                   const histogram_bounds *b);

@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "error.h"
+#include "prom.h"
 
 /* A read of the core: refused, or res to answer. */
 static bool read_call(ca_service *ca, const http_request *req, ca_read what, buf *out, ca_result *res,

@@ -91,4 +91,4 @@ typedef struct ca_admin_result {
 
 /* The audit record's reason for releasing b (`hwid identity release`,
  * on the CA host or through the admin API): which TPM it was bound to. */
-void admin_release_reason(const store_binding *b, char *buf, size_t size);
+void admin_release_reason(const store_binding *b, char *out, size_t size);

@@ -6,8 +6,8 @@
 #include "ca-internal.h"
 #include "error.h"
 
-void admin_release_reason(const store_binding *b, char *buf, size_t size) {
-        snprintf(buf, size, "released from the TPM with EK sha256:%s (bound since certificate %s)", b->ek_pub_sha256,
+void admin_release_reason(const store_binding *b, char *out, size_t size) {
+        snprintf(out, size, "released from the TPM with EK sha256:%s (bound since certificate %s)", b->ek_pub_sha256,
                  b->serial);
 }
 

@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "metrics.h"
+#include "prom.h"
 
 #define SLUGS_MAX 64 /* distinct error slugs: the error table's and the transport's */
 
