@@ -14,6 +14,7 @@
 #include "error.h"
 #include "ossl-util.h"
 #include "remote.h"
+#include "x509-util.h"
 
 typedef struct cert_opts {
         const char *config, *identity, *reason;
@@ -137,18 +138,6 @@ int cmd_cert_list(int argc, char **argv) {
 }
 
 /* ---------- show ---------- */
-
-/* Accepts "0a:1b:..", "0x0A1B..", any case; stores use upper-case hex. */
-static void normalize_serial(const char *in, char *out, size_t n) {
-        size_t j = 0;
-
-        if (strncasecmp(in, "0x", 2) == 0)
-                in += 2;
-        for (; *in && j + 1 < n; in++)
-                if (*in != ':')
-                        out[j++] = (char) toupper((unsigned char) *in);
-        out[j] = '\0';
-}
 
 static int remote_cert(const cert_opts *o, const char *serial, store_cert *ret) {
         _cleanup_(remote_freep) remote *rm = NULL;

@@ -6,12 +6,7 @@
 #include "error.h"
 #include "escape.h"
 
-/* Longest escape: "\u{10FFFF}" is 10 bytes; "\xNN" 4. */
-#define ESC_MAX 11
-
-/* Length of the UTF-8 sequence at v (1..4) with its code point, or 0 if
- * it is malformed (overlong, surrogate, beyond U+10FFFF, truncated). */
-static size_t utf8_decode(const unsigned char *v, size_t len, uint32_t *ret) {
+size_t utf8_decode(const unsigned char *v, size_t len, uint32_t *ret) {
         uint32_t cp;
         size_t n;
 
@@ -41,9 +36,16 @@ static size_t utf8_decode(const unsigned char *v, size_t len, uint32_t *ret) {
         return n;
 }
 
+bool unicode_invisible(uint32_t cp) {
+        return (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
+               cp == 0xfeff;
+}
+
+/* Longest escape: "\u{10FFFF}" is 10 bytes; "\xNN" 4. */
+#define ESC_MAX 11
+
 static bool unsafe_code_point(uint32_t cp) {
-        return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
-               (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+        return (cp >= 0x80 && cp <= 0x9f) || unicode_invisible(cp);
 }
 
 /* The next piece of s at *i: copied as it is or escaped into piece (at

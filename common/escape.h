@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A new NUL-terminated string for the len bytes at s (which may hold
  * NULs); NULL s gives NULL.  0, or -HWID_E_NOMEM. */
@@ -30,3 +31,16 @@ bool text_escape_into(const char *s, char *out, size_t n);
 
 /* Whether s (len bytes) holds anything text_escape() would change. */
 bool text_needs_escape(const char *s, size_t len);
+
+/* Length of the UTF-8 sequence at v (1..4, len >= 1 bytes there) with its
+ * code point in *ret, or 0 if it is malformed (overlong, a surrogate,
+ * beyond U+10FFFF, truncated).  The one UTF-8 reader of hwid: escaping
+ * here and the name rules of policy/ use it. */
+size_t utf8_decode(const unsigned char *v, size_t len, uint32_t *ret);
+
+/* Whether cp is invisible and changes how text reads or where it breaks:
+ * marks and zero-width characters U+200B..U+200F, line and paragraph
+ * separators U+2028, U+2029, bidi controls U+202A..U+202E and
+ * U+2066..U+2069, the BOM U+FEFF.  What text_escape() writes as an escape
+ * (with the C1 controls) and what a name may not hold. */
+bool unicode_invisible(uint32_t cp);

@@ -1,6 +1,7 @@
 #include <time.h>
 
 #include "histogram.h"
+#include "prom.h"
 
 #define MS 1000000ull
 #define US 1000ull
@@ -42,4 +43,31 @@ uint64_t histogram_now_ns(void) {
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* ---- exposition ---- */
+
+int prom_header(buf *out, const char *name, const char *type, const char *help) {
+        return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int prom_histogram(buf *out, const char *name, const char *labels, const histogram_snapshot *h,
+                   const histogram_bounds *b) {
+        const char *sep = *labels ? "," : "", *open = *labels ? "{" : "", *close = *labels ? "}" : "";
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < b->n; i++)
+                r = buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, (double) b->le_ns[i] / 1e9,
+                               (unsigned long long) h->cumulative[i]);
+        if (r >= 0)
+                r = buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n%s_sum%s%s%s %.9f\n%s_count%s%s%s %llu\n", name,
+                               labels, sep, (unsigned long long) h->count, name, open, labels, close, h->sum_seconds,
+                               name, open, labels, close, (unsigned long long) h->count);
+        return r;
+}
+
+int prom_gauge(buf *out, const char *name, const char *help, double v) {
+        int r = prom_header(out, name, "gauge", help);
+
+        return r < 0 ? r : buf_printf(out, "%s %.0f\n", name, v);
 }

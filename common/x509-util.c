@@ -1,4 +1,6 @@
+#include <ctype.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <openssl/err.h>
@@ -290,4 +292,17 @@ int x509_not_after(const X509 *x, int64_t *ret) {
                 return hwid_fail(HWID_E_CRYPTO, "certificate time cannot be read");
         *ret = (int64_t) timegm(&tm);
         return 0;
+}
+
+void normalize_serial(const char *in, char *out, size_t n) {
+        size_t j = 0;
+
+        if (n == 0)
+                return;
+        if (strncasecmp(in, "0x", 2) == 0)
+                in += 2;
+        for (; *in && j + 1 < n; in++)
+                if (*in != ':')
+                        out[j++] = (char) toupper((unsigned char) *in);
+        out[j] = '\0';
 }

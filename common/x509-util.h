@@ -51,5 +51,10 @@ int general_names_dns(const GENERAL_NAMES *gens, char ***ret, size_t *ret_n);
 /* The same of a certificate in DER. */
 int der_dns_names(const void *der, size_t len, char ***ret, size_t *ret_n);
 void strv_free_n(char **v, size_t n);
+/* A serial as an operator may type it ("0a:1b:..", "0x0A1B..", any case)
+ * the way the store keeps serials: upper-case hex without separators,
+ * into out (n bytes, cut if longer; always NUL-terminated).  Nothing is
+ * checked: a string that is no serial finds no certificate. */
+void normalize_serial(const char *in, char *out, size_t n);
 /* x's notAfter as Unix seconds. */
 int x509_not_after(const X509 *x, int64_t *ret);

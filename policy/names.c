@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "escape.h"
 #include "policy-internal.h"
 
 /* ---------- glob ---------- */
@@ -135,45 +136,6 @@ bool policy_identity_equal(const char *a, size_t a_len, const char *b) {
 
 /* ---------- printable names ---------- */
 
-/* Length of the UTF-8 sequence at v (1..4) with its code point, or 0 if
- * it is malformed (overlong, surrogate, beyond U+10FFFF, truncated). */
-static size_t utf8_decode(const unsigned char *v, size_t len, uint32_t *ret) {
-        uint32_t cp;
-        size_t n;
-
-        if (v[0] < 0x80) {
-                *ret = v[0];
-                return 1;
-        }
-        if (v[0] >= 0xc2 && v[0] <= 0xdf)
-                n = 2, cp = v[0] & 0x1f;
-        else if (v[0] >= 0xe0 && v[0] <= 0xef)
-                n = 3, cp = v[0] & 0x0f;
-        else if (v[0] >= 0xf0 && v[0] <= 0xf4)
-                n = 4, cp = v[0] & 0x07;
-        else
-                return 0;
-        if (len < n)
-                return 0;
-        for (size_t i = 1; i < n; i++) {
-                if ((v[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (v[i] & 0x3f);
-        }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        *ret = cp;
-        return n;
-}
-
-/* Invisible characters that change how a name reads: bidi controls,
- * zero-width characters, the BOM. */
-static bool format_char(uint32_t cp) {
-        return (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
-               (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
-}
-
 name_fault name_check(const char *v, size_t len, size_t max) {
         const unsigned char *u = (const unsigned char *) v;
 
@@ -191,7 +153,7 @@ name_fault name_check(const char *v, size_t len, size_t max) {
                         return NAME_BAD_UTF8;
                 if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
                         return NAME_CONTROL;
-                if (format_char(cp))
+                if (unicode_invisible(cp))
                         return NAME_FORMAT_CHAR;
                 i += n;
         }

@@ -89,7 +89,7 @@ static void reload(ca_service *ca, const char *path) {
 /* The optional plain-HTTP listener: GET /crl and GET /ca only, for relying
  * parties that fetch a CRL distribution point without TLS (RFC 5280
  * practice; OpenSSL's -crl_download speaks HTTP only). */
-static int serve_plain(const hwidd_config *cfg, const http_options *tls_opts, ca_service *ca, http_server **ret) {
+static int serve_plain(const hwidd_config *cfg, const http_options *tls_opts, api *doors, http_server **ret) {
         http_options o = *tls_opts;
         int r;
 
@@ -105,7 +105,7 @@ static int serve_plain(const hwidd_config *cfg, const http_options *tls_opts, ca
         if (o.max_connections > PLAIN_MAX_CONNECTIONS)
                 o.max_connections = PLAIN_MAX_CONNECTIONS;
         o.workers = 4;
-        if ((r = http_server_start(&o, ca_service_handle_public, ca, ret)) < 0)
+        if ((r = http_server_start(&o, api_handle_public, doors, ret)) < 0)
                 return r;
         log_notice("serving GET /crl and GET /ca on http://%s (port %d)", cfg->http_listen, http_server_port(*ret));
         return 0;
@@ -171,21 +171,24 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                 .handshake_cap = cfg->handshake_cap, .handshake_timeout = cfg->handshake_timeout,
                 .workers = cfg->workers,
                 .rate_per_ip = cfg->rate_per_ip, .rate_burst = cfg->rate_burst,
-                .on_refusal = ca_service_on_refusal, .on_tls_failure = on_tls_failure,
+                .on_refusal = api_on_refusal, .on_tls_failure = on_tls_failure,
         };
+        _cleanup_(api_freep) api *doors = NULL;
         http_server *srv = NULL, *plain = NULL;
         int r, sig;
 
+        if ((r = api_new(ca, &doors)) < 0)
+                return r;
         /* What was appended while hwidd was down (the CLI's records), signed
          * before any request: the interval of the next starts here. */
         ca_service_checkpoint(ca, (int64_t) time(NULL));
-        if ((r = http_server_start(&o, ca_service_handle, ca, &srv)) < 0)
+        if ((r = http_server_start(&o, api_handle, doors, &srv)) < 0)
                 return r;
-        if ((r = serve_plain(cfg, &o, ca, &plain)) < 0) {
+        if ((r = serve_plain(cfg, &o, doors, &plain)) < 0) {
                 http_server_stop(srv);
                 return r;
         }
-        ca_service_set_transport(ca, srv);
+        api_set_transport(doors, srv);
         log_notice("listening on https://%s (port %d)", cfg->listen, http_server_port(srv));
         for (;;) {
                 /* Woken once a second for housekeeping when no signal comes. */
@@ -203,7 +206,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
         }
         http_server_stop(plain);
         http_server_stop(srv); /* its requests finish first: then nothing reads it */
-        ca_service_set_transport(ca, NULL);
+        api_set_transport(doors, NULL);
         /* Nothing is appended any more: the head as it is, signed. */
         ca_service_checkpoint(ca, (int64_t) time(NULL));
         return 0;

@@ -1,4 +1,7 @@
-/* Routing of hwidd's HTTP API and the small read-only endpoints. */
+/* Routing of hwidd's HTTP API to its doors, and the small read-only
+ * endpoints: GET /ca, GET /crl, GET /v1/identities/{name}. */
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -6,94 +9,105 @@
 
 #include "admin-api.h"
 #include "api.h"
-#include "attest-api.h"
+#include "cmp.h"
 #include "error.h"
 
-static void get_ca(ca_service *ca, const http_request *req, http_response *resp) {
-        int r = ca_allow_read(ca, req, ACTION_GET_CA);
+struct api {
+        ca_service *ca;
+        cmp_door *cmp;
+        _Atomic(http_server *) transport; /* the HTTPS listener, for its connection metrics */
+};
 
-        if (r < 0)
-                {
-                ca_respond_error(ca, resp, r);
+int api_new(ca_service *ca, api **ret) {
+        _cleanup_(api_freep) api *a = calloc(1, sizeof(*a));
+        int r;
+
+        if (!a)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        a->ca = ca;
+        if ((r = cmp_door_new(ca, &a->cmp)) < 0)
+                return r;
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
+void api_free(api *a) {
+        if (!a)
                 return;
-        }
-        http_respond_pem(resp, 200, ca->ca_pem);
+        cmp_door_free(a->cmp);
+        free(a);
+}
+
+void api_set_transport(api *a, http_server *srv) {
+        atomic_store(&a->transport, srv);
+}
+
+/* A read of the core into resp's body: 0, or refused and answered. */
+static int read_into(ca_service *ca, const http_request *req, ca_read what, http_response *resp, ca_result *res) {
+        int64_t now = (int64_t) time(NULL);
+        ca_request in = { .op = CA_OP_READ, .what = what, .now = now, .peer = door_peer(req), .out = &resp->body };
+
+        if (ca_call(ca, &in, res) == CA_DONE)
+                return 0;
+        door_respond_refusal(resp, res, NULL, now);
+        return -1;
+}
+
+static void get_ca(ca_service *ca, const http_request *req, http_response *resp) {
+        ca_result res;
+
+        if (read_into(ca, req, CA_READ_CA, resp, &res) >= 0)
+                http_respond_pem(resp, 200, res.text);
+        ca_result_clear(&res);
 }
 
 static void get_crl(ca_service *ca, const http_request *req, http_response *resp) {
-        int r = ca_allow_read(ca, req, ACTION_GET_CRL);
+        ca_result res;
 
-        if (r >= 0)
-                r = ca_crl(ca, (int64_t) time(NULL), &resp->body);
-        if (r < 0)
-                {
-                ca_respond_error(ca, resp, r);
-                return;
+        if (read_into(ca, req, CA_READ_CRL, resp, &res) >= 0) {
+                resp->status = 200;
+                resp->content_type = "application/pkix-crl";
         }
-        resp->status = 200;
-        resp->content_type = "application/pkix-crl";
+        ca_result_clear(&res);
 }
 
 static const char *cert_status_name(store_cert_status s) {
         return s == CERT_VALID ? "valid" : s == CERT_REVOKED ? "revoked" : "superseded";
 }
 
-/* What a device needs to renew well: when the window opens, whether its
- * profile wants a new key, and whether it wants TPM attestation (and if
- * this certificate was attested: then the same key needs no new proof). */
-static void add_renewal_info(ca_service *ca, const store_cert *c, json_object *o) {
-        static const char *const modes[] = { "none", "optional", "required" };
-        const policy_profile *p = policy_profile_find(ca->cfg->policy, c->profile);
+static void respond_identity(const ca_identity *id, http_response *resp) {
+        const store_cert *c = &id->cert;
+        json_object *o = json_object_new_object();
 
+        json_object_object_add(o, "identity", json_object_new_string(c->identity));
+        json_object_object_add(o, "serial", json_object_new_string(c->serial));
+        json_object_object_add(o, "status", json_object_new_string(cert_status_name(c->status)));
+        json_object_object_add(o, "profile", json_object_new_string(c->profile));
+        json_object_object_add(o, "not_before", json_object_new_int64(c->not_before));
+        json_object_object_add(o, "not_after", json_object_new_int64(c->not_after));
+        json_object_object_add(o, "spki_sha256", json_object_new_string(c->spki_sha256));
+        /* What a device needs to renew well (its profile's, if it still exists). */
         json_object_object_add(o, "attested", json_object_new_boolean(store_attested(&c->attestation)));
-        if (!p)
-                return;
-        json_object_object_add(o, "renew_after",
-                               json_object_new_int64(policy_renewal_opens_at(p, c->not_before, c->not_after)));
-        json_object_object_add(o, "rotate_key", json_object_new_boolean(p->rotate_key));
-        json_object_object_add(o, "attestation", json_object_new_string(modes[p->attestation]));
-}
-
-static int identity_json(ca_service *ca, const char *name, int64_t now, http_response *resp) {
-        store_cert c = { 0 };
-        json_object *o;
-        int r = store_cert_live_for(ca->store, name, now, &c);
-
-        if (r == -HWID_E_NOT_FOUND)
-                return hwid_fail(HWID_E_NOT_FOUND, "%s has no live certificate", name);
-        if (r < 0)
-                return r;
-        o = json_object_new_object();
-        json_object_object_add(o, "identity", json_object_new_string(c.identity));
-        json_object_object_add(o, "serial", json_object_new_string(c.serial));
-        json_object_object_add(o, "status", json_object_new_string(cert_status_name(c.status)));
-        json_object_object_add(o, "profile", json_object_new_string(c.profile));
-        json_object_object_add(o, "not_before", json_object_new_int64(c.not_before));
-        json_object_object_add(o, "not_after", json_object_new_int64(c.not_after));
-        json_object_object_add(o, "spki_sha256", json_object_new_string(c.spki_sha256));
-        add_renewal_info(ca, &c, o);
+        if (id->has_profile) {
+                json_object_object_add(o, "renew_after", json_object_new_int64(id->renew_after));
+                json_object_object_add(o, "rotate_key", json_object_new_boolean(id->rotate_key));
+                json_object_object_add(o, "attestation", json_object_new_string(id->attestation));
+        }
         http_respond_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
-        store_cert_clear(&c);
-        return 0;
 }
 
 /* GET /v1/identities/{name}: a node may read only its own status. */
 static void get_identity(ca_service *ca, const http_request *req, const char *name, http_response *resp) {
         int64_t now = (int64_t) time(NULL);
-        ca_auth a = { 0 };
-        policy_decision d;
-        int r;
+        ca_request in = { .op = CA_OP_READ_IDENTITY, .now = now, .peer = door_peer(req), .arg = name };
+        ca_result res;
 
-        if ((r = ca_auth_peer(ca, req, now, &a)) >= 0) {
-                policy_authorize(ca->cfg->policy, &a.who, ACTION_READ_IDENTITY, name, &d);
-                r = ca_decision(ca, &a, "read-identity", name, &d);
-        }
-        if (r >= 0)
-                r = identity_json(ca, name, now, resp);
-        if (r < 0)
-                ca_fail_request(ca, &a, "read-identity", name, resp, r);
-        ca_auth_clear(&a);
+        if (ca_call(ca, &in, &res) == CA_DONE)
+                respond_identity(&res.id, resp);
+        else
+                door_respond_refusal(resp, &res, NULL, now);
+        ca_result_clear(&res);
 }
 
 static bool is(const http_request *req, const char *method, const char *path) {
@@ -109,67 +123,66 @@ static const char *suffix(const http_request *req, const char *method, const cha
         return req->path + n;
 }
 
-static void route(ca_service *ca, const http_request *req, http_response *resp) {
+static void route(api *a, const http_request *req, http_response *resp) {
+        ca_service *ca = a->ca;
         const char *arg;
 
         if (is(req, "GET", "/ca"))
                 get_ca(ca, req, resp);
         else if (is(req, "POST", "/csr"))
-                ca_enroll(ca, req, resp);
+                api_enroll(ca, req, resp);
         else if ((arg = suffix(req, "GET", "/v1/requests/")))
-                ca_poll(ca, arg, resp);
+                api_poll(ca, arg, resp);
         else if (is(req, "POST", "/v1/renew"))
-                ca_renew(ca, req, resp);
+                api_renew(ca, req, resp);
         else if (is(req, "POST", "/v1/attest"))
-                ca_attest(ca, req, resp);
+                api_attest(ca, req, resp);
         else if (is(req, "GET", "/crl"))
                 get_crl(ca, req, resp);
         else if (is(req, "GET", "/healthz"))
-                ca_get_healthz(ca, req, resp);
+                api_healthz(ca, req, resp);
         else if (is(req, "GET", "/readyz"))
-                ca_get_readyz(ca, req, resp);
+                api_readyz(ca, req, resp);
         else if (is(req, "GET", "/metrics"))
-                ca_get_metrics(ca, req, resp);
+                api_metrics(ca, atomic_load(&a->transport), req, resp);
         else if ((arg = suffix(req, "GET", "/v1/identities/")))
                 get_identity(ca, req, arg, resp);
-        else if (!ca_admin_route(ca, req, resp) && !ca_est_route(ca, req, resp) && !ca_cmp_route(ca, req, resp))
+        else if (!admin_route(ca, req, resp) && !api_est_route(ca, req, resp) && !cmp_route(a->cmp, req, resp))
                 http_error(resp, 404, "not_found", "no such endpoint");
 }
 
-static void route_public(ca_service *ca, const http_request *req, http_response *resp) {
+static void route_public(api *a, const http_request *req, http_response *resp) {
         if (is(req, "GET", "/crl"))
-                get_crl(ca, req, resp);
+                get_crl(a->ca, req, resp);
         else if (is(req, "GET", "/ca"))
-                get_ca(ca, req, resp);
+                get_ca(a->ca, req, resp);
         else
                 http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl and GET /ca only");
 }
 
 /* Every request is timed and counted by endpoint and outcome, and an
- * error by its slug, whichever handler answered it. */
-static void handle(ca_service *ca, const http_request *req, http_response *resp,
-                   void (*router)(ca_service *, const http_request *, http_response *)) {
+ * error by its slug, whichever door answered it. */
+static void handle(api *a, const http_request *req, http_response *resp,
+                   void (*router)(api *, const http_request *, http_response *)) {
         uint64_t t0 = histogram_now_ns();
 
-        atomic_fetch_add(&ca->n_requests, 1);
-        /* A SIGHUP reload waits until no request uses the old policy. */
-        pthread_rwlock_rdlock(&ca->cfg_lock);
-        router(ca, req, resp);
-        pthread_rwlock_unlock(&ca->cfg_lock);
-        metrics_request(ca->metrics, metrics_endpoint_of(req->method, req->path), resp->status,
-                        resp->status >= 400 ? resp->error : NULL, histogram_now_ns() - t0);
+        ca_service_enter(a->ca);
+        router(a, req, resp);
+        ca_service_leave(a->ca, metrics_endpoint_of(req->method, req->path), resp->status, resp->error,
+                         histogram_now_ns() - t0);
 }
 
-void ca_service_handle(void *userdata, const http_request *req, http_response *resp) {
+void api_handle(void *userdata, const http_request *req, http_response *resp) {
         handle(userdata, req, resp, route);
 }
 
-void ca_service_handle_public(void *userdata, const http_request *req, http_response *resp) {
+void api_handle_public(void *userdata, const http_request *req, http_response *resp) {
         handle(userdata, req, resp, route_public);
 }
 
-void ca_service_on_refusal(void *userdata, int status, const char *error) {
-        ca_service *ca = userdata;
+void api_on_refusal(void *userdata, int status, const char *error) {
+        api *a = userdata;
 
-        metrics_refusal(ca->metrics, error);
+        (void) status;
+        ca_service_count_refusal(a->ca, error);
 }

@@ -15,15 +15,11 @@
 #include <json-c/json.h>
 #include <openssl/sha.h>
 
+#include "api.h"
 #include "attest-api.h"
-#include "attest-verify.h"
 #include "base64.h"
-#include "ek-return.h"
 #include "error.h"
-#include "identity-binding.h"
 #include "json-read.h"
-#include "log.h"
-#include "ossl-util.h"
 #include "secret.h"
 
 #define ATTEST_BODY_MAX (16 * 1024)
@@ -110,24 +106,25 @@ static bool is_json(const http_request *req) {
 void ca_body_clear(ca_body *b) {
         if (!b)
                 return;
-        if (b->activated)
-                secret_wipe(b->activated, b->activated_len);
-        free(b->activated);
-        free(b->certify_info);
-        free(b->signature);
-        free(b->key_public);
+        if (b->ev.activated)
+                secret_wipe(b->ev.activated, b->ev.activated_len);
+        free(b->ev.activated);
+        free(b->ev.certify_info);
+        free(b->ev.signature);
+        free(b->ev.key_public);
         free(b->csr_text);
         *b = (ca_body) { 0 };
 }
 
 static int evidence_parse(json_object *att, ca_body *b) {
+        ca_evidence *e = &b->ev;
         const char *id = NULL;
         const member ms[] = {
                 { "id", 32, 32, true, &id, NULL, NULL },
-                { "activated", 1, ACTIVATED_MAX, false, NULL, &b->activated, &b->activated_len },
-                { "certify_info", 1, CERTIFY_INFO_MAX, false, NULL, &b->certify_info, &b->certify_info_len },
-                { "signature", 1, SIGNATURE_MAX, false, NULL, &b->signature, &b->signature_len },
-                { "key_public", 1, TPM_PUBLIC_MAX, false, NULL, &b->key_public, &b->key_public_len },
+                { "activated", 1, ACTIVATED_MAX, false, NULL, &e->activated, &e->activated_len },
+                { "certify_info", 1, CERTIFY_INFO_MAX, false, NULL, &e->certify_info, &e->certify_info_len },
+                { "signature", 1, SIGNATURE_MAX, false, NULL, &e->signature, &e->signature_len },
+                { "key_public", 1, TPM_PUBLIC_MAX, false, NULL, &e->key_public, &e->key_public_len },
         };
         int r;
 
@@ -137,7 +134,7 @@ static int evidence_parse(json_object *att, ca_body *b) {
                 return r;
         if (strspn(id, "0123456789abcdef") != 32)
                 return hwid_fail(HWID_E_INVALID, "the request's attestation: 'id' is not 32 lower-case hex digits");
-        memcpy(b->id, id, 33);
+        memcpy(e->id, id, 33);
         b->has_evidence = true;
         return 0;
 }
@@ -175,77 +172,11 @@ int ca_body_parse(const http_request *req, ca_body *ret) {
 
         if (is_json(req) && (r = json_csr_body(req, &b)) < 0) {
                 ca_body_clear(&b);
+                *ret = (ca_body) { 0 };
                 return r;
         }
         *ret = b;
         return 0;
-}
-
-/* ---------- facts and records ---------- */
-
-static void hex(const uint8_t *p, size_t n, char *out) {
-        for (size_t i = 0; i < n; i++)
-                snprintf(out + 2 * i, 3, "%02x", p[i]);
-}
-
-/* ---------- verification ---------- */
-
-static int not_configured(void) {
-        return hwid_fail(HWID_E_ATTESTATION, "this CA does not verify TPM attestation (its configuration has no "
-                         "attestation.ek_roots)");
-}
-
-/* A verifier for this request, with the roots of the configuration it
- * runs under and the store's table of challenges; a new challenge is
- * requester's (NULL: an answer), *replaced how many of its older ones
- * it replaced. */
-static int verifier(ca_service *ca, const char *requester, size_t *replaced, attest_fresh **ret_fresh,
-                    attest_verifier **ret) {
-        const hwidd_config *cfg = ca->cfg;
-        attest_bounds b = { .max = cfg->attest_max_pending, .max_per_requester = cfg->attest_max_per_requester,
-                            .requester = requester, .replaced = replaced };
-        int r;
-
-        if (!cfg->ek_roots)
-                return not_configured();
-        r = attest_fresh_new_store(ca->store, &b, ret_fresh);
-        if (r >= 0)
-                r = attest_verifier_new(cfg->ek_roots, *ret_fresh, (unsigned) cfg->attest_ttl, ret);
-        return r;
-}
-
-int ca_attest_verify(ca_service *ca, const ca_body *b, const csr_info *csr, int64_t now, ca_attested *ret) {
-        _cleanup_(attest_fresh_freep) attest_fresh *fresh = NULL;
-        _cleanup_(attest_verifier_freep) attest_verifier *v = NULL;
-        attest_evidence ev = {
-                .id = b->id, .activated = b->activated, .activated_len = b->activated_len,
-                .certify_info = b->certify_info, .certify_info_len = b->certify_info_len,
-                .signature = b->signature, .signature_len = b->signature_len,
-                .key_public = b->key_public, .key_public_len = b->key_public_len,
-        };
-        attest_fact f;
-        ca_attested a = { .present = true };
-        int r = verifier(ca, NULL, NULL, &fresh, &v);
-
-        if (r >= 0)
-                r = attest_evidence_verify(v, &ev, csr_info_pubkey(csr), (uint64_t) now, &f);
-        if (r < 0)
-                return r;
-        hex(f.ek_cert_sha256, sizeof(f.ek_cert_sha256), a.rec.ek_cert_sha256);
-        hex(f.ek_pub_sha256, sizeof(f.ek_pub_sha256), a.rec.ek_pub_sha256);
-        hex(f.ak_name.name, f.ak_name.size, a.rec.ak_name);
-        *ret = a;
-        ca_attestation_fact(&ret->rec, &ret->fact);
-        return 0;
-}
-
-/* ---------- who: the EK allowlist, or an identity coming back ---------- */
-
-int ca_auth_ek(ca_service *ca, const ca_attested *att, const char *cn, int64_t now, ca_auth *a) {
-        if (!att->present)
-                return hwid_fail(HWID_E_UNAUTHENTICATED, "enrollment needs a bootstrap token (or TPM attestation "
-                                 "by a TPM on the CA's EK allowlist)");
-        return ca_auth_returning(ca, att->rec.ek_cert_sha256, att->rec.ek_pub_sha256, cn, now, a);
 }
 
 /* ---------- POST /v1/attest ---------- */
@@ -303,41 +234,6 @@ static int attest_in_parse(const http_request *req, attest_in *in) {
         return r;
 }
 
-#define REQUESTER_MAX 80
-
-/* The bootstrap token, the client certificate (a renewal), or else the
- * EK allowlist or the name coming back, and the name's binding to a TPM
- * (looked up before the CA spends a MakeCredential on it).
- * ret_requester: the credential, which bounds its challenges. */
-static int attest_auth(ca_service *ca, const http_request *req, const attest_in *in, int64_t now, ca_auth *a,
-                       char ret_requester[REQUESTER_MAX]) {
-        uint8_t cert_sha[32], pub_sha[32];
-        char cert_hex[65], pub_hex[65];
-        int r;
-
-        if (req->authorization) {
-                r = ca_auth_token(ca, req, now, a);
-                snprintf(ret_requester, REQUESTER_MAX, "token:%s", a->token.id);
-                return r;
-        }
-        if (req->peer_cert) {
-                r = ca_auth_peer(ca, req, now, a);
-                snprintf(ret_requester, REQUESTER_MAX, "cert:%s", a->cert.serial ? a->cert.serial : "");
-                return r < 0 || a->who.role != ROLE_ANONYMOUS ? r : 0;
-        }
-        if ((r = attest_ek_pub_sha256(in->ek_cert, in->ek_cert_len, pub_sha)) < 0)
-                return r;
-        SHA256(in->ek_cert, in->ek_cert_len, cert_sha);
-        hex(cert_sha, sizeof(cert_sha), cert_hex);
-        hex(pub_sha, sizeof(pub_sha), pub_hex);
-        snprintf(ret_requester, REQUESTER_MAX, "ek:%s", pub_hex);
-        if ((r = ca_auth_returning(ca, cert_hex, pub_hex, in->identity, now, a)) < 0)
-                return r;
-        /* A name bound to another TPM costs no MakeCredential. */
-        return ca_binding_check(ca, a, in->identity ? in->identity : a->ek.identity,
-                                &(policy_attestation) { .ek_pub_sha256 = pub_hex });
-}
-
 static int respond_challenge(const attest_challenge *c, http_response *resp) {
         _cleanup_free_ char *cred = NULL, *seed = NULL, *nonce = NULL;
         json_object *o;
@@ -364,41 +260,27 @@ static int respond_challenge(const attest_challenge *c, http_response *resp) {
         return 0;
 }
 
-static int do_attest(ca_service *ca, const http_request *req, int64_t now, ca_auth *a, http_response *resp) {
-        _cleanup_(attest_fresh_freep) attest_fresh *fresh = NULL;
-        _cleanup_(attest_verifier_freep) attest_verifier *v = NULL;
+/* POST /v1/attest: the request parsed (a refusal of it is the core's to
+ * answer, after whether attestation is configured at all), one call. */
+void api_attest(ca_service *ca, const http_request *req, http_response *resp) {
         _cleanup_(attest_in_clear) attest_in in = { 0 };
-        char requester[REQUESTER_MAX] = "";
-        size_t replaced = 0;
-        attest_request areq;
-        attest_challenge c;
-        policy_decision d;
-        int r;
-
-        if (!ca->cfg->ek_roots)
-                return not_configured();
-        if ((r = attest_in_parse(req, &in)) < 0 || (r = attest_auth(ca, req, &in, now, a, requester)) < 0)
-                return r;
-        policy_authorize(ca->cfg->policy, &a->who, ACTION_ATTEST, NULL, &d);
-        if ((r = ca_decision(ca, a, "attest", NULL, &d)) < 0 || (r = verifier(ca, requester, &replaced, &fresh, &v)) < 0)
-                return r;
-        areq = (attest_request) { in.ek_cert, in.ek_cert_len, in.ek_public, in.ek_public_len, in.ak_public,
-                                  in.ak_public_len };
-        r = attest_challenge_new(v, &areq, (uint64_t) now, &c);
-        ca_challenge_note(ca, requester, r, replaced, now);
-        if (r < 0)
-                return r;
-        return respond_challenge(&c, resp);
-}
-
-void ca_attest(ca_service *ca, const http_request *req, http_response *resp) {
         int64_t now = (int64_t) time(NULL);
-        ca_auth a = { 0 };
-        int r;
+        ca_attest_ask ask = { 0 };
+        ca_request call = { .op = CA_OP_CHALLENGE, .now = now, .authorization = req->authorization, .bearer = true,
+                            .peer = door_peer(req), .attest = &ask };
+        ca_result res;
+        int r = attest_in_parse(req, &in);
 
-        snprintf(a.actor, sizeof(a.actor), "anonymous");
-        r = do_attest(ca, req, now, &a, resp);
         if (r < 0)
-                ca_fail_request(ca, &a, "attest", NULL, resp, r);
-        ca_auth_clear(&a);
+                ca_request_refuse(&call, r);
+        ask = (ca_attest_ask) { in.ek_cert, in.ek_public, in.ak_public, in.ek_cert_len, in.ek_public_len,
+                                in.ak_public_len, in.identity };
+        if (ca_call(ca, &call, &res) == CA_DONE && (r = respond_challenge(&res.challenge, resp)) < 0) {
+                res.outcome = CA_REFUSED;
+                res.error = r;
+                snprintf(res.message, sizeof(res.message), "%s", hwid_public_message(r));
+        }
+        if (res.outcome != CA_DONE)
+                door_respond_refusal(resp, &res, NULL, now);
+        ca_result_clear(&res);
 }

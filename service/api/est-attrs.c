@@ -58,31 +58,26 @@ static int push_attr(STACK_OF(ASN1_TYPE) *seq, int type, const int *values, size
         return 0;
 }
 
-static int push_key_algs(STACK_OF(ASN1_TYPE) *seq, const policy_profile *p) {
+static int push_key_algs(STACK_OF(ASN1_TYPE) *seq, const ca_template *p) {
         int curves[2], r;
         size_t n = 0;
 
-        if (p->key_algs & KEYALG_EC_P256)
+        if (p->ec_p256)
                 curves[n++] = NID_X9_62_prime256v1;
-        if (p->key_algs & KEYALG_EC_P384)
+        if (p->ec_p384)
                 curves[n++] = NID_secp384r1;
         if (n && (r = push_attr(seq, NID_X9_62_id_ecPublicKey, curves, n)) < 0)
                 return r;
-        if ((p->key_algs & KEYALG_RSA) && (r = push_oid(seq, NID_rsaEncryption)) < 0)
+        if (p->rsa && (r = push_oid(seq, NID_rsaEncryption)) < 0)
                 return r;
         if (n && (r = push_oid(seq, NID_ecdsa_with_SHA256)) < 0)
                 return r;
-        if ((p->key_algs & KEYALG_RSA) && (r = push_oid(seq, NID_sha256WithRSAEncryption)) < 0)
+        if (p->rsa && (r = push_oid(seq, NID_sha256WithRSAEncryption)) < 0)
                 return r;
         return 0;
 }
 
-static bool grants_sans(const policy_profile *p) {
-        return (p->dns_patterns && p->dns_patterns[0]) || p->n_ip_ranges > 0 ||
-               (p->uri_templates && p->uri_templates[0]);
-}
-
-int est_csrattrs_der(const policy_profile *p, uint8_t **ret, size_t *ret_len) {
+int est_csrattrs_der(const ca_template *p, uint8_t **ret, size_t *ret_len) {
         _cleanup_(types_freep) STACK_OF(ASN1_TYPE) *seq = sk_ASN1_TYPE_new_null();
         static const int san[] = { NID_subject_alt_name };
         unsigned char *der = NULL;
@@ -91,9 +86,9 @@ int est_csrattrs_der(const policy_profile *p, uint8_t **ret, size_t *ret_len) {
         if (!seq)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         /* Proof-of-possession linking wants the channel binding there (§3.5). */
-        if (p->est_pop_linking && (r = push_oid(seq, NID_pkcs9_challengePassword)) < 0)
+        if (p->pop_linking && (r = push_oid(seq, NID_pkcs9_challengePassword)) < 0)
                 return r;
-        if ((r = push_key_algs(seq, p)) < 0 || (grants_sans(p) && (r = push_attr(seq, NID_ext_req, san, 1)) < 0))
+        if ((r = push_key_algs(seq, p)) < 0 || (p->grants_sans && (r = push_attr(seq, NID_ext_req, san, 1)) < 0))
                 return r;
         if ((len = i2d_ASN1_SEQUENCE_ANY(seq, &der)) <= 0)
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode the CSR attributes");

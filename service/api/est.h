@@ -5,11 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy.h"
+#include "ca.h"
 
-/* The CSR Attributes (RFC 7030 §4.5.2) of profile p, DER:
+/* The CSR Attributes (RFC 7030 §4.5.2) of a profile's template p, DER:
  * challengePassword when it wants proof-of-possession linking, the key
  * algorithms (and curves) it accepts, the signature algorithm to use, and
  * the extension a request may carry (subjectAltName) when it grants any
  * SAN.  Caller frees *ret. */
-int est_csrattrs_der(const policy_profile *p, uint8_t **ret, size_t *ret_len);
+int est_csrattrs_der(const ca_template *p, uint8_t **ret, size_t *ret_len);

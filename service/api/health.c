@@ -1,185 +1,158 @@
 /* Health and metrics endpoints.
  *
  * GET /healthz: liveness, cheap: the process answers and the store reads.
- * GET /readyz: readiness, proven: the store commits a write, the CA key
- *   and the TLS key each sign (and the signature verifies with the public
- *   key).  The verdict is kept for a second, so that however often it is
- *   asked the HSM makes at most one test signature per key per second.
- *   503 names what failed.
- * GET /metrics: Prometheus text format (metrics.c). */
+ * GET /readyz: readiness, proven (the CA core's checks, ca-ready.c): 503
+ *   names what failed.
+ * GET /metrics: Prometheus text format: the CA's series (metrics.c), then
+ *   the HTTPS listener's connections, rendered here from what the
+ *   transport counts (http_server_stats()). */
 #include <string.h>
 #include <time.h>
 
 #include <json-c/json.h>
-#include <openssl/evp.h>
 
 #include "api.h"
 #include "error.h"
-#include "log.h"
-#include "ossl-util.h"
-#include "x509-util.h"
+#include "prom.h"
 
-#define READY_CACHE_MS 1000
+/* A read of the core: refused, or res to answer. */
+static bool read_call(ca_service *ca, const http_request *req, ca_read what, buf *out, ca_result *res,
+                      http_response *resp) {
+        int64_t now = (int64_t) time(NULL);
+        ca_request in = { .op = CA_OP_READ, .what = what, .now = now, .peer = door_peer(req), .out = out };
 
-void ca_get_healthz(ca_service *ca, const http_request *req, http_response *resp) {
-        int r = ca_allow_read(ca, req, ACTION_HEALTH);
+        if (ca_call(ca, &in, res) == CA_DONE)
+                return true;
+        door_respond_refusal(resp, res, NULL, now);
+        return false;
+}
 
-        if (r >= 0)
-                r = store_ping(ca->store);
-        if (r < 0) {
-                ca_respond_error(ca, resp, r);
-                return;
-        }
-        http_respond_json(resp, 200, "{\"status\":\"ok\"}");
+void api_healthz(ca_service *ca, const http_request *req, http_response *resp) {
+        ca_result res;
+
+        if (read_call(ca, req, CA_READ_HEALTH, NULL, &res, resp))
+                http_respond_json(resp, 200, "{\"status\":\"ok\"}");
+        ca_result_clear(&res);
 }
 
 /* ---- readiness ---- */
 
-static uint64_t mono_ms(void) {
-        struct timespec ts;
+static json_object *checks_json(const ca_readiness *rd, json_object *failed) {
+        json_object *checks = json_object_new_object();
 
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
+        for (size_t i = 0; i < CA_READY_CHECKS; i++) {
+                json_object *c = json_object_new_object();
+                int r = rd->checks[i].error;
 
-/* One signature through hsm/ over a message that changes every time, and
- * its verification with the key's public half. */
-static int sign_probe(hwid_key *k, int64_t now) {
-        _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *mctx = EVP_MD_CTX_new(), *vctx = EVP_MD_CTX_new();
-        unsigned char sig[1024];
-        size_t len = sizeof(sig);
-        char msg[64];
-        int n = snprintf(msg, sizeof(msg), "hwid readiness probe %lld", (long long) now), r;
-
-        if (!mctx || !vctx)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = hwid_key_sign_init(k, mctx, NULL)) < 0)
-                return r;
-        hwid_error_clear();
-        if (EVP_DigestSign(mctx, sig, &len, (const unsigned char *) msg, (size_t) n) <= 0)
-                return hwid_fail_signing("the readiness probe");
-        if (EVP_DigestVerifyInit_ex(vctx, NULL, hwid_key_default_digest(k), NULL, NULL, hwid_key_public(k), NULL) <= 0 ||
-            EVP_DigestVerify(vctx, sig, len, (const unsigned char *) msg, (size_t) n) != 1)
-                return hwid_fail_ossl(HWID_E_HSM, "the signature of %s does not verify with its public key",
-                                      hwid_key_uri(k));
-        return 0;
-}
-
-static bool check(json_object *checks, json_object *failed, const char *name, int r) {
-        json_object *c = json_object_new_object();
-
-        json_object_object_add(c, "ok", json_object_new_boolean(r >= 0));
-        if (r < 0) {
-                if (strcmp(hwid_public_message(r), hwid_strerror(r)) != 0)
-                        log_warning("readiness check %s: %s", name, hwid_strerror(r));
-                json_object_object_add(c, "error", json_object_new_string(hwid_err_slug(r)));
-                json_object_object_add(c, "message", json_object_new_string(hwid_public_message(r)));
-                json_object_array_add(failed, json_object_new_string(name));
+                json_object_object_add(c, "ok", json_object_new_boolean(r >= 0));
+                if (r < 0) {
+                        json_object_object_add(c, "error", json_object_new_string(hwid_err_slug(r)));
+                        json_object_object_add(c, "message", json_object_new_string(rd->checks[i].message));
+                        json_object_array_add(failed, json_object_new_string(rd->checks[i].name));
+                }
+                json_object_object_add(checks, rd->checks[i].name, c);
         }
-        json_object_object_add(checks, name, c);
-        return r >= 0;
+        return checks;
 }
 
-/* Runs every check and makes the answer: status and JSON body. */
-static int evaluate(ca_service *ca, int64_t now, char **ret_json) {
-        json_object *o = json_object_new_object(), *checks = json_object_new_object(), *failed = json_object_new_array();
-        bool ok = true;
-        char msg[256] = "not ready:";
-        const char *s;
+static void respond_ready(const ca_readiness *rd, http_response *resp) {
+        json_object *o = json_object_new_object(), *failed = json_object_new_array();
+        json_object *checks = checks_json(rd, failed);
 
-        hwid_error_clear();
-        ok &= check(checks, failed, "store", store_probe_write(ca->store, now));
-        ok &= check(checks, failed, "ca_key", sign_probe(ca->ca_key, now));
-        ok &= check(checks, failed, "tls_key", ca->tls_key ? sign_probe(ca->tls_key, now)
-                                                             : hwid_fail(HWID_E_NOT_READY, "no TLS key yet"));
-        json_object_object_add(o, "status", json_object_new_string(ok ? "ready" : "unready"));
-        if (!ok) {
-                for (size_t i = 0; i < json_object_array_length(failed); i++)
-                        snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " %s",
-                                 json_object_get_string(json_object_array_get_idx(failed, i)));
+        json_object_object_add(o, "status", json_object_new_string(rd->ok ? "ready" : "unready"));
+        if (!rd->ok) {
                 json_object_object_add(o, "error", json_object_new_string(hwid_err_slug(-HWID_E_NOT_READY)));
-                json_object_object_add(o, "message", json_object_new_string(msg));
+                json_object_object_add(o, "message", json_object_new_string(rd->summary));
                 json_object_object_add(o, "failed", json_object_get(failed));
         }
-        json_object_object_add(o, "checked_at", json_object_new_int64(now));
+        json_object_object_add(o, "checked_at", json_object_new_int64(rd->checked_at));
         json_object_object_add(o, "checks", checks);
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        *ret_json = s ? strdup(s) : NULL;
+        http_respond_json(resp, rd->ok ? 200 : 503,
+                          json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        resp->error = rd->ok ? NULL : "not_ready";
         json_object_put(failed);
         json_object_put(o);
-        if (!*ret_json)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if (!ok)
-                log_warning("%s", msg);
-        return ok ? 200 : 503;
 }
 
-void ca_get_readyz(ca_service *ca, const http_request *req, http_response *resp) {
-        int r = ca_allow_read(ca, req, ACTION_HEALTH);
-        uint64_t now_ms = mono_ms();
+void api_readyz(ca_service *ca, const http_request *req, http_response *resp) {
+        ca_result res;
 
-        if (r < 0) {
-                ca_respond_error(ca, resp, r);
-                return;
-        }
-        /* Held while checking: whoever asks meanwhile gets this verdict. */
-        pthread_mutex_lock(&ca->ready_lock);
-        if (!ca->ready_json || now_ms - ca->ready_checked_ms >= READY_CACHE_MS) {
-                char *json = NULL;
-
-                r = evaluate(ca, (int64_t) time(NULL), &json);
-                if (r > 0) {
-                        free(ca->ready_json);
-                        ca->ready_json = json;
-                        ca->ready_status = r;
-                        ca->ready_checked_ms = mono_ms();
-                }
-        }
-        if (r >= 0) {
-                http_respond_json(resp, ca->ready_status, ca->ready_json);
-                resp->error = ca->ready_status == 200 ? NULL : "not_ready";
-        }
-        pthread_mutex_unlock(&ca->ready_lock);
-        if (r < 0)
-                ca_respond_error(ca, resp, r);
+        if (read_call(ca, req, CA_READ_READY, NULL, &res, resp))
+                respond_ready(&res.ready, resp);
+        ca_result_clear(&res);
 }
 
 /* ---- metrics ---- */
 
-void ca_get_metrics(ca_service *ca, const http_request *req, http_response *resp) {
-        metrics_sources src = {
-                .now = (int64_t) time(NULL),
-                .requests = atomic_load(&ca->n_requests),
-                .issued = atomic_load(&ca->n_issued),
-                .renewed = atomic_load(&ca->n_renewed),
-                .pending = atomic_load(&ca->n_pending),
-                .denied = atomic_load(&ca->n_denied),
-                .errors = atomic_load(&ca->n_errors),
-                .unauthenticated = refusals_total(ca->refusals),
-                .ca_key = ca->ca_key,
-                .tls_key = ca->tls_key,
-                .tls_not_after = ca->tls_not_after,
-        };
-        http_server *srv = atomic_load(&ca->transport);
-        int r = ca_allow_read(ca, req, ACTION_METRICS);
+static int render_connections(buf *out, const http_stats *t) {
+        static const char *const states[] = { "handshaking", "idle", "active", "closing" };
+        const unsigned n[] = { t->handshaking, t->idle, t->active, t->closing };
+        int r = prom_header(out, "hwid_connections", "gauge", "Open connections by state: in their TLS handshake, "
+                            "waiting for a request, in a request, evicted and being closed.");
+
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(states); i++)
+                r = buf_printf(out, "hwid_connections{state=\"%s\"} %u\n", states[i], n[i]);
+        if (r >= 0)
+                r = prom_header(out, "hwid_connections_evicted_total", "counter",
+                                "Connections the server closed to keep its budgets, by reason.");
+        for (int i = 0; r >= 0 && i < _HTTP_EVICT_MAX; i++)
+                r = buf_printf(out, "hwid_connections_evicted_total{reason=\"%s\"} %llu\n", http_evict_name(i),
+                               (unsigned long long) t->evicted[i]);
+        if (r >= 0)
+                r = prom_header(out, "hwid_connections_refused_total", "counter",
+                                "Connections refused when accepted (before TLS), by reason.");
+        for (int i = 0; r >= 0 && i < _HTTP_REFUSE_MAX; i++)
+                r = buf_printf(out, "hwid_connections_refused_total{reason=\"%s\"} %llu\n", http_refuse_name(i),
+                               (unsigned long long) t->refused[i]);
+        return r;
+}
+
+/* The HTTPS listener's connections and handshakes (http-guard.c says
+ * what each means). */
+static int render_transport(buf *out, const http_stats *t) {
+        int r = render_connections(out, t);
 
         if (r >= 0)
-                r = x509_not_after(ca->ca_cert, &src.ca_not_after);
-        /* Without the store the rest is still worth showing. */
-        src.have_stats = r >= 0 && store_stats_get(ca->store, src.now, &src.stats) >= 0;
-        pthread_mutex_lock(&ca->crl_lock);
-        src.crl_made_at = ca->crl_made_at;
-        pthread_mutex_unlock(&ca->crl_lock);
-        if (srv) {
-                http_server_stats(srv, &src.transport);
-                src.have_transport = true;
-        }
+                r = prom_header(out, "hwid_tls_handshake_duration_seconds", "histogram",
+                                "Time from accepting a connection to the end of its TLS handshake.");
         if (r >= 0)
-                r = metrics_render(ca->metrics, &src, &resp->body);
-        if (r < 0) {
-                ca_respond_error(ca, resp, r);
-                return;
+                r = prom_histogram(out, "hwid_tls_handshake_duration_seconds", "", &t->handshake,
+                                   &histogram_bounds_sign);
+        if (r >= 0)
+                r = buf_printf(out, "# HELP hwid_tls_handshake_failures_total TLS handshakes that failed.\n"
+                                    "# TYPE hwid_tls_handshake_failures_total counter\n"
+                                    "hwid_tls_handshake_failures_total %llu\n",
+                               (unsigned long long) t->tls_failures);
+        if (r >= 0)
+                r = prom_gauge(out, "hwid_tls_handshakes_signing",
+                               "TLS handshakes waiting for the TLS key's signature now (at most one per I/O thread).",
+                               (double) t->signing);
+        if (r >= 0)
+                r = prom_gauge(out, "hwid_http_requests_queued", "Complete requests waiting for a worker thread.",
+                               (double) t->queued);
+        if (r >= 0)
+                r = prom_gauge(out, "hwid_http_requests_working", "Requests a worker thread is handling now.",
+                               (double) t->working);
+        return r;
+}
+
+void api_metrics(ca_service *ca, http_server *transport, const http_request *req, http_response *resp) {
+        http_stats stats;
+        ca_result res;
+        int r = 0;
+
+        if (read_call(ca, req, CA_READ_METRICS, &resp->body, &res, resp)) {
+                if (transport) {
+                        http_server_stats(transport, &stats);
+                        r = render_transport(&resp->body, &stats);
+                }
+                if (r < 0) {
+                        ca_service_count_error(ca, "request", r);
+                        http_respond_error(resp, r);
+                } else {
+                        resp->status = 200;
+                        resp->content_type = "text/plain; version=0.0.4";
+                }
         }
-        resp->status = 200;
-        resp->content_type = "text/plain; version=0.0.4";
+        ca_result_clear(&res);
 }

@@ -1,12 +1,10 @@
-/* TPM manufacturers' CA certificates and the EK certificate chain.
+/* TPM manufacturers' CA certificates (a cert-bundle.h bundle) and the EK
+ * certificate chain.
  *
  * A deployment lists its TPM vendors' EK CAs (PEM as configuration files
  * usually are, or DER as vendors often publish them), roots and
  * intermediates alike; a chain must end at a self-signed root among them. */
-#include <dirent.h>
-#include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -14,134 +12,23 @@
 
 #include "attest-verify.h"
 #include "error.h"
-#include "fsutil.h"
 #include "ossl-util.h"
 
-/* A CA bundle bigger than this is not one. */
-#define ROOTS_FILE_MAX (4 * 1024 * 1024)
 /* tcg-kp-EKCertificate (TCG EK Credential Profile). */
 #define OID_TCG_KP_EK_CERTIFICATE "2.23.133.8.1"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir)
 DEFINE_TRIVIAL_CLEANUP_FUNC(ASN1_OBJECT *, ASN1_OBJECT_free)
 
-struct attest_roots {
-        X509_STORE *store;
-        size_t count;
-};
-
-/* Every certificate in a PEM file (other PEM blocks, such as keys, are
- * skipped unread: nothing may ask for a password), or the one of a DER
- * file; none is not an error here. */
-static int load_certs(attest_roots *roots, const char *path, size_t *ret_added) {
-        _cleanup_free_ char *data = NULL;
-        _cleanup_(BIO_free_allp) BIO *bio = NULL;
-        _cleanup_(X509_freep) X509 *der = NULL;
-        const unsigned char *p;
-        size_t len, added = 0;
-        X509 *x;
-        int r;
-
-        r = read_file_capped(path, ROOTS_FILE_MAX, &data, &len);
-        if (r < 0)
-                return r;
-        bio = BIO_new_mem_buf(data, (int) len);
-        while (bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
-                r = X509_STORE_add_cert(roots->store, x);
-                X509_free(x);
-                if (!r)
-                        return hwid_fail_ossl(HWID_E_CONFIG, "cannot add a certificate of %s", path);
-                added++;
-        }
-        ERR_clear_error(); /* the end of the PEM data, or DER */
-        p = (const unsigned char *) data;
-        if (added == 0 && (der = d2i_X509(NULL, &p, (long) len)) && p == (const unsigned char *) data + len) {
-                if (!X509_STORE_add_cert(roots->store, der))
-                        return hwid_fail_ossl(HWID_E_CONFIG, "cannot add the certificate of %s", path);
-                added = 1;
-        }
-        ERR_clear_error();
-        roots->count += added;
-        *ret_added = added;
-        return 0;
-}
-
-/* Every regular file of a directory that holds a certificate (others, such
- * as a README, are passed over). */
-static int load_dir(attest_roots *roots, const char *path) {
-        _cleanup_(closedirp) DIR *d = opendir(path);
-        size_t total = 0;
-        struct dirent *e;
-
-        if (!d)
-                return hwid_fail(HWID_E_CONFIG, "cannot open %s: %s", path, strerror(errno));
-        while ((e = readdir(d))) {
-                _cleanup_free_ char *file = NULL;
-                size_t added = 0;
-                struct stat st;
-                int r;
-
-                if (e->d_name[0] == '.')
-                        continue;
-                if (asprintf(&file, "%s/%s", path, e->d_name) < 0) {
-                        file = NULL;
-                        return hwid_fail(HWID_E_NOMEM, NULL);
-                }
-                if (stat(file, &st) < 0 || !S_ISREG(st.st_mode))
-                        continue;
-                r = load_certs(roots, file, &added);
-                if (r < 0)
-                        return r;
-                total += added;
-        }
-        if (total == 0)
-                return hwid_fail(HWID_E_CONFIG, "no certificate in the EK roots directory %s", path);
-        return 0;
-}
-
-static int load_path(attest_roots *roots, const char *path) {
-        struct stat st;
-        size_t added = 0;
-        int r;
-
-        if (stat(path, &st) < 0)
-                return hwid_fail(HWID_E_CONFIG, "EK roots %s: %s", path, strerror(errno));
-        if (S_ISDIR(st.st_mode))
-                return load_dir(roots, path);
-        r = load_certs(roots, path, &added);
-        if (r < 0)
-                return r;
-        if (added == 0)
-                return hwid_fail(HWID_E_CONFIG, "%s holds no certificate (PEM or DER)", path);
-        return 0;
-}
-
-void attest_roots_free(attest_roots *r) {
-        if (!r)
-                return;
-        X509_STORE_free(r->store);
-        free(r);
-}
-
 int attest_roots_load(const char *const *paths, size_t n, attest_roots **ret) {
-        _cleanup_(attest_roots_freep) attest_roots *roots = calloc(1, sizeof(*roots));
-        int r;
-
-        if (!roots || !(roots->store = X509_STORE_new()))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if (n == 0)
-                return hwid_fail(HWID_E_CONFIG, "no EK roots configured");
-        for (size_t i = 0; i < n; i++) {
-                r = load_path(roots, paths[i]);
-                if (r < 0)
-                        return r;
-        }
-        *ret = TAKE_PTR(roots);
-        return 0;
+        return cert_bundle_load("EK roots", paths, n, ret);
 }
 
 size_t attest_roots_count(const attest_roots *r) {
-        return r->count;
+        return cert_bundle_count(r);
+}
+
+void attest_roots_free(attest_roots *r) {
+        cert_bundle_free(r);
 }
 
 /* The EK's critical extensions OpenSSL does not process are all ones the
@@ -200,7 +87,7 @@ int attest_ek_cert_verify(const attest_roots *roots, const uint8_t *der, size_t 
                 ERR_clear_error();
                 return hwid_fail(HWID_E_INVALID, "the EK certificate is not one DER certificate");
         }
-        if (!ctx || !X509_STORE_CTX_init(ctx, roots->store, x, NULL))
+        if (!ctx || !X509_STORE_CTX_init(ctx, cert_bundle_store(roots), x, NULL))
                 return hwid_fail_ossl(HWID_E_CRYPTO, "cannot check the EK certificate");
         X509_STORE_CTX_set_verify_cb(ctx, ek_verify_cb);
         if (X509_verify_cert(ctx) != 1) {

@@ -30,11 +30,12 @@
 #include <tss2/tss2_tpm2_types.h>
 
 #include "tpm-attest.h" /* hsm/: TPM public areas, names, EK templates */
+#include "cert-bundle.h"
 #include "cleanup.h"
 
 /* ---- Manufacturer roots and the EK certificate (attest-ek.c) ---- */
 
-typedef struct attest_roots attest_roots;
+typedef cert_bundle attest_roots;
 
 /* Loads the TPM manufacturers' CA certificates (roots, and the
  * intermediates their EK certificates need) from PEM or DER files, or from

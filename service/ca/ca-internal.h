@@ -1,11 +1,11 @@
-/* Shared by the files of the CA service (ca.c, api.c, enroll.c). */
+/* Shared by the files of the CA core (service/ca/); the front doors see
+ * ca.h only. */
 #pragma once
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include <json-c/json.h>
-
+#include "attest-record.h"
 #include "ca.h"
 #include "csr-check.h"
 #include "issuer.h"
@@ -51,21 +51,16 @@ struct ca_service {
         /* Histograms and the rest (metrics.c). */
         metrics *metrics;
         int64_t crl_made_at;        /* under crl_lock */
-        /* hwidd's TLS identity (ca_service_set_tls()), for /readyz and metrics. */
+        /* hwidd's TLS identity (ca_service_set_tls()), for /readyz, metrics
+         * and CMP's answers. */
         hwid_key *tls_key;
         int64_t tls_not_after;
-        X509 *tls_cert;             /* also CMP's protection certificate (api/cmp-srv.c) */
-        /* The HTTPS listener, for its connection metrics (ca_service_set_transport()). */
-        _Atomic(http_server *) transport;
-        /* /readyz: the last verdict, reused for a second (health.c). */
+        X509 *tls_cert;
+        /* /readyz: the last verdict, reused for a second (ca-ready.c). */
         pthread_mutex_t ready_lock;
         uint64_t ready_checked_ms;
-        int ready_status;
-        char *ready_json;
-        /* CMP's open transactions (api/cmp.c), made by the first CMP
-         * request, which also sets cmp_free: ca/ does not call up into api/. */
-        struct cmp_table *_Atomic cmp;
-        void (*cmp_free)(struct cmp_table *t);
+        bool ready_known;
+        ca_readiness ready;
 };
 
 /* Who is asking, as established by authentication. */
@@ -80,9 +75,9 @@ typedef struct ca_auth {
         char **scope_name_patterns;
         store_ek ek;          /* ROLE_EK: its EK allowlist entry (or, coming back by its
                                * last certificate, that certificate's identity and profile) */
-        /* ROLE_EK coming back by attestation (service/api/ek-return.h): the
-         * evidence for the audit record, "" for any other enrollment; and
-         * whether the identity's live certificate is replaced. */
+        /* ROLE_EK coming back by attestation (ek-return.c): the evidence
+         * for the audit record, "" for any other enrollment; and whether
+         * the identity's live certificate is replaced. */
         char reenroll[400];
         bool reenroll_replace;
         policy_attestation cert_attestation; /* ROLE_NODE: what who.cert_attestation points to */
@@ -92,35 +87,42 @@ typedef struct ca_auth {
 
 void ca_auth_clear(ca_auth *a);
 
+/* The request's CSR, parsed once (ca_csr_parse()): csr, or why not (r,
+ * with its detail kept for when it is reported). */
+typedef struct ca_csr {
+        csr_info *csr;
+        int r;
+        char why[512];
+} ca_csr;
+
+void ca_csr_parse(const ca_request *req, ca_csr *ret);
+/* The CN the request is for (policy insists on exactly one), into out. */
+const char *ca_request_cn(const csr_info *csr, char *out, size_t n);
+void ca_csr_clear(ca_csr *c);
+/* The CSR, or its parse error (the detail it had). */
+int ca_csr_get(const ca_csr *c, const csr_info **ret);
+
 /* What ca_reads_fetch() reads ahead for a request (ca-reads.c). */
-#define CA_READS_TOKEN 1u  /* the token of its Authorization header */
+#define CA_READS_TOKEN 1u  /* the token it presents */
 #define CA_READS_PEER 2u   /* the record of its client certificate */
 #define CA_READS_NAMES 4u  /* its CSR's CN's live certificate, its DNS names' holders */
-/* Reads what the request (its CSR: csr, csr_len) will look up, into
- * a->reads, in one go (with whether its CSR's key is blocked); *ret_csr
- * gets the CSR, parsed, or NULL if it does not parse. */
-void ca_reads_fetch(ca_service *ca, const http_request *req, const uint8_t *csr, size_t csr_len, unsigned what,
-                    int64_t now, ca_auth *a, csr_info **ret_csr);
+/* Reads what the request (its CSR: csr, NULL if it does not parse) will
+ * look up, into a->reads, in one go (with whether its CSR's key is
+ * blocked). */
+void ca_reads_fetch(ca_service *ca, const ca_request *req, const csr_info *csr, unsigned what, ca_auth *a);
 
-/* Authentication.  Both return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
- * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason. */
-int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
+/* Authentication.  All return -HWID_E_TOKEN_INVALID / -HWID_E_UNAUTHENTICATED /
+ * -HWID_E_EXPIRED / -HWID_E_NOT_YET_VALID / -HWID_E_REVOKED with a reason.
+ * A presented token: an Authorization header ("Bearer ...", bearer) or
+ * "<id>.<secret>". */
+int ca_auth_token(ca_service *ca, const char *presented, bool bearer, int64_t now, ca_auth *ret);
 /* The same for a token whose secret was proven another way (CMP's
- * password-based MAC, cmp-auth.c): its state is checked as above. */
+ * password-based MAC): its state is checked as above. */
 int ca_auth_token_id(ca_service *ca, const char *id, int64_t now, ca_auth *ret);
-/* The secret a CMP client shares with hwidd for the password-based MAC
- * of token tok (read from the store): for a derived token its secret as
- * printed (`openssl cmp -ref ID -secret pass:SECRET`), computed in the
- * HSM/TPM (one HMAC); for a legacy token the lower-case hex SHA-256 of
- * its secret, as before, until it expires.  Release *ret_secret with
- * secret_free().  -HWID_E_CONFIG for a derived token when hwidd has no
- * token key; the device's error if it fails.  Look the token up first:
- * an unknown id must cost no HSM operation. */
-int ca_token_secret(ca_service *ca, const store_token *tok, char **ret_secret);
-/* Mutual TLS; anonymous (ROLE_ANONYMOUS) when no certificate was sent.
- * The certificate must be, byte for byte, one this CA issued and
- * recorded; the role is the one recorded with it. */
-int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret);
+/* Mutual TLS (or a CMP signer); anonymous (ROLE_ANONYMOUS) when no
+ * certificate was sent.  The certificate must be, byte for byte, one
+ * this CA issued and recorded; the role is the one recorded with it. */
+int ca_auth_peer(ca_service *ca, const ca_peer *peer, int64_t now, ca_auth *ret);
 
 /* Writes an audit record (and a log line); failures to audit are logged. */
 void ca_audit(ca_service *ca, const char *actor, const char *action, const char *target,
@@ -131,36 +133,84 @@ int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *targ
 /* Writes the summary of refusals without valid credentials, if one is
  * due (or force): one audit record per interval, not one per refusal. */
 void ca_refusals_flush(ca_service *ca, int64_t now, bool force);
-/* Audits a failed request (unless already audited) and sends its error;
- * without valid credentials it is only counted (ca_refusals_flush()). */
-void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char *target,
-                     http_response *resp, int r);
+/* Audits a failed request (unless already audited) and refuses it with
+ * r; without valid credentials it is only counted (ca_refusals_flush()). */
+void ca_fail(ca_service *ca, ca_auth *a, const char *action, const char *target, ca_result *res, int r);
+/* res refuses with r (its public message), counted and logged when it
+ * is the CA's fault (5xx). */
+void ca_refuse(ca_service *ca, ca_result *res, int r);
+/* res carries a certificate (the DER and serial are taken). */
+int ca_result_cert(ca_result *res, ca_outcome outcome, uint8_t **der, size_t der_len, char **serial);
+/* res says: held for approval as request rq. */
+void ca_result_pending(ca_service *ca, ca_result *res, const store_request *rq);
 
 /* Signs a certificate for csr as the policy decided and commits it with
- * the given bookkeeping; returns the PEM certificate. */
+ * the given bookkeeping; returns the certificate (DER) and its serial. */
 int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
-             const char *identity, int64_t now, char **ret_pem, char **ret_serial);
+             const char *identity, int64_t now, uint8_t **ret_der, size_t *ret_len, char **ret_serial);
 
 /* Read-only endpoints go through the authorizer as whoever the client is
  * (the public endpoints, health and metrics, EST's CA certificates); 0
  * when allowed. */
-int ca_allow_read(ca_service *ca, const http_request *req, policy_action action);
+int ca_allow_read(ca_service *ca, const ca_peer *peer, policy_action action);
 
-/* A certificate's holder revokes it (CMP rr, revoke-own.c): req's client
- * certificate authenticates, as for renewal, and must be the one named by
- * serial (hex); 200 {"serial", "revoked"} or the error. */
-void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, http_response *resp);
-/* The requester's word on a certificate issued to it (CMP certConf):
- * recorded when accepted; when rejected, revoked if it was recorded at or
- * after issued_since (when the rejecting transaction began), else left
- * as it is. */
-void ca_confirm(ca_service *ca, const char *serial, const char *actor, int64_t issued_since, bool accepted);
+/* The door's own refusal of the request (ca_request_refuse()), with its
+ * detail. */
+int ca_door_refusal(const ca_request *req);
 
-/* An error response (http_respond_error()), counted and logged when it
- * is the CA's fault (5xx). */
-void ca_respond_error(ca_service *ca, http_response *resp, int r);
-/* An audit line the syslog collector did not take (userdata: the
- * metrics): counted in /metrics. */
+/* The operations (ca_call()). */
+void ca_enroll(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_renew(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_poll(ca_service *ca, const char *id, int64_t now, ca_result *res);
+void ca_revoke_own(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_confirm(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_challenge(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_read_call(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_read_identity(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_admin(ca_service *ca, const ca_request *req, ca_result *res);
+void ca_admin_result_clear(ca_admin_result *r);
+/* /readyz (ca-ready.c). */
+int ca_readiness_get(ca_service *ca, ca_readiness *ret);
+
+/* The request token_id made for csr's key and name, if any, answered as a
+ * poll of it would be (*ret_done); nothing and *ret_done false otherwise. */
+int ca_answer_request_of(ca_service *ca, const char *token_id, const csr_info *csr, int64_t now, ca_result *res,
+                         bool *ret_done);
+
+/* TPM attestation (ca-attest.c).  Verifies ev for the key of csr (using
+ * up its challenge): -HWID_E_ATTESTATION (403) saying which proof
+ * failed, -HWID_E_INVALID (400) if malformed. */
+int ca_attest_verify(ca_service *ca, const ca_evidence *ev, const csr_info *csr, int64_t now, ca_attested *ret);
+/* Authenticates a request without a token for cn by its verified
+ * attestation: the TPM's EK must be on the EK allowlist, or cn's profile
+ * lets it come back by attestation (ca_auth_returning()); a becomes
+ * ROLE_EK with the name and profile it enrolls under. */
+int ca_auth_ek(ca_service *ca, const ca_attested *att, const char *cn, int64_t now, ca_auth *a);
+/* Who a TPM is when it asks without a bootstrap token (ek-return.c): the
+ * TPM with this EK (hex SHA-256 of its certificate and of its public key)
+ * asks for name (NULL: the name its EK allowlist entry gives it).  a
+ * becomes ROLE_EK with the name and profile it enrolls under, and
+ * a->reenroll says which rule let it come back, if it is coming back
+ * (audited as `reenroll`).  -HWID_E_UNAUTHENTICATED (401): neither listed
+ * nor the TPM of name's last certificate; -HWID_E_FORBIDDEN (403): name's
+ * last certificate was revoked for keyCompromise or privilegeWithdrawn
+ * ("do not return"), or its profile does not let it come back by
+ * attestation. */
+int ca_auth_returning(ca_service *ca, const char *ek_cert_hex, const char *ek_pub_hex, const char *name,
+                      int64_t now, ca_auth *a);
+/* Whether name may be enrolled with a certificate recording the
+ * attestation att (NULL: none): 0, or -HWID_E_FORBIDDEN (403) naming the
+ * TPM name is bound to and `hwid identity release` (store.h, "A name is
+ * bound to its TPM").  Read through a->reads when it was read ahead. */
+int ca_binding_check(ca_service *ca, const ca_auth *a, const char *name, const policy_attestation *att);
+
+/* EST's proof-of-possession linking (ca-est.c): with profile p's
+ * est.pop_linking, the CSR's challengePassword must be the base64 of the
+ * connection's channel binding. */
+int ca_pop_check(const ca_request *req, const ca_csr *csr, const policy_profile *p);
+
+/* The syslog copy of the audit records counts what it could not deliver
+ * (userdata: the metrics). */
 void ca_syslog_dropped(void *userdata);
 
 /* A challenge requester asked for: made (r >= 0) after replacing
@@ -169,5 +219,7 @@ void ca_syslog_dropped(void *userdata);
  * minute (ca-maintain.c). */
 void ca_challenge_note(ca_service *ca, const char *requester, int r, size_t replaced, int64_t now);
 
-/* The current CRL (DER), regenerated on change. */
+/* The current CRL (DER), regenerated on change, appended to out. */
 int ca_crl(ca_service *ca, int64_t now, buf *out);
+/* The CA's Prometheus series (metrics.c renders them), appended to out. */
+int ca_metrics(ca_service *ca, int64_t now, buf *out);

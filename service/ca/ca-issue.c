@@ -90,10 +90,9 @@ static int commit_timed(ca_service *ca, const store_issue *how, int64_t now) {
 }
 
 int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store_issue *how,
-             const char *identity, int64_t now, char **ret_pem, char **ret_serial) {
+             const char *identity, int64_t now, uint8_t **ret_der, size_t *ret_len, char **ret_serial) {
         _cleanup_(X509_NAME_freep) X509_NAME *subject = NULL;
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
-        _cleanup_free_ char *pem = NULL;
         issued_cert cert = { 0 };
         store_cert rec = { 0 };
         char **dns = NULL;
@@ -106,7 +105,6 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
          * with one live certificate at most. */
         if ((r = cert_record(&cert, subject, csr, identity, iss->profile,
                              policy_profile_role(ca->cfg->policy, iss->profile), now, &rec)) < 0 ||
-            (r = der_to_pem(rec.der, rec.der_len, "CERTIFICATE", &pem)) < 0 ||
             (r = general_names_dns(sans, &dns, &n_dns)) < 0)
                 goto out;
         rec.request_id = how->request_id ? strdup(how->request_id) : NULL;
@@ -122,7 +120,8 @@ int ca_issue(ca_service *ca, const csr_info *csr, const policy_issue *iss, store
         if (r < 0)
                 goto out;
         *ret_serial = TAKE_PTR(rec.serial);
-        *ret_pem = TAKE_PTR(pem);
+        *ret_len = rec.der_len;
+        *ret_der = TAKE_PTR(rec.der);
 out:
         strv_free_n(dns, n_dns);
         issued_cert_clear(&cert);

@@ -4,13 +4,11 @@
  * CN's live certificate and the holders of the DNS names the certificate
  * may carry (the CSR's own, and the profiles' templates made of its CN:
  * policy_dns_candidates()) -- one
- * round trip to PostgreSQL where each lookup was one.  The CSR is parsed
- * for its keys here, once, and handed on.  The order in which a request
- * is checked, and every answer and error, stay what they were: a read
- * ahead moves the reads, never the decisions.  (What it costs a request
- * that then fails authentication: the CSR's parse and signature check,
- * which came after authentication before; docs/HA.md.  Only where the
- * store reads ahead: PostgreSQL.) */
+ * round trip to PostgreSQL where each lookup was one.  The CSR was parsed
+ * once already, before anything else, whatever the store (ca_csr_parse():
+ * what a request that then fails authentication costs, docs/HA.md).  The
+ * order in which a request is checked, and every answer and error, stay
+ * what they were: a read ahead moves the reads, never the decisions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +22,21 @@
 #include "token.h"
 #include "x509-util.h"
 
-/* The id of the bootstrap token the request carries; its secret is not kept. */
-static bool token_id_of(const http_request *req, char id[TOKEN_ID_LEN + 1]) {
+/* The id of the bootstrap token the request carries: proven by the door,
+ * or presented (its secret is not kept). */
+static bool token_id_of(const ca_request *req, char id[TOKEN_ID_LEN + 1]) {
         _cleanup_secret_ char *secret = NULL;
 
-        return req->authorization && token_parse(req->authorization, true, id, &secret) >= 0;
+        if (req->token_id && strlen(req->token_id) == TOKEN_ID_LEN) {
+                memcpy(id, req->token_id, TOKEN_ID_LEN + 1);
+                return true;
+        }
+        return req->authorization && token_parse(req->authorization, req->bearer, id, &secret) >= 0;
 }
 
-static char *peer_serial(const http_request *req) {
-        const unsigned char *p = req->peer_cert;
-        _cleanup_(X509_freep) X509 *x = req->peer_cert ? d2i_X509(NULL, &p, (long) req->peer_cert_len) : NULL;
+static char *peer_serial(const ca_request *req) {
+        const unsigned char *p = req->peer.der;
+        _cleanup_(X509_freep) X509 *x = p ? d2i_X509(NULL, &p, (long) req->peer.len) : NULL;
         char *serial = NULL;
 
         return x && serial_to_hex(X509_get0_serialNumber(x), &serial) >= 0 ? serial : NULL;
@@ -70,26 +73,22 @@ static int csr_names(ca_service *ca, const policy_csr *f, char cn[128], names *r
         return policy_dns_candidates(ca->cfg->policy, f, name_add, ret);
 }
 
-void ca_reads_fetch(ca_service *ca, const http_request *req, const uint8_t *csr_data, size_t csr_len,
-                    unsigned what, int64_t now, ca_auth *a, csr_info **ret_csr) {
-        _cleanup_(csr_info_freep) csr_info *csr = NULL;
+void ca_reads_fetch(ca_service *ca, const ca_request *req, const csr_info *csr, unsigned what, ca_auth *a) {
         _cleanup_free_ char *serial = NULL;
         char id[TOKEN_ID_LEN + 1], cn[128] = "";
-        store_reads_keys k = { .now = now };
+        store_reads_keys k = { .now = req->now };
         names dns = { 0 };
 
         /* A store that reads nothing ahead (SQLite) answers each read when
-         * it is made: the request goes exactly as it did, its CSR parsed
-         * only once it is authenticated. */
-        *ret_csr = NULL;
+         * it is made. */
         if (!store_reads_ahead(ca->store))
                 return;
         if ((what & CA_READS_TOKEN) && token_id_of(req, id))
                 k.token_id = id;
         if ((what & CA_READS_PEER) && (serial = peer_serial(req)))
                 k.serial = serial;
-        /* Unparseable: the CSR is parsed again where its error belongs. */
-        if (csr_info_parse(csr_data, csr_len, &csr) >= 0) {
+        /* Unparseable: its error is reported where it belongs. */
+        if (csr) {
                 k.spki_sha256 = csr_info_facts(csr)->spki_sha256;
                 if ((what & CA_READS_NAMES) && csr_names(ca, csr_info_facts(csr), cn, &dns) >= 0) {
                         k.identity = cn;
@@ -102,5 +101,4 @@ void ca_reads_fetch(ca_service *ca, const http_request *req, const uint8_t *csr_
                 a->reads = NULL;
         strv_free_n(dns.v, dns.n);
         hwid_error_clear();
-        *ret_csr = TAKE_PTR(csr);
 }

@@ -109,8 +109,6 @@ void ca_service_free(ca_service *ca) {
         if (ca->store && ca->refusals)
                 ca_refusals_flush(ca, (int64_t) time(NULL), true);
         refusals_free(ca->refusals);
-        if (ca->cmp_free)
-                ca->cmp_free(ca->cmp);
         X509_free(ca->tls_cert);
         issuer_free(ca->issuer);
         store_free(ca->store);
@@ -120,7 +118,6 @@ void ca_service_free(ca_service *ca) {
         free(ca->ca_pem);
         free(ca->client_ca_pem);
         OPENSSL_free(ca->crl_der);
-        free(ca->ready_json);
         metrics_free(ca->metrics);
         pthread_rwlock_destroy(&ca->cfg_lock);
         pthread_mutex_destroy(&ca->crl_lock);
@@ -156,12 +153,24 @@ int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem) {
         return 0;
 }
 
-void ca_service_set_transport(ca_service *ca, http_server *srv) {
-        atomic_store(&ca->transport, srv);
+hwid_key *ca_service_tls_key(const ca_service *ca) {
+        return ca->tls_key;
+}
+
+X509 *ca_service_tls_cert(const ca_service *ca) {
+        return ca->tls_cert;
 }
 
 const char *ca_service_client_ca_pem(const ca_service *ca) {
         return ca->client_ca_pem;
+}
+
+X509 *ca_service_ca_cert(const ca_service *ca) {
+        return ca->ca_cert;
+}
+
+const char *ca_service_ca_pem(const ca_service *ca) {
+        return ca->ca_pem;
 }
 
 void ca_auth_clear(ca_auth *a) {
@@ -195,12 +204,12 @@ static int token_admit(int64_t now, ca_auth *ret) {
 /* An unknown id costs nothing of the HSM/TPM; a known one exactly one
  * HMAC (a derived token) or a SHA-256 (legacy).  A wrong secret gets the
  * answer an unknown id gets. */
-int ca_auth_token(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret) {
+int ca_auth_token(ca_service *ca, const char *presented, bool bearer, int64_t now, ca_auth *ret) {
         _cleanup_secret_ char *secret = NULL;
         char id[TOKEN_ID_LEN + 1];
         int r;
 
-        if ((r = token_parse(req->authorization, true, id, &secret)) < 0)
+        if ((r = token_parse(presented, bearer, id, &secret)) < 0)
                 return r;
         snprintf(ret->actor, sizeof(ret->actor), "token:%s", id);
         r = store_reads_token_get(ca->store, ret->reads, id, &ret->token);
@@ -225,14 +234,28 @@ int ca_auth_token_id(ca_service *ca, const char *id, int64_t now, ca_auth *ret) 
         return token_admit(now, ret);
 }
 
-int ca_token_secret(ca_service *ca, const store_token *tok, char **ret_secret) {
-        return token_shared_secret(ca->token_key, tok, ret_secret);
+int ca_token_secret(ca_service *ca, const char *token_id, char **ret_secret) {
+        store_token tok = { 0 };
+        int r = store_token_get(ca->store, token_id, &tok);
+
+        if (r >= 0)
+                r = token_shared_secret(ca->token_key, &tok, ret_secret);
+        store_token_clear(&tok);
+        return r;
+}
+
+int ca_cert_known(ca_service *ca, const char *serial) {
+        store_cert c = { 0 };
+        int r = store_cert_get(ca->store, serial, &c);
+
+        store_cert_clear(&c);
+        return r;
 }
 
 /* The presented certificate must be the very one recorded under its
  * serial (the DER holds the issuer, so this is also "and issuer"): a
  * certificate that merely chains somewhere, or reuses a serial, is not. */
-static int peer_record(ca_service *ca, X509 *x, const http_request *req, int64_t now, ca_auth *ret) {
+static int peer_record(ca_service *ca, X509 *x, const ca_peer *peer, int64_t now, ca_auth *ret) {
         _cleanup_free_ char *serial = NULL;
         int r;
 
@@ -243,8 +266,7 @@ static int peer_record(ca_service *ca, X509 *x, const http_request *req, int64_t
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate %s was not issued by this CA", serial);
         if (r < 0)
                 return r;
-        if (ret->cert.der_len != req->peer_cert_len ||
-            CRYPTO_memcmp(ret->cert.der, req->peer_cert, req->peer_cert_len) != 0)
+        if (ret->cert.der_len != peer->len || CRYPTO_memcmp(ret->cert.der, peer->der, peer->len) != 0)
                 return hwid_fail(HWID_E_UNAUTHENTICATED,
                                  "client certificate %s is not the certificate this CA issued with that serial", serial);
         if (ret->cert.status == CERT_REVOKED)
@@ -271,16 +293,16 @@ static void iso8601(int64_t t, char out[32]) {
  * notBefore at most clock_skew ahead of our clock is a clock difference
  * we tolerate; more is "not yet valid", never "expired" (the device has
  * done nothing wrong: its clock, or ours, is off). */
-static int peer_times(const ca_service *ca, const http_request *req, int64_t now) {
+static int peer_times(const ca_service *ca, const ca_peer *peer, int64_t now) {
         char from[32], ours[32];
 
-        if (req->peer_expired)
+        if (peer->expired)
                 return hwid_fail(HWID_E_EXPIRED, "client certificate has expired: bootstrap again with a new token");
-        if (!req->peer_not_yet_valid)
-                return req->peer_verified ? 0 : 1;
-        if (req->peer_valid_from <= now + ca->cfg->clock_skew)
+        if (!peer->not_yet_valid)
+                return peer->verified ? 0 : 1;
+        if (peer->valid_from <= now + ca->cfg->clock_skew)
                 return 0;
-        iso8601(req->peer_valid_from, from);
+        iso8601(peer->valid_from, from);
         iso8601(now, ours);
         return hwid_fail(HWID_E_NOT_YET_VALID,
                          "client certificate is not valid before %s; the server's time is %s (more than the "
@@ -288,24 +310,24 @@ static int peer_times(const ca_service *ca, const http_request *req, int64_t now
                          (long long) ca->cfg->clock_skew);
 }
 
-int ca_auth_peer(ca_service *ca, const http_request *req, int64_t now, ca_auth *ret) {
+int ca_auth_peer(ca_service *ca, const ca_peer *peer, int64_t now, ca_auth *ret) {
         _cleanup_(X509_freep) X509 *x = NULL;
-        const unsigned char *p = req->peer_cert;
+        const unsigned char *p = peer->der;
         policy_role role;
         int r;
 
         snprintf(ret->actor, sizeof(ret->actor), "anonymous");
-        if (!req->peer_cert)
+        if (!peer->der)
                 return 0;
-        if ((r = peer_times(ca, req, now)) < 0)
+        if ((r = peer_times(ca, peer, now)) < 0)
                 return r;
         if (r > 0)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate does not verify against this CA "
                                  "(it must be signed by the CA certificate itself)");
-        x = d2i_X509(NULL, &p, (long) req->peer_cert_len);
+        x = d2i_X509(NULL, &p, (long) peer->len);
         if (!x)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "client certificate cannot be parsed");
-        if ((r = peer_record(ca, x, req, now, ret)) < 0)
+        if ((r = peer_record(ca, x, peer, now, ret)) < 0)
                 return r;
         if (policy_cert_role_parse(ret->cert.role, &role) < 0)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "certificate %s carries role '%s', which this hwidd does not "
@@ -390,8 +412,7 @@ int ca_decision(ca_service *ca, ca_auth *a, const char *action, const char *targ
         return hwid_fail((hwid_err) -r, "%s", d->reason);
 }
 
-void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char *target,
-                     http_response *resp, int r) {
+void ca_fail(ca_service *ca, ca_auth *a, const char *action, const char *target, ca_result *res, int r) {
         /* Copy the detail first: auditing may fail and overwrite it. */
         char reason[512];
 
@@ -408,15 +429,7 @@ void ca_fail_request(ca_service *ca, ca_auth *a, const char *action, const char 
                 ca_audit(ca, a->actor, action, target, hwid_err_http_status(r) >= 500 ? "error" : "deny",
                          reason, a->who.token_id);
         hwid_fail((hwid_err) -r, "%s", reason);
-        ca_respond_error(ca, resp, r);
-}
-
-void ca_respond_error(ca_service *ca, http_response *resp, int r) {
-        if (hwid_err_http_status(r) >= 500) {
-                atomic_fetch_add(&ca->n_errors, 1);
-                log_error("request failed: %s", hwid_strerror(r));
-        }
-        http_respond_error(resp, r);
+        ca_refuse(ca, res, r);
 }
 
 /* Read-only endpoints go through the authorizer like everything else,
@@ -425,11 +438,11 @@ void ca_respond_error(ca_service *ca, http_response *resp, int r) {
  * that fails authentication still gets the public endpoints, as
  * anonymous; for anything else the answer is why it failed (401), not
  * that anonymous clients may not. */
-int ca_allow_read(ca_service *ca, const http_request *req, policy_action action) {
+int ca_allow_read(ca_service *ca, const ca_peer *peer, policy_action action) {
         ca_auth a = { 0 };
         policy_decision d;
         char why[512] = "";
-        int r = ca_auth_peer(ca, req, (int64_t) time(NULL), &a), auth_r = r;
+        int r = ca_auth_peer(ca, peer, (int64_t) time(NULL), &a), auth_r = r;
 
         if (r < 0) {
                 snprintf(why, sizeof(why), "%s", hwid_strerror(r));

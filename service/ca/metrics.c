@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "metrics.h"
+#include "prom.h"
 
 #define SLUGS_MAX 64 /* distinct error slugs: the error table's and the transport's */
 
@@ -19,18 +20,18 @@ typedef enum outcome {
         _OUTCOME_MAX,
 } outcome;
 
-static const char *const endpoint_names[_EP_MAX] = {
-        [EP_CA] = "ca",           [EP_ENROLL] = "enroll",   [EP_POLL] = "poll",       [EP_RENEW] = "renew",
-        [EP_CRL] = "crl",         [EP_HEALTHZ] = "healthz", [EP_READYZ] = "readyz",   [EP_METRICS] = "metrics",
-        [EP_IDENTITY] = "identity", [EP_ADMIN] = "admin",   [EP_EST] = "est",         [EP_ATTEST] = "attest", [EP_CMP] = "cmp",
-        [EP_OTHER] = "other",
+static const char *const endpoint_names[_CA_EP_MAX] = {
+        [CA_EP_CA] = "ca",           [CA_EP_ENROLL] = "enroll",   [CA_EP_POLL] = "poll",       [CA_EP_RENEW] = "renew",
+        [CA_EP_CRL] = "crl",         [CA_EP_HEALTHZ] = "healthz", [CA_EP_READYZ] = "readyz",   [CA_EP_METRICS] = "metrics",
+        [CA_EP_IDENTITY] = "identity", [CA_EP_ADMIN] = "admin",   [CA_EP_EST] = "est",         [CA_EP_ATTEST] = "attest", [CA_EP_CMP] = "cmp",
+        [CA_EP_OTHER] = "other",
 };
 
 static const char *const outcome_names[_OUTCOME_MAX] = { "success", "pending", "client_error", "server_error" };
 static const char *const commit_names[_COMMIT_MAX] = { "certificate", "request", "audit" };
 
 struct metrics {
-        histogram requests[_EP_MAX][_OUTCOME_MAX];
+        histogram requests[_CA_EP_MAX][_OUTCOME_MAX];
         histogram commits[_COMMIT_MAX];
         /* Error responses by slug; the last one counts slugs not listed. */
         const char *slugs[SLUGS_MAX];
@@ -71,40 +72,6 @@ void metrics_free(metrics *m) {
         free(m);
 }
 
-typedef struct route {
-        const char *method; /* NULL: any */
-        const char *path;
-        bool prefix;
-        metrics_endpoint ep;
-} route;
-
-static const route routes[] = {
-        { "GET", "/ca", false, EP_CA },
-        { "POST", "/csr", false, EP_ENROLL },
-        { "GET", "/v1/requests/", true, EP_POLL },
-        { "POST", "/v1/renew", false, EP_RENEW },
-        { "GET", "/crl", false, EP_CRL },
-        { "GET", "/healthz", false, EP_HEALTHZ },
-        { "GET", "/readyz", false, EP_READYZ },
-        { "GET", "/metrics", false, EP_METRICS },
-        { "GET", "/v1/identities/", true, EP_IDENTITY },
-        { NULL, "/v1/admin/", true, EP_ADMIN },
-        { NULL, "/.well-known/est/", true, EP_EST },
-        { NULL, "/v1/attest", true, EP_ATTEST },
-        { NULL, "/.well-known/cmp", true, EP_CMP },
-};
-
-metrics_endpoint metrics_endpoint_of(const char *method, const char *path) {
-        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
-                const route *r = &routes[i];
-                bool path_ok = r->prefix ? strncmp(path, r->path, strlen(r->path)) == 0 : strcmp(path, r->path) == 0;
-
-                if (path_ok && (!r->method || strcmp(method, r->method) == 0))
-                        return r->ep;
-        }
-        return EP_OTHER;
-}
-
 static size_t slug_index(const metrics *m, const char *slug) {
         for (size_t i = 0; slug && i < m->n_slugs; i++)
                 if (strcmp(m->slugs[i], slug) == 0)
@@ -112,14 +79,14 @@ static size_t slug_index(const metrics *m, const char *slug) {
         return SLUGS_MAX; /* "other" */
 }
 
-void metrics_request(metrics *m, metrics_endpoint ep, int status, const char *error, uint64_t ns) {
+void metrics_request(metrics *m, ca_endpoint ep, int status, const char *error, uint64_t ns) {
         outcome o = status >= 500   ? OUTCOME_SERVER_ERROR
                     : status >= 400 ? OUTCOME_CLIENT_ERROR
                     : status == 202 ? OUTCOME_PENDING
                                     : OUTCOME_SUCCESS;
 
-        if ((unsigned) ep >= _EP_MAX)
-                ep = EP_OTHER;
+        if ((unsigned) ep >= _CA_EP_MAX)
+                ep = CA_EP_OTHER;
         histogram_observe(&m->requests[ep][o], &histogram_bounds_request, ns);
         if (status >= 400)
                 atomic_fetch_add_explicit(&m->errors[slug_index(m, error)], 1, memory_order_relaxed);
@@ -145,32 +112,12 @@ void metrics_syslog_dropped(metrics *m) {
 
 /* ---- exposition ---- */
 
-static int header(buf *out, const char *name, const char *type, const char *help) {
-        return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* One histogram's series; labels is "k=\"v\",..." (without braces), or "". */
-static int histogram_series(buf *out, const char *name, const char *labels, const histogram_snapshot *h,
-                            const histogram_bounds *b) {
-        const char *sep = *labels ? "," : "", *open = *labels ? "{" : "", *close = *labels ? "}" : "";
-        int r = 0;
-
-        for (size_t i = 0; r >= 0 && i < b->n; i++)
-                r = buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, (double) b->le_ns[i] / 1e9,
-                               (unsigned long long) h->cumulative[i]);
-        if (r >= 0)
-                r = buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n%s_sum%s%s%s %.9f\n%s_count%s%s%s %llu\n", name,
-                               labels, sep, (unsigned long long) h->count, name, open, labels, close, h->sum_seconds,
-                               name, open, labels, close, (unsigned long long) h->count);
-        return r;
-}
-
 static int render_requests(metrics *m, buf *out) {
         static const char name[] = "hwid_http_request_duration_seconds";
-        int r = header(out, name, "histogram",
+        int r = prom_header(out, name, "histogram",
                        "Time to handle a request, from its complete arrival to its response, by endpoint and outcome.");
 
-        for (int e = 0; r >= 0 && e < _EP_MAX; e++)
+        for (int e = 0; r >= 0 && e < _CA_EP_MAX; e++)
                 for (int o = 0; r >= 0 && o < _OUTCOME_MAX; o++) {
                         histogram_snapshot h;
                         char labels[96];
@@ -181,14 +128,14 @@ static int render_requests(metrics *m, buf *out) {
                                 continue;
                         snprintf(labels, sizeof(labels), "endpoint=\"%s\",outcome=\"%s\"", endpoint_names[e],
                                  outcome_names[o]);
-                        r = histogram_series(out, name, labels, &h, &histogram_bounds_request);
+                        r = prom_histogram(out, name, labels, &h, &histogram_bounds_request);
                 }
         return r;
 }
 
 static int render_commits(metrics *m, buf *out) {
         static const char name[] = "hwid_store_commit_duration_seconds";
-        int r = header(out, name, "histogram",
+        int r = prom_header(out, name, "histogram",
                        "Time for the store to make a write durable (waiting for a group commit included), by what "
                        "was written.");
 
@@ -198,13 +145,13 @@ static int render_commits(metrics *m, buf *out) {
 
                 histogram_snapshot_take(&m->commits[c], &histogram_bounds_request, &h);
                 snprintf(labels, sizeof(labels), "op=\"%s\"", commit_names[c]);
-                r = histogram_series(out, name, labels, &h, &histogram_bounds_request);
+                r = prom_histogram(out, name, labels, &h, &histogram_bounds_request);
         }
         return r;
 }
 
 static int render_errors(metrics *m, buf *out) {
-        int r = header(out, "hwid_request_errors_total", "counter",
+        int r = prom_header(out, "hwid_request_errors_total", "counter",
                        "Requests answered with an error, by its code (the JSON error slug).");
 
         for (size_t i = 0; r >= 0 && i <= m->n_slugs; i++) {
@@ -226,7 +173,7 @@ static int render_signing(buf *out, const metrics_sources *src) {
         hwid_sign_stats st[2];
         hsm_recovery_stats rec;
         char labels[64];
-        int r = header(out, "hwid_sign_duration_seconds", "histogram",
+        int r = prom_header(out, "hwid_sign_duration_seconds", "histogram",
                        "Time of one signature by the HSM/TPM (failed ones included), by key.");
 
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(keys); i++) {
@@ -234,18 +181,18 @@ static int render_signing(buf *out, const metrics_sources *src) {
                         continue;
                 hwid_key_sign_stats(keys[i].k, &st[i]);
                 snprintf(labels, sizeof(labels), "key=\"%s\",backend=\"%s\"", keys[i].name, backend_of(keys[i].k));
-                r = histogram_series(out, "hwid_sign_duration_seconds", labels, &st[i].duration,
+                r = prom_histogram(out, "hwid_sign_duration_seconds", labels, &st[i].duration,
                                      &histogram_bounds_sign);
         }
         if (r >= 0)
-                r = header(out, "hwid_sign_errors_total", "counter", "Signatures the HSM/TPM failed to make, by key.");
+                r = prom_header(out, "hwid_sign_errors_total", "counter", "Signatures the HSM/TPM failed to make, by key.");
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(keys); i++)
                 if (keys[i].k)
                         r = buf_printf(out, "hwid_sign_errors_total{key=\"%s\",backend=\"%s\"} %llu\n", keys[i].name,
                                        backend_of(keys[i].k), (unsigned long long) st[i].errors);
         hsm_recovery_stats_get(&rec);
         if (r >= 0)
-                r = header(out, "hwid_hsm_recoveries_total", "counter",
+                r = prom_header(out, "hwid_hsm_recoveries_total", "counter",
                            "Recoveries of a lost PKCS#11 token (module reinitialised, token found again and logged "
                            "in), by result.");
         if (r >= 0)
@@ -254,15 +201,9 @@ static int render_signing(buf *out, const metrics_sources *src) {
         return r;
 }
 
-static int gauge(buf *out, const char *name, const char *help, double v) {
-        int r = header(out, name, "gauge", help);
-
-        return r < 0 ? r : buf_printf(out, "%s %.0f\n", name, v);
-}
-
 static int render_challenges(metrics *m, buf *out) {
         static const char *const results[_CHALLENGE_MAX] = { "issued", "replaced", "refused" };
-        int r = header(out, "hwid_attest_challenges_total", "counter",
+        int r = prom_header(out, "hwid_attest_challenges_total", "counter",
                        "Attestation challenges made, replacing an older one of the same requester (its bound), "
                        "or refused (max_pending).");
 
@@ -284,12 +225,12 @@ static int render_events(metrics *m, buf *out) {
                 [EVENT_REPLAY_AUDITED] = { "hwid_enroll_replays_total", "audited=\"true\"" },
                 [EVENT_REPLAY_UNAUDITED] = { "hwid_enroll_replays_total", "audited=\"false\"" },
         };
-        int r = header(out, "hwid_cmp_pbm_total", "counter", "CMP PasswordBasedMacs computed, or refused before "
+        int r = prom_header(out, "hwid_cmp_pbm_total", "counter", "CMP PasswordBasedMacs computed, or refused before "
                        "any computing (parameters outside the allow-list, no such token).");
 
         for (int i = 0; r >= 0 && i < _EVENT_MAX; i++) {
                 if (i == EVENT_REPLAY_AUDITED)
-                        r = header(out, "hwid_enroll_replays_total", "counter", "Enrollments answered with the "
+                        r = prom_header(out, "hwid_enroll_replays_total", "counter", "Enrollments answered with the "
                                    "certificate they got before: audited, or counted only (one record per "
                                    "certificate and hour).");
                 if (r >= 0)
@@ -304,22 +245,22 @@ static int render_gauges(metrics *m, buf *out, const metrics_sources *src) {
         int r = 0;
 
         if (src->have_stats)
-                r = gauge(out, "hwid_certificates_live", "Certificates valid and not expired.",
+                r = prom_gauge(out, "hwid_certificates_live", "Certificates valid and not expired.",
                           (double) src->stats.live_certificates);
         if (r >= 0 && src->have_stats)
-                r = gauge(out, "hwid_requests_pending", "Requests waiting for an approval now.",
+                r = prom_gauge(out, "hwid_requests_pending", "Requests waiting for an approval now.",
                           (double) src->stats.pending_requests);
         if (r >= 0)
-                r = gauge(out, "hwid_ca_certificate_expiry_seconds", "Seconds until the CA certificate expires.",
+                r = prom_gauge(out, "hwid_ca_certificate_expiry_seconds", "Seconds until the CA certificate expires.",
                           (double) (src->ca_not_after - src->now));
         if (r >= 0 && src->tls_not_after)
-                r = gauge(out, "hwid_tls_certificate_expiry_seconds",
+                r = prom_gauge(out, "hwid_tls_certificate_expiry_seconds",
                           "Seconds until hwidd's TLS certificate expires.", (double) (src->tls_not_after - src->now));
         if (r >= 0 && src->crl_made_at)
-                r = gauge(out, "hwid_crl_age_seconds", "Seconds since the CRL being served was signed.",
+                r = prom_gauge(out, "hwid_crl_age_seconds", "Seconds since the CRL being served was signed.",
                           (double) (src->now - src->crl_made_at));
         if (r >= 0)
-                r = header(out, "hwid_audit_syslog_dropped_total", "counter",
+                r = prom_header(out, "hwid_audit_syslog_dropped_total", "counter",
                            "Audit records the syslog copy could not deliver (the database has them all).");
         if (r >= 0)
                 r = buf_printf(out, "hwid_audit_syslog_dropped_total %llu\n",
@@ -351,51 +292,6 @@ static int render_counters(buf *out, const metrics_sources *src) {
         return r;
 }
 
-/* The HTTPS listener's connections (http-guard.c says what each means). */
-static int render_transport(buf *out, const http_stats *t) {
-        static const char *const states[] = { "handshaking", "idle", "active", "closing" };
-        const unsigned n[] = { t->handshaking, t->idle, t->active, t->closing };
-        int r = header(out, "hwid_connections", "gauge", "Open connections by state: in their TLS handshake, "
-                       "waiting for a request, in a request, evicted and being closed.");
-
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(states); i++)
-                r = buf_printf(out, "hwid_connections{state=\"%s\"} %u\n", states[i], n[i]);
-        if (r >= 0)
-                r = header(out, "hwid_connections_evicted_total", "counter",
-                           "Connections the server closed to keep its budgets, by reason.");
-        for (int i = 0; r >= 0 && i < _HTTP_EVICT_MAX; i++)
-                r = buf_printf(out, "hwid_connections_evicted_total{reason=\"%s\"} %llu\n", http_evict_name(i),
-                               (unsigned long long) t->evicted[i]);
-        if (r >= 0)
-                r = header(out, "hwid_connections_refused_total", "counter",
-                           "Connections refused when accepted (before TLS), by reason.");
-        for (int i = 0; r >= 0 && i < _HTTP_REFUSE_MAX; i++)
-                r = buf_printf(out, "hwid_connections_refused_total{reason=\"%s\"} %llu\n", http_refuse_name(i),
-                               (unsigned long long) t->refused[i]);
-        if (r >= 0)
-                r = header(out, "hwid_tls_handshake_duration_seconds", "histogram",
-                           "Time from accepting a connection to the end of its TLS handshake.");
-        if (r >= 0)
-                r = histogram_series(out, "hwid_tls_handshake_duration_seconds", "", &t->handshake,
-                                     &histogram_bounds_sign);
-        if (r >= 0)
-                r = buf_printf(out, "# HELP hwid_tls_handshake_failures_total TLS handshakes that failed.\n"
-                                    "# TYPE hwid_tls_handshake_failures_total counter\n"
-                                    "hwid_tls_handshake_failures_total %llu\n",
-                               (unsigned long long) t->tls_failures);
-        if (r >= 0)
-                r = gauge(out, "hwid_tls_handshakes_signing",
-                          "TLS handshakes waiting for the TLS key's signature now (at most one per I/O thread).",
-                          (double) t->signing);
-        if (r >= 0)
-                r = gauge(out, "hwid_http_requests_queued", "Complete requests waiting for a worker thread.",
-                          (double) t->queued);
-        if (r >= 0)
-                r = gauge(out, "hwid_http_requests_working", "Requests a worker thread is handling now.",
-                          (double) t->working);
-        return r;
-}
-
 int metrics_render(metrics *m, const metrics_sources *src, buf *out) {
         int r = render_counters(out, src);
 
@@ -409,7 +305,5 @@ int metrics_render(metrics *m, const metrics_sources *src, buf *out) {
                 r = render_signing(out, src);
         if (r >= 0)
                 r = render_gauges(m, out, src);
-        if (r >= 0 && src->have_transport)
-                r = render_transport(out, &src->transport);
         return r;
 }

@@ -8,30 +8,10 @@
 
 #include "buf.h"
 #include "hsm.h"
-#include "http.h"
+#include "ca.h"
 #include "store.h"
 
 typedef struct metrics metrics;
-
-/* What a request is, for the endpoint label: a fixed set (a path a client
- * made up must not become a label value). */
-typedef enum metrics_endpoint {
-        EP_CA,
-        EP_ENROLL,
-        EP_POLL,
-        EP_RENEW,
-        EP_CRL,
-        EP_HEALTHZ,
-        EP_READYZ,
-        EP_METRICS,
-        EP_IDENTITY,
-        EP_ADMIN,
-        EP_EST,
-        EP_ATTEST,
-        EP_CMP,
-        EP_OTHER,
-        _EP_MAX,
-} metrics_endpoint;
 
 /* Whose writes a store commit was, for its duration histogram. */
 typedef enum metrics_commit {
@@ -45,12 +25,12 @@ int metrics_new(metrics **ret);
 void metrics_free(metrics *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(metrics *, metrics_free)
 
-metrics_endpoint metrics_endpoint_of(const char *method, const char *path);
 /* A request handled: how long, and its status (2xx success but 202
  * pending, 4xx client_error, 5xx server_error); error is the JSON error slug of a
  * refusal (NULL otherwise), counted by slug. */
-void metrics_request(metrics *m, metrics_endpoint ep, int status, const char *error, uint64_t ns);
-/* A refusal by the transport before any handler ran (413, 429, 431). */
+void metrics_request(metrics *m, ca_endpoint ep, int status, const char *error, uint64_t ns);
+/* A refusal counted by its slug alone: by the transport before any
+ * handler ran (413, 429, 431), or in a CMP answer (200). */
 void metrics_refusal(metrics *m, const char *error);
 void metrics_commit_observe(metrics *m, metrics_commit op, uint64_t ns);
 
@@ -68,10 +48,11 @@ typedef enum metrics_challenge {
 } metrics_challenge;
 void metrics_challenge_count(metrics *m, metrics_challenge what, unsigned long n);
 
-/* CMP's PasswordBasedMac (api/cmp-auth.c): computed to check a message,
- * or refused before any computing (parameters outside the allow-list, no
- * such token); enrollments answered as replays (api/enroll.c): audited,
- * or counted only (one record per certificate and hour). */
+/* CMP's PasswordBasedMac (api/cmp/cmp-auth.c, ca_service_count_pbm()):
+ * computed to check a message, or refused before any computing
+ * (parameters outside the allow-list, no such token); enrollments
+ * answered as replays (ca-enroll.c): audited, or counted only (one record
+ * per certificate and hour). */
 typedef enum metrics_event {
         EVENT_PBM_COMPUTED,
         EVENT_PBM_REFUSED,
@@ -93,8 +74,6 @@ typedef struct metrics_sources {
         int64_t ca_not_after;
         int64_t tls_not_after;    /* 0: unknown */
         int64_t crl_made_at;      /* 0: no CRL made yet */
-        bool have_transport;      /* the HTTPS listener's connections */
-        http_stats transport;
 } metrics_sources;
 
 int metrics_render(metrics *m, const metrics_sources *src, buf *out);

@@ -7,16 +7,14 @@
 #include <strings.h>
 #include <time.h>
 
-#include <json-c/json.h>
-
 #include "ca-internal.h"
 #include "error.h"
 #include "log.h"
 
-static int revoke_own(ca_service *ca, const http_request *req, const char *serial, int64_t now, ca_auth *a) {
+static int revoke_own(ca_service *ca, const ca_peer *peer, const char *serial, int64_t now, ca_auth *a) {
         char reason[160];
         store_audit audit = { .at = now, .action = "cert.revoke", .outcome = "allow", .reason = reason };
-        int r = ca_auth_peer(ca, req, now, a);
+        int r = ca_auth_peer(ca, peer, now, a);
 
         if (r < 0)
                 return r;
@@ -40,24 +38,14 @@ static int revoke_own(ca_service *ca, const http_request *req, const char *seria
         return 0;
 }
 
-void ca_revoke_own(ca_service *ca, const http_request *req, const char *serial, http_response *resp) {
-        int64_t now = (int64_t) time(NULL);
+void ca_revoke_own(ca_service *ca, const ca_request *req, ca_result *res) {
         ca_auth a = { 0 };
-        json_object *o;
         int r;
 
         snprintf(a.actor, sizeof(a.actor), "anonymous");
-        r = revoke_own(ca, req, serial, now, &a);
-        if (r < 0) {
-                ca_fail_request(ca, &a, "cert.revoke", serial, resp, r);
-                ca_auth_clear(&a);
-                return;
-        }
-        o = json_object_new_object();
-        json_object_object_add(o, "serial", json_object_new_string(a.cert.serial));
-        json_object_object_add(o, "revoked", json_object_new_int(1));
-        http_respond_json(resp, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-        json_object_put(o);
+        r = revoke_own(ca, &req->peer, req->arg, req->now, &a);
+        if (r < 0)
+                ca_fail(ca, &a, "cert.revoke", req->arg, res, r);
         ca_auth_clear(&a);
 }
 
@@ -83,20 +71,27 @@ static int revocable(ca_service *ca, const char *serial, int64_t issued_since) {
         return r;
 }
 
-void ca_confirm(ca_service *ca, const char *serial, const char *actor, int64_t issued_since, bool accepted) {
+void ca_confirm(ca_service *ca, const ca_request *req, ca_result *res) {
+        char actor[32];
         store_audit audit = { .at = (int64_t) time(NULL), .actor = actor, .action = "cert.revoke",
-                              .target = serial, .outcome = "allow",
+                              .target = req->arg, .outcome = "allow",
                               .reason = "rejected by its requester in a CMP certConf" };
         int r;
 
-        if (accepted) {
-                ca_audit(ca, actor, "confirm", serial, "allow", "accepted by its requester (CMP certConf)", NULL);
+        /* Who confirms: the token of its MAC, or the signer. */
+        if (req->token_id)
+                snprintf(actor, sizeof(actor), "token:%s", req->token_id);
+        else
+                snprintf(actor, sizeof(actor), "cmp-signer");
+        if (req->accepted) {
+                ca_audit(ca, actor, "confirm", req->arg, "allow", "accepted by its requester (CMP certConf)", NULL);
                 return;
         }
-        if ((r = revocable(ca, serial, issued_since)) >= 0)
-                r = store_cert_revoke(ca->store, serial, 0 /* unspecified */, audit.at, &audit);
+        if ((r = revocable(ca, req->arg, req->since)) >= 0)
+                r = store_cert_revoke(ca->store, req->arg, 0 /* unspecified */, audit.at, &audit);
         if (r < 0)
-                log_notice("not revoking %s, which its requester rejected: %s", serial, hwid_strerror(r));
+                log_notice("not revoking %s, which its requester rejected: %s", req->arg, hwid_strerror(r));
         else
-                log_info("revoked %s: its requester rejected it (CMP certConf)", serial);
+                log_info("revoked %s: its requester rejected it (CMP certConf)", req->arg);
+        (void) res;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attest-verify.h"
+#include "cert-bundle.h"
 #include "config-internal.h"
 #include "error.h"
 #include "fsutil.h"
@@ -199,7 +199,7 @@ static int load_ek_roots(cfg_ctx *x, hwidd_config *c) {
 
         while (c->ek_root_paths[n])
                 n++;
-        r = attest_roots_load((const char *const *) c->ek_root_paths, n, &c->ek_roots);
+        r = cert_bundle_load("EK roots", (const char *const *) c->ek_root_paths, n, &c->ek_roots);
         if (r < 0)
                 return cfg_fail(x, x->ek_roots_node, "attestation.ek_roots", "%s", hwid_strerror(r));
         return 0;
@@ -332,7 +332,7 @@ void config_free(hwidd_config *c) {
         for (size_t i = 0; c->ek_root_paths && c->ek_root_paths[i]; i++)
                 free(c->ek_root_paths[i]);
         free(c->ek_root_paths);
-        attest_roots_free(c->ek_roots);
+        cert_bundle_free(c->ek_roots);
         policy_free(c->policy);
         free(c);
 }

@@ -56,7 +56,7 @@ typedef struct hwidd_config {
         /* TPM attestation (attestation:, docs/ATTESTATION.md); none
          * configured when ek_roots is NULL */
         char **ek_root_paths;          /* PEM/DER files or directories, NULL-terminated */
-        struct attest_roots *ek_roots; /* the TPM manufacturers' CA certificates, loaded */
+        struct cert_bundle *ek_roots;  /* the TPM manufacturers' CA certificates, loaded (cert-bundle.h) */
         int64_t attest_ttl;            /* seconds a challenge may be answered in, default 60 */
         size_t attest_max_pending;     /* challenges waiting at once, default 1000 */
         size_t attest_max_per_requester; /* of one token, certificate or EK, default 4 */

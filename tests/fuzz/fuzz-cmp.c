@@ -1,5 +1,5 @@
 /* libFuzzer target: what every CMP request to hwidd goes through before
- * any credential is looked at (service/api/cmp*.c): OpenSSL's PKIMessage
+ * any credential is looked at (service/api/cmp/): OpenSSL's PKIMessage
  * decoder, hwid's second reading of the header, its PasswordBasedMac
  * parameters and extraCerts (cmp_view_parse()), the message re-encoded
  * without its protection (cmp_unprotected()), the proof of possession
@@ -15,7 +15,7 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 
-#include "cmp.h"
+#include "cmp-internal.h"
 #include "csr-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,7 +43,7 @@ static EVP_PKEY *signer_key;
 
 static int general(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const STACK_OF(OSSL_CMP_ITAV) *in,
                    STACK_OF(OSSL_CMP_ITAV) **out) {
-        policy_profile p = { .key_algs = KEYALG_EC_P256 | KEYALG_RSA, .rsa_min_bits = 2048 };
+        ca_template p = { .ec_p256 = true, .rsa = true, .rsa_bits = 2048 };
         STACK_OF(X509) *certs = sk_X509_new_null();
         ASN1_TYPE *v = NULL, *w = NULL;
 

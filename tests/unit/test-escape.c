@@ -1,4 +1,5 @@
 /* common/escape.c: what may fake a row or a column is made visible. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +85,36 @@ static void random_inputs(void) {
         }
 }
 
+/* The one UTF-8 reader (policy/'s name rules use it too). */
+static void decodes_utf8(void) {
+        static const struct { const char *s; size_t len, n; uint32_t cp; } cases[] = {
+                { "A", 1, 1, 'A' },
+                { "\xc3\xa9", 2, 2, 0xe9 },
+                { "\xe2\x80\xa8", 3, 3, 0x2028 },
+                { "\xf0\x9f\x94\x91", 4, 4, 0x1f511 },
+                { "\xc0\xaf", 2, 0, 0 },         /* overlong '/' */
+                { "\xe0\x80\xaf", 3, 0, 0 },     /* overlong, three bytes */
+                { "\xed\xa0\x80", 3, 0, 0 },     /* a surrogate */
+                { "\xf4\x90\x80\x80", 4, 0, 0 }, /* beyond U+10FFFF */
+                { "\xe2\x82", 2, 0, 0 },         /* truncated */
+                { "\xe2\x28\xa1", 3, 0, 0 },     /* a bad continuation */
+                { "\xff", 1, 0, 0 },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                uint32_t cp = 0;
+                size_t n = utf8_decode((const unsigned char *) cases[i].s, cases[i].len, &cp);
+
+                CHECK(n == cases[i].n);
+                CHECK(n == 0 || cp == cases[i].cp);
+        }
+        CHECK(unicode_invisible(0x200b) && unicode_invisible(0x2028) && unicode_invisible(0x2029) &&
+              unicode_invisible(0x202e) && unicode_invisible(0x2066) && unicode_invisible(0xfeff));
+        CHECK(!unicode_invisible(0x85) && !unicode_invisible(0xe9) && !unicode_invisible(0x2030));
+}
+
 int main(void) {
+        decodes_utf8();
         escapes();
         null_and_into();
         random_inputs();

@@ -15,7 +15,7 @@
 
 #include <openssl/x509v3.h>
 
-#include "attest-api.h"
+#include "attest-record.h"
 #include "ca-fixture.h"
 #include "check.h"
 #include "error.h"

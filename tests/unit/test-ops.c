@@ -9,6 +9,7 @@
 #include "check.h"
 #include "error.h"
 #include "histogram.h"
+#include "api.h"
 #include "metrics.h"
 #include "store.h"
 
@@ -65,14 +66,14 @@ static void syslog_line(void) {
 }
 
 static void endpoints(void) {
-        CHECK(metrics_endpoint_of("POST", "/csr") == EP_ENROLL);
-        CHECK(metrics_endpoint_of("GET", "/csr") == EP_OTHER);
-        CHECK(metrics_endpoint_of("GET", "/v1/requests/abc") == EP_POLL);
-        CHECK(metrics_endpoint_of("POST", "/v1/renew") == EP_RENEW);
-        CHECK(metrics_endpoint_of("GET", "/readyz") == EP_READYZ);
-        CHECK(metrics_endpoint_of("DELETE", "/v1/admin/tokens/x") == EP_ADMIN);
-        CHECK(metrics_endpoint_of("POST", "/.well-known/est/simpleenroll") == EP_EST);
-        CHECK(metrics_endpoint_of("GET", "/made/up/by/a/client") == EP_OTHER);
+        CHECK(metrics_endpoint_of("POST", "/csr") == CA_EP_ENROLL);
+        CHECK(metrics_endpoint_of("GET", "/csr") == CA_EP_OTHER);
+        CHECK(metrics_endpoint_of("GET", "/v1/requests/abc") == CA_EP_POLL);
+        CHECK(metrics_endpoint_of("POST", "/v1/renew") == CA_EP_RENEW);
+        CHECK(metrics_endpoint_of("GET", "/readyz") == CA_EP_READYZ);
+        CHECK(metrics_endpoint_of("DELETE", "/v1/admin/tokens/x") == CA_EP_ADMIN);
+        CHECK(metrics_endpoint_of("POST", "/.well-known/est/simpleenroll") == CA_EP_EST);
+        CHECK(metrics_endpoint_of("GET", "/made/up/by/a/client") == CA_EP_OTHER);
 }
 
 static void buckets(void) {

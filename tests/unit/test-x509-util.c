@@ -121,7 +121,24 @@ static void pem_matches_openssl(void) {
         CHECK(cert_der_to_pem((const uint8_t *) "junk", 4, &(char *) { NULL }) == -HWID_E_INVALID);
 }
 
+/* How hwid cert show|revoke and the admin API read a serial typed by hand. */
+static void normalizes_serials(void) {
+        char out[16];
+
+        normalize_serial("0a:1b:ff", out, sizeof(out));
+        CHECK_STREQ(out, "0A1BFF");
+        normalize_serial("0X0a1B", out, sizeof(out));
+        CHECK_STREQ(out, "0A1B");
+        normalize_serial("DEADBEEF", out, sizeof(out));
+        CHECK_STREQ(out, "DEADBEEF");
+        normalize_serial("0123456789abcdef0123", out, 8); /* cut, terminated */
+        CHECK_STREQ(out, "0123456");
+        normalize_serial("", out, sizeof(out));
+        CHECK_STREQ(out, "");
+}
+
 int main(void) {
+        normalizes_serials();
         parses_dn();
         refuses_bad_dn();
         parses_sans();

@@ -1,53 +1,65 @@
-/* The admin API: /v1/admin/... over mutual TLS, for the holders of
- * certificates hwid issued under operator profiles (role admin, approver,
- * provisioner or auditor, as recorded with the certificate).
+/* The admin API's door: /v1/admin/... over mutual TLS, for the holders
+ * of certificates hwid issued under operator profiles (role admin,
+ * approver, provisioner or auditor, as recorded with the certificate).
  *
- * Per request, one way: authenticate the client certificate against our
- * records -> the authorizer chain decides the action for the recorded
- * role (policy/roles.c) -> parse the body -> the handler -> an audit
- * record naming the actor, whatever the outcome. */
+ * Per request, one way: the route -> the path, query and body parsed
+ * (admin-parse.c) -> one call of the CA core, which authenticates the
+ * client certificate against its records, has the authorizer chain decide
+ * the action for the recorded role, refuses what could not be parsed,
+ * does the work and audits it, whatever the outcome (ca-admin.h) -> the
+ * answer (admin-encode.c). */
 #include <string.h>
 #include <time.h>
 
 #include "admin-internal.h"
 #include "error.h"
 #include "json-read.h"
-#include "log.h"
 
 #define ADMIN_PREFIX "/v1/admin/"
 #define BODY_DEPTH 4
 
-typedef struct admin_route {
+typedef struct admin_path {
         const char *method;
         const char *prefix;  /* the whole path, or what comes before the parameter */
         const char *suffix;  /* NULL: no parameter; else what follows it ("" at the end) */
         bool slashes;        /* the parameter may hold '/' (an identity; the suffix delimits it) */
-        policy_action action;
-        admin_fn fn;
-} admin_route;
+        ca_admin_op op;
+        admin_parse_fn parse; /* NULL: nothing to read */
+        admin_encode_fn encode;
+} admin_path;
 
-static const admin_route routes[] = {
-        { "GET", "/v1/admin/tokens", NULL, false, ACTION_TOKEN_LIST, admin_token_list },
-        { "POST", "/v1/admin/tokens", NULL, false, ACTION_TOKEN_CREATE, admin_token_create },
-        { "POST", "/v1/admin/tokens/", "/revoke", false, ACTION_TOKEN_REVOKE, admin_token_revoke },
-        { "GET", "/v1/admin/requests", NULL, false, ACTION_REQUEST_LIST, admin_request_list },
-        { "POST", "/v1/admin/requests/", "/approve", false, ACTION_REQUEST_APPROVE, admin_request_approve },
-        { "POST", "/v1/admin/requests/", "/deny", false, ACTION_REQUEST_DENY, admin_request_deny },
-        { "GET", "/v1/admin/certificates", NULL, false, ACTION_CERT_LIST, admin_cert_list },
-        { "GET", "/v1/admin/certificates/", "", false, ACTION_CERT_SHOW, admin_cert_show },
-        { "POST", "/v1/admin/certificates/", "/revoke", false, ACTION_CERT_REVOKE, admin_cert_revoke },
-        { "POST", "/v1/admin/identities/", "/revoke", true, ACTION_CERT_REVOKE, admin_identity_revoke },
-        { "GET", "/v1/admin/audit", NULL, false, ACTION_AUDIT_READ, admin_audit_read },
-        { "GET", "/v1/admin/ek", NULL, false, ACTION_EK_LIST, admin_ek_list },
-        { "POST", "/v1/admin/ek", NULL, false, ACTION_EK_ADD, admin_ek_add },
-        { "POST", "/v1/admin/ek/import", NULL, false, ACTION_EK_IMPORT, admin_ek_import },
-        { "POST", "/v1/admin/ek/", "/remove", true, ACTION_EK_REMOVE, admin_ek_remove },
-        { "GET", "/v1/admin/identities", NULL, false, ACTION_IDENTITY_LIST, admin_identity_list },
-        { "POST", "/v1/admin/identities/", "/release", true, ACTION_IDENTITY_RELEASE, admin_identity_release },
+static const admin_path routes[] = {
+        { "GET", "/v1/admin/tokens", NULL, false, CA_ADMIN_TOKEN_LIST, NULL, admin_encode_tokens },
+        { "POST", "/v1/admin/tokens", NULL, false, CA_ADMIN_TOKEN_CREATE, admin_parse_token_create,
+          admin_encode_token_create },
+        { "POST", "/v1/admin/tokens/", "/revoke", false, CA_ADMIN_TOKEN_REVOKE, admin_parse_no_keys,
+          admin_encode_token_revoke },
+        { "GET", "/v1/admin/requests", NULL, false, CA_ADMIN_REQUEST_LIST, admin_parse_request_list,
+          admin_encode_requests },
+        { "POST", "/v1/admin/requests/", "/approve", false, CA_ADMIN_REQUEST_APPROVE, admin_parse_no_keys,
+          admin_encode_approve },
+        { "POST", "/v1/admin/requests/", "/deny", false, CA_ADMIN_REQUEST_DENY, admin_parse_deny, admin_encode_deny },
+        { "GET", "/v1/admin/certificates", NULL, false, CA_ADMIN_CERT_LIST, admin_parse_cert_list,
+          admin_encode_certs },
+        { "GET", "/v1/admin/certificates/", "", false, CA_ADMIN_CERT_SHOW, NULL, admin_encode_cert },
+        { "POST", "/v1/admin/certificates/", "/revoke", false, CA_ADMIN_CERT_REVOKE, admin_parse_cert_revoke,
+          admin_encode_cert_revoke },
+        { "POST", "/v1/admin/identities/", "/revoke", true, CA_ADMIN_IDENTITY_REVOKE, admin_parse_identity_revoke,
+          admin_encode_identity_revoke },
+        { "GET", "/v1/admin/audit", NULL, false, CA_ADMIN_AUDIT_READ, admin_parse_audit_read, admin_encode_audit },
+        { "GET", "/v1/admin/ek", NULL, false, CA_ADMIN_EK_LIST, admin_parse_no_keys, admin_encode_eks },
+        { "POST", "/v1/admin/ek", NULL, false, CA_ADMIN_EK_ADD, admin_parse_ek_add, admin_encode_ek },
+        { "POST", "/v1/admin/ek/import", NULL, false, CA_ADMIN_EK_IMPORT, admin_parse_ek_import,
+          admin_encode_ek_import },
+        { "POST", "/v1/admin/ek/", "/remove", true, CA_ADMIN_EK_REMOVE, admin_parse_no_keys, admin_encode_ek_remove },
+        { "GET", "/v1/admin/identities", NULL, false, CA_ADMIN_IDENTITY_LIST, admin_parse_no_keys,
+          admin_encode_bindings },
+        { "POST", "/v1/admin/identities/", "/release", true, CA_ADMIN_IDENTITY_RELEASE, admin_parse_no_keys,
+          admin_encode_release },
 };
 
 /* Whether path is the route's, and its parameter (into arg). */
-static bool path_matches(const admin_route *rt, const char *path, char *arg, size_t size) {
+static bool path_matches(const admin_path *rt, const char *path, char *arg, size_t size) {
         size_t plen = strlen(rt->prefix), len = strlen(path), slen, alen;
 
         if (!rt->suffix)
@@ -75,50 +87,37 @@ static int parse_body(admin_call *c) {
 
 /* ---------- one call ---------- */
 
-/* An allowed call's record says why it was allowed unless the handler
- * has something more telling. */
-static int authorize(admin_call *c) {
-        policy_decision d;
+/* What the route reads of the call, into c->args: -hwid_err for the core
+ * to refuse after authentication. */
+static int parse(admin_call *c, const admin_path *rt) {
+        int r = parse_body(c);
 
-        policy_authorize(c->ca->cfg->policy, &c->auth.who, c->action, c->arg, &d);
-        snprintf(c->note, sizeof(c->note), "%s", d.reason);
-        return ca_decision(c->ca, &c->auth, policy_action_name(c->action), c->target[0] ? c->target : NULL, &d);
+        return r < 0 || !rt->parse ? r : rt->parse(c);
 }
 
-static void serve(ca_service *ca, const admin_route *rt, const char *arg, const http_request *req,
+static void serve(ca_service *ca, const admin_path *rt, const char *arg, const http_request *req,
                   http_response *resp) {
-        admin_call c = { .ca = ca, .req = req, .resp = resp, .action = rt->action, .arg = arg,
-                         .now = (int64_t) time(NULL) };
-        const char *name = policy_action_name(rt->action);
-        int r;
+        admin_call c = { .req = req, .resp = resp, .now = (int64_t) time(NULL),
+                         .args = { .op = rt->op, .arg = arg } };
+        ca_request in = { .op = CA_OP_ADMIN, .now = c.now, .peer = door_peer(req), .admin = &c.args };
+        ca_result res;
+        int r = parse(&c, rt);
 
-        /* What the audit record names: the parameter as sent, but one
-         * line of printable text whatever the path held, and of a request
-         * id (a poll capability) only its prefix. */
-        if (arg && (rt->action == ACTION_REQUEST_APPROVE || rt->action == ACTION_REQUEST_DENY))
-                snprintf(c.target, sizeof(c.target), REQUEST_ID_FMT, arg);
-        else
-                snprintf(c.target, sizeof(c.target), "%s", arg ? arg : "");
-        for (char *p = c.target; *p; p++)
-                if ((unsigned char) *p < 0x20 || *p == 0x7f)
-                        *p = '?';
-        r = ca_auth_peer(ca, req, c.now, &c.auth);
-        if (r >= 0)
-                r = authorize(&c);
-        if (r >= 0)
-                r = parse_body(&c);
-        if (r >= 0)
-                r = rt->fn(&c);
         if (r < 0)
-                ca_fail_request(ca, &c.auth, name, c.target[0] ? c.target : NULL, resp, r);
-        else if (!c.audited)
-                ca_audit(ca, c.auth.actor, name, c.target[0] ? c.target : NULL, "allow", c.note[0] ? c.note : NULL,
-                         NULL);
+                ca_request_refuse(&in, r);
+        if (ca_call(ca, &in, &res) != CA_DONE)
+                door_respond_refusal(resp, &res, NULL, c.now);
+        else if ((r = rt->encode(&c, &res.admin)) < 0) {
+                ca_service_count_error(ca, "request", r);
+                http_respond_error(resp, r);
+        }
+        ca_result_clear(&res);
+        json_object_put(c.answer);
         json_object_put(c.body);
-        ca_auth_clear(&c.auth);
+        free(c.identity);
 }
 
-bool ca_admin_route(ca_service *ca, const http_request *req, http_response *resp) {
+bool admin_route(ca_service *ca, const http_request *req, http_response *resp) {
         char arg[256];
         bool path_known = false;
 

@@ -4,8 +4,9 @@
 
 #include <stdbool.h>
 
-#include "ca-internal.h"
+#include "ca.h"
+#include "http.h"
 
 /* Answers every request under /v1/admin/ and returns true; false for any
  * other path. */
-bool ca_admin_route(ca_service *ca, const http_request *req, http_response *resp);
+bool admin_route(ca_service *ca, const http_request *req, http_response *resp);

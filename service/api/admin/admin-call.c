@@ -1,6 +1,7 @@
-/* What an admin handler reads of its call -- the body's fields, type
+/* What the admin door reads of a call -- the body's fields, type
  * checked, and query parameters -- and how it answers (admin-internal.h).
- * Below the handlers and the router (admin-api.c), which call it. */
+ * Below the parsers, the encoders and the router (admin-api.c), which
+ * call it. */
 #include <string.h>
 
 #include <microhttpd.h>

@@ -1,10 +1,10 @@
-/* Inside the admin API (/v1/admin/...): admin-api.c routes, authenticates,
- * authorizes and audits; admin-tokens.c, admin-records.c, admin-ek.c and
- * admin-identities.c do the work, reading the call and answering it with
- * admin-call.c.
- * Every handler runs after the authorizer chain allowed its action to the
- * certificate's recorded role; what it does is audited with the actor
- * ("admin:root", "provisioner:station-3"), allowed or not. */
+/* Inside the admin API's door (/v1/admin/...): admin-api.c routes each
+ * call and makes it one call of the CA core (CA_OP_ADMIN: who may, the
+ * store's writes and the audit record are the core's, ca-admin.h);
+ * admin-parse.c reads the path, the query and the JSON body into the
+ * call's arguments, with admin-call.c's readers; admin-encode.c answers
+ * the core's result as the records' JSON (admin-json.c, which hwid's
+ * admin commands print too). */
 #pragma once
 
 #include <stdbool.h>
@@ -12,44 +12,54 @@
 
 #include "admin-api.h"
 #include "admin-json.h"
-#include "ca-internal.h"
+#include "ca.h"
+#include "door.h"
+#include "http.h"
 
 typedef struct admin_call {
-        ca_service *ca;
         const http_request *req;
         http_response *resp;
-        ca_auth auth;
-        policy_action action;
-        const char *arg;       /* the path parameter (token id, request id, serial, identity), or NULL */
         json_object *body;     /* the request body: a JSON object (empty body: {}) */
+        ca_admin_args args;    /* what the core is asked (its strings into body, or ...) */
+        char *identity;        /* ... the ?identity= of a certificate listing, owned */
+        json_object *answer;   /* the audit log's answer, filled as the core reads the records */
         int64_t now;
-        /* Filled by the handler for the audit record of a success. */
-        char target[160];      /* defaults to arg */
-        char note[512];        /* the record's reason */
-        bool audited;          /* the handler wrote its records itself */
 } admin_call;
 
-typedef int (*admin_fn)(admin_call *c);
+/* Reads what the call's route needs into c->args: 0 or -HWID_E_INVALID
+ * naming what is wrong (admin-parse.c). */
+typedef int (*admin_parse_fn)(admin_call *c);
+/* Answers the core's result (admin-encode.c). */
+typedef int (*admin_encode_fn)(admin_call *c, const ca_admin_result *res);
 
-/* Handlers (admin-tokens.c, admin-records.c): 0 after filling c->resp,
- * or -hwid_err for the caller to answer and audit. */
-int admin_token_create(admin_call *c);
-int admin_token_list(admin_call *c);
-int admin_token_revoke(admin_call *c);
-int admin_request_list(admin_call *c);
-int admin_request_approve(admin_call *c);
-int admin_request_deny(admin_call *c);
-int admin_cert_list(admin_call *c);
-int admin_cert_show(admin_call *c);
-int admin_cert_revoke(admin_call *c);
-int admin_identity_revoke(admin_call *c);
-int admin_audit_read(admin_call *c);
-int admin_ek_list(admin_call *c);   /* admin-ek.c */
-int admin_ek_add(admin_call *c);
-int admin_ek_import(admin_call *c);
-int admin_ek_remove(admin_call *c);
-int admin_identity_list(admin_call *c);    /* admin-identities.c */
-int admin_identity_release(admin_call *c);
+int admin_parse_token_create(admin_call *c);
+int admin_parse_no_keys(admin_call *c);
+int admin_parse_request_list(admin_call *c);
+int admin_parse_deny(admin_call *c);
+int admin_parse_cert_list(admin_call *c);
+int admin_parse_cert_revoke(admin_call *c);
+int admin_parse_identity_revoke(admin_call *c);
+int admin_parse_audit_read(admin_call *c);
+int admin_parse_ek_add(admin_call *c);
+int admin_parse_ek_import(admin_call *c);
+
+int admin_encode_tokens(admin_call *c, const ca_admin_result *res);
+int admin_encode_token_create(admin_call *c, const ca_admin_result *res);
+int admin_encode_token_revoke(admin_call *c, const ca_admin_result *res);
+int admin_encode_requests(admin_call *c, const ca_admin_result *res);
+int admin_encode_approve(admin_call *c, const ca_admin_result *res);
+int admin_encode_deny(admin_call *c, const ca_admin_result *res);
+int admin_encode_certs(admin_call *c, const ca_admin_result *res);
+int admin_encode_cert(admin_call *c, const ca_admin_result *res);
+int admin_encode_cert_revoke(admin_call *c, const ca_admin_result *res);
+int admin_encode_identity_revoke(admin_call *c, const ca_admin_result *res);
+int admin_encode_audit(admin_call *c, const ca_admin_result *res);
+int admin_encode_eks(admin_call *c, const ca_admin_result *res);
+int admin_encode_ek(admin_call *c, const ca_admin_result *res);
+int admin_encode_ek_import(admin_call *c, const ca_admin_result *res);
+int admin_encode_ek_remove(admin_call *c, const ca_admin_result *res);
+int admin_encode_bindings(admin_call *c, const ca_admin_result *res);
+int admin_encode_release(admin_call *c, const ca_admin_result *res);
 
 /* ---- admin-call.c ---- */
 

@@ -14,14 +14,6 @@ static const char *const token_states[] = { "active", "expired", "used-up", "rev
 static const char *const request_statuses[] = { "pending", "approved", "denied", "issued" };
 static const char *const cert_statuses[] = { "valid", "revoked", "superseded" };
 
-static const struct {
-        const char *name;
-        int code;
-} reasons[] = {
-        { "unspecified", 0 }, { "key-compromise", 1 }, { "ca-compromise", 2 }, { "affiliation-changed", 3 },
-        { "superseded", 4 }, { "cessation-of-operation", 5 }, { "privilege-withdrawn", 9 },
-};
-
 const char *admin_token_state_name(store_token_state s) {
         return (size_t) s < ELEMENTSOF(token_states) ? token_states[s] : "unknown";
 }
@@ -32,22 +24,6 @@ const char *admin_request_status_name(store_request_status s) {
 
 const char *admin_cert_status_name(store_cert_status s) {
         return (size_t) s < ELEMENTSOF(cert_statuses) ? cert_statuses[s] : "unknown";
-}
-
-int revocation_reason_parse(const char *name, int *ret) {
-        for (size_t i = 0; name && i < ELEMENTSOF(reasons); i++)
-                if (strcmp(name, reasons[i].name) == 0) {
-                        *ret = reasons[i].code;
-                        return 0;
-                }
-        return hwid_fail(HWID_E_INVALID, "unknown revocation reason (one of " REVOCATION_REASON_NAMES ")");
-}
-
-const char *revocation_reason_name(int code) {
-        for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
-                if (reasons[i].code == code)
-                        return reasons[i].name;
-        return "unspecified";
 }
 
 void json_set_str(json_object *o, const char *key, const char *value) {
@@ -420,9 +396,4 @@ int admin_json_to_binding(json_object *o, store_binding *ret) {
         }
         *ret = b;
         return 0;
-}
-
-void admin_release_reason(const store_binding *b, char *buf, size_t size) {
-        snprintf(buf, size, "released from the TPM with EK sha256:%s (bound since certificate %s)", b->ek_pub_sha256,
-                 b->serial);
 }

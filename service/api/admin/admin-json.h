@@ -24,7 +24,9 @@
 
 #include <json-c/json.h>
 
+#include "ca-admin.h"   /* admin_release_reason() */
 #include "cleanup.h"
+#include "crl-reason.h" /* the revocation reasons' names */
 #include "store.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put)
@@ -51,19 +53,6 @@ int admin_json_to_binding(json_object *o, store_binding *ret);
 const char *admin_token_state_name(store_token_state s);
 const char *admin_request_status_name(store_request_status s);
 const char *admin_cert_status_name(store_cert_status s);
-
-/* RFC 5280 CRLReason codes by the names hwid uses ("key-compromise", ...);
- * -HWID_E_INVALID listing the names for any other. */
-int revocation_reason_parse(const char *name, int *ret);
-const char *revocation_reason_name(int code);
-/* "unspecified, key-compromise, ..." for help texts. */
-#define REVOCATION_REASON_NAMES                                                                       \
-        "unspecified, key-compromise, ca-compromise, affiliation-changed, superseded, "             \
-        "cessation-of-operation, privilege-withdrawn"
-
-/* The audit record's reason for releasing b (`hwid identity release`,
- * on the CA host or through the admin API): which TPM it was bound to. */
-void admin_release_reason(const store_binding *b, char *buf, size_t size);
 
 /* Puts a string into the JSON object; NULL as null. */
 void json_set_str(json_object *o, const char *key, const char *value);

@@ -31,6 +31,7 @@ struct csr_info {
         STACK_OF(X509_EXTENSION) *exts; /* requested extensions */
         GENERAL_NAMES *gens;            /* the SANs point into these */
         X509_PUBKEY *spki;              /* the key, canonically encoded (canonical_spki()) */
+        bool crmf;                      /* req was made of a CRMF request's template */
         char curve[64];
         char spki_hex[65];
 };
@@ -493,6 +494,7 @@ int csr_info_parse(const uint8_t *data, size_t len, csr_info **ret) {
         if ((r = extract_subject(c)) < 0 || (r = extract_extensions(c)) < 0 || (r = canonical_spki(c)) < 0 ||
             (r = extract_key(c, pub)) < 0 || (r = crmf ? keep_crmf_der(c, data, len) : keep_der(c)) < 0)
                 return r;
+        c->crmf = crmf;
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -507,6 +509,10 @@ EVP_PKEY *csr_info_pubkey(const csr_info *c) {
 
 const X509_PUBKEY *csr_info_spki(const csr_info *c) {
         return c->spki;
+}
+
+const X509_REQ *csr_info_pkcs10(const csr_info *c) {
+        return c->crmf ? NULL : c->req;
 }
 
 const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len) {

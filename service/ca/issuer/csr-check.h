@@ -42,6 +42,9 @@ EVP_PKEY *csr_info_pubkey(const csr_info *c);
  * policy_csr.spki_sha256 is the SHA-256 of. */
 const X509_PUBKEY *csr_info_spki(const csr_info *c);
 const uint8_t *csr_info_der(const csr_info *c, size_t *ret_len);
+/* The PKCS#10 request itself (its attributes: EST's challengePassword);
+ * NULL for a CRMF request. */
+const X509_REQ *csr_info_pkcs10(const csr_info *c);
 
 /* Builds the subject and SANs to issue from the policy's decision. */
 int issue_names(const policy_issue *iss, X509_NAME **ret_subject, GENERAL_NAMES **ret_sans);

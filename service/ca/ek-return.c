@@ -1,11 +1,17 @@
-/* Token-less enrollment by TPM attestation: the EK allowlist, and an
- * identity coming back by itself (ek-return.h). */
+/* Who a TPM is when it asks without a bootstrap token (docs/ATTESTATION.md,
+ * "Enrollment by EK" and "Coming back by attestation"): a TPM on the EK
+ * allowlist enrolling its name, or an identity whose certificate expired,
+ * was superseded or was revoked (for any reason but keyCompromise and
+ * privilegeWithdrawn) coming back by TPM attestation alone, as its
+ * profile's reenroll_by_attestation allows (after a revocation, its
+ * allowlist entry too, whatever the profile says).  ca-attest.c asks it
+ * for the challenge and for the answer (ca_auth_returning()). */
 #include <stdio.h>
 #include <string.h>
 
-#include "admin-json.h"
+#include "ca-internal.h"
+#include "crl-reason.h"
 #include "error.h"
-#include "ek-return.h"
 
 /* What the decision needs to know of the TPM and of the name. */
 typedef struct returning {

@@ -1,11 +1,9 @@
 /* One CMP transaction, answered through OpenSSL's CMP server: its
- * callbacks decode each message into the request the native API would
- * have received (a CSR or CRMF request as the body, the signer's
- * certificate as the client certificate) and call the native handler
- * (ca_enroll_token(), ca_enroll_by_certificate(), ca_renew(), ca_poll(),
- * ca_revoke_own()); its HTTP answer becomes the PKIStatusInfo.  Tokens,
- * policy, the approval queue, the store, the audit log and the counters
- * are therefore the native API's.
+ * callbacks turn each message into one call of the CA core (a CSR or CRMF
+ * request, the token of the MAC or the signer's certificate, the label)
+ * and map its result to the PKIStatusInfo directly.  Tokens, policy, the
+ * approval queue, the store, the audit log and the counters are therefore
+ * the native API's.
  *
  * OpenSSL checks the message's syntax, header, nonces and proof of
  * possession, and signs every answer with hwidd's TLS key (in the HSM or
@@ -14,25 +12,23 @@
  * PKIFailureInfo and OpenSSL's own texts say what OpenSSL found.
  *
  * What a certConf may do follows from what its transaction did: only a
- * certificate newly issued in it (the native answer 201) can be rejected,
- * and so revoked.  A request answered with a certificate issued before
- * (200: a replay, its answer lost) opens no transaction: the answer says
- * implicitConfirm, there is nothing to confirm. */
+ * certificate newly issued in it (CA_ISSUED) can be rejected, and so
+ * revoked.  A request answered with a certificate issued before
+ * (CA_AGAIN: a replay, its answer lost) opens no transaction: the answer
+ * says implicitConfirm, there is nothing to confirm. */
 #include <string.h>
 #include <time.h>
 
-#include <json-c/json.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 
-#include "cmp.h"
+#include "cmp-internal.h"
 #include "error.h"
+#include "issuer.h"
 #include "log.h"
-#include "metrics.h"
 #include "ossl-util.h"
 #include "x509-util.h"
 
-#define CMP_RESPONSE_MAX (1u << 20)
 #define CMP_CONFIRM_TTL 300       /* seconds a certificate waits for its certConf */
 #define CMP_POLL_TTL (24 * 3600)  /* ... and a request for approval, between two polls */
 
@@ -66,40 +62,24 @@ static bool same_sender(const cmp_txn *t) {
         return t->m->auth == 0 && t->who.kind != CMP_AUTH_NONE && strcmp(t->m->sender.key, t->who.key) == 0;
 }
 
-/* The validity of the signer's certificate, as the TLS layer reports a
- * client certificate's (ca_auth_peer() weighs it). */
-static void peer_times(X509 *x, http_request *inner) {
+/* The signer's certificate, with its validity as the TLS layer reports a
+ * client certificate's (the CA core weighs it against its clock skew). */
+static ca_peer signer_peer(const cmp_txn *t) {
+        X509 *x = t->m->view.signer;
+        ca_peer p = { .der = t->who.cert_der, .len = t->who.cert_len };
         struct tm tm;
 
-        inner->peer_expired = X509_cmp_current_time(X509_get0_notAfter(x)) < 0;
-        inner->peer_not_yet_valid = X509_cmp_current_time(X509_get0_notBefore(x)) > 0;
+        if (t->who.kind != CMP_AUTH_SIGNATURE || !x)
+                return (ca_peer) { 0 };
+        p.expired = X509_cmp_current_time(X509_get0_notAfter(x)) < 0;
+        p.not_yet_valid = X509_cmp_current_time(X509_get0_notBefore(x)) > 0;
         if (ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm))
-                inner->peer_valid_from = (int64_t) timegm(&tm);
-        inner->peer_verified = !inner->peer_expired && !inner->peer_not_yet_valid;
+                p.valid_from = (int64_t) timegm(&tm);
+        p.verified = !p.expired && !p.not_yet_valid;
+        return p;
 }
 
-/* The native request a message stands for: body (a CSR) and, for a
- * signature, the signer as the verified client certificate. */
-static http_request inner_request(cmp_txn *t, const uint8_t *body, size_t len) {
-        http_request inner = *t->req;
-
-        inner.body = body;
-        inner.body_len = len;
-        inner.content_type = "application/pkcs10";
-        inner.authorization = NULL;
-        inner.peer_cert = NULL;
-        inner.peer_cert_len = 0;
-        inner.peer_verified = inner.peer_expired = inner.peer_not_yet_valid = false;
-        inner.tls_session = NULL;
-        if (t->who.kind == CMP_AUTH_SIGNATURE) {
-                inner.peer_cert = t->who.cert_der;
-                inner.peer_cert_len = t->who.cert_len;
-                peer_times(t->m->view.signer, &inner);
-        }
-        return inner;
-}
-
-/* ---------- the native answer, as a PKIStatusInfo ---------- */
+/* ---------- the core's result, as a PKIStatusInfo ---------- */
 
 static const struct {
         const char *slug;
@@ -123,7 +103,7 @@ static const struct {
         { "invalid_argument", OSSL_CMP_PKIFAILUREINFO_badDataFormat },
 };
 
-/* Refusals of the CMP front door itself, before the native handler. */
+/* Refusals of the CMP front door itself, before the CA core. */
 static int failure_of_error(int r) {
         switch (r) {
         case -HWID_E_UNAUTHENTICATED:
@@ -147,51 +127,43 @@ static OSSL_CMP_PKISI *rejection(int bit, const char *text) {
 static OSSL_CMP_PKISI *reject_error(cmp_txn *t, int r) {
         char text[512];
 
-        metrics_refusal(t->ca->metrics, hwid_err_slug(r));
+        ca_service_count_refusal(t->ca, hwid_err_slug(r));
         if (hwid_err_http_status(r) >= 500)
                 log_error("CMP request failed: %s", hwid_strerror(r));
         snprintf(text, sizeof(text), "%s", hwid_public_message(r));
         return rejection(failure_of_error(r), text);
 }
 
-/* The JSON string field key of a native answer, or "". */
-static void json_field(const http_response *resp, const char *key, char *out, size_t n) {
-        json_object *o = json_tokener_parse(resp->body.data ? (const char *) resp->body.data : "");
-        json_object *v = NULL;
+/* The core's refusal: its PKIFailureInfo by the error's slug (rr_bit >= 0
+ * for what would be a bad template), a label that is not the token's
+ * profile notAuthorized, its message as the text. */
+static OSSL_CMP_PKISI *refusal_of(cmp_txn *t, const ca_result *res, int rr_bit) {
+        const char *slug = hwid_err_slug(res->error);
+        int bit = hwid_err_http_status(res->error) >= 500 ? OSSL_CMP_PKIFAILUREINFO_systemUnavail
+                                                          : OSSL_CMP_PKIFAILUREINFO_badRequest;
 
-        snprintf(out, n, "%s", "");
-        if (o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-                snprintf(out, n, "%s", json_object_get_string(v));
-        json_object_put(o);
-}
-
-static OSSL_CMP_PKISI *refusal_of(cmp_txn *t, const http_response *resp, int rr_bit) {
-        char text[1024];
-        int bit = hwid_err_http_status(-HWID_E_STORE) == resp->status || resp->status >= 500
-                          ? OSSL_CMP_PKIFAILUREINFO_systemUnavail
-                          : OSSL_CMP_PKIFAILUREINFO_badRequest;
-
-        for (size_t i = 0; resp->error && i < sizeof(failure_of) / sizeof(failure_of[0]); i++)
-                if (strcmp(resp->error, failure_of[i].slug) == 0)
+        for (size_t i = 0; i < sizeof(failure_of) / sizeof(failure_of[0]); i++)
+                if (strcmp(slug, failure_of[i].slug) == 0)
                         bit = failure_of[i].bit;
         if (rr_bit >= 0 && bit == OSSL_CMP_PKIFAILUREINFO_badCertTemplate)
                 bit = rr_bit;
-        metrics_refusal(t->ca->metrics, resp->error);
-        json_field(resp, "message", text, sizeof(text));
-        return rejection(bit, text[0] ? text : "refused");
+        if (res->about_label)
+                bit = OSSL_CMP_PKIFAILUREINFO_notAuthorized;
+        ca_service_count_refusal(t->ca, slug);
+        return rejection(bit, res->message[0] ? res->message : "refused");
 }
 
-static int issued_from_pem(cmp_txn *t, const http_response *resp) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(resp->body.data, (int) resp->body.len);
+static int issued_from(cmp_txn *t, const ca_result *res) {
+        const unsigned char *p = res->der;
 
         X509_free(t->issued);
-        t->issued = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+        t->issued = p ? d2i_X509(NULL, &p, (long) res->der_len) : NULL;
         return t->issued ? 0 : hwid_fail_ossl(HWID_E_INTERNAL, "the issued certificate cannot be read back");
 }
 
 /* The CA certificate and its chain (RFC 9483 §4.1.1: in extraCerts). */
 static STACK_OF(X509) *ca_chain(const ca_service *ca) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(ca->ca_pem, -1);
+        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(ca_service_ca_pem(ca), -1);
         STACK_OF(X509) *certs = sk_X509_new_null();
         X509 *x;
 
@@ -229,24 +201,24 @@ static int give_again(cmp_txn *t) {
         return 0;
 }
 
-/* The native answer to a certificate request: 201 newly issued, 200 an
- * existing certificate given again, 202 held for approval. */
-static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const http_response *resp, X509 **cert_out,
+/* The core's answer to a certificate request: newly issued, an existing
+ * certificate given again, held for approval, or refused. */
+static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const ca_result *res, X509 **cert_out,
                                           STACK_OF(X509) **chain_out) {
         char text[160];
         int r;
 
-        if (resp->status == 202) {
-                json_field(resp, "request_id", t->request_id, sizeof(t->request_id));
-                t->retry_after = resp->retry_after > 0 ? resp->retry_after : 5;
+        if (res->outcome == CA_PENDING) {
+                snprintf(t->request_id, sizeof(t->request_id), "%s", res->request_id);
+                t->retry_after = res->retry_after > 0 ? res->retry_after : 5;
                 snprintf(text, sizeof(text), "request %.8s... is pending approval: poll again", t->request_id);
                 return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_waiting, 0, text);
         }
-        if (resp->status != 200 && resp->status != 201)
-                return refusal_of(t, resp, -1);
-        if ((r = issued_from_pem(t, resp)) < 0 || (resp->status == 200 && (r = give_again(t)) < 0))
+        if (res->outcome != CA_ISSUED && res->outcome != CA_AGAIN)
+                return refusal_of(t, res, -1);
+        if ((r = issued_from(t, res)) < 0 || (res->outcome == CA_AGAIN && (r = give_again(t)) < 0))
                 return reject_error(t, r);
-        t->newly_issued = resp->status == 201;
+        t->newly_issued = res->outcome == CA_ISSUED;
         *cert_out = X509_dup(t->issued);
         *chain_out = ca_chain(t->ca);
         return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
@@ -254,25 +226,11 @@ static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const http_response *resp,
 
 /* ---------- ir, cr, p10cr, kur ---------- */
 
-/* A token's enrollment under a label: the label must be its profile. */
-static int label_check(cmp_txn *t) {
-        store_token tok = { 0 };
-        int r;
-
-        if (!t->label[0] || t->who.kind != CMP_AUTH_MAC)
-                return 0;
-        if ((r = store_token_get(t->ca->store, t->who.token_id, &tok)) < 0)
-                return r;
-        if (strcmp(tok.profile, t->label) != 0)
-                r = hwid_fail(HWID_E_FORBIDDEN, "bootstrap token %s is for profile %s, not for CMP label %s",
-                              tok.id, tok.profile, t->label);
-        store_token_clear(&tok);
-        return r;
-}
-
-/* What the message asks, in native terms: which handler answers it. */
-static int route_request(cmp_txn *t, int type, const http_request *inner, http_response *resp) {
-        int r;
+/* What the message asks, as one call of the core: enrollment by the
+ * MAC's token (under the label) or by the signer's certificate (ir), or
+ * renewal by it (cr, kur). */
+static int request_call(cmp_txn *t, int type, const uint8_t *der, size_t len, ca_result *res) {
+        ca_request in = { .door = CA_DOOR_CMP, .now = (int64_t) time(NULL), .csr = der, .csr_len = len };
 
         if (t->who.kind == CMP_AUTH_NONE)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "a certificate request must be protected: a MAC with a "
@@ -281,16 +239,19 @@ static int route_request(cmp_txn *t, int type, const http_request *inner, http_r
                 return hwid_fail(HWID_E_FORBIDDEN, "a key update request (kur) is signed with the certificate it "
                                  "updates, not MAC-protected");
         if (t->who.kind == CMP_AUTH_MAC) {
-                if ((r = label_check(t)) < 0) {
-                        ca_audit(t->ca, "cmp", "enroll", NULL, "deny", hwid_strerror(r), t->who.token_id);
-                        return r;
-                }
-                ca_enroll_token(t->ca, inner, t->who.token_id, resp);
+                in.op = CA_OP_ENROLL;
+                in.token_id = t->who.token_id;
+                in.label = t->label[0] ? t->label : NULL;
         } else if (type == CMP_BODY_IR) {
-                ca_enroll_by_certificate(t->ca, inner, t->label[0] ? t->label : NULL, resp);
+                in.op = CA_OP_ENROLL;
+                in.by_certificate = true;
+                in.peer = signer_peer(t);
+                in.label = t->label[0] ? t->label : NULL;
         } else {
-                ca_renew(t->ca, inner, resp);
+                in.op = CA_OP_RENEW;
+                in.peer = signer_peer(t);
         }
+        ca_call(t->ca, &in, res);
         return 0;
 }
 
@@ -310,9 +271,8 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
                                     STACK_OF(X509) **chain_out, STACK_OF(X509) **ca_pubs) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
         _cleanup_(OPENSSL_freep) uint8_t *der = NULL;
-        http_response resp = { 0 };
-        http_request inner;
         OSSL_CMP_PKISI *si;
+        ca_result res = { 0 };
         size_t len = 0;
         int r;
 
@@ -332,11 +292,9 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
                 return reject_error(t, r);
         if (!(t->first = OSSL_CMP_MSG_dup(msg)))
                 return reject_error(t, -HWID_E_NOMEM);
-        buf_init(&resp.body, CMP_RESPONSE_MAX);
-        inner = inner_request(t, der, len);
-        r = route_request(t, OSSL_CMP_MSG_get_bodytype(msg), &inner, &resp);
-        si = r < 0 ? reject_error(t, r) : answer_certificate(t, &resp, cert_out, chain_out);
-        buf_reset(&resp.body);
+        r = request_call(t, OSSL_CMP_MSG_get_bodytype(msg), der, len, &res);
+        si = r < 0 ? reject_error(t, r) : answer_certificate(t, &res, cert_out, chain_out);
+        ca_result_clear(&res);
         return si;
 }
 
@@ -347,17 +305,16 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
  * however (RFC 9483 §4.2), before the signer is looked at. */
 static OSSL_CMP_PKISI *cert_id_refusal(cmp_txn *t, const X509_NAME *issuer_name, const ASN1_INTEGER *serial,
                                        char **ret_hex) {
-        store_cert c = { 0 };
         char text[160];
         int r;
 
-        if (!serial || !issuer_name || X509_NAME_cmp(issuer_name, X509_get_subject_name(t->ca->ca_cert)) != 0)
+        if (!serial || !issuer_name ||
+            X509_NAME_cmp(issuer_name, X509_get_subject_name(ca_service_ca_cert(t->ca))) != 0)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
                                  "this CA's (its issuer is another)");
         if ((r = serial_to_hex(serial, ret_hex)) < 0)
                 return reject_error(t, r);
-        r = store_cert_get(t->ca->store, *ret_hex, &c);
-        store_cert_clear(&c);
+        r = ca_cert_known(t->ca, *ret_hex);
         if (r == -HWID_E_NOT_FOUND) {
                 snprintf(text, sizeof(text), "certificate %.64s is not one this CA issued", *ret_hex);
                 return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, text);
@@ -369,9 +326,9 @@ static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg
                                   const ASN1_INTEGER *serial) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
         _cleanup_free_ char *hex = NULL;
-        http_response resp = { 0 };
-        http_request inner;
         OSSL_CMP_PKISI *si;
+        ca_request in = { .op = CA_OP_REVOKE_OWN, .door = CA_DOOR_CMP, .now = (int64_t) time(NULL) };
+        ca_result res;
 
         (void) msg;
         if (t->replayed)
@@ -383,12 +340,11 @@ static OSSL_CMP_PKISI *revocation(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg
         if (t->who.kind != CMP_AUTH_SIGNATURE)
                 return rejection(OSSL_CMP_PKIFAILUREINFO_notAuthorized, "a revocation request is signed with the "
                                  "certificate it revokes");
-        buf_init(&resp.body, CMP_RESPONSE_MAX);
-        inner = inner_request(t, NULL, 0);
-        ca_revoke_own(t->ca, &inner, hex, &resp);
-        si = resp.status == 200 ? OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL)
-                                : refusal_of(t, &resp, OSSL_CMP_PKIFAILUREINFO_notAuthorized);
-        buf_reset(&resp.body);
+        in.peer = signer_peer(t);
+        in.arg = hex;
+        si = ca_call(t->ca, &in, &res) == CA_DONE ? OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL)
+                                                  : refusal_of(t, &res, OSSL_CMP_PKIFAILUREINFO_notAuthorized);
+        ca_result_clear(&res);
         return si;
 }
 
@@ -414,23 +370,16 @@ static long pkisi_status(const OSSL_CMP_PKISI *si) {
         return status;
 }
 
-static void actor_of(const cmp_txn *t, char *out, size_t n) {
-        if (t->who.kind == CMP_AUTH_MAC)
-                snprintf(out, n, "token:%s", t->who.token_id);
-        else
-                snprintf(out, n, "cmp-signer");
-}
-
 /* A certConf of the transaction's sender for the certificate it got:
  * recorded when it accepts it; when it rejects it, revoked only if it was
- * newly issued in this transaction (ca_confirm() checks that again). */
+ * newly issued in this transaction (the core checks that again). */
 static int cert_conf(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqId, const ASN1_OCTET_STRING *hash,
                      const OSSL_CMP_PKISI *si) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
         _cleanup_(ASN1_OCTET_STRING_freep) ASN1_OCTET_STRING *want = NULL;
         _cleanup_free_ char *serial = NULL;
-        char actor[32];
-        bool accepted;
+        ca_request in = { .op = CA_OP_CONFIRM, .door = CA_DOOR_CMP, .now = (int64_t) time(NULL) };
+        ca_result res;
 
         (void) msg;
         (void) certReqId;
@@ -441,44 +390,48 @@ static int cert_conf(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReq
                 return 0; /* not the certificate this transaction issued */
         if (serial_to_hex(X509_get0_serialNumber(t->issued), &serial) < 0)
                 return 0;
-        actor_of(t, actor, sizeof(actor));
         /* No statusInfo is acceptance (RFC 4210 §5.3.18). */
-        accepted = !si || pkisi_status(si) == OSSL_CMP_PKISTATUS_accepted ||
-                   pkisi_status(si) == OSSL_CMP_PKISTATUS_grantedWithMods;
-        if (accepted)
-                ca_confirm(t->ca, serial, actor, 0, true);
-        else if (t->newly_issued)
-                ca_confirm(t->ca, serial, actor, t->began, false);
+        in.accepted = !si || pkisi_status(si) == OSSL_CMP_PKISTATUS_accepted ||
+                      pkisi_status(si) == OSSL_CMP_PKISTATUS_grantedWithMods;
+        if (!in.accepted && !t->newly_issued)
+                return 1;
+        in.arg = serial;
+        in.token_id = t->who.kind == CMP_AUTH_MAC ? t->who.token_id : NULL;
+        in.since = in.accepted ? 0 : t->began;
+        ca_call(t->ca, &in, &res);
+        ca_result_clear(&res);
         return 1;
 }
 
 static int poll_req(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, int certReqId, OSSL_CMP_MSG **ret_req,
                     int64_t *ret_check_after) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
-        http_response resp = { 0 };
+        ca_request in = { .op = CA_OP_POLL, .door = CA_DOOR_CMP, .now = (int64_t) time(NULL) };
+        ca_result res;
+        bool waiting;
 
         (void) msg;
         (void) certReqId;
         *ret_req = NULL;
         if (!t->request_id[0] || !t->first || !same_sender(t))
                 return 0;
-        buf_init(&resp.body, CMP_RESPONSE_MAX);
-        ca_poll(t->ca, t->request_id, &resp);
-        if (resp.status == 202) {
-                *ret_check_after = resp.retry_after > 0 ? resp.retry_after : t->retry_after;
+        in.arg = t->request_id;
+        waiting = ca_call(t->ca, &in, &res) == CA_PENDING;
+        if (waiting) {
+                *ret_check_after = res.retry_after > 0 ? res.retry_after : t->retry_after;
         } else {
                 /* Issued or refused: the first request's answer, at last. */
-                if (resp.status == 200 || resp.status == 201) {
-                        if (issued_from_pem(t, &resp) < 0)
+                if (res.outcome == CA_ISSUED || res.outcome == CA_AGAIN) {
+                        if (issued_from(t, &res) < 0)
                                 t->final = reject_error(t, -HWID_E_INTERNAL);
-                        t->newly_issued = resp.status == 201;
+                        t->newly_issued = res.outcome == CA_ISSUED;
                 } else {
-                        t->final = refusal_of(t, &resp, -1);
+                        t->final = refusal_of(t, &res, -1);
                 }
                 *ret_req = OSSL_CMP_MSG_dup(t->first);
         }
-        buf_reset(&resp.body);
-        return resp.status == 202 || *ret_req;
+        ca_result_clear(&res);
+        return waiting || *ret_req;
 }
 
 static void client_error(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const OSSL_CMP_PKISI *si,
@@ -495,23 +448,9 @@ static void client_error(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const O
 
 /* ---------- genm ---------- */
 
-/* The profile a template describes: the label's, else the MAC token's. */
-static const policy_profile *template_profile(cmp_txn *t) {
-        const policy_profile *p = NULL;
-        store_token tok = { 0 };
-
-        if (t->label[0])
-                return policy_profile_find(t->ca->cfg->policy, t->label);
-        if (t->who.kind == CMP_AUTH_MAC && store_token_get(t->ca->store, t->who.token_id, &tok) == 0)
-                p = policy_profile_find(t->ca->cfg->policy, tok.profile);
-        store_token_clear(&tok);
-        return p;
-}
-
 /* One answer: the value for type, NULL value when there is none. */
-static int genp_item(cmp_txn *t, int nid, STACK_OF(OSSL_CMP_ITAV) **out) {
+static int genp_item(cmp_txn *t, int nid, const ca_result *res, STACK_OF(OSSL_CMP_ITAV) **out) {
         ASN1_TYPE *value = NULL;
-        const policy_profile *p;
         OSSL_CMP_ITAV *itav;
         int r = 0;
 
@@ -519,8 +458,8 @@ static int genp_item(cmp_txn *t, int nid, STACK_OF(OSSL_CMP_ITAV) **out) {
                 STACK_OF(X509) *certs = ca_chain(t->ca);
                 r = certs ? cmp_ca_certs_value(certs, &value) : hwid_fail(HWID_E_NOMEM, NULL);
                 sk_X509_pop_free(certs, X509_free);
-        } else if (nid == NID_id_it_certReqTemplate && (p = template_profile(t))) {
-                r = cmp_template_value(p, &value);
+        } else if (nid == NID_id_it_certReqTemplate && res->outcome == CA_DONE) {
+                r = cmp_template_value(&res->tmpl, &value);
         } else if (nid != NID_id_it_rootCaKeyUpdate && nid != NID_id_it_certReqTemplate) {
                 return 0; /* not one RFC 9483 §4.3 lists: no answer */
         }
@@ -536,18 +475,27 @@ static int genp_item(cmp_txn *t, int nid, STACK_OF(OSSL_CMP_ITAV) **out) {
         return 0;
 }
 
+/* The general messages (RFC 9483 §4.3): who asks reads as for GET /ca
+ * (the TLS client certificate, if any); the template is the label's
+ * profile, else the MAC token's. */
 static int general(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const STACK_OF(OSSL_CMP_ITAV) *in,
                    STACK_OF(OSSL_CMP_ITAV) **out) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
-        int r = ca_allow_read(t->ca, t->req, ACTION_GET_CA);
+        ca_request rq = { .op = CA_OP_READ, .what = CA_READ_TEMPLATE, .door = CA_DOOR_CMP, .now = (int64_t) time(NULL),
+                          .peer = door_peer(t->req), .label = t->label[0] ? t->label : NULL,
+                          .token_id = t->who.kind == CMP_AUTH_MAC ? t->who.token_id : NULL };
+        ca_result res;
 
         (void) msg;
-        if (r < 0 || t->replayed || t->m->auth < 0)
+        if (ca_call(t->ca, &rq, &res) == CA_REFUSED || t->replayed || t->m->auth < 0) {
+                ca_result_clear(&res);
                 return 0;
+        }
         *out = sk_OSSL_CMP_ITAV_new_null();
         for (int i = 0; *out && i < sk_OSSL_CMP_ITAV_num(in); i++)
-                if (genp_item(t, OBJ_obj2nid(OSSL_CMP_ITAV_get0_type(sk_OSSL_CMP_ITAV_value(in, i))), out) < 0)
+                if (genp_item(t, OBJ_obj2nid(OSSL_CMP_ITAV_get0_type(sk_OSSL_CMP_ITAV_value(in, i))), &res, out) < 0)
                         break;
+        ca_result_clear(&res);
         return *out != NULL;
 }
 
@@ -570,17 +518,19 @@ static int quiet_log(const char *func, const char *file, int line, OSSL_CMP_seve
 static int setup_signing(cmp_txn *t) {
         OSSL_CMP_CTX *ctx = OSSL_CMP_SRV_CTX_get0_cmp_ctx(t->srv);
         STACK_OF(X509) *chain = ca_chain(t->ca);
+        hwid_key *key = ca_service_tls_key(t->ca);
+        X509 *cert = ca_service_tls_cert(t->ca);
         hwid_key_type type;
         int ok;
 
-        if (!t->ca->tls_key || !t->ca->tls_cert) {
+        if (!key || !cert) {
                 sk_X509_pop_free(chain, X509_free);
                 return hwid_fail(HWID_E_NOT_READY, "CMP answers are signed with hwidd's TLS key, and it has none");
         }
-        type = hwid_key_get_type(t->ca->tls_key);
-        ok = chain && OSSL_CMP_CTX_set_log_cb(ctx, quiet_log) && OSSL_CMP_CTX_set1_cert(ctx, t->ca->tls_cert) &&
-             OSSL_CMP_CTX_set1_pkey(ctx, hwid_key_pkey(t->ca->tls_key)) &&
-             X509_add_cert(chain, t->ca->tls_cert, X509_ADD_FLAG_UP_REF | X509_ADD_FLAG_PREPEND) &&
+        type = hwid_key_get_type(key);
+        ok = chain && OSSL_CMP_CTX_set_log_cb(ctx, quiet_log) && OSSL_CMP_CTX_set1_cert(ctx, cert) &&
+             OSSL_CMP_CTX_set1_pkey(ctx, hwid_key_pkey(key)) &&
+             X509_add_cert(chain, cert, X509_ADD_FLAG_UP_REF | X509_ADD_FLAG_PREPEND) &&
              OSSL_CMP_CTX_set1_extraCertsOut(ctx, chain) &&
              OSSL_CMP_CTX_set_option(ctx, OSSL_CMP_OPT_DIGEST_ALGNID,
                                      type == HWID_KEY_EC_P384 ? NID_sha384 : NID_sha256);

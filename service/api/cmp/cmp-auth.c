@@ -2,7 +2,7 @@
  *
  * A password-based MAC (PasswordBasedMac, RFC 4210 §5.1.3.1, as OpenSSL's
  * client makes it): the senderKID is a bootstrap token's id, the shared
- * secret is mac_secret_of()'s.  What computing the MAC costs is the
+ * secret is the CA core's (ca_token_secret()).  What computing the MAC costs is the
  * client's choice (its one-way function, iteration count and MAC
  * algorithm: 100,000 iterations of SHA3-512 take a tenth of a second), so
  * nothing is computed before the parameters pass an allow-list (SHA-256,
@@ -14,15 +14,14 @@
  * A signature: extraCerts[0] is the signer's certificate (RFC 9483
  * §3.3); it must be signed by this CA's certificate, and OpenSSL's
  * OSSL_CMP_validate_msg() checks the message's signature with it.
- * Whether it is a certificate this CA recorded, live, is the native
- * API's question (ca_auth_peer()), asked by the caller. */
+ * Whether it is a certificate this CA recorded, live, is the CA core's
+ * question, asked with the request. */
 #include <string.h>
 
 #include <openssl/err.h>
 
-#include "cmp.h"
+#include "cmp-internal.h"
 #include "error.h"
-#include "metrics.h"
 #include "ossl-util.h"
 #include "secret.h"
 #include "token.h"
@@ -78,23 +77,8 @@ static int pbm_allowed(const cmp_pbm *p) {
         return 0;
 }
 
-/* The shared secret of tok's MAC: the token's secret as printed,
- * recomputed with the token key in the HSM/TPM (a token from before the
- * token key: the hex SHA-256 of its secret; docs/CMP.md).  The caller
- * wipes it (secret_free()). */
-static int mac_secret_of(ca_service *ca, const store_token *tok, char **ret_secret, size_t *ret_len) {
-        char *secret = NULL;
-        int r = ca_token_secret(ca, tok, &secret);
-
-        if (r < 0)
-                return r;
-        *ret_len = strlen(secret);
-        *ret_secret = secret;
-        return 0;
-}
-
 static int mac_refused(ca_service *ca, int r) {
-        metrics_event_count(ca->metrics, EVENT_PBM_REFUSED);
+        ca_service_count_pbm(ca, false);
         return r;
 }
 
@@ -107,9 +91,7 @@ static int mac_mismatch(const char *id) {
 static int check_mac(ca_service *ca, const OSSL_CMP_MSG *msg, const cmp_view *v, char ret_id[7]) {
         _cleanup_(OSSL_CMP_CTX_freep) OSSL_CMP_CTX *vctx = NULL;
         _cleanup_secret_ char *secret = NULL;
-        store_token tok = { 0 };
         char id[TOKEN_ID_LEN + 1];
-        size_t len = 0;
         bool ok;
         int r;
 
@@ -120,18 +102,16 @@ static int check_mac(ca_service *ca, const OSSL_CMP_MSG *msg, const cmp_view *v,
                 return mac_refused(ca, r);
         memcpy(id, v->kid, TOKEN_ID_LEN);
         id[TOKEN_ID_LEN] = '\0';
-        r = store_token_get(ca->store, id, &tok);
+        /* An unknown id costs a look-up, no HSM operation. */
+        r = ca_token_secret(ca, id, &secret);
         if (r == -HWID_E_NOT_FOUND)
                 return mac_refused(ca, mac_mismatch(id));
-        if (r >= 0)
-                r = mac_secret_of(ca, &tok, &secret, &len);
-        store_token_clear(&tok);
         if (r < 0)
                 return r;
         if (!(vctx = OSSL_CMP_CTX_new(NULL, NULL)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        metrics_event_count(ca->metrics, EVENT_PBM_COMPUTED);
-        ok = OSSL_CMP_CTX_set1_secretValue(vctx, (const unsigned char *) secret, (int) len) &&
+        ca_service_count_pbm(ca, true);
+        ok = OSSL_CMP_CTX_set1_secretValue(vctx, (const unsigned char *) secret, (int) strlen(secret)) &&
              OSSL_CMP_validate_msg(vctx, msg) == 1;
         ERR_clear_error();
         if (!ok)
@@ -148,7 +128,7 @@ static int check_signature(ca_service *ca, const OSSL_CMP_MSG *msg, const cmp_vi
         if (!v->signer)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "a signed message must carry its signer's certificate "
                                  "first in extraCerts (RFC 9483 §3.3)");
-        if (X509_verify(v->signer, X509_get0_pubkey(ca->ca_cert)) != 1) {
+        if (X509_verify(v->signer, X509_get0_pubkey(ca_service_ca_cert(ca))) != 1) {
                 ERR_clear_error();
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "the message is signed with a certificate this CA did "
                                  "not issue");

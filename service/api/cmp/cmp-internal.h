@@ -1,10 +1,10 @@
-/* CMP (RFC 9483, the Lightweight CMP Profile) in hwidd: the files of the
- * third front door.  cmp.c takes the HTTP request (RFC 6712) and keeps the
- * transactions; cmp-srv.c answers each message through OpenSSL's CMP
- * server (OSSL_CMP_SRV_CTX) by calling the native enrollment, renewal,
- * polling and revocation; cmp-auth.c says who protected a message;
- * cmp-asn1.c reads what OpenSSL 3.0 has no getter for, and encodes the
- * general messages' answers.  Nothing here decides: policy is the CA's. */
+/* Inside CMP's room (cmp.h): cmp.c takes the HTTP request (RFC 6712)
+ * and keeps the transactions; cmp-srv.c answers each message through
+ * OpenSSL's CMP server (OSSL_CMP_SRV_CTX) with one call of the CA core
+ * per request, its result mapped to a PKIStatusInfo; cmp-auth.c says who
+ * protected a message; cmp-asn1.c reads what OpenSSL 3.0 has no getter
+ * for, and encodes the general messages' answers.  Nothing here decides:
+ * that is the CA core's. */
 #pragma once
 
 #include <stdbool.h>
@@ -13,7 +13,10 @@
 
 #include <openssl/cmp.h>
 
-#include "api.h"
+#include "ca.h"
+#include "cmp.h"
+#include "door.h"
+#include "http.h"
 
 /* PKIBody choices (RFC 4210 §5.1.2): OpenSSL 3.0 keeps its names private. */
 enum {
@@ -79,7 +82,7 @@ void cmp_explain_bad_pop(const uint8_t *der, size_t len);
 /* genp values (RFC 9483 §4.3): the certificates, as CaCertsValue;
  * CertReqTemplateContent for profile p.  Caller frees with ASN1_TYPE_free. */
 int cmp_ca_certs_value(STACK_OF(X509) *certs, ASN1_TYPE **ret);
-int cmp_template_value(const policy_profile *p, ASN1_TYPE **ret);
+int cmp_template_value(const ca_template *p, ASN1_TYPE **ret);
 
 /* ---- cmp-auth.c ---- */
 
@@ -139,8 +142,3 @@ OSSL_CMP_MSG *cmp_txn_process(cmp_txn *t, const http_request *req, const cmp_mes
 /* How long t may wait for its next message (a poll waits longer). */
 int64_t cmp_txn_ttl(const cmp_txn *t);
 
-/* ---- cmp.c ---- */
-
-/* Open transactions and the transactionIDs seen lately, per service. */
-typedef struct cmp_table cmp_table;
-void cmp_table_free(cmp_table *t);

@@ -9,7 +9,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
-#include "cmp.h"
+#include "cmp-internal.h"
 #include "error.h"
 #include "ossl-util.h"
 
@@ -378,7 +378,7 @@ static int push_rsa(cmp_req_template *t, long bits) {
         return push_key_spec(t, "1.3.6.1.5.5.7.5.1.12", v);
 }
 
-int cmp_template_value(const policy_profile *p, ASN1_TYPE **ret) {
+int cmp_template_value(const ca_template *p, ASN1_TYPE **ret) {
         _cleanup_(req_template_freep) cmp_req_template *t = NULL;
         unsigned char *der = NULL;
         int len, r = 0;
@@ -386,12 +386,12 @@ int cmp_template_value(const policy_profile *p, ASN1_TYPE **ret) {
         t = (cmp_req_template *) ASN1_item_new(ASN1_ITEM_rptr(cmp_req_template));
         if (!t || !(t->key_spec = sk_cmp_attr_tv_new_null()))
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if (p->key_algs & KEYALG_EC_P256)
+        if (p->ec_p256)
                 r = push_curve(t, NID_X9_62_prime256v1);
-        if (r >= 0 && (p->key_algs & KEYALG_EC_P384))
+        if (r >= 0 && p->ec_p384)
                 r = push_curve(t, NID_secp384r1);
-        if (r >= 0 && (p->key_algs & KEYALG_RSA))
-                r = push_rsa(t, p->rsa_min_bits > 0 ? p->rsa_min_bits : 2048);
+        if (r >= 0 && p->rsa)
+                r = push_rsa(t, p->rsa_bits);
         if (r < 0)
                 return r;
         len = ASN1_item_i2d((const ASN1_VALUE *) t, &der, ASN1_ITEM_rptr(cmp_req_template));

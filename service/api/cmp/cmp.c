@@ -30,9 +30,8 @@
 
 #include <openssl/err.h>
 
-#include "cmp.h"
+#include "cmp-internal.h"
 #include "error.h"
-#include "log.h"
 #include "ossl-util.h"
 #include "ratelimit.h"
 
@@ -45,6 +44,8 @@
 #define CMP_SEEN_TTL 3600         /* how long a transactionID stays used */
 #define CMP_UNAUTH_RATE 1.0       /* signed answers a second to unauthenticated messages, per address, */
 #define CMP_UNAUTH_BURST 16       /* after a burst of this many */
+
+typedef struct cmp_table cmp_table;
 
 typedef struct cmp_entry {
         uint8_t tid[CMP_TID_MAX];
@@ -62,7 +63,14 @@ struct cmp_table {
         cmp_entry e[CMP_TABLE_MAX];
 };
 
-static pthread_mutex_t table_once = PTHREAD_MUTEX_INITIALIZER;
+struct cmp_door {
+        ca_service *ca;
+        /* Made by the first CMP request (a megabyte nobody else needs). */
+        pthread_mutex_t once;
+        cmp_table *_Atomic table;
+};
+
+static void cmp_table_free(cmp_table *t);
 
 static cmp_table *table_new(void) {
         cmp_table *t = calloc(1, sizeof(*t));
@@ -76,21 +84,38 @@ static cmp_table *table_new(void) {
         return t;
 }
 
-static cmp_table *table_of(ca_service *ca) {
-        cmp_table *t = atomic_load(&ca->cmp);
+static cmp_table *table_of(cmp_door *d) {
+        cmp_table *t = atomic_load(&d->table);
 
         if (t)
                 return t;
-        pthread_mutex_lock(&table_once);
-        if (!(t = atomic_load(&ca->cmp)) && (t = table_new())) {
-                ca->cmp_free = cmp_table_free;
-                atomic_store(&ca->cmp, t);
-        }
-        pthread_mutex_unlock(&table_once);
+        pthread_mutex_lock(&d->once);
+        if (!(t = atomic_load(&d->table)) && (t = table_new()))
+                atomic_store(&d->table, t);
+        pthread_mutex_unlock(&d->once);
         return t;
 }
 
-void cmp_table_free(cmp_table *t) {
+int cmp_door_new(ca_service *ca, cmp_door **ret) {
+        cmp_door *d = calloc(1, sizeof(*d));
+
+        if (!d)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        d->ca = ca;
+        pthread_mutex_init(&d->once, NULL);
+        *ret = d;
+        return 0;
+}
+
+void cmp_door_free(cmp_door *d) {
+        if (!d)
+                return;
+        cmp_table_free(atomic_load(&d->table));
+        pthread_mutex_destroy(&d->once);
+        free(d);
+}
+
+static void cmp_table_free(cmp_table *t) {
         if (!t)
                 return;
         for (size_t i = 0; i < CMP_TABLE_MAX; i++)
@@ -236,10 +261,7 @@ static void http_fail(ca_service *ca, http_response *resp, int r) {
         char text[512];
 
         snprintf(text, sizeof(text), "%s", hwid_public_message(r));
-        if (hwid_err_http_status(r) >= 500) {
-                atomic_fetch_add(&ca->n_errors, 1);
-                log_error("CMP request failed: %s", hwid_strerror(r));
-        }
+        ca_service_count_error(ca, "CMP request", r);
         http_respond_text(resp, hwid_err_http_status(r), hwid_err_slug(r), text);
 }
 
@@ -333,8 +355,9 @@ static int encode(const OSSL_CMP_MSG *rsp, http_response *resp) {
         return r;
 }
 
-static void answer(ca_service *ca, const http_request *req, const char *label, http_response *resp) {
-        cmp_table *t = table_of(ca);
+static void answer(cmp_door *d, const http_request *req, const char *label, http_response *resp) {
+        ca_service *ca = d->ca;
+        cmp_table *t = table_of(d);
         OSSL_CMP_MSG *rsp = NULL;
         cmp_message m = { 0 };
         cmp_slot s = { 0 };
@@ -368,7 +391,7 @@ static bool label_ok(const char *s) {
         return true;
 }
 
-bool ca_cmp_route(ca_service *ca, const http_request *req, http_response *resp) {
+bool cmp_route(cmp_door *d, const http_request *req, http_response *resp) {
         const char *label = NULL;
         char msg[160];
 
@@ -380,13 +403,13 @@ bool ca_cmp_route(ca_service *ca, const http_request *req, http_response *resp) 
                                             "no such CMP path: POST /.well-known/cmp or /.well-known/cmp/p/<profile>"),
                           true)
                        : false;
-        if (label && (!label_ok(label) || !policy_profile_find(ca->cfg->policy, label))) {
+        if (label && (!label_ok(label) || !ca_profile_exists(d->ca, label))) {
                 snprintf(msg, sizeof(msg), "no CMP label %.64s: a label is the name of a profile", label);
                 http_respond_text(resp, 404, "not_found", msg);
         } else if (strcmp(req->method, "POST") != 0) {
                 http_respond_text(resp, 405, "method_not_allowed", "CMP over HTTP is POST of a PKIMessage");
         } else {
-                answer(ca, req, label, resp);
+                answer(d, req, label, resp);
         }
         return true;
 }
