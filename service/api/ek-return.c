@@ -106,13 +106,13 @@ static int adopt_last(const returning *t, ca_auth *a) {
 }
 
 /* What became of the last certificate, for the audit record. */
-static const char *last_fate(const returning *t, bool live, char *buf, size_t size) {
+static const char *last_fate(const returning *t, bool live, char *out, size_t size) {
         if (live)
                 return "live, superseding the device's";
         if (t->last.status != CERT_REVOKED)
                 return "expired";
-        snprintf(buf, size, "revoked (%s)", revocation_reason_name(t->last.revocation_reason));
-        return buf;
+        snprintf(out, size, "revoked (%s)", revocation_reason_name(t->last.revocation_reason));
+        return out;
 }
 
 /* live: the last certificate is still valid (this device's was
