@@ -25,10 +25,21 @@ GCC_OPTS=("-Db_sanitize=address,undefined" -Dwerror=true -Dbench=false --buildty
 # a CA made by hwid ca init, devices on swtpm joining, renewing, attesting).
 GCC_TESTS=(--suite unit --suite smoke)
 
-scripts/install-deps.sh
+# phase NAME CMD... — CMD, then one line "phase NAME: N s" (.ci/run lists
+# these lines again at its end, so a CI log shows where the time went).
+phase() {
+        local name=$1 start=$SECONDS rc=0
+        shift
+        "$@" || rc=$?
+        echo "phase $name: $((SECONDS - start)) s"
+        return $rc
+}
+
+phase install-deps scripts/install-deps.sh
 
 # setup DIR OPTS... — an existing build dir is reconfigured so that these
 # options always apply.
+# shellcheck disable=SC2317  # called through phase
 setup() {
         local dir=$1
         shift
@@ -39,8 +50,8 @@ setup() {
         fi
 }
 
-CC=clang setup "$BUILD" "${OPTS[@]}"
-meson compile -C "$BUILD"
+CC=clang phase "$BUILD-setup" setup "$BUILD" "${OPTS[@]}"
+phase "$BUILD-compile" meson compile -C "$BUILD"
 
 # Stop at the first sanitizer report, with a stack; leaks count as errors.
 # Options already in the environment come last, so they win.
@@ -48,17 +59,17 @@ export ASAN_OPTIONS="halt_on_error=1:print_stacktrace=1:detect_leaks=1${ASAN_OPT
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 rc=0
-meson test -C "$BUILD" --print-errorlogs --num-processes 2 "$@" || rc=$?
+phase "$BUILD-test" meson test -C "$BUILD" --print-errorlogs --num-processes 2 "$@" || rc=$?
 
 gcc_run=${HWID_TEST_GCC:-auto}
 [ "$gcc_run" != auto ] || { [ $# -eq 0 ] && gcc_run=1 || gcc_run=0; }
 if [ "$gcc_run" = 1 ]; then
         [ $# -eq 0 ] || GCC_TESTS=("$@")
         echo "== $GCC_BUILD: gcc's AddressSanitizer + UBSan: ${GCC_TESTS[*]}"
-        CC=gcc setup "$GCC_BUILD" "${GCC_OPTS[@]}"
-        meson compile -C "$GCC_BUILD"
+        CC=gcc phase "$GCC_BUILD-setup" setup "$GCC_BUILD" "${GCC_OPTS[@]}"
+        phase "$GCC_BUILD-compile" meson compile -C "$GCC_BUILD"
         # A pointer to a local used after its function returned, too.
         ASAN_OPTIONS="detect_stack_use_after_return=1:$ASAN_OPTIONS" \
-                meson test -C "$GCC_BUILD" --print-errorlogs --num-processes 2 "${GCC_TESTS[@]}" || rc=$?
+                phase "$GCC_BUILD-test" meson test -C "$GCC_BUILD" --print-errorlogs --num-processes 2 "${GCC_TESTS[@]}" || rc=$?
 fi
 exit $rc
