@@ -93,13 +93,14 @@ add_profiles() {
         CFG=$CA_DIR/hwidd-test.yaml
 }
 
-# hwidd_start [ARGS...] — start hwidd on $CFG and wait until it listens;
-# sets HWIDD_PID and HWIDD_LOG (one log per start).
+# hwidd_start [ARGS...] — start hwidd on $CFG (on the test's clock, if it
+# has one: test_clock) and wait until it listens; sets HWIDD_PID and
+# HWIDD_LOG (one log per start).
 # shellcheck disable=SC2120  # optional arguments
 hwidd_start() {
         _HWIDD_RUNS=$((${_HWIDD_RUNS:-0} + 1))
         HWIDD_LOG=$T/hwidd.$_HWIDD_RUNS.log
-        start_bg "$HWIDD_LOG" "$HWIDD" --config "$CFG" "$@"
+        start_bg "$HWIDD_LOG" "${CLOCK[@]}" "$HWIDD" --config "$CFG" "$@"
         HWIDD_PID=$BG_PID
         wait_for_port "$PORT" 20 "$HWIDD_PID"
 }
@@ -112,11 +113,12 @@ hwidd_stop() {
         assert_eq "$rc" 0 "hwidd exit code after SIGTERM"
 }
 
-# admin ARGS... — an hwid admin command on $CFG (hwid GROUP CMD --config ...).
+# admin ARGS... — an hwid admin command on $CFG (hwid GROUP CMD --config
+# ...), on the test's clock.
 admin() {
         local group=$1 cmd=$2
         shift 2
-        run_ok "$HWID" "$group" "$cmd" --config "$CFG" "$@"
+        run_ok "${CLOCK[@]}" "$HWID" "$group" "$cmd" --config "$CFG" "$@"
 }
 
 # token_new [ARGS...] — `hwid token create`; prints the token <id>.<secret>.
@@ -241,11 +243,13 @@ serial_of() {
 }
 
 # verify_leaf PEM [OPENSSL-VERIFY-ARGS...] — openssl verifies PEM against
-# ca.pem (or what the arguments say) for TLS client use.
+# ca.pem (or what the arguments say) for TLS client use; at the time of the
+# test's clock, if it has one (test_clock) and the arguments name none.
 verify_leaf() {
         local pem=$1 out
         shift
         [ $# -gt 0 ] || set -- -CAfile "$CA_DIR/ca.pem"
+        [ ${#CLOCK[@]} -eq 0 ] || [[ " $* " == *" -attime "* ]] || set -- "$@" -attime "$(clock_now)"
         out=$(openssl verify -purpose sslclient "$@" "$pem" 2>&1) || fail "openssl verify refuses $pem: $out"
         assert_eq "$out" "$pem: OK" "openssl verify $pem"
 }

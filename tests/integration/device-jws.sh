@@ -48,7 +48,7 @@ mkdir -p "$J"
 jws_verify() {
         local out=$1
         shift
-        run_ok "$HWID" jws verify --ca "$CA_DIR/ca.pem" "$@" >"$out"
+        run_ok "${CLOCK[@]}" "$HWID" jws verify --ca "$CA_DIR/ca.pem" "$@" >"$out"
 }
 
 # refused TOKEN-FILE REASON [ARGS...] — hwid jws verify refuses, exit 1, one
@@ -56,7 +56,7 @@ jws_verify() {
 refused() {
         local tok=$1 why=$2
         shift 2
-        expect_exit 1 "hwid: JWS refused: " -- "$HWID" jws verify --ca "$CA_DIR/ca.pem" --token "$tok" "$@"
+        expect_exit 1 "hwid: JWS refused: " -- "${CLOCK[@]}" "$HWID" jws verify --ca "$CA_DIR/ca.pem" --token "$tok" "$@"
         assert_contains "$(cat "$T/last.err")" "$why" "why $(basename "$tok") is refused"
         [ ! -s "$T/last.out" ] || fail "hwid jws verify printed a result for the refused $(basename "$tok")"
 }
@@ -242,19 +242,20 @@ test_revoked() {
         refused "$J/rev.jws" "the CRL cannot be used for the CA" --crl "$J/other.crl"
 }
 
+# Time passes on the test's clock (test_clock), for hwid jws alone.
 test_expired() {
-        local now
-        "$HWID" jws sign --dir "$T/dev-ec" --ttl 1s >"$J/short.jws" || fail "hwid jws sign --ttl 1s"
-        sleep 2
+        test_clock
+        "${CLOCK[@]}" "$HWID" jws sign --dir "$T/dev-ec" --ttl 1s >"$J/short.jws" || fail "hwid jws sign --ttl 1s"
+        clock_advance 2
         refused "$J/short.jws" "the token expired at" --leeway 0s
         jws_verify "$J/short.out" --token "$J/short.jws" --leeway 30s
-        now=$(date +%s)
-        [ "$now" -gt "$OLD_EXPIRES" ] || sleep $((OLD_EXPIRES - now + 1))
+        clock_past "$OLD_EXPIRES"
+        clock_past "$(date -u -d "$(openssl x509 -in "$T/dev-old/cert.pem" -noout -enddate | cut -d= -f2)" +%s)"
         refused "$J/old.jws" "the signer's certificate (/CN=sw-old) has expired"
         refused "$J/dev-old.jws" "the signer's certificate (/CN=dev-old) has expired"
         # An expired identity signs nothing.
         expect_exit 1 "the certificate has expired: renew it (hwid renew) or join again" -- \
-                "$HWID" jws sign --dir "$T/dev-old"
+                "${CLOCK[@]}" "$HWID" jws sign --dir "$T/dev-old"
         assert_no_transient
 }
 

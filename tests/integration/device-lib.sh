@@ -23,11 +23,12 @@ device_ca() {
 }
 
 # join_dev DIR NAME TOKEN [ARGS...] — hwid join with the token in the
-# environment (never on the command line) and the key in DIR.
+# environment (never on the command line) and the key in DIR, on the
+# test's clock.
 join_dev() {
         local dir=$1 name=$2 tok=$3
         shift 3
-        HWID_TOKEN=$tok "$HWID" join --server "$URL" --ca-hash "$PIN" \
+        HWID_TOKEN=$tok "${CLOCK[@]}" "$HWID" join --server "$URL" --ca-hash "$PIN" \
                 --key "tpm2:file=$dir/device.tss2.pem" --cn "$name" --dir "$dir" "$@"
 }
 

@@ -132,7 +132,7 @@ replica_start() {
         REPLICA_URL[n]=https://127.0.0.1:${REPLICA_PORT[n]}
         sed -e "s|^listen: .*|listen: \"127.0.0.1:${REPLICA_PORT[n]}\"|" \
                 -e "s|^http_listen: .*|http_listen: \"127.0.0.1:${REPLICA_HTTP[n]}\"|" "$CFG" >"$cfg"
-        start_bg "$T/replica-$n.$RANDOM.log" "$HWIDD" --config "$cfg"
+        start_bg "$T/replica-$n.$RANDOM.log" "${CLOCK[@]}" "$HWIDD" --config "$cfg"
         REPLICA_PID[n]=$BG_PID
         wait_for_port "${REPLICA_PORT[n]}" 20 "$BG_PID"
 }
