@@ -6,7 +6,7 @@
 # there. Extra arguments go to `meson test` (e.g. a test name); with them
 # only build-asan runs, unless HWID_TEST_GCC=1 (then build-gcc runs the
 # same tests too). HWID_TEST_GCC=0 never runs build-gcc. Exit code:
-# non-zero if any run failed.
+# non-zero if any run failed. HWID_TEST_JOBS: tests at a time (default 6).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,6 +24,11 @@ GCC_OPTS=("-Db_sanitize=address,undefined" -Dwerror=true -Dbench=false --buildty
 # Without test names: the unit tests and the smoke suite (tests/meson.build:
 # a CA made by hwid ca init, devices on swtpm joining, renewing, attesting).
 GCC_TESTS=(--suite unit --suite smoke)
+# Tests at a time: most of them mostly wait (for hwidd, a TPM, a renewal),
+# so more than the two cores; free_port's claims and swtpm-start keep them
+# apart. Those that measure against the CPU run alone (tests/meson.build's
+# exclusive_tests), and the longest start first (test_priority).
+JOBS=${HWID_TEST_JOBS:-6}
 
 # phase NAME CMD... — CMD, then one line "phase NAME: N s" (.ci/run lists
 # these lines again at its end, so a CI log shows where the time went).
@@ -59,7 +64,7 @@ export ASAN_OPTIONS="halt_on_error=1:print_stacktrace=1:detect_leaks=1${ASAN_OPT
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 rc=0
-phase "$BUILD-test" meson test -C "$BUILD" --print-errorlogs --num-processes 2 "$@" || rc=$?
+phase "$BUILD-test" meson test -C "$BUILD" --print-errorlogs --num-processes "$JOBS" "$@" || rc=$?
 
 gcc_run=${HWID_TEST_GCC:-auto}
 [ "$gcc_run" != auto ] || { [ $# -eq 0 ] && gcc_run=1 || gcc_run=0; }
@@ -70,6 +75,6 @@ if [ "$gcc_run" = 1 ]; then
         phase "$GCC_BUILD-compile" meson compile -C "$GCC_BUILD"
         # A pointer to a local used after its function returned, too.
         ASAN_OPTIONS="detect_stack_use_after_return=1:$ASAN_OPTIONS" \
-                phase "$GCC_BUILD-test" meson test -C "$GCC_BUILD" --print-errorlogs --num-processes 2 "${GCC_TESTS[@]}" || rc=$?
+                phase "$GCC_BUILD-test" meson test -C "$GCC_BUILD" --print-errorlogs --num-processes "$JOBS" "${GCC_TESTS[@]}" || rc=$?
 fi
 exit $rc
