@@ -63,6 +63,22 @@ phase "$BUILD-compile" meson compile -C "$BUILD"
 export ASAN_OPTIONS="halt_on_error=1:print_stacktrace=1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
+# One PostgreSQL cluster for the run, a database in it for each test that
+# needs one (tests/pg-cluster.sh, tests/integration/pg-lib.sh); stopped at
+# the end, pass or fail. Without it (not root), each makes a cluster.
+# shellcheck disable=SC2317  # the EXIT trap's
+pg_cluster_stop() {
+        [ -z "${HWID_TEST_PG_DIR:-}" ] || tests/pg-cluster.sh stop "$HWID_TEST_PG_DIR"
+}
+trap pg_cluster_stop EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if [ "$(id -u)" = 0 ] && pg=$(tests/pg-cluster.sh start); then
+        eval "$pg"
+        export HWID_TEST_PG_DIR HWID_TEST_PG_PORT
+fi
+
 rc=0
 phase "$BUILD-test" meson test -C "$BUILD" --print-errorlogs --num-processes "$JOBS" "$@" || rc=$?
 

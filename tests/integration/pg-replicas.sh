@@ -214,7 +214,7 @@ test_password_refused() {
 }
 
 ca_setup
-pg_start
+pg_start --own
 test_password_refused
 pg_use_config
 for r in 1 2 3; do replica_start "$r"; done
