@@ -283,6 +283,34 @@ run_ok() {
         cat "$T/last.err" >&2
 }
 
+# json_get FILE|JSON|- FILTER — the one JSON reader of the tests: FILTER (jq:
+# .a.b, .list[0], .list | length, "\(.a) \(.b)") applied to a JSON
+# document, named by its file, given as the text itself (it starts with {
+# or [), or read from standard input (-; one document after another is
+# fine). Strings print as they are (no quotes, escapes undone), every other
+# value as JSON (null, true, 12, {...}), each result on a line of its own.
+# A document that is not JSON fails (exit status non-zero, a message).
+json_get() {
+        local src=$1 filter=$2
+        [ $# = 2 ] || fail "usage: json_get FILE|JSON|- FILTER"
+        if [ "$src" = - ]; then
+                jq -rc "$filter"
+        elif [[ $src =~ ^[[:space:]]*[\{\[] ]]; then
+                jq -rc "$filter" <<<"$src"
+        else
+                jq -rc "$filter" <"$src"
+        fi
+}
+
+# b64url_decode TEXT — the bytes TEXT encodes in base64url (RFC 4648 §5),
+# padded or not (a JWS's parts).
+b64url_decode() {
+        local s=${1//-/+}
+        s=${s//_//}
+        while [ $((${#s} % 4)) != 0 ]; do s+='='; done
+        base64 -d <<<"$s"
+}
+
 # no_private_keys_in DIR... — no file may hold an unwrapped PEM private key.
 # TSS2 PRIVATE KEY blobs are fine: they are wrapped by the TPM. The swtpm
 # local CA's own keys (test fixtures under $T/swtpm*/localca) are ignored.

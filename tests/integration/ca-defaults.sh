@@ -53,11 +53,6 @@ verify_host() {
                 fail "openssl verify -verify_hostname $2 refuses $1: $out"
 }
 
-# json_int FIELD FILE — the integer value of "FIELD" in the JSON in FILE.
-json_int() {
-        sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p" "$2"
-}
-
 # unix_time openssl-date — seconds since the epoch.
 unix_time() {
         date -u -d "$1" +%s
@@ -73,7 +68,7 @@ test_subject_is_cn_only() {
                 expect_error 403 forbidden "$DEV/sneaky" "is not allowed by profile 'default'"
                 assert_eq "$(store_state "$tok")" "$before" "store after the refusal of $subj"
         done
-        assert_contains "$(json_str message "$DEV/sneaky.body")" "OU" "reason of the OU refusal"
+        assert_contains "$(json_get "$DEV/sneaky.body" .message)" "OU" "reason of the OU refusal"
         enroll plain-1 "$tok"
         expect_status 201 "$DEV/plain-1"
         assert_eq "$(openssl x509 -in "$DEV/plain-1.pem" -noout -subject -nameopt RFC2253)" "subject=CN=plain-1" \
@@ -107,15 +102,15 @@ test_renewal_too_early() {
         expect_status 201 "$DEV/early-1"
         http "$DEV/early-id" GET /v1/identities/early-1 --cert "$DEV/early-1.pem" --key "$DEV/early-1.key"
         expect_status 200 "$DEV/early-id"
-        renew_after=$(json_int renew_after "$DEV/early-id.body")
-        [ -n "$renew_after" ] || fail "GET /v1/identities says no renew_after: $(cat "$DEV/early-id.body")"
+        renew_after=$(json_get "$DEV/early-id.body" .renew_after)
+        [[ $renew_after =~ ^[0-9]+$ ]] || fail "GET /v1/identities says no renew_after: $(cat "$DEV/early-id.body")"
         openssl req -new -key "$DEV/early-1.key" -subj /CN=early-1 -out "$DEV/early-1b.csr"
         before=$(cert_rows)
         t0=$(date +%s)
         renew "$DEV/early-1b" "$DEV/early-1.pem" "$DEV/early-1.key" "$DEV/early-1b.csr"
         expect_error 403 renewal_not_open "$DEV/early-1b" "renewal of 'early-1' opens at"
         assert_eq "$(cert_rows)" "$before" "store after a renewal asked too early"
-        opens=$(json_int renewal_opens_at "$DEV/early-1b.body")
+        opens=$(json_get "$DEV/early-1b.body" .renewal_opens_at)
         assert_eq "$opens" "$renew_after" "renewal_opens_at of the 403 vs renew_after of GET /v1/identities"
         ra=$(header Retry-After "$DEV/early-1b")
         [[ $ra =~ ^[0-9]+$ ]] || fail "no Retry-After in the 403: '$ra'"

@@ -73,6 +73,7 @@ ca_use_pg() {
         if [ -z "${PG_URI:-}" ]; then
                 # shellcheck source=tests/integration/pg-lib.sh
                 source "$SRCDIR/tests/integration/pg-lib.sh"
+                # shellcheck disable=SC2119  # no --own: the run's cluster will do
                 pg_start
         else
                 _CA_PG_DBS=$((${_CA_PG_DBS:-1} + 1))
@@ -207,11 +208,6 @@ renew() {
                 --data-binary "@$4"
 }
 
-# json_str FIELD FILE — the string value of "FIELD" in the flat JSON in FILE.
-json_str() {
-        sed -n "s/.*\"$1\":\"\(\([^\"\\\\]\|\\\\.\)*\)\".*/\1/p" "$2"
-}
-
 # header NAME OUT — the value of header NAME in OUT.hdr (no CR).
 header() {
         grep -i "^$1:" "$2.hdr" | head -n 1 | cut -d: -f2- | tr -d '\r' | sed 's/^ *//'
@@ -230,8 +226,8 @@ expect_error() {
         local status=$1 slug=$2 out=$3 part=${4:-} msg
         expect_status "$status" "$out"
         assert_contains "$(header Content-Type "$out")" application/json "Content-Type of a $status"
-        assert_eq "$(json_str error "$out.body")" "$slug" "JSON error slug of a $status"
-        msg=$(json_str message "$out.body")
+        assert_eq "$(json_get "$out.body" .error)" "$slug" "JSON error slug of a $status"
+        msg=$(json_get "$out.body" .message)
         [ ${#msg} -ge 10 ] || fail "HTTP $status without a reason: $(cat "$out.body")"
         [ -z "$part" ] || assert_contains "$msg" "$part" "reason of the $status"
         assert_not_contains "$(cat "$out.body")" "BEGIN CERTIFICATE" "certificate in a $status"

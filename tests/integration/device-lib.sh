@@ -78,11 +78,6 @@ jose_peer() {
                 missing_hardware "python3-jwcrypto and python3-cryptography"
 }
 
-# json EXPR FILE — a value from a JSON file (python: j is the document).
-json() {
-        "$PY" -c "import json, sys; j = json.load(open(sys.argv[1])); print($1)" "$2"
-}
-
 # wait_log_line FILE PATTERN TIMEOUT PID — until FILE has a line matching
 # PATTERN (grep -E), while PID lives.
 wait_log_line() {
