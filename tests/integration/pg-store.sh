@@ -3,7 +3,7 @@
 # tests/unit/test-store-pg.c (tokens, requests, certificates, DNS names,
 # revocation and key blocking, CRL numbers, the audit chain, attestation,
 # and races between two store objects standing for two replicas) on a
-# database of the test's own (pg-lib.sh).
+# cluster of the test's own.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=pg-lib.sh
