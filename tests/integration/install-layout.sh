@@ -26,12 +26,12 @@ ROOT=$T/root
 meson install -C "$BUILDDIR" --destdir "$ROOT" --no-rebuild --quiet >"$T/install.log" 2>&1 ||
         fail "meson install: $(tail -n 5 "$T/install.log")"
 PREFIX=$(meson introspect "$BUILDDIR" --buildoptions |
-        python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+        json_get - '.[] | select(.name == "prefix") | .value')
 UNITDIR=$(pkg-config --variable=systemdsystemunitdir systemd)
 SYSUSERS=$(pkg-config --variable=sysusersdir systemd)
 TMPFILES=$(pkg-config --variable=tmpfilesdir systemd)
 LIBEXEC=$(meson introspect "$BUILDDIR" --buildoptions |
-        python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libexecdir"))')
+        json_get - '.[] | select(.name == "libexecdir") | .value')
 COMPL=$(pkg-config --define-variable=datadir="$PREFIX/share" --variable=completionsdir bash-completion)
 
 sort >"$T/want" <<EOF
