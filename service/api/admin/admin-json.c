@@ -7,7 +7,6 @@
 #include "error.h"
 #include "json-read.h"
 #include "ossl-util.h"
-#include "secret.h"
 #include "x509-util.h"
 
 static const char *const token_states[] = { "active", "expired", "used-up", "revoked" };
@@ -26,20 +25,8 @@ const char *admin_cert_status_name(store_cert_status s) {
         return (size_t) s < ELEMENTSOF(cert_statuses) ? cert_statuses[s] : "unknown";
 }
 
-void json_set_str(json_object *o, const char *key, const char *value) {
-        json_object_object_add(o, key, value ? json_object_new_string(value) : NULL);
-}
-
 static void set_int(json_object *o, const char *key, int64_t v) {
         json_object_object_add(o, key, json_object_new_int64(v));
-}
-
-void json_wipe_string(json_object *s) {
-        const char *p = s && json_object_is_type(s, json_type_string) ? json_object_get_string(s) : NULL;
-
-        /* json-c hands out its own buffer: wipe it where it is. */
-        if (p)
-                secret_wipe((char *) p, (size_t) json_object_get_string_len(s));
 }
 
 /* ---------- encoders ---------- */

@@ -27,6 +27,7 @@
 #include "ca-admin.h"   /* admin_release_reason() */
 #include "cleanup.h"
 #include "crl-reason.h" /* the revocation reasons' names */
+#include "json-write.h" /* json_set_str(), json_wipe_string() */
 #include "store.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put)
@@ -53,8 +54,3 @@ int admin_json_to_binding(json_object *o, store_binding *ret);
 const char *admin_token_state_name(store_token_state s);
 const char *admin_request_status_name(store_request_status s);
 const char *admin_cert_status_name(store_cert_status s);
-
-/* Puts a string into the JSON object; NULL as null. */
-void json_set_str(json_object *o, const char *key, const char *value);
-/* Overwrites a JSON string's bytes in place (a secret) before it is freed. */
-void json_wipe_string(json_object *s);
