@@ -76,6 +76,3 @@ void crl_builder_free(crl_builder *b);
 /* A self-signed root: CA:TRUE critical, keyCertSign|cRLSign critical, SKI,
  * AKI, random serial; validity days from now. */
 int ca_self_sign(hwid_key *k, const X509_NAME *subject, int days, X509 **ret);
-
-/* Upper-case hex of a certificate's serial; caller frees. */
-int serial_to_hex(const ASN1_INTEGER *serial, char **ret);
