@@ -155,7 +155,7 @@ static int build_crl(ca_service *ca, int64_t now, int64_t seq) {
             (r = crl_builder_new(ca->issuer, now, ca->cfg->crl_validity, number, &b)) < 0)
                 return r;
         fill.b = b;
-        r = store_cert_foreach_revoked(ca->store, now, add_revoked, &fill);
+        r = store_cert_foreach_revoked(ca->store, 0, now, add_revoked, &fill);
         if (r >= 0 && fill.r >= 0)
                 r = crl_builder_finish(b, &der, &len);
         crl_builder_free(b);
