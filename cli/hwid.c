@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ca-rollover.h"
 #include "cli.h"
 #include "error.h"
 
@@ -22,6 +23,7 @@ static const command commands[] = {
         { "ca", "import", cmd_ca_import, "install an intermediate CA certificate signed by an offline root" },
         { "ca", "hash", cmd_ca_hash, "print the CA pin (sha256 of the SubjectPublicKeyInfo)" },
         { "ca", "token-key", cmd_ca_token_key, "make the key in the HSM/TPM that bootstrap tokens are derived with" },
+        { "ca", "rollover", cmd_ca_rollover, "replace the CA key: prepare, import, activate, status, retire" },
         { "ca", "backup", cmd_ca_backup, "copy the CA's store consistently while hwidd runs" },
         { "ca", "restore", cmd_ca_restore, "put a backup of the store in place (hwidd stopped)" },
         { "store", "migrate", cmd_store_migrate, "copy a SQLite store into PostgreSQL (several hwidd replicas)" },
