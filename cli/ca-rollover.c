@@ -390,9 +390,13 @@ static int run_step(size_t k, int argc, char **argv) {
 int cmd_ca_rollover(int argc, char **argv) {
         int at = step_at(argc, argv);
 
-        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-                usage(stdout);
-                return 0;
+        rollover_opts o;
+
+        /* --help (through getopt, as every command's) prints the usage of all the steps. */
+        if (!at) {
+                int r = parse(argc, argv, "ca rollover", &o);
+
+                return r ? r : cli_usage("ca rollover", "needs a step: prepare, import, activate, status or retire");
         }
         for (size_t k = 0; at && k < ELEMENTSOF(steps); k++) {
                 if (strcmp(argv[at], steps[k].name) != 0)
@@ -401,7 +405,5 @@ int cmd_ca_rollover(int argc, char **argv) {
                 memmove(&argv[1], &argv[0], sizeof(char *) * (size_t) at);
                 return run_step(k, argc - 1, argv + 1);
         }
-        return cli_usage("ca rollover", at ? "no step '%s': prepare, import, activate, status or retire"
-                                           : "needs a step%s: prepare, import, activate, status or retire",
-                         at ? argv[at] : "");
+        return cli_usage("ca rollover", "no step '%s': prepare, import, activate, status or retire", argv[at]);
 }
