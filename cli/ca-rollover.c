@@ -264,10 +264,12 @@ static int prepare(const rollover_opts *o, rollover_host *h) {
         if (strstr(o->key, "pin-value="))
                 return cli_usage("ca rollover prepare", "the key URI is stored for every hwidd replica: give its PIN "
                                  "with pin-source=file:..., not pin-value=");
-        if ((r = rollover_plan_get(&h->ctx, o->force, &plan)) < 0 || (r = rollover_subject(&plan, o->subject, &subject)) < 0 ||
+        /* The request first: a prepared generation always has its request. */
+        if ((r = rollover_plan_get(&h->ctx, o->force, &plan)) < 0 ||
+            (r = rollover_subject(&plan, o->subject, &subject)) < 0 ||
             (plan.offline && (r = csr_path(o, h, plan.generation, &csr)) < 0) || (r = new_key(o, h, &k)) < 0 ||
-            (r = rollover_prepare(&h->ctx, &plan, k, o->key, subject, (int) o->days, o->force, &p)) < 0 ||
-            (csr && (r = write_csr(k, subject, csr)) < 0))
+            (csr && (r = write_csr(k, subject, csr)) < 0) ||
+            (r = rollover_prepare(&h->ctx, &plan, k, o->key, subject, (int) o->days, o->force, &p)) < 0)
                 return r;
         say_prepared(&p, csr);
         return 0;

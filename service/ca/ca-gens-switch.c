@@ -66,8 +66,11 @@ static void reload_failed(ca_service *ca, int r) {
         if (ca->gens_error == 0 || strcmp(why, ca->gens_why) != 0)
                 log_error("cannot switch to the CA generations the store now records (this hwidd keeps signing "
                           "with generation %d): %s", ca_active(ca)->n, why);
+        /* /readyz reads them in a request, under the read lock. */
+        pthread_rwlock_wrlock(&ca->cfg_lock);
         snprintf(ca->gens_why, sizeof(ca->gens_why), "%s", why);
         ca->gens_error = r;
+        pthread_rwlock_unlock(&ca->cfg_lock);
 }
 
 void ca_gens_tick(ca_service *ca, int64_t now) {

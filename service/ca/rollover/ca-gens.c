@@ -153,12 +153,14 @@ static int load_rows(const store_ca_gen *rows, size_t n, const ca_gens_source *s
         return r;
 }
 
+/* pem (a file's text, perhaps without its last newline) after *acc. */
 static int append_pem(char **acc, const char *pem) {
+        size_t len = pem ? strlen(pem) : 0;
         char *s = NULL;
 
-        if (!pem)
+        if (!len)
                 return 0;
-        if (asprintf(&s, "%s%s", *acc ? *acc : "", pem) < 0)
+        if (asprintf(&s, "%s%s%s", *acc ? *acc : "", pem, pem[len - 1] == '\n' ? "" : "\n") < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         free(*acc);
         *acc = s;
@@ -185,10 +187,12 @@ static int build_served(ca_gens *gs) {
         for (size_t i = 0; r >= 0 && i < gs->n; i++) {
                 ca_gen *g = &gs->v[i];
 
-                if ((r = append_cert(&gs->client_ca_pem, g->cert)) < 0 || g == a ||
-                    (r = append_cert(&gs->ca_pem, g->cert)) < 0)
+                r = append_cert(&gs->client_ca_pem, g->cert);
+                if (r < 0 || g == a)
                         continue;
-                if (g->chain_pem && (!a->chain_pem || strcmp(g->chain_pem, a->chain_pem) != 0))
+                r = append_cert(&gs->ca_pem, g->cert);
+                /* An offline root above both is served once. */
+                if (r >= 0 && g->chain_pem && (!a->chain_pem || strcmp(g->chain_pem, a->chain_pem) != 0))
                         r = append_pem(&gs->ca_pem, g->chain_pem);
         }
         for (size_t i = 0; r >= 0 && i < gs->n; i++)

@@ -24,6 +24,7 @@ void rollover_plan_clear(rollover_plan *p) {
  * configuration). */
 static int plan_from(const rollover_ctx *c, const store_ca_gen *rows, size_t n, rollover_plan *p) {
         const store_ca_gen *a = rollover_row_active(rows, n);
+        const char *chain = a ? a->chain : c->ca_chain_pem;
         int r;
 
         p->generation = n ? rows[n - 1].generation + 1 : 2;
@@ -36,10 +37,10 @@ static int plan_from(const rollover_ctx *c, const store_ca_gen *rows, size_t n, 
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (!(p->active_key_uri = strdup(a && a->key_uri ? a->key_uri : c->ca_key_uri)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if (a ? a->chain != NULL : c->ca_chain_pem != NULL)
-                p->active_chain = strdup(a ? a->chain : c->ca_chain_pem);
-        p->offline = p->active_chain != NULL;
-        return p->offline && !p->active_chain ? hwid_fail(HWID_E_NOMEM, NULL) : 0;
+        if (chain && !(p->active_chain = strdup(chain)))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        p->offline = chain != NULL;
+        return 0;
 }
 
 int rollover_plan_get(const rollover_ctx *c, bool replace, rollover_plan *ret) {
