@@ -28,19 +28,19 @@ static int link_signature(X509 *link, X509 *signer) {
         return ok ? 0 : hwid_fail(HWID_E_UNTRUSTED, "the link certificate is not signed by the trusted CA's key");
 }
 
-int ca_link_verify(X509 *link, X509 *signer, X509 *ca, int64_t now) {
+int ca_link_verify(X509 *link, X509 *signer, X509 *certified, int64_t now) {
         int r;
 
-        if (!link || !signer || !ca)
+        if (!link || !signer || !certified)
                 return hwid_fail(HWID_E_UNTRUSTED, "no link certificate");
         if ((r = link_signature(link, signer)) < 0)
                 return r;
-        if (EVP_PKEY_eq(X509_get0_pubkey(link), X509_get0_pubkey(ca)) != 1 ||
-            X509_NAME_cmp(X509_get_subject_name(link), X509_get_subject_name(ca)) != 0) {
+        if (EVP_PKEY_eq(X509_get0_pubkey(link), X509_get0_pubkey(certified)) != 1 ||
+            X509_NAME_cmp(X509_get_subject_name(link), X509_get_subject_name(certified)) != 0) {
                 ERR_clear_error();
                 return hwid_fail(HWID_E_UNTRUSTED, "the link certificate certifies another key than the new CA's");
         }
-        if (!signs_certificates(link) || !signs_certificates(ca))
+        if (!signs_certificates(link) || !signs_certificates(certified))
                 return hwid_fail(HWID_E_UNTRUSTED, "the link certificate or the new CA is no CA that signs "
                                  "certificates (CA:TRUE, keyCertSign)");
         if (!valid_at(link, now))
