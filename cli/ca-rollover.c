@@ -100,7 +100,7 @@ static void usage(FILE *f) {
                    "      --generation N   retire: the generation (default: the oldest one replaced)\n"
                    "  -f, --force          prepare: replace a prepared generation never activated;\n"
                    "                       retire: even with unexpired certificates left (relying parties\n"
-                   "                       then find no CRL for them)\n");
+                   "                       then find no CRL for them, nor can their holders renew)\n");
 }
 
 static int parse_number(const char *step, const char *opt, const char *s, long min, long max, long *ret) {
@@ -314,7 +314,8 @@ static int retire(const rollover_opts *o, rollover_host *h) {
         fmt_day(x.last_expiry, last);
         if (x.unexpired)
                 printf("retired generation %d, leaving %llu unexpired certificate%s (the last expiring %s) that "
-                       "relying parties will no longer find a CRL for\n", x.generation,
+                       "relying parties will no longer find a CRL for, and that hwidd no longer accepts for a "
+                       "renewal\n", x.generation,
                        (unsigned long long) x.unexpired, x.unexpired == 1 ? "" : "s", last);
         else
                 printf("retired generation %d: none of its certificates is left unexpired; hwidd no longer "

@@ -82,7 +82,7 @@ static void left_behind(const rollover_retired *x, char *out, size_t size) {
                 snprintf(out, size, "no certificate of generation %d is left unexpired", x->generation);
         else
                 snprintf(out, size, "%llu certificate%s of generation %d, the last expiring %s, that relying parties "
-                         "will no longer find a CRL for", (unsigned long long) x->unexpired,
+                         "will no longer find a CRL for and hwidd no longer renews", (unsigned long long) x->unexpired,
                          x->unexpired == 1 ? "" : "s", x->generation, last);
 }
 
@@ -106,7 +106,7 @@ int rollover_retire(const rollover_ctx *c, int generation, bool force, rollover_
                 fmt_utc(x.last_expiry, last);
                 return hwid_fail(HWID_E_CONFLICT, "CA generation %d still has %llu unexpired certificate%s, the last "
                                  "expiring %s: retire it once they have expired, or now with --force (relying "
-                                 "parties then find no CRL for them)", x.generation,
+                                 "parties then find no CRL for them, and their holders cannot renew with them)", x.generation,
                                  (unsigned long long) x.unexpired, x.unexpired == 1 ? "" : "s", last);
         }
         snprintf(reason, sizeof(reason), "%s%s", force && x.unexpired ? "forced: " : "", what);
