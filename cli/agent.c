@@ -10,6 +10,7 @@
 
 #include "agent.h"
 #include "cli.h"
+#include "device-cmd.h"
 #include "error.h"
 #include "log.h"
 #include "renew.h"

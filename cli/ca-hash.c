@@ -5,6 +5,7 @@
 #include <openssl/pem.h>
 
 #include "cli.h"
+#include "device-cmd.h"
 #include "error.h"
 #include "fsutil.h"
 #include "ossl-util.h"

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "csr.h"
+#include "device-cmd.h"
 #include "error.h"
 #include "ossl-util.h"
 #include "x509-util.h"

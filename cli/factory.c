@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "device-cmd.h"
 #include "error.h"
 #include "factory.h"
 #include "tpm-attest.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "device-cmd.h"
 #include "error.h"
 #include "join.h"
 #include "secret.h"

@@ -6,7 +6,8 @@
 #include <time.h>
 
 #include "cli.h"
-#include "config.h"
+#include "device-cmd.h"
+#include "duration.h"
 #include "error.h"
 #include "fsutil.h"
 #include "jws.h"
@@ -53,7 +54,7 @@ static int parse(int argc, char **argv, sign_args *a) {
                 case 'c': a->o.claims = optarg; break;
                 case 'p': a->payload_path = optarg; break;
                 case 't':
-                        if (config_parse_duration(optarg, &a->o.ttl) < 0 || a->o.ttl < 1)
+                        if (duration_parse(optarg, &a->o.ttl) < 0 || a->o.ttl < 1)
                                 return cli_usage("jws sign", "--ttl must be a duration like 30s or 5m, not '%s'",
                                                  optarg);
                         a->ttl_set = true;

@@ -9,10 +9,10 @@
 
 #include "base64.h"
 #include "cli.h"
-#include "config.h"
+#include "device-cmd.h"
+#include "duration.h"
 #include "error.h"
 #include "fsutil.h"
-#include "issuer.h"
 #include "jws.h"
 #include "ossl-util.h"
 #include "x509-util.h"
@@ -57,7 +57,7 @@ static int parse(int argc, char **argv, verify_args *a) {
                 case 'r': a->crl = optarg; break;
                 case 't': a->token = optarg; break;
                 case 'l':
-                        if (config_parse_duration(optarg, &a->leeway) < 0 || a->leeway > 3600)
+                        if (duration_parse(optarg, &a->leeway) < 0 || a->leeway > 3600)
                                 return cli_usage("jws verify", "--leeway must be a duration of at most 1h, not '%s'",
                                                  optarg);
                         break;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "device-cmd.h"
 #include "error.h"
 #include "x509-util.h"
 

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "device-cmd.h"
 #include "error.h"
 #include "renew.h"
 #include "tpm-attest.h"

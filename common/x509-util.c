@@ -306,3 +306,14 @@ void normalize_serial(const char *in, char *out, size_t n) {
                         out[j++] = (char) toupper((unsigned char) *in);
         out[j] = '\0';
 }
+
+int serial_to_hex(const ASN1_INTEGER *serial, char **ret) {
+        _cleanup_(BN_freep) BIGNUM *bn = ASN1_INTEGER_to_BN(serial, NULL);
+        char *hex = bn ? BN_bn2hex(bn) : NULL;
+
+        if (!hex)
+                return hwid_fail_ossl(HWID_E_NOMEM, "cannot format a serial number");
+        *ret = strdup(hex);
+        OPENSSL_free(hex);
+        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
+}

@@ -56,5 +56,7 @@ void strv_free_n(char **v, size_t n);
  * into out (n bytes, cut if longer; always NUL-terminated).  Nothing is
  * checked: a string that is no serial finds no certificate. */
 void normalize_serial(const char *in, char *out, size_t n);
+/* Upper-case hex of a certificate's serial; caller frees. */
+int serial_to_hex(const ASN1_INTEGER *serial, char **ret);
 /* x's notAfter as Unix seconds. */
 int x509_not_after(const X509 *x, int64_t *ret);

@@ -2,7 +2,10 @@
 # deb-test.sh — build hwid's Debian packages (debian/) from this tree,
 # check them with lintian (no error), install them on this machine and use
 # them: hwid --version, hwidd --check on a fresh hwid ca init (SoftHSM2),
+# hwid token create --config there (hwid hands it to hwidd's hwid-admin),
 # man hwid, the units enabled, every documentation path they name there.
+# The package hwid depends on no database library and its hwid links none;
+# without hwidd, hwid says a CA host's command needs it.
 # Purges them at the end and checks what is left (--keep: leaves them).
 # Run as root on Debian 12 (docs/OPERATIONS.md, "The Debian packages").
 # --build-only: build and lintian, no install. CI (.ci/run) runs it whole.
@@ -50,6 +53,18 @@ dpkg-deb --ctrl-tarfile "$W"/hwid_0.1.0_*.deb | tar -xOf - ./conffiles >"$W/conf
 for f in /etc/default/hwid-agent /etc/hwid/openssl-tpm2.cnf; do
         grep -qx "$f" "$W/conffiles" || { log "$f is not a conffile"; exit 1; }
 done
+
+log "the package hwid: no database or CA library"
+depends=$(dpkg-deb -f "$W"/hwid_0.1.0_*.deb Depends)
+log "hwid depends on: $depends"
+if grep -qE 'libsqlite3|libpq' <<<"$depends"; then log "the package hwid depends on a database library"; exit 1; fi
+dpkg-deb -x "$W"/hwid_0.1.0_*.deb "$W/hwid-files"
+needed=$(readelf -d "$W/hwid-files/usr/bin/hwid" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+if grep -qE 'libsqlite3|libpq' <<<"$needed"; then log "hwid links a database library: $needed"; exit 1; fi
+[ ! -e "$W/hwid-files/usr/libexec/hwid/hwid-admin" ] || { log "the package hwid holds hwid-admin"; exit 1; }
+dpkg-deb -c "$W"/hwidd_0.1.0_*.deb >"$W/hwidd.files"
+grep -q '\./usr/libexec/hwid/hwid-admin$' "$W/hwidd.files" ||
+        { log "the package hwidd has no /usr/libexec/hwid/hwid-admin"; exit 1; }
 [ "$INSTALL" = 1 ] || { log "built (not installed)"; exit 0; }
 
 log "apt-get install"
@@ -93,10 +108,22 @@ softhsm2-util --init-token --free --label ca --so-pin 5678 --pin 1234 >/dev/null
 hwid ca init --key "pkcs11:token=ca;object=ca-key?pin-source=file:$W/pin" --subject "/CN=deb-test CA" \
         --dir "$W/ca" >/dev/null
 hwidd --config "$W/ca/hwidd.yaml" --check
+log "hwid token create --config on the CA host: through hwid-admin"
+hwid token create --config "$W/ca/hwidd.yaml" --description deb-test >"$W/token.out"
+grep -q '^token: [a-z0-9]\{6\}\.' "$W/token.out" || { log "hwid token create printed no token"; exit 1; }
+hwid token list --config "$W/ca/hwidd.yaml" | grep -q default || { log "hwid token list lists no token"; exit 1; }
 [ "$KEEP" = 0 ] || { log "OK (installed)"; exit 0; }
 
-log "apt-get purge: what it leaves (docs/OPERATIONS.md, \"What apt-get purge leaves behind\")"
-apt-get purge -y -q hwid hwidd >"$W/purge.log" 2>&1 || { tail -n 20 "$W/purge.log"; exit 1; }
+log "without hwidd: hwid says a CA host's command needs it"
+apt-get purge -y -q hwidd >"$W/purge-hwidd.log" 2>&1 || { tail -n 20 "$W/purge-hwidd.log"; exit 1; }
+rc=0
+hwid token list --config "$W/ca/hwidd.yaml" >"$W/nohost.out" 2>"$W/nohost.err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'install the package hwidd' "$W/nohost.err" ||
+        { log "hwid token list --config without hwidd: exit $rc, $(cat "$W/nohost.err")"; exit 1; }
+hwid --version >/dev/null
+
+log "apt-get purge (hwidd went above): what it leaves (docs/OPERATIONS.md, \"What apt-get purge leaves behind\")"
+apt-get purge -y -q hwid >"$W/purge.log" 2>&1 || { tail -n 20 "$W/purge.log"; exit 1; }
 for f in /etc/default/hwid-agent /etc/hwid/openssl-tpm2.cnf /usr/share/doc/hwid/OPERATIONS.md \
         /etc/systemd/system/multi-user.target.wants/hwidd.service; do
         [ ! -e "$f" ] || { log "$f is still there after the purge"; exit 1; }

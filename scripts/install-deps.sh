@@ -9,6 +9,8 @@ PACKAGES=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         # the layering test (tests/check-rooms.py)
         python3 binutils
+        # the tests' JSON reader (json_get in tests/lib.sh)
+        jq
         # libraries
         libssl-dev libtss2-dev libp11-kit-dev libmicrohttpd-dev
         libgnutls28-dev libsqlite3-dev libcurl4-openssl-dev libyaml-dev libpq-dev

@@ -283,6 +283,34 @@ run_ok() {
         cat "$T/last.err" >&2
 }
 
+# json_get FILE|JSON|- FILTER — the one JSON reader of the tests: FILTER (jq:
+# .a.b, .list[0], .list | length, "\(.a) \(.b)") applied to a JSON
+# document, named by its file, given as the text itself (it starts with {
+# or [), or read from standard input (-; one document after another is
+# fine). Strings print as they are (no quotes, escapes undone), every other
+# value as JSON (null, true, 12, {...}), each result on a line of its own.
+# A document that is not JSON fails (exit status non-zero, a message).
+json_get() {
+        local src=$1 filter=$2
+        [ $# = 2 ] || fail "usage: json_get FILE|JSON|- FILTER"
+        if [ "$src" = - ]; then
+                jq -rc "$filter"
+        elif [[ $src =~ ^[[:space:]]*[\{\[] ]]; then
+                jq -rc "$filter" <<<"$src"
+        else
+                jq -rc "$filter" <"$src"
+        fi
+}
+
+# b64url_decode TEXT — the bytes TEXT encodes in base64url (RFC 4648 §5),
+# padded or not (a JWS's parts).
+b64url_decode() {
+        local s=${1//-/+}
+        s=${s//_//}
+        while [ $((${#s} % 4)) != 0 ]; do s+='='; done
+        base64 -d <<<"$s"
+}
+
 # no_private_keys_in DIR... — no file may hold an unwrapped PEM private key.
 # TSS2 PRIVATE KEY blobs are fine: they are wrapped by the TPM. The swtpm
 # local CA's own keys (test fixtures under $T/swtpm*/localca) are ignored.
@@ -324,18 +352,108 @@ require_tools() {
 
 # --- clocks -------------------------------------------------------------------
 
-# wrong_clock OFFSET — sets WRONG_CLOCK to the words that run a command with
-# its clock off by OFFSET ("-10m", "+2h": libfaketime's FAKETIME), e.g.
-#   start_bg "$log" "${WRONG_CLOCK[@]}" "$HWIDD" --config "$CFG"
-# (env execs the command: its PID is the one tracked). Only the wall
-# clock moves. ASan's allocator must not read the clock: libfaketime,
-# initialising inside that read, would deadlock on the allocator's lock.
-wrong_clock() {
+# _lib_faketime — sets _LIB_FAKETIME to the words that run a command under
+# libfaketime, the rest of its settings to follow (FAKETIME=... or a file).
+# Only the wall clock moves. ASan's allocator must not read the clock:
+# libfaketime, initialising inside that read, would deadlock on the
+# allocator's lock; and gcc's ASan, a shared library, would refuse to come
+# after libfaketime.
+_LIB_FAKETIME_ASAN=allocator_release_to_os_interval_ms=-1:verify_asan_link_order=0
+_lib_faketime() {
         local lib
         lib=$(compgen -G '/usr/lib/*/faketime/libfaketimeMT.so.1' | head -n 1) ||
                 missing_hardware "libfaketime (package faketime)"
-        WRONG_CLOCK=(env "LD_PRELOAD=$lib" "FAKETIME=$1" FAKETIME_DONT_FAKE_MONOTONIC=1
-                "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_release_to_os_interval_ms=-1")
+        _LIB_FAKETIME=(env "LD_PRELOAD=$lib" FAKETIME_DONT_FAKE_MONOTONIC=1)
+}
+
+# wrong_clock OFFSET — sets WRONG_CLOCK to the words that run a command with
+# its clock off by OFFSET ("-10m", "+2h": libfaketime's FAKETIME), e.g.
+#   start_bg "$log" "${WRONG_CLOCK[@]}" "$HWIDD" --config "$CFG"
+# (env execs the command: its PID is the one tracked).
+wrong_clock() {
+        _lib_faketime
+        # shellcheck disable=SC2034  # used by the tests
+        WRONG_CLOCK=("${_LIB_FAKETIME[@]}" "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}$_LIB_FAKETIME_ASAN"
+                "FAKETIME=$1")
+}
+
+# The test's clock: time passes for the processes started on it when the
+# test says so, instead of the test waiting for it (a certificate's expiry,
+# a renewal window, the agent's next renewal). test_clock sets CLOCK to the
+# words that run a command on it (libfaketime reading its offset from
+# $T/clock at every call), e.g.
+#   start_bg "$log" "${CLOCK[@]}" "$HWIDD" --config "$CFG"
+# and exports the ASAN_OPTIONS that such a process needs. Until test_clock
+# is called, CLOCK is empty: the real clock. clock_advance and clock_past
+# move it forward for every process on it at once; clock_wake wakes one
+# that sleeps until a moment. The moves must stay below the CA's backdating
+# (clock_skew, 5 minutes by default) in all, so that what it issues on the
+# test's clock is valid on the real one too. File times do not move with
+# it: a file written on it has the real time (libfaketime shifts what
+# stat() says, but not stat64(), which hwid calls).
+CLOCK=()
+test_clock() {
+        _lib_faketime
+        echo +0 >"$T/clock"
+        CLOCK=("${_LIB_FAKETIME[@]}" "FAKETIME_TIMESTAMP_FILE=$T/clock" FAKETIME_NO_CACHE=1)
+        export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}$_LIB_FAKETIME_ASAN
+}
+
+# clock_offset — how far the test's clock is ahead of the real one (s).
+clock_offset() {
+        local o
+        [ ${#CLOCK[@]} -gt 0 ] || { echo 0; return; }
+        o=$(cat "$T/clock")
+        echo "${o#+}"
+}
+
+# clock_now — the test's clock, in seconds since the epoch.
+clock_now() {
+        echo $(($(date +%s) + $(clock_offset)))
+}
+
+# clock_advance SECONDS — the test's clock moves forward (a new file put in
+# place with rename: a process never reads half of it).
+clock_advance() {
+        [ ${#CLOCK[@]} -gt 0 ] || fail "clock_advance: no test_clock"
+        echo "+$(($(clock_offset) + $1))" >"$T/clock.new"
+        mv -f "$T/clock.new" "$T/clock"
+}
+
+# clock_past EPOCH — the test's clock moves to one second past EPOCH, if it
+# is not there yet.
+clock_past() {
+        local d
+        d=$(($1 + 1 - $(clock_now)))
+        [ "$d" -le 0 ] || clock_advance "$d"
+}
+
+# clock_nudge PID — PID, if it sleeps until a moment of the wall clock
+# (hwid agent between two renewals), reads the clock again and acts on it:
+# a stop and a continue end such a wait early (EINTR, signal(7)). Only while
+# it sleeps in a timed wait (the kernel's wchan says where it waits), since
+# other system calls could be cut short too.
+clock_nudge() {
+        local where
+        where=$(cat "/proc/$1/wchan" 2>/dev/null) || where=
+        case $where in
+        *sigtimedwait* | *nanosleep*) kill -STOP "$1" 2>/dev/null && kill -CONT "$1" 2>/dev/null ;;
+        esac
+        return 0
+}
+
+# clock_wake PID FILE PATTERN [TIMEOUT_S=20] — clock_nudge PID again and
+# again (it may have read the clock just before it moved) until FILE has a
+# line matching PATTERN (grep -E).
+clock_wake() {
+        local pid=$1 file=$2 pat=$3 timeout=${4:-20} deadline
+        deadline=$((SECONDS + timeout))
+        until grep -qE "$pat" "$file"; do
+                [ $SECONDS -lt $deadline ] || fail "after ${timeout}s, no '$pat' in $file: $(tail -n 5 "$file")"
+                _lib_is_alive "$pid" || fail "$file: the process exited: $(tail -n 5 "$file")"
+                clock_nudge "$pid"
+                sleep 0.1
+        done
 }
 
 # --- ports --------------------------------------------------------------------

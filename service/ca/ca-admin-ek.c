@@ -1,5 +1,5 @@
-/* The admin operations on the EK allowlist (list, add, import, remove):
- * what `hwid ek` makes on the CA host, checked the same way (ek-entry.h);
+/* The admin operations on the EK allowlist (list, add, import, remove),
+ * each entry checked by ek-entry.h;
  * and on the identities bound to the TPM that attested them (list,
  * release: docs/ATTESTATION.md, "A name is bound to its TPM"). */
 #include <stdlib.h>
@@ -42,7 +42,7 @@ static int read_entry(admin_call *c, store_ek *e) {
         if (in->ek_cert) {
                 if (base64_decode(in->ek_cert, strlen(in->ek_cert), false, &der, &len) < 0)
                         return hwid_fail(HWID_E_INVALID, "\"ek_cert\" is not base64 (of the certificate)");
-                r = ek_entry_from_cert(c->ca->cfg, der, len, "the EK certificate", e);
+                r = ek_entry_from_cert(c->ca->cfg, der, len, in->file ? in->file : "the EK certificate", e);
         } else
                 r = ek_entry_pub_hash(in->ek_pub_sha256, "\"ek_pub_sha256\"", e);
         return r < 0 ? r : ek_entry_names(c->ca->cfg, in->cn, in->profile, in->cn, e);
@@ -80,7 +80,8 @@ int admin_ek_import(admin_call *c) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         memcpy(text, raw, len);
         text[len] = '\0';
-        if ((r = ek_manifest_parse(c->ca->cfg, "the manifest", text, len, c->in->profile, &v, &n)) < 0)
+        if ((r = ek_manifest_parse(c->ca->cfg, c->in->file ? c->in->file : "the manifest", text, len, c->in->profile,
+                                   &v, &n)) < 0)
                 return r;
         r = store_ek_add(c->ca->store, v, n, NULL, c->now);
         store_ek_list_free(v, n);

@@ -1,7 +1,7 @@
 /* The admin operations on requests (list, approve, deny), certificates
  * (list, show, revoke one or every one of an identity) and the audit log
- * (read): the same store calls the CA host's `hwid request|cert|audit`
- * make, and four eyes (policy_check_request_decide()). */
+ * (read): `hwid request|cert|audit list`'s, remotely or on the CA host,
+ * with four eyes (policy_check_request_decide()). */
 #include <string.h>
 
 #include "ca-admin-internal.h"

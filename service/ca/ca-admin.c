@@ -19,27 +19,29 @@
 #include "token.h"
 #include "x509-util.h"
 
+/* reads: changes nothing (the CA host's administrator reads unaudited). */
 static const struct {
         policy_action action;
         admin_fn fn;
+        bool reads;
 } ops[] = {
-        [CA_ADMIN_TOKEN_LIST] = { ACTION_TOKEN_LIST, admin_token_list },
-        [CA_ADMIN_TOKEN_CREATE] = { ACTION_TOKEN_CREATE, admin_token_create },
-        [CA_ADMIN_TOKEN_REVOKE] = { ACTION_TOKEN_REVOKE, admin_token_revoke },
-        [CA_ADMIN_REQUEST_LIST] = { ACTION_REQUEST_LIST, admin_request_list },
-        [CA_ADMIN_REQUEST_APPROVE] = { ACTION_REQUEST_APPROVE, admin_request_approve },
-        [CA_ADMIN_REQUEST_DENY] = { ACTION_REQUEST_DENY, admin_request_deny },
-        [CA_ADMIN_CERT_LIST] = { ACTION_CERT_LIST, admin_cert_list },
-        [CA_ADMIN_CERT_SHOW] = { ACTION_CERT_SHOW, admin_cert_show },
-        [CA_ADMIN_CERT_REVOKE] = { ACTION_CERT_REVOKE, admin_cert_revoke },
-        [CA_ADMIN_IDENTITY_REVOKE] = { ACTION_CERT_REVOKE, admin_identity_revoke },
-        [CA_ADMIN_AUDIT_READ] = { ACTION_AUDIT_READ, admin_audit_read },
-        [CA_ADMIN_EK_LIST] = { ACTION_EK_LIST, admin_ek_list },
-        [CA_ADMIN_EK_ADD] = { ACTION_EK_ADD, admin_ek_add },
-        [CA_ADMIN_EK_IMPORT] = { ACTION_EK_IMPORT, admin_ek_import },
-        [CA_ADMIN_EK_REMOVE] = { ACTION_EK_REMOVE, admin_ek_remove },
-        [CA_ADMIN_IDENTITY_LIST] = { ACTION_IDENTITY_LIST, admin_identity_list },
-        [CA_ADMIN_IDENTITY_RELEASE] = { ACTION_IDENTITY_RELEASE, admin_identity_release },
+        [CA_ADMIN_TOKEN_LIST] = { ACTION_TOKEN_LIST, admin_token_list, true },
+        [CA_ADMIN_TOKEN_CREATE] = { ACTION_TOKEN_CREATE, admin_token_create, false },
+        [CA_ADMIN_TOKEN_REVOKE] = { ACTION_TOKEN_REVOKE, admin_token_revoke, false },
+        [CA_ADMIN_REQUEST_LIST] = { ACTION_REQUEST_LIST, admin_request_list, true },
+        [CA_ADMIN_REQUEST_APPROVE] = { ACTION_REQUEST_APPROVE, admin_request_approve, false },
+        [CA_ADMIN_REQUEST_DENY] = { ACTION_REQUEST_DENY, admin_request_deny, false },
+        [CA_ADMIN_CERT_LIST] = { ACTION_CERT_LIST, admin_cert_list, true },
+        [CA_ADMIN_CERT_SHOW] = { ACTION_CERT_SHOW, admin_cert_show, true },
+        [CA_ADMIN_CERT_REVOKE] = { ACTION_CERT_REVOKE, admin_cert_revoke, false },
+        [CA_ADMIN_IDENTITY_REVOKE] = { ACTION_CERT_REVOKE, admin_identity_revoke, false },
+        [CA_ADMIN_AUDIT_READ] = { ACTION_AUDIT_READ, admin_audit_read, true },
+        [CA_ADMIN_EK_LIST] = { ACTION_EK_LIST, admin_ek_list, true },
+        [CA_ADMIN_EK_ADD] = { ACTION_EK_ADD, admin_ek_add, false },
+        [CA_ADMIN_EK_IMPORT] = { ACTION_EK_IMPORT, admin_ek_import, false },
+        [CA_ADMIN_EK_REMOVE] = { ACTION_EK_REMOVE, admin_ek_remove, false },
+        [CA_ADMIN_IDENTITY_LIST] = { ACTION_IDENTITY_LIST, admin_identity_list, true },
+        [CA_ADMIN_IDENTITY_RELEASE] = { ACTION_IDENTITY_RELEASE, admin_identity_release, false },
 };
 
 /* What the audit record names: the parameter as sent, but one line of
@@ -77,16 +79,29 @@ static void serial_target(admin_call *c) {
         snprintf(c->target, sizeof(c->target), "%s", serial);
 }
 
+/* Who asks: the client certificate, or the CA host's administrator (a
+ * service of ca_service_new_host() only), who may do anything. */
+static int who_asks(ca_service *ca, const ca_request *req, int64_t now, ca_auth *ret) {
+        if (!req->host_admin)
+                return ca_auth_peer(ca, &req->peer, now, ret);
+        if (!ca->host)
+                return hwid_fail(HWID_E_UNAUTHENTICATED, "only the CA host's own commands ask as its administrator");
+        ret->who = (policy_requester) { .role = ROLE_ADMIN };
+        snprintf(ret->actor, sizeof(ret->actor), "%s", req->host_admin);
+        return 0;
+}
+
 void ca_admin(ca_service *ca, const ca_request *req, ca_result *res) {
         const ca_admin_args *in = req->admin;
         admin_call c = { .ca = ca, .in = in, .out = &res->admin, .now = req->now };
-        policy_action action = in && (size_t) in->op < ELEMENTSOF(ops) ? ops[in->op].action : ACTION_ADMIN;
+        bool known = in && (size_t) in->op < ELEMENTSOF(ops);
+        policy_action action = known ? ops[in->op].action : ACTION_ADMIN;
         const char *name = policy_action_name(action);
-        int r = in && (size_t) in->op < ELEMENTSOF(ops) ? 0 : hwid_fail(HWID_E_INTERNAL, "no such admin operation");
+        int r = known ? 0 : hwid_fail(HWID_E_INTERNAL, "no such admin operation");
 
         if (r >= 0)
                 initial_target(&c);
-        if (r >= 0 && (r = ca_auth_peer(ca, &req->peer, c.now, &c.auth)) >= 0)
+        if (r >= 0 && (r = who_asks(ca, req, c.now, &c.auth)) >= 0)
                 r = authorize(&c, action);
         if (r >= 0 && req->refused) {
                 serial_target(&c);
@@ -94,6 +109,9 @@ void ca_admin(ca_service *ca, const ca_request *req, ca_result *res) {
         }
         if (r >= 0)
                 r = ops[in->op].fn(&c);
+        /* The CA host's administrator reads its own store unaudited. */
+        if (known && ops[in->op].reads && req->host_admin && ca->host)
+                c.audited = c.auth.audited = true;
         if (r < 0)
                 ca_fail(ca, &c.auth, name, c.target[0] ? c.target : NULL, res, r);
         else if (!c.audited)

@@ -54,6 +54,8 @@ typedef struct ca_admin_args {
         const char *ek_cert;          /* ... base64 of its EK certificate (DER or PEM), or ... */
         const char *ek_pub_sha256;    /* ... the SHA-256 of its EK public key */
         const char *manifest;         /* CA_ADMIN_EK_IMPORT: base64 of the manifest file */
+        const char *file;             /* EK_ADD, EK_IMPORT: the file's name for messages (NULL:
+                                       * "the EK certificate", "the manifest") */
         size_t limit;                 /* CA_ADMIN_AUDIT_READ: the last so many records */
         ca_audit_fn audit_fn;
         void *audit_userdata;

@@ -27,6 +27,7 @@ typedef struct ca_crl_cache {
 
 struct ca_service {
         hwidd_config *cfg;          /* policy lives here; swapped under cfg_lock */
+        bool host;                  /* ca_service_new_host(): the CA host's administrator's */
         pthread_rwlock_t cfg_lock;  /* read-held for the whole of a request */
         hwid_key *ca_key;
         /* ca.token_key: what bootstrap tokens are derived with (token.h);

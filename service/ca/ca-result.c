@@ -41,7 +41,8 @@ void ca_refuse(ca_service *ca, ca_result *res, int r) {
         }
         res->outcome = CA_REFUSED;
         res->error = r;
-        snprintf(res->message, sizeof(res->message), "%s", hwid_public_message(r));
+        /* The CA host's administrator is told what the log would say. */
+        snprintf(res->message, sizeof(res->message), "%s", ca->host ? hwid_strerror(r) : hwid_public_message(r));
 }
 
 int ca_result_cert(ca_result *res, ca_outcome outcome, uint8_t **der, size_t der_len, char **serial) {

@@ -74,9 +74,9 @@ static int open_token_key(ca_service *ca, const hwidd_config *cfg, const hsm_opt
         return token_key_check(ca->token_key, &c);
 }
 
-int ca_service_new(hwidd_config *cfg, ca_service **ret) {
+/* The service's counters and locks, for cfg. */
+static int service_alloc(hwidd_config *cfg, ca_service **ret) {
         _cleanup_(ca_service_freep) ca_service *ca = calloc(1, sizeof(*ca));
-        hsm_options ho = { .tcti = cfg->tcti };
         int r;
 
         if (!ca)
@@ -86,8 +86,18 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         pthread_mutex_init(&ca->chal_lock, NULL);
         pthread_mutex_init(&ca->ready_lock, NULL);
         ca->cfg = cfg;
-        if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0 ||
-            (r = load_ca_cert(ca, cfg)) < 0 ||
+        if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0)
+                return r;
+        *ret = TAKE_PTR(ca);
+        return 0;
+}
+
+int ca_service_new(hwidd_config *cfg, ca_service **ret) {
+        _cleanup_(ca_service_freep) ca_service *ca = NULL;
+        hsm_options ho = { .tcti = cfg->tcti };
+        int r;
+
+        if ((r = service_alloc(cfg, &ca)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = open_token_key(ca, cfg, &ho)) < 0 ||
             (r = store_open_pooled(cfg->database, cfg->database_connections, &ca->store)) < 0 ||
@@ -95,6 +105,24 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
             (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
                                      ca_syslog_dropped, ca->metrics)) < 0 ||
             (r = record_old_dns_names(ca)) < 0)
+                return r;
+        *ret = TAKE_PTR(ca);
+        return 0;
+}
+
+int ca_service_new_host(hwidd_config *cfg, hwid_mac_key *token_key, ca_service **ret) {
+        _cleanup_(ca_service_freep) ca_service *ca = NULL;
+        int r;
+
+        if ((r = service_alloc(cfg, &ca)) < 0) {
+                hwid_mac_key_free(token_key);
+                return r;
+        }
+        ca->host = true;
+        ca->token_key = token_key;
+        if ((r = store_open(cfg->database, &ca->store)) < 0 ||
+            (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwid", NULL,
+                                     NULL)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);
         return 0;

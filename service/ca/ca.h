@@ -27,6 +27,13 @@ typedef struct ca_service ca_service;
  * for the service's lifetime; the policy inside may be swapped by
  * ca_service_set_config()). */
 int ca_service_new(hwidd_config *cfg, ca_service **ret);
+/* For the CA host's own administrator (`hwid token create --config`
+ * ..., run in process by hwid-admin): the store and the policy of cfg
+ * (borrowed), and no CA key or issuer, since nothing it does signs;
+ * token_key (taken; NULL: none) for the tokens it creates.  Its requests
+ * name the administrator (ca_request.host_admin) instead of a client
+ * certificate. */
+int ca_service_new_host(hwidd_config *cfg, hwid_mac_key *token_key, ca_service **ret);
 void ca_service_free(ca_service *ca);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ca_service *, ca_service_free)
 
@@ -223,6 +230,12 @@ typedef struct ca_request {
         ca_read what;                 /* CA_OP_READ */
         buf *out;                     /* CA_OP_READ of a CRL or metrics */
         const ca_admin_args *admin;   /* CA_OP_ADMIN */
+        /* CA_OP_ADMIN from the CA host's administrator ("admin:<login>"),
+         * in process, to a service of ca_service_new_host() (any other
+         * refuses it): the admin role, told every refusal in full, its
+         * reads not audited (the store is its own to read), as when the
+         * host's commands worked on the store themselves. */
+        const char *host_admin;
 } ca_request;
 
 typedef enum ca_outcome {

@@ -1,6 +1,6 @@
-/* EK allowlist entries, checked the same way wherever they are made: by
- * `hwid ek add/import` on the CA host and by the admin API
- * (POST /v1/admin/ek).  An entry lets one TPM -- by its EK certificate or
+/* EK allowlist entries, checked in one place: the admin API's
+ * (POST /v1/admin/ek, /v1/admin/ek/import), which `hwid ek add/import`
+ * call, remotely or on the CA host.  An entry lets one TPM -- by its EK certificate or
  * its EK public key -- enroll without a bootstrap token, under one name
  * and profile. */
 #pragma once

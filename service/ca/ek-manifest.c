@@ -1,5 +1,5 @@
 /* A factory line's manifest of TPMs for the EK allowlist (ek-entry.h),
- * read by `hwid ek import` and the admin API.  Two forms
+ * read by the admin API for `hwid ek import`.  Two forms
  * (docs/ATTESTATION.md):
  *
  *   JSON  {"devices": [{"cn": "edge-0001", "profile": "edge",

@@ -54,7 +54,7 @@ held() {
         fi
         post_csr "$DEV/$f" "$(token_new --profile "$profile")" "$DEV/$f.csr"
         expect_status 202 "$DEV/$f"
-        TARGET=$(json_str request_id "$DEV/$f.body")
+        TARGET=$(json_get "$DEV/$f.body" .request_id)
 }
 
 approve_as() {
@@ -104,10 +104,15 @@ test_four_eyes() {
         assert_eq "$(request_state "$TARGET")" denied "its own request denied"
 }
 
+# listed ID — the entry of request ID in the list in $DEV/list.body (JSON).
+listed() {
+        json_get "$DEV/list.body" "[.. | objects | select(.id? == \"$1\")] | first"
+}
+
 # An approver renews with a new key: a request for the key it held before
 # is still its own.
 test_rotated_key() {
-        local me=op-approver-rot why
+        local me=op-approver-rot why entry
         enrolled "$me" "$(token_new --profile ops-approver-renew)"
         openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEV/$me-new.key" \
                 -subj "/CN=$me" -out "$DEV/$me-new.csr" 2>/dev/null || fail "openssl req for $me's new key"
@@ -121,10 +126,11 @@ test_rotated_key() {
         assert_eq "$(request_state "$TARGET")" pending "a request for its earlier key approved"
         http "$DEV/list" GET /v1/admin/requests --cert "$DEV/$me-new.pem" --key "$DEV/$me-new.key"
         expect_status 200 "$DEV/list"
-        assert_contains "$(cat "$DEV/list.body")" \
-                "\"id\":\"$TARGET\",\"status\":\"pending\"" "the request in the rotated approver's list"
-        assert_contains "$(grep -o "\"id\":\"$TARGET\"[^}]*" "$DEV/list.body")" \
-                "\"may_approve\":false,\"may_deny\":true,\"approve_refused\":\"$why" "what the list says it may do"
+        entry=$(listed "$TARGET")
+        assert_eq "$(json_get "$entry" .status)" pending "the request in the rotated approver's list"
+        assert_eq "$(json_get "$entry" '"\(.may_approve) \(.may_deny)"')" "false true" "what the list says it may do"
+        [[ $(json_get "$entry" .approve_refused) == "$why"* ]] ||
+                fail "why the list says it may not approve: $(json_get "$entry" .approve_refused)"
         approve_as op-approver-4e "$TARGET"
         expect_status 200 "$DEV/decide"
         assert_eq "$(request_state "$TARGET")" approved "the request approved by another approver"
@@ -179,9 +185,9 @@ test_approver_scope() {
         http "$DEV/list" GET /v1/admin/requests --cert "$DEV/op-approver-4e.pem" --key "$DEV/op-approver-4e.key"
         expect_status 200 "$DEV/list"
         for id in "$out_name" "$out_prof"; do
-                grep -qF "\"id\":\"$id\",\"status\":\"pending\"" "$DEV/list.body" || fail "$id not listed unscoped"
+                [ "$(json_get "$(listed "$id")" .status)" = pending ] || fail "$id not listed unscoped"
         done
-        assert_eq "$(grep -o '"may_approve":true,"may_deny":true' "$DEV/list.body" | wc -l)" 2 \
+        assert_eq "$(json_get "$DEV/list.body" '[.. | objects | select(.may_approve == true and .may_deny == true)] | length')" 2 \
                 "requests the unscoped approver may decide"
         approve_as op-approver-4e "$out_name"
         expect_status 200 "$DEV/decide"

@@ -75,7 +75,7 @@ fresh_request() {
         tok=$(token_new --profile manual)
         enroll "held-$N" "$tok"
         expect_status 202 "$DEV/held-$N"
-        TARGET=$(json_str request_id "$DEV/held-$N.body")
+        TARGET=$(json_get "$DEV/held-$N.body" .request_id)
 }
 
 request_state() {
@@ -358,10 +358,10 @@ test_raw_api() {
         assert_eq "$(admin token list)" "$before" "tokens after bad requests"
         api POST /v1/admin/tokens --data-binary '{"profile":"line","name_pattern":"line-9-*","uses":2,"ttl":600}'
         expect_status 201 "$DEV/api"
-        [[ $(json_str token "$DEV/api.body") =~ ^[a-z0-9]{6}\.[a-z0-9]{16,}$ ]] ||
+        [[ $(json_get "$DEV/api.body" '.tokens[-1].token') =~ ^[a-z0-9]{6}\.[a-z0-9]{16,}$ ]] ||
                 fail "no token in the answer: $(cat "$DEV/api.body")"
-        MINTED+=("$(json_str token "$DEV/api.body")")
-        assert_eq "$(json_str profile "$DEV/api.body")/$(json_str name_pattern "$DEV/api.body")" line/line-9-* \
+        MINTED+=("$(json_get "$DEV/api.body" '.tokens[-1].token')")
+        assert_eq "$(json_get "$DEV/api.body" '.tokens[-1] | "\(.profile)/\(.name_pattern)"')" line/line-9-* \
                 "the created token"
         api GET "/v1/admin/audit?limit=abc"
         expect_error 400 invalid_argument "$DEV/api" "limit must be"
@@ -383,7 +383,7 @@ test_raw_api() {
         expect_error 409 wrong_state "$DEV/api" "already revoked"
         api GET "/v1/admin/certificates?identity=$TARGET_NAME"
         expect_status 200 "$DEV/api"
-        assert_eq "$(json_str serial "$DEV/api.body")/$(json_str status "$DEV/api.body")" "$serial/revoked" \
+        assert_eq "$(json_get "$DEV/api.body" '.certificates[-1] | "\(.serial)/\(.status)"')" "$serial/revoked" \
                 "the certificate listed by identity"
 }
 

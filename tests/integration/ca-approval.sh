@@ -34,10 +34,10 @@ request_row() {
 expect_pending() {
         local out=$1 name=$2 csr=$3
         expect_status 202 "$out"
-        assert_eq "$(json_str status "$out.body")" pending "status in the 202"
-        assert_eq "$(json_str identity "$out.body")" "$name" "identity in the 202"
-        assert_eq "$(json_str spki_sha256 "$out.body")" "$(spki_of_csr "$csr")" "spki_sha256 in the 202"
-        REQ_ID=$(json_str request_id "$out.body")
+        assert_eq "$(json_get "$out.body" .status)" pending "status in the 202"
+        assert_eq "$(json_get "$out.body" .identity)" "$name" "identity in the 202"
+        assert_eq "$(json_get "$out.body" .spki_sha256)" "$(spki_of_csr "$csr")" "spki_sha256 in the 202"
+        REQ_ID=$(json_get "$out.body" .request_id)
         [[ $REQ_ID =~ ^[0-9a-f]{32}$ ]] || fail "202 without a request id: $(cat "$out.body")"
         assert_eq "$(header Retry-After "$out")" 7 "Retry-After (limits.retry_after: 7s)"
         assert_eq "$(header Location "$out")" "/v1/requests/$REQ_ID" "Location"

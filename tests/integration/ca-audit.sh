@@ -86,7 +86,7 @@ test_request_ids() {
         make_csr wait-1
         post_csr "$DEV/wait-1" "$tok" "$DEV/wait-1.csr"
         expect_status 202 "$DEV/wait-1"
-        id=$(json_str request_id "$DEV/wait-1.body")
+        id=$(json_get "$DEV/wait-1.body" .request_id)
         [[ $id =~ ^[0-9a-f]{32}$ ]] || fail "no request id in the 202: $(cat "$DEV/wait-1.body")"
         short=${id:0:8}
         # The admin sees it whole, to approve it.

@@ -99,7 +99,7 @@ assert_eq "$(store_state "$TOK")" "$before" "store after the case-folded identit
 # The node reads its own identity however it is spelt.
 http "$DEV/self" GET /v1/identities/EDGE-CAM1 --cert "$DEV/edge-cam1.pem" --key "$DEV/cam1.key"
 expect_status 200 "$DEV/self"
-assert_eq "$(json_str identity "$DEV/self.body")" edge-cam1 "identity read as EDGE-CAM1"
+assert_eq "$(json_get "$DEV/self.body" .identity)" edge-cam1 "identity read as EDGE-CAM1"
 
 STOK=$(token_new --profile shared --uses 10)
 ec_key "$DEV/a.key"
@@ -111,7 +111,7 @@ csr_for "$DEV/b.key" cam-b -addext "subjectAltName=DNS:DOOR.shared.example"
 before=$(store_state "$STOK")
 post_csr "$DEV/cam-b" "$STOK" "$DEV/cam-b.csr"
 expect_error 409 identity_has_certificate "$DEV/cam-b" "cam-a"
-assert_contains "$(json_str message "$DEV/cam-b.body")" "DNS name DOOR.shared.example" "the name in the 409"
+assert_contains "$(json_get "$DEV/cam-b.body" .message)" "DNS name DOOR.shared.example" "the name in the 409"
 assert_eq "$(store_state "$STOK")" "$before" "store after the taken DNS name"
 admin cert revoke "$(serial_of "$DEV/cam-a.body")" >/dev/null
 post_csr "$DEV/cam-b" "$STOK" "$DEV/cam-b.csr"
@@ -136,8 +136,8 @@ post_csr "$DEV/man-1" "$MTOK" "$DEV/man-1.csr"
 expect_status 202 "$DEV/man-1"
 post_csr "$DEV/MAN-1" "$MTOK" "$DEV/MAN-1.csr"
 expect_status 202 "$DEV/MAN-1"
-id1=$(json_str request_id "$DEV/man-1.body")
-id2=$(json_str request_id "$DEV/MAN-1.body")
+id1=$(json_get "$DEV/man-1.body" .request_id)
+id2=$(json_get "$DEV/MAN-1.body" .request_id)
 admin request approve "$id1" >/dev/null
 admin request approve "$id2" >/dev/null
 http "$DEV/poll1" GET "/v1/requests/$id1"

@@ -57,13 +57,13 @@ test_within_skew() {
 expect_not_yet_valid() {
         local st now msg
         expect_error 401 not_yet_valid "$1"
-        st=$(jq -r .server_time "$1.body")
+        st=$(json_get "$1.body" .server_time)
         now=$(date +%s)
         [[ $st =~ ^[0-9]+$ ]] || fail "no numeric server_time in $(cat "$1.body")"
         # hwidd's clock is 20 minutes behind ours.
         [ $((now - 1200 - st)) -le 60 ] && [ $((st - (now - 1200))) -le 60 ] ||
                 fail "server_time $st is not hwidd's clock (about $((now - 1200)))"
-        msg=$(jq -r .message "$1.body")
+        msg=$(json_get "$1.body" .message)
         assert_contains "$msg" "the server's time is $(date -u -d "@$st" +%Y-%m-%dT%H:)" "message of a not_yet_valid"
         assert_not_contains "$msg" "expired" "message of a not_yet_valid"
 }
@@ -81,7 +81,7 @@ test_beyond_skew() {
         assert_eq "$(cert_rows)" "$before" "certificates after the refused renewal"
         # Refused before anyone was authenticated: logged (and counted in the
         # minute's summary record), never an audit row of its own.
-        grep -qF -- "anonymous renew -: deny — $(jq -r .message "$DEV/renew-20m.body")" "$HWIDD_LOG" ||
+        grep -qF -- "anonymous renew -: deny — $(json_get "$DEV/renew-20m.body" .message)" "$HWIDD_LOG" ||
                 fail "hwidd did not log the not_yet_valid refusal"
 }
 

@@ -182,7 +182,7 @@ test_identical_retries() {
         make_csr held
         burst h 16 same_csr held "$tok"
         assert_eq "$(count h 202)" 16 "202s of 16 identical enrollments held for approval"
-        assert_eq "$(for f in "$DEV"/h-*.body; do json_str request_id "$f"; done | sort -u | wc -l)" 1 \
+        assert_eq "$(for f in "$DEV"/h-*.body; do json_get "$f" .request_id; done | sort -u | wc -l)" 1 \
                 "requests named in the 202s"
         assert_eq "$(admin request list --all | awk '$3 == "held"' | wc -l)" 1 "requests stored for held"
         # EST: a client retrying at once gets the certificate too.

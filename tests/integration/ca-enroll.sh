@@ -132,7 +132,7 @@ refused_csr() {
                 fail "openssl req for $name"
         post_csr "$DEV/$name" "$tok" "$DEV/$name.csr"
         [[ $CODE =~ ^($statuses)$ ]] || fail "$name: HTTP $CODE, expected $statuses: $(cat "$DEV/$name.body")"
-        [ -n "$slug" ] || slug=$(json_str error "$DEV/$name.body")
+        [ -n "$slug" ] || slug=$(json_get "$DEV/$name.body" .error)
         [ -n "$slug" ] || fail "$name: no JSON error slug: $(cat "$DEV/$name.body")"
         expect_error "$CODE" "$slug" "$DEV/$name" "$part"
         assert_eq "$(store_state "$tok")" "$before" "store after the refusal of $name"
@@ -164,7 +164,7 @@ test_read_endpoints() {
         cmp -s "$DEV/ca.body" "$CA_DIR/ca.pem" || fail "GET /ca is not ca.pem"
         http "$DEV/health" GET /healthz
         expect_status 200 "$DEV/health"
-        assert_eq "$(json_str status "$DEV/health.body")" ok "/healthz status"
+        assert_eq "$(json_get "$DEV/health.body" .status)" ok "/healthz status"
         http "$DEV/crl" GET /crl
         expect_status 200 "$DEV/crl"
         openssl crl -inform DER -in "$DEV/crl.body" -CAfile "$CA_DIR/ca.pem" -noout 2>&1 | grep -qx "verify OK" ||
@@ -175,8 +175,8 @@ test_read_endpoints() {
         http "$DEV/id-own" GET /v1/identities/dev-01 --cert "$DEV/dev-01.pem" --key "$DEV/dev-01.key"
         expect_status 200 "$DEV/id-own"
         serial=$(serial_of "$DEV/dev-01.pem")
-        assert_eq "$(json_str serial "$DEV/id-own.body")" "$serial" "serial of dev-01 in /v1/identities"
-        assert_eq "$(json_str status "$DEV/id-own.body")" valid "status of dev-01"
+        assert_eq "$(json_get "$DEV/id-own.body" .serial)" "$serial" "serial of dev-01 in /v1/identities"
+        assert_eq "$(json_get "$DEV/id-own.body" .status)" valid "status of dev-01"
         http "$DEV/id-other" GET /v1/identities/dev-02 --cert "$DEV/dev-01.pem" --key "$DEV/dev-01.key"
         expect_error 403 forbidden "$DEV/id-other"
 }

@@ -73,6 +73,7 @@ ca_use_pg() {
         if [ -z "${PG_URI:-}" ]; then
                 # shellcheck source=tests/integration/pg-lib.sh
                 source "$SRCDIR/tests/integration/pg-lib.sh"
+                # shellcheck disable=SC2119  # no --own: the run's cluster will do
                 pg_start
         else
                 _CA_PG_DBS=$((${_CA_PG_DBS:-1} + 1))
@@ -93,13 +94,14 @@ add_profiles() {
         CFG=$CA_DIR/hwidd-test.yaml
 }
 
-# hwidd_start [ARGS...] — start hwidd on $CFG and wait until it listens;
-# sets HWIDD_PID and HWIDD_LOG (one log per start).
+# hwidd_start [ARGS...] — start hwidd on $CFG (on the test's clock, if it
+# has one: test_clock) and wait until it listens; sets HWIDD_PID and
+# HWIDD_LOG (one log per start).
 # shellcheck disable=SC2120  # optional arguments
 hwidd_start() {
         _HWIDD_RUNS=$((${_HWIDD_RUNS:-0} + 1))
         HWIDD_LOG=$T/hwidd.$_HWIDD_RUNS.log
-        start_bg "$HWIDD_LOG" "$HWIDD" --config "$CFG" "$@"
+        start_bg "$HWIDD_LOG" "${CLOCK[@]}" "$HWIDD" --config "$CFG" "$@"
         HWIDD_PID=$BG_PID
         wait_for_port "$PORT" 20 "$HWIDD_PID"
 }
@@ -112,11 +114,12 @@ hwidd_stop() {
         assert_eq "$rc" 0 "hwidd exit code after SIGTERM"
 }
 
-# admin ARGS... — an hwid admin command on $CFG (hwid GROUP CMD --config ...).
+# admin ARGS... — an hwid admin command on $CFG (hwid GROUP CMD --config
+# ...), on the test's clock.
 admin() {
         local group=$1 cmd=$2
         shift 2
-        run_ok "$HWID" "$group" "$cmd" --config "$CFG" "$@"
+        run_ok "${CLOCK[@]}" "$HWID" "$group" "$cmd" --config "$CFG" "$@"
 }
 
 # token_new [ARGS...] — `hwid token create`; prints the token <id>.<secret>.
@@ -205,11 +208,6 @@ renew() {
                 --data-binary "@$4"
 }
 
-# json_str FIELD FILE — the string value of "FIELD" in the flat JSON in FILE.
-json_str() {
-        sed -n "s/.*\"$1\":\"\(\([^\"\\\\]\|\\\\.\)*\)\".*/\1/p" "$2"
-}
-
 # header NAME OUT — the value of header NAME in OUT.hdr (no CR).
 header() {
         grep -i "^$1:" "$2.hdr" | head -n 1 | cut -d: -f2- | tr -d '\r' | sed 's/^ *//'
@@ -228,8 +226,8 @@ expect_error() {
         local status=$1 slug=$2 out=$3 part=${4:-} msg
         expect_status "$status" "$out"
         assert_contains "$(header Content-Type "$out")" application/json "Content-Type of a $status"
-        assert_eq "$(json_str error "$out.body")" "$slug" "JSON error slug of a $status"
-        msg=$(json_str message "$out.body")
+        assert_eq "$(json_get "$out.body" .error)" "$slug" "JSON error slug of a $status"
+        msg=$(json_get "$out.body" .message)
         [ ${#msg} -ge 10 ] || fail "HTTP $status without a reason: $(cat "$out.body")"
         [ -z "$part" ] || assert_contains "$msg" "$part" "reason of the $status"
         assert_not_contains "$(cat "$out.body")" "BEGIN CERTIFICATE" "certificate in a $status"
@@ -241,11 +239,13 @@ serial_of() {
 }
 
 # verify_leaf PEM [OPENSSL-VERIFY-ARGS...] — openssl verifies PEM against
-# ca.pem (or what the arguments say) for TLS client use.
+# ca.pem (or what the arguments say) for TLS client use; at the time of the
+# test's clock, if it has one (test_clock) and the arguments name none.
 verify_leaf() {
         local pem=$1 out
         shift
         [ $# -gt 0 ] || set -- -CAfile "$CA_DIR/ca.pem"
+        [ ${#CLOCK[@]} -eq 0 ] || [[ " $* " == *" -attime "* ]] || set -- "$@" -attime "$(clock_now)"
         out=$(openssl verify -purpose sslclient "$@" "$pem" 2>&1) || fail "openssl verify refuses $pem: $out"
         assert_eq "$out" "$pem: OK" "openssl verify $pem"
 }

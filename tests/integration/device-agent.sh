@@ -3,7 +3,9 @@
 # device-agent.sh — hwid agent keeps a short-lived identity renewed,
 # unattended, through a CA outage, a TPM restart and kill -9.
 # Certificates live one minute (profile `fast`: validity 1m, window 1.0,
-# rotate_key), the agent renews at 10% (+5% jitter) of the lifetime.
+# rotate_key), the agent renews at 10% (+5% jitter) of the lifetime: on the
+# test's clock (test_clock in lib.sh), which hwidd and the device share and
+# which the test moves to each renewal the agent planned.
 # Proves:
 #   - unattended: at least 3 renewals in a row, each with a new serial and a
 #     new key, while DIR/cert.pem, read again and again meanwhile, always
@@ -40,6 +42,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"
 
 require_tools tpm2_flushcontext strace
+test_clock
 device_ca <<'EOF'
   fast:
     validity: 1m
@@ -48,6 +51,13 @@ device_ca <<'EOF'
       window: 1.0
       rotate_key: true
 EOF
+# The agent counts a certificate's life from its arrival in DIR when
+# notBefore is earlier (backdated by clock_skew); a file's time is on the
+# real clock, not the test's (test_clock): with no backdating here,
+# notBefore is the moment of issue on the test's clock, and counts.
+hwidd_stop
+echo "clock_skew: 0s" >>"$CFG"
+hwidd_start
 swtpm_init
 D=$T/edge-1
 AGENT_ARGS=(--dir "$D" --renew-at 0.1 --jitter 0.05 --min-backoff 1s --max-backoff 4s --verbose)
@@ -56,7 +66,7 @@ AGENT_ARGS=(--dir "$D" --renew-at 0.1 --jitter 0.05 --min-backoff 1s --max-backo
 agent_start() {
         local log=$1
         shift
-        start_bg "$log" "$HWID" agent "${AGENT_ARGS[@]}" "$@"
+        start_bg "$log" "${CLOCK[@]}" "$HWID" agent "${AGENT_ARGS[@]}" "$@"
         AGENT_PID=$BG_PID
 }
 
@@ -70,6 +80,7 @@ agent_stop() {
 
 # wait_log FILE PATTERN COUNT TIMEOUT — until FILE has COUNT lines matching
 # PATTERN (grep -E); meanwhile DIR/cert.pem must verify every time it is read.
+# With WAKE=1, the agent is woken meanwhile to read the clock (clock_nudge).
 wait_log() {
         local file=$1 pat=$2 count=$3 timeout=$4 deadline
         deadline=$((SECONDS + timeout))
@@ -77,9 +88,20 @@ wait_log() {
                 [ $SECONDS -lt $deadline ] || fail "after ${timeout}s, fewer than $count '$pat' in $file"
                 _lib_is_alive "$AGENT_PID" || fail "the agent exited: $(tail -n 5 "$file")"
                 check_cert_file
-                sleep 0.3
+                [ "${WAKE:-0}" = 0 ] || clock_nudge "$AGENT_PID"
+                sleep 0.1
         done
         check_cert_file
+}
+
+# to_renewal FILE N — the test's clock moves to the moment of the agent's
+# Nth plan in FILE ("next renewal at ... (in Ns)"), once it has made it.
+to_renewal() {
+        local in
+        wait_log "$1" "next renewal at" "$2" 15
+        in=$(grep -E "next renewal at" "$1" | sed -n "$2s/.*(in \([0-9]*\)s)\$/\1/p")
+        [[ $in =~ ^[0-9]+$ ]] || fail "plan $2 of the agent: $(grep "next renewal at" "$1")"
+        clock_advance "$in"
 }
 
 # check_cert_file — a snapshot of DIR/cert.pem verifies and names edge-1.
@@ -98,12 +120,15 @@ generation() {
 }
 
 test_unattended() {
-        local tok gen0 rows valid
+        local tok gen0 rows valid n
         tok=$(token_new --profile fast)
         expect_exit 0 "enrolled edge-1" --multiline -- join_dev "$D" edge-1 "$tok"
         gen0=$(generation)
         agent_start "$T/agent-1.log"
-        wait_log "$T/agent-1.log" "edge-1 renewed: generation [0-9]+, valid until .*, new key" 3 60
+        for n in 1 2 3; do
+                to_renewal "$T/agent-1.log" "$n"
+                WAKE=1 wait_log "$T/agent-1.log" "edge-1 renewed: generation [0-9]+, valid until .*, new key" "$n" 20
+        done
         agent_stop
         assert_contains "$(cat "$T/agent-1.log")" "stopping" "agent log after SIGTERM"
         [ "$(grep -cE 'next renewal at [0-9T:Z-]+ \(in [0-9]+s\)' "$T/agent-1.log")" -ge 3 ] ||
@@ -124,7 +149,8 @@ test_outage() {
         agent_start "$T/agent-2.log"
         wait_log "$T/agent-2.log" "next renewal at" 1 15
         hwidd_stop
-        wait_log "$T/agent-2.log" "renewal of edge-1 failed \(attempt 2\)" 1 40
+        to_renewal "$T/agent-2.log" 1
+        WAKE=1 wait_log "$T/agent-2.log" "renewal of edge-1 failed \(attempt 2\)" 1 40
         assert_contains "$(cat "$T/agent-2.log")" "retrying in" "agent log during the outage"
         renewed=$(grep -c "edge-1 renewed" "$T/agent-2.log" || true)
         hwidd_start
@@ -145,7 +171,8 @@ test_tpm_restart() {
         wait_log "$T/agent-3.log" "next renewal at" 1 15
         kill -TERM "$pid"
         while _lib_is_alive "$pid"; do sleep 0.1; done
-        wait_log "$T/agent-3.log" "renewal of edge-1 failed \(attempt [0-9]+\): cannot reach the TPM" 1 40
+        to_renewal "$T/agent-3.log" 1
+        WAKE=1 wait_log "$T/agent-3.log" "renewal of edge-1 failed \(attempt [0-9]+\): cannot reach the TPM" 1 40
         renewed=$(grep -c "edge-1 renewed" "$T/agent-3.log" || true)
         "${args[@]}" </dev/null >"$T/swtpm-restart.err" 2>&1 || fail "swtpm restart: $(cat "$T/swtpm-restart.err")"
         wait_log "$T/agent-3.log" "edge-1 renewed" $((renewed + 1)) 20
@@ -159,7 +186,7 @@ test_tpm_restart() {
 test_sigterm_mid_renewal() {
         local rc=0 gen0 deadline
         gen0=$(generation)
-        start_bg "$T/term.log" "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --verbose
+        start_bg "$T/term.log" "${CLOCK[@]}" "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --verbose
         deadline=$((SECONDS + 20))
         until [ "$(grep -c 'asking .* to renew' "$T/term.log")" -ge 2 ]; do
                 [ $SECONDS -lt $deadline ] || fail "the agent sent no second request: $(cat "$T/term.log")"
@@ -202,7 +229,7 @@ test_kill9() {
                 # Renew back to back (due 1% into the lifetime); kill at a
                 # random moment shortly after a request went out, where the
                 # answer is received and stored.
-                start_bg "$T/kill-$i.log" "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --min-backoff 1s \
+                start_bg "$T/kill-$i.log" "${CLOCK[@]}" "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --min-backoff 1s \
                         --max-backoff 2s --verbose
                 deadline=$((SECONDS + 10))
                 while [ "$(grep -c 'asking .* to renew' "$T/kill-$i.log")" -lt $((1 + i % 3)) ] &&
@@ -229,10 +256,10 @@ test_kill9() {
                 "on restart; generation $gen0 -> $(generation)" >&2
         # Started again, it carries on.
         rc=0
-        "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --once 2>"$T/after-kill.log" || rc=$?
+        "${CLOCK[@]}" "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --once 2>"$T/after-kill.log" || rc=$?
         if [ "$rc" != 0 ]; then
                 agent_ended "$rc" "$T/after-kill.log"
-                run_ok "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --once 2>"$T/after-kill.log"
+                run_ok "${CLOCK[@]}" "$HWID" agent --dir "$D" --renew-at 0.01 --jitter 0 --once 2>"$T/after-kill.log"
         fi
         assert_contains "$(cat "$T/after-kill.log")" "edge-1 renewed" "renewal after the kill loop"
         check_dir "$D" edge-1
@@ -253,7 +280,7 @@ test_crash_points() {
                         # (in a subshell, whose stderr takes bash's "Killed")
                         (ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -f -qq -o /dev/null \
                                 -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
-                                "$HWID" renew --dir "$D" >/dev/null 2>"$T/crash.log"
+                                "${CLOCK[@]}" "$HWID" renew --dir "$D" >/dev/null 2>"$T/crash.log"
                                 exit $?) 2>/dev/null || rc=$?
                         [ "$rc" != 0 ] || break
                         assert_eq "$rc" 137 "hwid renew killed at $sc #$n: $(tail -n 1 "$T/crash.log")"
@@ -261,7 +288,7 @@ test_crash_points() {
                         flush_dead_client
                         check_dir "$D" edge-1
                         rc=0
-                        "$HWID" renew --dir "$D" >/dev/null 2>"$T/recover.log" || rc=$?
+                        "${CLOCK[@]}" "$HWID" renew --dir "$D" >/dev/null 2>"$T/recover.log" || rc=$?
                         if [ "$rc" != 0 ]; then
                                 agent_ended "$rc" "$T/recover.log"
                         fi

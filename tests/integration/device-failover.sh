@@ -78,13 +78,6 @@ b_start() {
         wait_for_port "$B_PORT" 20 "$B_PID"
 }
 
-# json_get FILE KEY — a member of a JSON file (lists joined by spaces).
-json_get() {
-        python3 -c 'import json, sys
-v = json.load(open(sys.argv[1]))[sys.argv[2]]
-print(" ".join(v) if isinstance(v, list) else v)' "$1" "$2"
-}
-
 test_usage() {
         expect_exit 2 "--server must be an https:// URL" -- join_dev "$D" edge-1 x.y --server http://127.0.0.1:1
         expect_exit 2 "is given twice" -- join_dev "$D" edge-1 x.y --server "$URL"
@@ -102,8 +95,8 @@ test_join() {
         assert_contains "$err" "$DEAD is unavailable" "join leaving the dead server"
         assert_contains "$err" "$B is unavailable (it answered 503); trying $URL" "join leaving B"
         check_dir "$D" edge-1
-        assert_eq "$(json_get "$D/device.json" servers)" "$DEAD $B $URL" "device.json servers"
-        assert_eq "$(json_get "$D/device.json" server)" "$URL" "device.json: the server that answered"
+        assert_eq "$(json_get "$D/device.json" '.servers | join(" ")')" "$DEAD $B $URL" "device.json servers"
+        assert_eq "$(json_get "$D/device.json" .server)" "$URL" "device.json: the server that answered"
         assert_eq "$(token_used "$tok")" 1 "token uses after a join with failover"
         assert_no_transient
 }
@@ -119,8 +112,8 @@ test_factory() {
         assert_contains "$(cat "$T/last.out")" "1 enrolled" "the factory's summary"
         assert_contains "$(cat "$T/last.err")" "$B is unavailable (it answered 503)" "the factory's device leaving B"
         check_dir "$f/edge-f" edge-f
-        assert_eq "$(json_get "$f/edge-f/device.json" servers)" "$DEAD $B $URL" "the factory device's servers"
-        assert_eq "$(json_get "$f/edge-f/device.json" server)" "$URL" "the factory device's server"
+        assert_eq "$(json_get "$f/edge-f/device.json" '.servers | join(" ")')" "$DEAD $B $URL" "the factory device's servers"
+        assert_eq "$(json_get "$f/edge-f/device.json" .server)" "$URL" "the factory device's server"
         assert_no_transient
 }
 
@@ -134,8 +127,8 @@ test_renew() {
         [ "$(dir_serial "$D")" != "$before" ] || fail "renew through B kept the serial"
         grep -q "renewed edge-1" "$B_LOG" || fail "B's log shows no renewal: $(cat "$B_LOG")"
         check_dir "$D" edge-1
-        assert_eq "$(json_get "$D/device.json" server)" "$B" "device.json after renewing through B"
-        assert_eq "$(json_get "$D/device.json" servers)" "$DEAD $B $URL" "device.json servers after renewing"
+        assert_eq "$(json_get "$D/device.json" .server)" "$B" "device.json after renewing through B"
+        assert_eq "$(json_get "$D/device.json" '.servers | join(" ")')" "$DEAD $B $URL" "device.json servers after renewing"
 
         hwidd_start
         b_fault "fail 0xe0 100000 ca-key"
@@ -144,7 +137,7 @@ test_renew() {
         assert_contains "$(cat "$T/last.err")" "$B is unavailable (it answered 503)" "renew leaving B"
         [ "$(dir_serial "$D")" != "$before" ] || fail "renew through A kept the serial"
         check_dir "$D" edge-1
-        assert_eq "$(json_get "$D/device.json" server)" "$URL" "device.json after renewing through A"
+        assert_eq "$(json_get "$D/device.json" .server)" "$URL" "device.json after renewing through A"
         assert_no_transient
 }
 
@@ -159,7 +152,7 @@ test_agent() {
         assert_contains "$(cat "$T/last.err")" "$URL is unavailable" "the agent leaving the stopped A"
         [ "$(dir_serial "$D")" != "$before" ] || fail "the agent kept the serial"
         check_dir "$D" edge-1
-        assert_eq "$(json_get "$D/device.json" server)" "$B" "device.json after the agent renewed through B"
+        assert_eq "$(json_get "$D/device.json" .server)" "$B" "device.json after the agent renewed through B"
         hwidd_start
         assert_no_transient
 }

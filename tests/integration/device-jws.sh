@@ -48,7 +48,7 @@ mkdir -p "$J"
 jws_verify() {
         local out=$1
         shift
-        run_ok "$HWID" jws verify --ca "$CA_DIR/ca.pem" "$@" >"$out"
+        run_ok "${CLOCK[@]}" "$HWID" jws verify --ca "$CA_DIR/ca.pem" "$@" >"$out"
 }
 
 # refused TOKEN-FILE REASON [ARGS...] — hwid jws verify refuses, exit 1, one
@@ -56,7 +56,7 @@ jws_verify() {
 refused() {
         local tok=$1 why=$2
         shift 2
-        expect_exit 1 "hwid: JWS refused: " -- "$HWID" jws verify --ca "$CA_DIR/ca.pem" --token "$tok" "$@"
+        expect_exit 1 "hwid: JWS refused: " -- "${CLOCK[@]}" "$HWID" jws verify --ca "$CA_DIR/ca.pem" --token "$tok" "$@"
         assert_contains "$(cat "$T/last.err")" "$why" "why $(basename "$tok") is refused"
         [ ! -s "$T/last.out" ] || fail "hwid jws verify printed a result for the refused $(basename "$tok")"
 }
@@ -100,14 +100,13 @@ device_signs() {
         "$PY" "$PEER" verify "$J/$name.jws" "$d/cert.pem" "$alg" >"$J/$name.payload" ||
                 fail "jwcrypto refuses the $alg JWS of $name"
         jws_verify "$J/$name.out" --token "$J/$name.jws"
-        assert_eq "$(json 'j["alg"], j["signer"]["identity"], j["claims"]["iss"], j["claims"]["aud"], j["claims"]["n"]' \
-                "$J/$name.out")" "$alg $name $name billing 7" "what hwid jws verify says of $name's JWT"
-        assert_eq "$(json 'j["claims"]["exp"] - j["claims"]["iat"]' "$J/$name.out")" 120 "exp - iat with --ttl 2m"
-        assert_eq "$(json 'j["signer"]["serial"]' "$J/$name.out")" "$(dir_serial "$d")" "signer serial"
+        assert_eq "$(json_get "$J/$name.out" '"\(.alg) \(.signer.identity) \(.claims.iss) \(.claims.aud) \(.claims.n)"')" \
+                "$alg $name $name billing 7" "what hwid jws verify says of $name's JWT"
+        assert_eq "$(json_get "$J/$name.out" '.claims.exp - .claims.iat')" 120 "exp - iat with --ttl 2m"
+        assert_eq "$(json_get "$J/$name.out" .signer.serial)" "$(dir_serial "$d")" "signer serial"
         # The signature is over the claims jwcrypto saw.
-        assert_eq "$(json 'j["claims"]["iat"]' "$J/$name.out")" \
-                "$("$PY" -c 'import base64, json, sys; t = sys.argv[1]; print(json.loads(base64.urlsafe_b64decode(t + "=" * (-len(t) % 4)))["iat"])' \
-                        "$(cat "$J/$name.payload")")" "iat seen by jwcrypto"
+        assert_eq "$(json_get "$J/$name.out" .claims.iat)" \
+                "$(b64url_decode "$(cat "$J/$name.payload")" | json_get - .iat)" "iat seen by jwcrypto"
 }
 
 test_device_signs() {
@@ -127,7 +126,8 @@ test_raw_payload() {
         "$PY" "$PEER" verify "$J/blob-rsa.jws" "$T/dev-rsa/cert.pem" RS256 >/dev/null || fail "jwcrypto: RS256 raw"
         jws_verify "$J/blob.out" --token "$J/blob.jws" --payload-out "$J/blob.back"
         cmp -s "$J/blob" "$J/blob.back" || fail "--payload-out differs from what was signed"
-        assert_eq "$(json '"claims" in j, "payload_base64url" in j' "$J/blob.out")" "False True" "raw payload output"
+        assert_eq "$(json_get "$J/blob.out" '"\(has("claims")) \(has("payload_base64url"))"')" "false true" \
+                "raw payload output"
 }
 
 test_peer_signs() {
@@ -142,10 +142,10 @@ test_peer_signs() {
         peer_sign "$J/sw-ec.jws" "$DEV/sw-ec.key" ES256 "$J/sw-ec.claims" "$DEV/sw-ec.pem" "$CA_DIR/ca.pem"
         peer_sign "$J/sw-rsa.jws" "$DEV/sw-rsa.key" RS256 "$J/sw-rsa.claims" "$DEV/sw-rsa.pem"
         jws_verify "$J/sw-ec.out" --token - <"$J/sw-ec.jws"
-        assert_eq "$(json 'j["alg"], j["signer"]["identity"], j["claims"]["aud"]' "$J/sw-ec.out")" "ES256 sw-ec billing" \
+        assert_eq "$(json_get "$J/sw-ec.out" '"\(.alg) \(.signer.identity) \(.claims.aud)"')" "ES256 sw-ec billing" \
                 "hwid jws verify of jwcrypto's ES256"
         jws_verify "$J/sw-rsa.out" --token "$J/sw-rsa.jws"
-        assert_eq "$(json 'j["alg"], j["signer"]["identity"]' "$J/sw-rsa.out")" "RS256 sw-rsa" \
+        assert_eq "$(json_get "$J/sw-rsa.out" '"\(.alg) \(.signer.identity)"')" "RS256 sw-rsa" \
                 "hwid jws verify of jwcrypto's RS256"
 }
 
@@ -242,19 +242,20 @@ test_revoked() {
         refused "$J/rev.jws" "the CRL cannot be used for the CA" --crl "$J/other.crl"
 }
 
+# Time passes on the test's clock (test_clock), for hwid jws alone.
 test_expired() {
-        local now
-        "$HWID" jws sign --dir "$T/dev-ec" --ttl 1s >"$J/short.jws" || fail "hwid jws sign --ttl 1s"
-        sleep 2
+        test_clock
+        "${CLOCK[@]}" "$HWID" jws sign --dir "$T/dev-ec" --ttl 1s >"$J/short.jws" || fail "hwid jws sign --ttl 1s"
+        clock_advance 2
         refused "$J/short.jws" "the token expired at" --leeway 0s
         jws_verify "$J/short.out" --token "$J/short.jws" --leeway 30s
-        now=$(date +%s)
-        [ "$now" -gt "$OLD_EXPIRES" ] || sleep $((OLD_EXPIRES - now + 1))
+        clock_past "$OLD_EXPIRES"
+        clock_past "$(date -u -d "$(openssl x509 -in "$T/dev-old/cert.pem" -noout -enddate | cut -d= -f2)" +%s)"
         refused "$J/old.jws" "the signer's certificate (/CN=sw-old) has expired"
         refused "$J/dev-old.jws" "the signer's certificate (/CN=dev-old) has expired"
         # An expired identity signs nothing.
         expect_exit 1 "the certificate has expired: renew it (hwid renew) or join again" -- \
-                "$HWID" jws sign --dir "$T/dev-old"
+                "${CLOCK[@]}" "$HWID" jws sign --dir "$T/dev-old"
         assert_no_transient
 }
 

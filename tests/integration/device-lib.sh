@@ -23,11 +23,12 @@ device_ca() {
 }
 
 # join_dev DIR NAME TOKEN [ARGS...] — hwid join with the token in the
-# environment (never on the command line) and the key in DIR.
+# environment (never on the command line) and the key in DIR, on the
+# test's clock.
 join_dev() {
         local dir=$1 name=$2 tok=$3
         shift 3
-        HWID_TOKEN=$tok "$HWID" join --server "$URL" --ca-hash "$PIN" \
+        HWID_TOKEN=$tok "${CLOCK[@]}" "$HWID" join --server "$URL" --ca-hash "$PIN" \
                 --key "tpm2:file=$dir/device.tss2.pem" --cn "$name" --dir "$dir" "$@"
 }
 
@@ -75,11 +76,6 @@ jose_peer() {
         PEER=$SRCDIR/tests/integration/jws-peer.py
         "$PY" -c 'import jwcrypto, cryptography' 2>/dev/null ||
                 missing_hardware "python3-jwcrypto and python3-cryptography"
-}
-
-# json EXPR FILE — a value from a JSON file (python: j is the document).
-json() {
-        "$PY" -c "import json, sys; j = json.load(open(sys.argv[1])); print($1)" "$2"
 }
 
 # wait_log_line FILE PATTERN TIMEOUT PID — until FILE has a line matching

@@ -3,7 +3,8 @@
 # device-reenroll.sh — a device that was away comes back by TPM attestation
 # alone, without a token (issue 27, part 1; docs/ATTESTATION.md "Coming
 # back by attestation"). Certificates live one minute; every device joins,
-# then its agent stays stopped until its certificate has expired.
+# then its agent stays stopped until its certificate has expired (on the
+# test's clock, which hwidd and the devices share: test_clock in lib.sh).
 # Proves:
 #   - reenroll_by_attestation: allowlist — the agent, started after expiry,
 #     comes back with no token (renewal refused as expired, then a new key
@@ -32,6 +33,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=attest-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/attest-lib.sh"
 
+test_clock
 swtpm_init 3
 A=${TCTIS[0]} B=${TCTIS[1]} C=${TCTIS[2]}
 manufacturer_roots "$T/ek-roots"
@@ -66,7 +68,7 @@ attested_join() {
 # its log in DIR.log.
 agent() {
         RC=0
-        "$HWID" agent --dir "$2" --tcti "$1" --once --min-backoff 1s --max-backoff 2s --verbose \
+        "${CLOCK[@]}" "$HWID" agent --dir "$2" --tcti "$1" --once --min-backoff 1s --max-backoff 2s --verbose \
                 >"$2.log" 2>&1 || RC=$?
 }
 
@@ -84,11 +86,12 @@ reenroll_audit() {
         store_sql "SELECT actor || ' ' || reason FROM audit WHERE action = 'reenroll' AND target = '$1'"
 }
 
-# wait_expired NAME — until NAME's newest certificate has expired.
+# wait_expired NAME — the test's clock moves past the expiry of NAME's
+# newest certificate.
 wait_expired() {
         local end
         end=$(store_sql "SELECT max(not_after) FROM certificates WHERE identity = '$1'")
-        while [ "$(date +%s)" -le "$end" ]; do sleep 0.5; done
+        clock_past "$end"
 }
 
 echo "== four devices join by attestation: two on the EK allowlist, two with a token"

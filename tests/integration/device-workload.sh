@@ -76,8 +76,7 @@ NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 
 # claims TOKEN-FILE — the claims of a compact JWS, as JSON (no check).
 claims() {
-        "$PY" -c 'import base64, sys; p = open(sys.argv[1]).read().strip().split(".")[1]
-print(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)).decode())' "$1"
+        b64url_decode "$(cut -d. -f2 "$1")"
 }
 
 # get OUT SOCKET PATH [CURL-ARGS...] — a request as root; the body in OUT,
@@ -103,7 +102,7 @@ get_as() {
 token_of() {
         get "$1.json" "$2" "/v1/token?audience=$3"
         assert_eq "$STATUS" 200 "token for $3 on $2: $(cat "$1.json")"
-        sed -n 's/.*"token":"\([^"]*\)".*/\1/p' "$1.json" >"$1.jws"
+        json_get "$1.json" .token >"$1.jws"
 }
 
 # signs_since LINE — how many TPM2_Sign swtpm ran since LINE of its log.
@@ -157,10 +156,9 @@ test_cost() {
         curl -sS --no-progress-meter --unix-socket "$RUN/open.sock" --parallel --parallel-max 8 -K "$W/many.curl" \
                 -w '%{http_code}\n' >"$W/many.status" || fail "curl: 1,000 token requests"
         assert_eq "$(sort "$W/many.status" | uniq -c | awk '{ print $1, $2 }')" "1000 200" "statuses of 1,000 requests"
-        assert_eq "$(cat "$W"/many/* | "$PY" -c 'import json, sys
-print(len({json.loads(l)["token"] for l in sys.stdin}))')" 1 "distinct tokens in 1,000 answers"
+        assert_eq "$(cat "$W"/many/* | json_get - .token | sort -u | wc -l)" 1 "distinct tokens in 1,000 answers"
         assert_eq "$(signs_since "$mark")" 1 "TPM2_Sign for 1,000 requests of one audience"
-        json 'j["token"]' "$W/many/1" >"$W/billing.jws"
+        json_get "$W/many/1" .token >"$W/billing.jws"
         mark=$(log_lines 0)
         token_of "$W/payroll" "$RUN/open.sock" payroll
         echo "  TPM commands for a token: $(commands_since 0 "$mark" | tr '\n' ' ')" >&2
@@ -182,20 +180,20 @@ test_tokens() {
         "$PY" "$PEER" jwt "$W/payroll.jws" "$CA_DIR/ca.pem" payroll >/dev/null || fail "jwcrypto refuses payroll's"
         expect_exit 1 "" --multiline -- "$PY" "$PEER" jwt "$W/billing.jws" "$CA_DIR/ca.pem" payroll
         run_ok "$HWID" jws verify --ca "$CA_DIR/ca.pem" --token "$W/billing.jws" >"$W/billing.out"
-        d='j["signer"]["identity"], j["claims"]["aud"], j["claims"]["iss"], j["claims"]["sub"], j["claims"]["site"],'
-        d+=' j["claims"]["tier"], j["claims"]["exp"] - j["claims"]["iat"]'
-        assert_eq "$(json "$d" "$W/billing.out")" "edge-1 billing edge-1 edge-1 plant-7 2 600" \
+        d='"\(.signer.identity) \(.claims.aud) \(.claims.iss) \(.claims.sub) \(.claims.site) \(.claims.tier)'
+        d+=' \(.claims.exp - .claims.iat)"'
+        assert_eq "$(json_get "$W/billing.out" "$d")" "edge-1 billing edge-1 edge-1 plant-7 2 600" \
                 "what hwid jws verify says of the billing token"
-        assert_eq "$(json 'j["signer"]["serial"]' "$W/billing.out")" "$(dir_serial "$D1")" "the token's signer"
+        assert_eq "$(json_get "$W/billing.out" .signer.serial)" "$(dir_serial "$D1")" "the token's signer"
         # Certificate and chain.
         get "$W/cert.json" "$RUN/open.sock" /v1/certificate
         assert_eq "$STATUS" 200 "GET /v1/certificate"
-        json 'j["certificate"]' "$W/cert.json" | sed '/^$/d' >"$W/cert.pem"
+        json_get "$W/cert.json" .certificate | sed '/^$/d' >"$W/cert.pem"
         cmp -s "$W/cert.pem" "$D1/cert.pem" || fail "GET /v1/certificate: not DIR's certificate"
-        json 'j["chain"]' "$W/cert.json" | sed '/^$/d' >"$W/chain.pem"
+        json_get "$W/cert.json" .chain | sed '/^$/d' >"$W/chain.pem"
         cmp -s "$W/chain.pem" "$CA_DIR/ca.pem" || fail "GET /v1/certificate: the chain is not the CA"
         verify_leaf "$W/cert.pem" -CAfile "$W/chain.pem"
-        assert_eq "$(json 'j["identity"], j["generation"]' "$W/cert.json")" "edge-1 1" "identity and generation"
+        assert_eq "$(json_get "$W/cert.json" '"\(.identity) \(.generation)"')" "edge-1 1" "identity and generation"
         # A socket for sub alone; callers by group.
         get_as "$W/g-primary" "$RUN/users.sock" "/v1/token?audience=billing" --reuid=nobody --regid=users \
                 --clear-groups
@@ -203,10 +201,10 @@ test_tokens() {
         get_as "$W/g-supp" "$RUN/users.sock" "/v1/token?audience=billing" --reuid=nobody --regid=nogroup \
                 --groups=users
         assert_eq "$(tail -n 1 "$W/g-supp")" 200 "a caller with an allowed supplementary group: $(cat "$W/g-supp")"
-        head -n 1 "$W/g-supp" | json 'j["token"]' /dev/stdin >"$W/sub.jws"
+        head -n 1 "$W/g-supp" | json_get - .token >"$W/sub.jws"
         d=$(claims "$W/sub.jws")
-        assert_eq "$("$PY" -c 'import json, sys; c = json.loads(sys.argv[1]); print("iss" in c, c["sub"], c["aud"])' "$d")" \
-                "False edge-1 billing" "claims of a token for sub alone"
+        assert_eq "$(json_get "$d" '"\(has("iss")) \(.sub) \(.aud)"')" "false edge-1 billing" \
+                "claims of a token for sub alone"
         run_ok "$HWID" jws verify --ca "$CA_DIR/ca.pem" --token "$W/sub.jws" >/dev/null
 }
 
@@ -220,7 +218,7 @@ test_callers() {
                 get_as "$W/n-$i" "$RUN/open.sock" "/v1/token?audience=billing" "${NOBODY[@]:1}"
                 assert_eq "$(tail -n 1 "$W/n-$i")" 403 "nobody on the open socket: $(cat "$W/n-$i")"
         done
-        assert_contains "$(cat "$W/n-1")" '"error":"forbidden"'
+        assert_eq "$(sed '$d' "$W/n-1" | json_get - .error)" forbidden "the refusal's error slug"
         assert_contains "$(cat "$W/n-1")" "uid 65534 (gid 65534) may not use this socket"
         assert_not_contains "$(cat "$W/n-1")" "eyJ" "a refusal holds no token"
         assert_eq "$(grep -c "open.sock: refused uid 65534 gid 65534 (pid [0-9]*): not in allow_uids" "$AGENT_LOG")" 5 \
@@ -229,7 +227,7 @@ test_callers() {
         assert_eq "$(tail -n 1 "$W/n-cert")" 403 "nobody asking for the certificate"
         # Bad requests from an allowed caller.
         get "$W/bad" "$RUN/open.sock" "/v1/token"
-        assert_eq "$STATUS $(json 'j["error"]' "$W/bad")" "400 invalid_argument" "no audience"
+        assert_eq "$STATUS $(json_get "$W/bad" .error)" "400 invalid_argument" "no audience"
         get "$W/bad" "$RUN/open.sock" "/v1/token?audience=billing&scope=all"
         assert_eq "$STATUS" 400 "an unknown parameter"
         assert_contains "$(cat "$W/bad")" "unknown or repeated parameter 'scope'"
@@ -435,14 +433,14 @@ test_renewal() {
         kill -CONT "$HWIDD_PID"
         wait_log_line "$AGENT_LOG" "edge-2 renewed: generation 2" 60 "$AGENT_PID"
         token_of "$W/r-after" "$RUN/edge-2.sock" billing
-        reuse_ends=$(json 'j["issued_at"] + (j["expires_at"] - j["issued_at"]) // 2' "$W/r-before.json")
+        reuse_ends=$(json_get "$W/r-before.json" '.issued_at + ((.expires_at - .issued_at) / 2 | floor)')
         [ "$(date +%s)" -lt "$reuse_ends" ] || fail "the renewal came after the first token's reuse ended"
         serial1=$(dir_serial "$D2")
         [ "$serial1" != "$serial0" ] || fail "the renewal kept the serial"
         for t in r-before r-after; do
                 run_ok "$HWID" jws verify --ca "$CA_DIR/ca.pem" --token "$W/$t.jws" >"$W/$t.out"
         done
-        assert_eq "$(json 'j["signer"]["serial"]' "$W/r-before.out") $(json 'j["signer"]["serial"]' "$W/r-after.out")" \
+        assert_eq "$(json_get "$W/r-before.out" .signer.serial) $(json_get "$W/r-after.out" .signer.serial)" \
                 "$serial0 $serial1" "the tokens' certificates before and after the renewal"
         "$PY" "$PEER" verify "$W/r-after.jws" "$D2/cert.pem" ES256 >/dev/null ||
                 fail "jwcrypto: the new token is not signed by the new key"

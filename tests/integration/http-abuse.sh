@@ -40,8 +40,8 @@ json_error() {
         assert_contains "$(head -n1 <<<"$out")" " $st " "status line"
         assert_contains "$out" "Content-Type: application/json" "JSON content type ($st $slug)"
         body=$(sed -n '/^{/p' <<<"$out" | tr -d '\r')
-        assert_eq "$(jq -r .error <<<"$body")" "$slug" "error slug"
-        [ -n "$(jq -r .message <<<"$body")" ] || fail "$st $slug without a message"
+        assert_eq "$(json_get "$body" .error)" "$slug" "error slug"
+        [ -n "$(json_get "$body" .message)" ] || fail "$st $slug without a message"
         assert_not_contains "$out" "<html>" "no HTML from libmicrohttpd"
 }
 
@@ -165,7 +165,7 @@ assert_eq "$(status "$(URL /after)")" 200 "served after all that"
 # a block of small fields).
 # fields N [WIDTH] — N header fields for raw(), each WIDTH bytes with its CRLF (at least 7).
 fields() { for ((i = 0; i < $1; i++)); do printf 'f%0*d:\\r\\n' "$((${2:-7} - 4))" "$i"; done; }
-message() { sed -n '/^{/p' <<<"$1" | jq -r .message; }
+message() { sed -n '/^{/p' <<<"$1" | json_get - .message; }
 req() { raw "GET /h${2:-} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n$1\r\n"; }
 assert_contains "$(req "$(fields 98)")" "200 OK" "100 fields"
 assert_contains "$(req "$(fields 97)" '?q=1')" "200 OK" "99 fields and a query parameter"

@@ -37,7 +37,7 @@ raw() {
         printf "$1" | timeout 20 openssl s_client -quiet -connect "127.0.0.1:$PORT" \
                 -CAfile "$P/server-ca.pem" -ign_eof 2>/dev/null | tr -d '\r' || true
 }
-stat() { hcurl --interface 127.0.0.9 "$(URL /stats)" | jq -r "$1"; }
+stat() { hcurl --interface 127.0.0.9 "$(URL /stats)" | json_get - "$1"; }
 
 # --- message framing ------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ OVERSIZE=$(dirname "$0")/http-oversize.py
 mkpki
 server_cert ec ec-p256
 
-stat() { hcurl --interface 127.0.0.9 "$(URL /stats)" | jq -r "$1"; }
+stat() { hcurl --interface 127.0.0.9 "$(URL /stats)" | json_get - "$1"; }
 
 # until_file FILE AWK-CONDITION — waits (30 s at most) until FILE, written
 # by a peer, meets the condition.
@@ -153,7 +153,7 @@ stop_server
 start_server v6 ec --listen '[::1]:0' --rate 1 --burst 1
 v6() { curl -sS -g --max-time 20 --cacert "$P/server-ca.pem" --resolve "localhost:$PORT:[::1]" "$@" \
         "https://localhost:$PORT/v6"; }
-assert_eq "$(v6 | jq -r .peer_addr)" ::1 "a request over IPv6"
+assert_eq "$(v6 | json_get - .peer_addr)" ::1 "a request over IPv6"
 out=$(v6 -H 'Connection: close')
 assert_contains "$out" '"error":"rate_limited"' "the second request within a second, a burst of 1"
 assert_contains "$out" "too many requests from ::1 (counted by its /64)" "the rate limit's key"

@@ -102,7 +102,7 @@ URL() { echo "https://127.0.0.1:$PORT$1"; }
 hcurl() { curl -sS --max-time 20 --cacert "$P/server-ca.pem" "$@"; }
 # status URL [curl options] — the HTTP status only (000: no response).
 status() { hcurl -o /dev/null -w '%{http_code}' "$@" 2>/dev/null || true; }
-calls() { hcurl "$(URL /count)" | jq -r .calls; }
+calls() { hcurl "$(URL /count)" | json_get - .calls; }
 
 # sclient ARGS... — openssl s_client as the peer; prints its report.
 sclient() {

@@ -31,16 +31,16 @@ start_server ec ec --client-ca "$P/client-ca.pem" --max-body 1024 --max-header 2
 
 out=$(hcurl --tlsv1.3 "$(URL '/echo/x?a=1&b=%20c')" -H 'Authorization: Bearer abcdef.0123456789abcdef' \
         -H 'Content-Type: application/pkcs10' --data-binary 'hello body')
-assert_eq "$(jq -r .method <<<"$out")" POST "method"
-assert_eq "$(jq -r .path <<<"$out")" /echo/x "path"
-assert_eq "$(jq -r .query <<<"$out")" 'a=1&b=%20c' "raw query"
-assert_eq "$(jq -r .content_type <<<"$out")" application/pkcs10 "content type"
-assert_eq "$(jq -r .authorization <<<"$out")" 'Bearer abcdef.0123456789abcdef' "authorization"
-assert_eq "$(jq -r .body <<<"$out")" 'hello body' "body"
-assert_eq "$(jq -r .body_len <<<"$out")" 10 "body length"
-assert_eq "$(jq -r .peer_addr <<<"$out")" 127.0.0.1 "peer address"
-assert_eq "$(jq -r .peer_cert <<<"$out")" null "no client certificate"
-assert_eq "$(jq -r .peer_verified <<<"$out")" false "not verified without a certificate"
+assert_eq "$(json_get "$out" .method)" POST "method"
+assert_eq "$(json_get "$out" .path)" /echo/x "path"
+assert_eq "$(json_get "$out" .query)" 'a=1&b=%20c' "raw query"
+assert_eq "$(json_get "$out" .content_type)" application/pkcs10 "content type"
+assert_eq "$(json_get "$out" .authorization)" 'Bearer abcdef.0123456789abcdef' "authorization"
+assert_eq "$(json_get "$out" .body)" 'hello body' "body"
+assert_eq "$(json_get "$out" .body_len)" 10 "body length"
+assert_eq "$(json_get "$out" .peer_addr)" 127.0.0.1 "peer address"
+assert_eq "$(json_get "$out" .peer_cert)" null "no client certificate"
+assert_eq "$(json_get "$out" .peer_verified)" false "not verified without a certificate"
 
 out=$(hcurl --tlsv1.2 --tls-max 1.2 -v "$(URL /v12)" 2>&1)
 assert_contains "$out" "SSL connection using TLSv1.2 / ECDHE-ECDSA" "curl TLS 1.2"
@@ -63,10 +63,10 @@ head -c 1024 /dev/zero | tr '\0' a >"$T/body1024"
 before=$(calls)
 out=$(hcurl -w '\n%{http_code}' "$(URL /b)" --data-binary @"$T/body1025")
 assert_eq "$(tail -n1 <<<"$out")" 413 "Content-Length over max_body"
-assert_eq "$(head -n1 <<<"$out" | jq -r .error)" too_large "413 slug"
+assert_eq "$(head -n1 <<<"$out" | json_get - .error)" too_large "413 slug"
 out=$(hcurl -w '\n%{http_code}' "$(URL /b)" -H 'Transfer-Encoding: chunked' --data-binary @"$T/body1025")
 assert_eq "$(tail -n1 <<<"$out")" 413 "chunked body over max_body"
-assert_eq "$(head -n1 <<<"$out" | jq -r .error)" too_large "chunked 413 slug"
+assert_eq "$(head -n1 <<<"$out" | json_get - .error)" too_large "chunked 413 slug"
 # A large declared length is refused before the body is read: curl waits for
 # "100 Continue", gets the 413 instead and uploads nothing.
 head -c 3000000 /dev/zero >"$T/body3M"
@@ -74,7 +74,7 @@ out=$(hcurl -w '%{http_code} %{size_upload}' -o /dev/null -H 'Expect: 100-contin
         --expect100-timeout 10 "$(URL /b)" --data-binary @"$T/body3M")
 assert_eq "$out" "413 0" "Content-Length refused before reading the body"
 assert_eq "$(calls)" $((before + 1)) "the handler never saw the oversize bodies"
-assert_eq "$(hcurl "$(URL /b)" -H 'Transfer-Encoding: chunked' --data-binary @"$T/body1024" | jq -r .body_len)" \
+assert_eq "$(hcurl "$(URL /b)" -H 'Transfer-Encoding: chunked' --data-binary @"$T/body1024" | json_get - .body_len)" \
         1024 "a chunked body of exactly max_body"
 
 # Header cap: JSON 431 above max_header, and beyond MHD's memory pool too
@@ -82,19 +82,19 @@ assert_eq "$(hcurl "$(URL /b)" -H 'Transfer-Encoding: chunked' --data-binary @"$
 big=$(head -c 3000 /dev/zero | tr '\0' h)
 out=$(hcurl -w '\n%{http_code}' "$(URL /h)" -H "X-Big: $big")
 assert_eq "$(tail -n1 <<<"$out")" 431 "header over max_header"
-assert_eq "$(head -n1 <<<"$out" | jq -r .error)" headers_too_large "431 slug"
+assert_eq "$(head -n1 <<<"$out" | json_get - .error)" headers_too_large "431 slug"
 huge=$(head -c 40000 /dev/zero | tr '\0' h)
 out=$(hcurl -w '\n%{http_code}' "$(URL /h)" -H "X-Huge: $huge")
 assert_eq "$(tail -n1 <<<"$out")" 431 "a 40 KB header"
-assert_eq "$(head -n1 <<<"$out" | jq -r .error)" headers_too_large "40 KB header: 431 slug"
+assert_eq "$(head -n1 <<<"$out" | json_get - .error)" headers_too_large "40 KB header: 431 slug"
 assert_eq "$(status "$(URL /after)")" 200 "server alive after oversize headers"
 
 # Response side: JSON errors (escaped by json-c), Retry-After, Location, Cache-Control.
 out=$(hcurl -i "$(URL /error)")
 assert_contains "$out" "HTTP/1.1 403" "error status from hwid_err"
 assert_contains "$out" "Content-Type: application/json" "error content type"
-assert_eq "$(sed -n '/^{/p' <<<"$out" | jq -r .error)" forbidden "error slug"
-assert_eq "$(sed -n '/^{/p' <<<"$out" | jq -r .message)" "$(printf 'denied: "quoted" \\ </script>\n\001')" \
+assert_eq "$(sed -n '/^{/p' <<<"$out" | json_get - .error)" forbidden "error slug"
+assert_eq "$(sed -n '/^{/p' <<<"$out" | json_get - .message)" "$(printf 'denied: "quoted" \\ </script>\n\001')" \
         "error message survives JSON escaping"
 out=$(hcurl -i "$(URL /pending)")
 assert_contains "$out" "HTTP/1.1 202" "pending status"
@@ -106,18 +106,18 @@ assert_not_contains "$(hcurl -i "$(URL /ca)")" "no-store" "cacheable responses"
 # Mutual TLS, requested but not required.
 for v in "--tlsv1.3" "--tlsv1.2 --tls-max 1.2"; do
         out=$(hcurl $v "$(URL /m)" --cert "$P/good.pem" --key "$P/good.key")
-        assert_eq "$(jq -r .peer_verified <<<"$out")" true "valid client certificate ($v)"
-        assert_eq "$(jq -r .peer_expired <<<"$out")" false "valid is not expired ($v)"
-        assert_eq "$(jq -r .peer_cert <<<"$out")" \
+        assert_eq "$(json_get "$out" .peer_verified)" true "valid client certificate ($v)"
+        assert_eq "$(json_get "$out" .peer_expired)" false "valid is not expired ($v)"
+        assert_eq "$(json_get "$out" .peer_cert)" \
                 "$(openssl x509 -in "$P/good.pem" -outform DER | sha256sum | cut -d' ' -f1)" "leaf DER ($v)"
         out=$(hcurl $v "$(URL /m)" --cert "$P/expired.pem" --key "$P/expired.key")
-        assert_eq "$(jq -r .peer_verified <<<"$out")" false "expired is not verified ($v)"
-        assert_eq "$(jq -r .peer_expired <<<"$out")" true "expired client certificate ($v)"
+        assert_eq "$(json_get "$out" .peer_verified)" false "expired is not verified ($v)"
+        assert_eq "$(json_get "$out" .peer_expired)" true "expired client certificate ($v)"
 done
 out=$(hcurl "$(URL /m)" --cert "$P/other.pem" --key "$P/other.key")
-assert_eq "$(jq -r .peer_subject <<<"$out")" /CN=dev-other "other CA: certificate delivered"
-assert_eq "$(jq -r .peer_verified <<<"$out")" false "other CA: not verified"
-assert_eq "$(jq -r .peer_expired <<<"$out")" false "other CA: not merely expired"
+assert_eq "$(json_get "$out" .peer_subject)" /CN=dev-other "other CA: certificate delivered"
+assert_eq "$(json_get "$out" .peer_verified)" false "other CA: not verified"
+assert_eq "$(json_get "$out" .peer_expired)" false "other CA: not merely expired"
 out=$(sclient -cert "$P/good.pem" -key "$P/good.key" -tls1_3)
 assert_contains "$out" '"peer_verified":true' "s_client with a client certificate"
 
@@ -169,15 +169,15 @@ stop_server
 # --- rate limiting --------------------------------------------------------------
 
 start_server rate ec --rate 1 --burst 2
-before=$(hcurl "$(URL /count)" | jq -r .calls)   # 1 token left
+before=$(hcurl "$(URL /count)" | json_get - .calls)   # 1 token left
 assert_eq "$(status "$(URL /r)")" 200 "within the burst"
 out=$(hcurl -i "$(URL /r)")
 assert_contains "$out" "HTTP/1.1 429" "over the rate"
 assert_contains "$out" "Retry-After: 1" "429 says when to retry"
-assert_eq "$(sed -n '/^{/p' <<<"$out" | jq -r .error)" rate_limited "429 slug"
+assert_eq "$(sed -n '/^{/p' <<<"$out" | json_get - .error)" rate_limited "429 slug"
 assert_eq "$(status --interface 127.0.0.2 "$(URL /r)")" 200 "another address has its own bucket"
 sleep 1.2
-assert_eq "$(hcurl "$(URL /count)" | jq -r .calls)" $((before + 3)) "refused requests never reached the handler"
+assert_eq "$(hcurl "$(URL /count)" | json_get - .calls)" $((before + 3)) "refused requests never reached the handler"
 stop_server
 
 # --- connection limits ------------------------------------------------------------
@@ -213,7 +213,7 @@ sleep 0.3
 assert_eq "$(status --max-time 3 "$(URL /new)")" 000 "no new connections while stopping"
 wait "$slow_pid" || fail "the in-flight request failed: $(cat "$T/slow.out")"
 assert_eq "$(tail -n1 "$T/slow.out")" 200 "the in-flight request completed"
-assert_eq "$(head -n1 "$T/slow.out" | jq -r .query)" ms=2000 "the in-flight request's answer"
+assert_eq "$(head -n1 "$T/slow.out" | json_get - .query)" ms=2000 "the in-flight request's answer"
 rc=0
 wait "$SRV_PID" || rc=$?
 assert_eq "$rc" 0 "exit after a graceful stop"
@@ -247,7 +247,7 @@ if grep -qs '^0\{31\}1 ' /proc/net/if_inet6; then
         [ -n "$PORT" ] || fail "IPv6 test server did not start: $(cat "$SRV_LOG")"
         out=$(curl -sS -g --max-time 20 --cacert "$P/server-ca.pem" --resolve "localhost:$PORT:[::1]" \
                 "https://localhost:$PORT/v6")
-        assert_eq "$(jq -r .peer_addr <<<"$out")" ::1 "IPv6 listener"
+        assert_eq "$(json_get "$out" .peer_addr)" ::1 "IPv6 listener"
         stop_server
 fi
 

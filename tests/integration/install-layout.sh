@@ -2,8 +2,9 @@
 # install-layout.sh — what `meson install --destdir` lays out, and the units
 # it installs.
 # Proves:
-#   - the installation is exactly: hwid and hwidd, certmonger's CA helper in
-#     libexec/hwid, the four man pages,
+#   - the installation is exactly: hwid and hwidd, in libexec/hwid hwid-admin
+#     (the CA host's commands, which hwid runs: it looks for it there) and
+#     certmonger's CA helper, the four man pages,
 #     both units in systemd's unit directory (systemd.pc), the sysusers.d
 #     and tmpfiles.d entries, bash completion (bash-completion.pc), the
 #     agent's /etc/default file, OpenSSL's tpm2 configuration, the docs and
@@ -26,18 +27,19 @@ ROOT=$T/root
 meson install -C "$BUILDDIR" --destdir "$ROOT" --no-rebuild --quiet >"$T/install.log" 2>&1 ||
         fail "meson install: $(tail -n 5 "$T/install.log")"
 PREFIX=$(meson introspect "$BUILDDIR" --buildoptions |
-        python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+        json_get - '.[] | select(.name == "prefix") | .value')
 UNITDIR=$(pkg-config --variable=systemdsystemunitdir systemd)
 SYSUSERS=$(pkg-config --variable=sysusersdir systemd)
 TMPFILES=$(pkg-config --variable=tmpfilesdir systemd)
 LIBEXEC=$(meson introspect "$BUILDDIR" --buildoptions |
-        python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libexecdir"))')
+        json_get - '.[] | select(.name == "libexecdir") | .value')
 COMPL=$(pkg-config --define-variable=datadir="$PREFIX/share" --variable=completionsdir bash-completion)
 
 sort >"$T/want" <<EOF
 $PREFIX/bin/hwid
 $PREFIX/sbin/hwidd
 $PREFIX/$LIBEXEC/hwid/certmonger-submit
+$PREFIX/$LIBEXEC/hwid/hwid-admin
 $PREFIX/share/man/man1/hwid.1
 $PREFIX/share/man/man8/hwidd.8
 $PREFIX/share/man/man8/hwid-certmonger-submit.8
@@ -62,9 +64,12 @@ $PREFIX/share/doc/hwid/examples/certmonger-hwid.conf
 EOF
 (cd "$ROOT" && find . ! -type d | sed 's|^\.||' | sort) >"$T/got"
 diff -u "$T/want" "$T/got" >"$T/diff" || fail "meson install laid out other files: $(cat "$T/diff")"
-[ -x "$ROOT$PREFIX/bin/hwid" ] && [ -x "$ROOT$PREFIX/sbin/hwidd" ] && [ -x "$ROOT$PREFIX/$LIBEXEC/hwid/certmonger-submit" ] ||
-        fail "the programs are not executable"
+for p in bin/hwid sbin/hwidd "$LIBEXEC/hwid/certmonger-submit" "$LIBEXEC/hwid/hwid-admin"; do
+        [ -x "$ROOT$PREFIX/$p" ] || fail "$PREFIX/$p is not executable"
+done
 assert_eq "$("$ROOT$PREFIX/bin/hwid" --version)" "$("$HWID" --version)" "the installed hwid"
+grep -qaF "$PREFIX/$LIBEXEC/hwid/hwid-admin" "$ROOT$PREFIX/bin/hwid" ||
+        fail "hwid does not look for hwid-admin where it is installed ($PREFIX/$LIBEXEC/hwid)"
 "$ROOT$PREFIX/sbin/hwidd" --config "$ROOT$PREFIX/share/doc/hwid/examples/hwidd.example.yaml" --check \
         >"$T/check.out" 2>&1 || true
 assert_not_contains "$(cat "$T/check.out")" "hwidd.example.yaml:" "the example configuration parses"

@@ -86,7 +86,7 @@ n=0
 while read -r name; do
         http "$DEV/$name.id" GET "/v1/identities/$name" --cert "$DEV/$name.pem" --key "$DEV/$name.key"
         expect_status 200 "$DEV/$name.id"
-        assert_eq "$(json_str serial "$DEV/$name.id.body")" "$(serial_of "$DEV/$name.pem")" "$name's serial"
+        assert_eq "$(json_get "$DEV/$name.id.body" .serial)" "$(serial_of "$DEV/$name.pem")" "$name's serial"
         n=$((n + 1))
 done <"$T/before-backup"
 echo "the restored hwidd serves all $n certificates issued before the backup" >&2

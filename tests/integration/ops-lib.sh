@@ -36,13 +36,7 @@ ready() {
         http "$1" GET /readyz
 }
 
-# json_top FIELD OUT — the top-level FIELD of the JSON in OUT.body.
-json_top() {
-        /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$2.body" "$1"
-}
-
 # check_of OUT NAME — "true"/"false": whether /readyz's check NAME passed.
 check_of() {
-        /usr/bin/python3 -c 'import json,sys; print(str(json.load(open(sys.argv[1]))["checks"][sys.argv[2]]["ok"]).lower())' \
-                "$1.body" "$2"
+        json_get "$1.body" ".checks.$2.ok"
 }

@@ -71,11 +71,11 @@ live0=$(metric "$T/m0" hwid_certificates_live)
 # --- readiness: 200 and what it checked; cached for a second ---------------
 ready "$T/r1"
 expect_status 200 "$T/r1"
-assert_eq "$(json_top status "$T/r1")" ready "/readyz status"
+assert_eq "$(json_get "$T/r1.body" .status)" ready "/readyz status"
 for c in store ca_key tls_key; do
         assert_eq "$(check_of "$T/r1" $c)" true "/readyz check $c"
 done
-checked=$(sed -n 's/.*"checked_at":\([0-9]*\).*/\1/p' "$T/r1.body")
+checked=$(json_get "$T/r1.body" .checked_at)
 near "$checked" "$(date +%s)" "/readyz checked_at"
 scrape "$T/m1"
 assert_eq "$(metric_delta "$T/m0" "$T/m1" "$CA_SIGNS")" 1 "the CA key's readiness signature"
@@ -96,7 +96,7 @@ scrape "$T/m2"
 sleep 1.1
 ready "$T/r3"
 expect_status 200 "$T/r3"
-[ "$(sed -n 's/.*"checked_at":\([0-9]*\).*/\1/p' "$T/r3.body")" -gt "$checked" ] ||
+[ "$(json_get "$T/r3.body" .checked_at)" -gt "$checked" ] ||
         fail "/readyz did not check again after a second"
 
 # --- traffic ---------------------------------------------------------------
@@ -193,8 +193,8 @@ track_pid "$LOCKER"
 sleep 0.5
 ready "$T/r4"
 expect_status 503 "$T/r4"
-assert_eq "$(json_top error "$T/r4")" not_ready "/readyz error with the store locked"
-assert_contains "$(cat "$T/r4.body")" '"failed":["store"]' "/readyz names the store"
+assert_eq "$(json_get "$T/r4.body" .error)" not_ready "/readyz error with the store locked"
+assert_eq "$(json_get "$T/r4.body" .failed)" '["store"]' "/readyz names the store"
 assert_eq "$(check_of "$T/r4" store)" false "/readyz store"
 assert_eq "$(check_of "$T/r4" ca_key)" true "/readyz ca_key with the store locked"
 wait "$LOCKER"

@@ -73,7 +73,7 @@ syslog_listen "$SOCK" "$GOT"
 
 ca_setup
 sed -i "s|^profiles:\$|audit:\n  syslog: true\n  syslog_socket: $SOCK\n&|" "$CFG"
-pg_start
+pg_start --own
 pg_use_config
 replica_start 1
 replica_start 2

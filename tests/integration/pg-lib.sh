@@ -1,13 +1,19 @@
 # shellcheck shell=bash disable=SC2034  # variables used by the scripts sourcing this
-# pg-lib.sh — a PostgreSQL cluster of the test's own, and hwidd replicas on
+# pg-lib.sh — a PostgreSQL database of the test's own, and hwidd replicas on
 # it. Sourced after tests/lib.sh and ca-lib.sh.
 #
-# PostgreSQL refuses to run as root: the cluster is made and run as the
-# postgres user (setpriv, so that the PID tracked is the postmaster's own),
-# in a directory of its own under /tmp, on a free loopback port. Password
-# authentication (scram-sha-256): hwid gets the password from a passfile
-# named in the URI, never from argv. The cluster is stopped (fast
-# shutdown) by PID at exit, pass or fail, and its directory removed.
+# In a test run of scripts/test.sh, the database is made in the run's one
+# cluster (tests/pg-cluster.sh, which exports HWID_TEST_PG_DIR and
+# HWID_TEST_PG_PORT), under a name of the test's own, and dropped at exit.
+# Otherwise, and for a test that stops PostgreSQL, changes its settings or
+# reads what the whole server does (its log, its activity, its locks:
+# pg_start --own), the test makes a cluster of its own: PostgreSQL refuses
+# to run as root, so it is made and run as the postgres user (setpriv, so
+# that the PID tracked is the postmaster's own), in a directory of its own
+# under /tmp, on a free loopback port, and stopped (fast shutdown) by PID at
+# exit, pass or fail, and its directory removed. Password authentication
+# (scram-sha-256): hwid gets the password from a passfile named in the URI,
+# never from argv.
 
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 [ -x "$PG_BIN/postgres" ] || { echo "SKIP: no PostgreSQL in $PG_BIN"; exit 77; }
@@ -16,6 +22,8 @@ id postgres >/dev/null 2>&1 || { echo "SKIP: no postgres user"; exit 77; }
 PG_DIR=$(mktemp -d /tmp/hwid-pg.XXXXXX)
 PG_PID=
 PG_PASSFILE=$T/pgpass
+_PG_SHARED=         # the prefix of this test's databases in the run's cluster
+_PG_DBS=()          # the databases made there, dropped at exit
 
 _as_postgres() {
         setpriv --reuid=postgres --regid=postgres --clear-groups -- "$@"
@@ -35,11 +43,23 @@ pg_halt() {
         PG_PID=
 }
 
+# _pg_drop_databases — this test's databases in the run's cluster go (the
+# connections still open to them too).
+_pg_drop_databases() {
+        local db
+        for db in "${_PG_DBS[@]}"; do
+                PGPASSFILE=$PG_PASSFILE "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U hwid -d postgres \
+                        -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 ||
+                        echo "pg-lib.sh: cannot drop database $db" >&2
+        done
+}
+
 _pg_on_exit() {
         local rc=$?
         set +eu
         if [ "$BASHPID" = "$_LIB_PID" ]; then
                 pg_halt
+                [ "${KEEP_TMP:-0}" = 1 ] || _pg_drop_databases
                 [ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$PG_DIR"
         fi
         trap - ERR
@@ -63,10 +83,18 @@ pg_run() {
         fail "postgres does not answer on port $PG_PORT"
 }
 
-# pg_start — a new cluster with user hwid and database hwid; sets PG_PORT
-# and PG_URI (the password in $PG_PASSFILE, mode 0600).
+# pg_start [--own] — database hwid for the test: in the run's cluster, or
+# in a new cluster of its own (--own, or no run's cluster); user hwid. Sets
+# PG_PORT, PG_DB and PG_URI (the password in $PG_PASSFILE, mode 0600).
 pg_start() {
         local pw
+        if [ "${1:-}" != --own ] && [ -n "${HWID_TEST_PG_PORT:-}" ] && [ -r "${HWID_TEST_PG_DIR:-}/pgpass" ]; then
+                PG_PORT=$HWID_TEST_PG_PORT
+                (umask 077 && cp "$HWID_TEST_PG_DIR/pgpass" "$PG_PASSFILE")
+                _PG_SHARED=${TEST_NAME//[^a-z0-9]/_}_$$_
+                pg_new_database hwid
+                return
+        fi
         PG_PORT=$(free_port)
         pw=$(openssl rand -hex 16)
         chown postgres "$PG_DIR"
@@ -82,12 +110,15 @@ pg_start() {
         pg_new_database hwid
 }
 
-# pg_new_database NAME — an empty database NAME; PG_URI and PG_DB name it.
+# pg_new_database NAME — an empty database NAME (in the run's cluster,
+# NAME after the test's own prefix); PG_URI and PG_DB name it.
 pg_new_database() {
+        local db=$_PG_SHARED$1
         PGPASSFILE=$PG_PASSFILE "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U hwid -d postgres \
-                -c "CREATE DATABASE $1" >/dev/null || fail "cannot create database $1"
-        PG_DB=$1
-        PG_URI="postgresql://hwid@127.0.0.1:$PG_PORT/$1?passfile=$PG_PASSFILE&connect_timeout=3"
+                -c "CREATE DATABASE $db" >/dev/null || fail "cannot create database $db"
+        [ -z "$_PG_SHARED" ] || _PG_DBS+=("$db")
+        PG_DB=$db
+        PG_URI="postgresql://hwid@127.0.0.1:$PG_PORT/$db?passfile=$PG_PASSFILE&connect_timeout=3"
 }
 
 # pg_sql SQL — one value (unaligned, no header) from the hwid database.
@@ -132,7 +163,7 @@ replica_start() {
         REPLICA_URL[n]=https://127.0.0.1:${REPLICA_PORT[n]}
         sed -e "s|^listen: .*|listen: \"127.0.0.1:${REPLICA_PORT[n]}\"|" \
                 -e "s|^http_listen: .*|http_listen: \"127.0.0.1:${REPLICA_HTTP[n]}\"|" "$CFG" >"$cfg"
-        start_bg "$T/replica-$n.$RANDOM.log" "$HWIDD" --config "$cfg"
+        start_bg "$T/replica-$n.$RANDOM.log" "${CLOCK[@]}" "$HWIDD" --config "$cfg"
         REPLICA_PID[n]=$BG_PID
         wait_for_port "${REPLICA_PORT[n]}" 20 "$BG_PID"
 }

@@ -37,7 +37,7 @@ admin cert revoke "$REVOKED" >/dev/null
 MTOK=$(token_new --profile manual --uses 1)
 enroll man-1 "$MTOK"
 expect_status 202 "$DEV/man-1"
-REQ=$(json_str request_id "$DEV/man-1.body")
+REQ=$(json_get "$DEV/man-1.body" .request_id)
 hwidd_stop
 # gone-1 bound to a TPM, as its attested enrollment would have left it.
 EK=$(printf 'ab%.0s' {1..32})

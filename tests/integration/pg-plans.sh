@@ -64,7 +64,7 @@ add_profiles <<'YAML'
     renewal:
       window: 1.0
 YAML
-pg_start
+pg_start --own
 pg_sql "ALTER SYSTEM SET autovacuum = off" >/dev/null
 pg_sql "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null
 pg_halt

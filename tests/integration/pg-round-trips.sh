@@ -100,7 +100,7 @@ check_window() {
 ca_setup
 # Renewal open at once, so that a certificate just issued can be renewed.
 sed -i 's/window: 0.3333/window: 1.0/' "$CFG"
-pg_start
+pg_start --own
 pg_sql "ALTER SYSTEM SET log_statement = 'all'" >/dev/null
 pg_sql "SELECT pg_reload_conf()" >/dev/null
 

@@ -44,7 +44,7 @@ batch() {
 }
 
 ca_setup
-pg_start
+pg_start --own
 pg_use_config
 hwidd_start
 TOK=$(token_new --uses 10)

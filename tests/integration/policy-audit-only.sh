@@ -62,7 +62,7 @@ test_node_reads_other_would_deny() {
         enrolled edge-2 "$tok"
         get_as "$DEV/id-other" /v1/identities/edge-2 edge-1
         expect_status 200 "$DEV/id-other"
-        assert_eq "$(json_str identity "$DEV/id-other.body")" edge-2 "identity edge-1 read"
+        assert_eq "$(json_get "$DEV/id-other.body" .identity)" edge-2 "identity edge-1 read"
         expect_audit node:edge-1 read-identity edge-2 would-deny "node 'edge-1' may not act on identity 'edge-2'"
 }
 

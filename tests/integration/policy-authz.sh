@@ -49,8 +49,8 @@ setup_nodes() {
 test_identity_reads() {
         get_as "$DEV/id-own" /v1/identities/edge-1 edge-1
         expect_status 200 "$DEV/id-own"
-        assert_eq "$(json_str identity "$DEV/id-own.body")" edge-1 "identity read by its own node"
-        assert_eq "$(json_str serial "$DEV/id-own.body")" "$(serial_of "$DEV/edge-1.pem")" "serial of edge-1"
+        assert_eq "$(json_get "$DEV/id-own.body" .identity)" edge-1 "identity read by its own node"
+        assert_eq "$(json_get "$DEV/id-own.body" .serial)" "$(serial_of "$DEV/edge-1.pem")" "serial of edge-1"
 
         get_as "$DEV/id-other" /v1/identities/edge-2 edge-1
         expect_denied 403 forbidden "$DEV/id-other" node:edge-1 read-identity edge-2 "'edge-1'" "'edge-2'"
@@ -61,7 +61,7 @@ test_identity_reads() {
 
         get_as "$DEV/id-admin" /v1/identities/edge-2 admin-1
         expect_status 200 "$DEV/id-admin"
-        assert_eq "$(json_str identity "$DEV/id-admin.body")" edge-2 "identity read by the administrator"
+        assert_eq "$(json_get "$DEV/id-admin.body" .identity)" edge-2 "identity read by the administrator"
 }
 
 test_public_endpoints() {
@@ -74,7 +74,7 @@ test_public_endpoints() {
                 fail "the anonymous GET /crl does not verify against ca.pem"
         get_as "$DEV/health" /healthz ""
         expect_status 200 "$DEV/health"
-        assert_eq "$(json_str status "$DEV/health.body")" ok "anonymous GET /healthz"
+        assert_eq "$(json_get "$DEV/health.body" .status)" ok "anonymous GET /healthz"
 }
 
 # /metrics without public_metrics: the admin role only.
@@ -150,7 +150,7 @@ test_token_bound_to_profile() {
         http "$DEV/dev-m2" POST "/csr?profile=default" -H "Authorization: Bearer $manual" \
                 -H "Content-Type: application/pkcs10" --data-binary "@$DEV/dev-m2.csr"
         expect_status 202 "$DEV/dev-m2"
-        assert_eq "$(json_str status "$DEV/dev-m2.body")" pending "a manual token's request, ?profile=default"
+        assert_eq "$(json_get "$DEV/dev-m2.body" .status)" pending "a manual token's request, ?profile=default"
         assert_eq "$(admin request list | awk '$3 == "dev-m2" { print $2 "/" $4 }')" pending/manual \
                 "status/profile of dev-m2's request"
         assert_eq "$(admin cert list --identity dev-m2 | tail -n +2)" "" "certificates of dev-m2"

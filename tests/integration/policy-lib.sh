@@ -70,9 +70,9 @@ hwidd_reload() {
 
 # --- HTTP answers ---------------------------------------------------------------
 
-# json_msg OUT — the "message" of the JSON error body OUT.body, unescaped.
+# json_msg OUT — the "message" of the JSON error body OUT.body.
 json_msg() {
-        json_str message "$1.body" | sed 's/\\"/"/g; s/\\\//\//g; s/\\\\/\\/g'
+        json_get "$1.body" .message
 }
 
 # get_as OUT PATH NAME — GET PATH over mutual TLS as $DEV/NAME.pem/.key

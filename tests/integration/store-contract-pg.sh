@@ -16,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/pg-lib.sh"
 
 : "${TEST_STORE_CONTRACT:=$BUILDDIR/tests/test-store-contract}"
 [ -x "$TEST_STORE_CONTRACT" ] || fail "no $TEST_STORE_CONTRACT (build it first)"
-pg_start
+pg_start --own   # the contract makes a database per case (contract_*): a cluster of its own
 run_ok "$TEST_STORE_CONTRACT" "$PG_URI"
 # What the databases hold agrees with what the store answered.
 PG_DB=contract_race_one

@@ -66,12 +66,19 @@ int ca_fixture_setup(const char *test) {
         return skip ? 77 : 1;
 }
 
+char *ca_key_uri(const char *object) {
+        char *uri;
+
+        return asprintf(&uri, "pkcs11:token=ca;object=%s?pin-value=" PIN "&module-path=%s", object, module) < 0 ? NULL
+                                                                                                          : uri;
+}
+
 int ca_make(const char *object, hwid_key_type type, const char *subject, int days, ca *ret) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
-        _cleanup_free_ char *uri = NULL;
+        _cleanup_free_ char *uri = ca_key_uri(object);
         int r;
 
-        if (asprintf(&uri, "pkcs11:token=ca;object=%s?pin-value=" PIN "&module-path=%s", object, module) < 0)
+        if (!uri)
                 return -HWID_E_NOMEM;
         if ((r = hwid_key_create(uri, type, false, NULL, &ret->key)) < 0 || (r = dn_parse(subject, &name)) < 0 ||
             (r = ca_self_sign(ret->key, name, days, &ret->cert)) < 0 ||

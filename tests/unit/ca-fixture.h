@@ -18,6 +18,8 @@ typedef struct ca {
 int ca_fixture_setup(const char *test);
 void ca_fixture_teardown(void);
 
+/* The URI of the key at object in the token (free() it). */
+char *ca_key_uri(const char *object);
 /* A self-signed CA with its key at object in the token. */
 int ca_make(const char *object, hwid_key_type type, const char *subject, int days, ca *ret);
 void ca_done(ca *c);

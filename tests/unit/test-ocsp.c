@@ -34,7 +34,7 @@ typedef struct req_spec {
         int tamper;            /* flip a byte: 1 the name hash's first, 2 the key hash's last */
 } req_spec;
 
-static OCSP_CERTID *certid(const req_spec *s, X509 *issuer) {
+static OCSP_CERTID *certid(const req_spec *s, X509 *ca_cert) {
         _cleanup_(BN_freep) BIGNUM *bn = NULL;
         _cleanup_(ASN1_INTEGER_freep) ASN1_INTEGER *serial = NULL;
         OCSP_CERTID *id;
@@ -43,7 +43,7 @@ static OCSP_CERTID *certid(const req_spec *s, X509 *issuer) {
                 return NULL;
         BN_set_negative(bn, s->negative);
         serial = BN_to_ASN1_INTEGER(bn, NULL);
-        id = OCSP_cert_id_new(s->md, X509_get_subject_name(issuer), X509_get0_pubkey_bitstr(issuer), serial);
+        id = OCSP_cert_id_new(s->md, X509_get_subject_name(ca_cert), X509_get0_pubkey_bitstr(ca_cert), serial);
         if (id && s->tamper) {
                 ASN1_OCTET_STRING *name_hash = NULL, *key_hash = NULL;
                 OCSP_id_get0_info(&name_hash, NULL, &key_hash, NULL, id);
@@ -70,13 +70,13 @@ static int critical_ext(OCSP_REQUEST *req) {
 }
 
 /* The DER request of s for issuer. */
-static uint8_t *make_request(const req_spec *s, X509 *issuer, size_t *ret_len) {
+static uint8_t *make_request(const req_spec *s, X509 *ca_cert, size_t *ret_len) {
         _cleanup_(OCSP_REQUEST_freep) OCSP_REQUEST *req = OCSP_REQUEST_new();
         unsigned char *der = NULL, nonce[64];
         int n;
 
         for (int i = 0; req && i < (s->copies ? s->copies : 1); i++) {
-                OCSP_CERTID *id = certid(s, issuer);
+                OCSP_CERTID *id = certid(s, ca_cert);
                 if (!id || !OCSP_request_add0_id(req, id))
                         return NULL;
         }
@@ -90,18 +90,18 @@ static uint8_t *make_request(const req_spec *s, X509 *issuer, size_t *ret_len) {
         return n > 0 ? der : NULL;
 }
 
-static int parse_spec(const req_spec *s, X509 *issuer, ocsp_query *q) {
+static int parse_spec(const req_spec *s, X509 *ca_cert, ocsp_query *q) {
         size_t len = 0;
-        uint8_t *der = make_request(s, issuer, &len);
+        uint8_t *der = make_request(s, ca_cert, &len);
         int r = der ? ocsp_query_parse(der, len, q) : -HWID_E_INTERNAL;
 
         OPENSSL_free(der);
         return r;
 }
 
-static void refused(const req_spec *s, X509 *issuer, const char *why) {
+static void refused(const req_spec *s, X509 *ca_cert, const char *why) {
         ocsp_query q = { 0 };
-        int r = parse_spec(s, issuer, &q);
+        int r = parse_spec(s, ca_cert, &q);
 
         CHECK(r == -HWID_E_INVALID);
         if (r == -HWID_E_INVALID)

@@ -7,7 +7,9 @@
  * client certificate against its records, has the authorizer chain decide
  * the action for the recorded role, refuses what could not be parsed,
  * does the work and audits it, whatever the outcome (ca-admin.h) -> the
- * answer (admin-encode.c). */
+ * answer (admin-encode.c).  The CA host's administrator makes the same
+ * calls in process (admin_route_host(), hwid-admin), named instead of
+ * authenticated by a certificate. */
 #include <string.h>
 #include <time.h>
 
@@ -95,18 +97,31 @@ static int parse(admin_call *c, const admin_path *rt) {
         return r < 0 || !rt->parse ? r : rt->parse(c);
 }
 
-static void serve(ca_service *ca, const admin_path *rt, const char *arg, const http_request *req,
-                  http_response *resp) {
+/* The CA host's administrator is told the core's refusal as it is: the
+ * core gave it the whole detail (a store's too, which others read in the
+ * log). */
+static void respond_refusal(http_response *resp, const ca_result *res, const char *host_admin, int64_t now) {
+        int r = res->error < 0 ? res->error : -HWID_E_INTERNAL;
+
+        if (host_admin)
+                http_error(resp, hwid_err_http_status(r), hwid_err_slug(r), res->message);
+        else
+                door_respond_refusal(resp, res, NULL, now);
+}
+
+static void serve(ca_service *ca, const char *host_admin, const admin_path *rt, const char *arg,
+                  const http_request *req, http_response *resp) {
         admin_call c = { .req = req, .resp = resp, .now = (int64_t) time(NULL),
                          .args = { .op = rt->op, .arg = arg } };
-        ca_request in = { .op = CA_OP_ADMIN, .now = c.now, .peer = door_peer(req), .admin = &c.args };
+        ca_request in = { .op = CA_OP_ADMIN, .now = c.now, .peer = door_peer(req), .admin = &c.args,
+                          .host_admin = host_admin };
         ca_result res;
         int r = parse(&c, rt);
 
         if (r < 0)
                 ca_request_refuse(&in, r);
         if (ca_call(ca, &in, &res) != CA_DONE)
-                door_respond_refusal(resp, &res, NULL, c.now);
+                respond_refusal(resp, &res, host_admin, c.now);
         else if ((r = rt->encode(&c, &res.admin)) < 0) {
                 ca_service_count_error(ca, "request", r);
                 http_respond_error(resp, r);
@@ -117,7 +132,7 @@ static void serve(ca_service *ca, const admin_path *rt, const char *arg, const h
         free(c.identity);
 }
 
-bool admin_route(ca_service *ca, const http_request *req, http_response *resp) {
+static bool route(ca_service *ca, const char *host_admin, const http_request *req, http_response *resp) {
         char arg[256];
         bool path_known = false;
 
@@ -129,7 +144,7 @@ bool admin_route(ca_service *ca, const http_request *req, http_response *resp) {
                 path_known = true;
                 if (strcmp(req->method, routes[i].method) != 0)
                         continue;
-                serve(ca, &routes[i], routes[i].suffix ? arg : NULL, req, resp);
+                serve(ca, host_admin, &routes[i], routes[i].suffix ? arg : NULL, req, resp);
                 return true;
         }
         if (path_known)
@@ -137,4 +152,12 @@ bool admin_route(ca_service *ca, const http_request *req, http_response *resp) {
         else
                 http_error(resp, 404, "not_found", "no such admin endpoint");
         return true;
+}
+
+bool admin_route(ca_service *ca, const http_request *req, http_response *resp) {
+        return route(ca, NULL, req, resp);
+}
+
+bool admin_route_host(ca_service *ca, const char *actor, const http_request *req, http_response *resp) {
+        return route(ca, actor, req, resp);
 }

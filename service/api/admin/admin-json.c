@@ -7,7 +7,6 @@
 #include "error.h"
 #include "json-read.h"
 #include "ossl-util.h"
-#include "secret.h"
 #include "x509-util.h"
 
 static const char *const token_states[] = { "active", "expired", "used-up", "revoked" };
@@ -26,20 +25,8 @@ const char *admin_cert_status_name(store_cert_status s) {
         return (size_t) s < ELEMENTSOF(cert_statuses) ? cert_statuses[s] : "unknown";
 }
 
-void json_set_str(json_object *o, const char *key, const char *value) {
-        json_object_object_add(o, key, value ? json_object_new_string(value) : NULL);
-}
-
 static void set_int(json_object *o, const char *key, int64_t v) {
         json_object_object_add(o, key, json_object_new_int64(v));
-}
-
-void json_wipe_string(json_object *s) {
-        const char *p = s && json_object_is_type(s, json_type_string) ? json_object_get_string(s) : NULL;
-
-        /* json-c hands out its own buffer: wipe it where it is. */
-        if (p)
-                secret_wipe((char *) p, (size_t) json_object_get_string_len(s));
 }
 
 /* ---------- encoders ---------- */
@@ -141,6 +128,32 @@ json_object *admin_json_audit(const store_audit *a) {
         return o;
 }
 
+json_object *admin_json_ek(const store_ek *e) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_set_str(o, "identity", e->identity);
+        json_set_str(o, "profile", e->profile);
+        json_set_str(o, "ek_pub_sha256", e->ek_pub_sha256[0] ? e->ek_pub_sha256 : NULL);
+        json_set_str(o, "ek_cert_sha256", e->ek_cert_sha256[0] ? e->ek_cert_sha256 : NULL);
+        json_object_object_add(o, "added_at", json_object_new_int64(e->added_at));
+        return o;
+}
+
+json_object *admin_json_binding(const store_binding *b) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_set_str(o, "identity", b->identity);
+        json_set_str(o, "ek_pub_sha256", b->ek_pub_sha256);
+        json_set_str(o, "ek_cert_sha256", b->ek_cert_sha256[0] ? b->ek_cert_sha256 : NULL);
+        json_set_str(o, "serial", b->serial);
+        json_object_object_add(o, "bound_at", json_object_new_int64(b->bound_at));
+        return o;
+}
+
 /* ---------- decoders ---------- */
 
 /* A field of a record: its string (NULL for null if nullable). */
@@ -196,48 +209,6 @@ static int pick_name(json_object *o, const char *key, const char *const *names, 
                 }
         return r < 0 ? r : hwid_fail(HWID_E_INVALID, "the server's \"%s\" is '%s', which this hwid does not know",
                                      key, s);
-}
-
-int admin_json_to_token(json_object *o, store_token *ret) {
-        store_token t = { 0 };
-        int64_t n[4];
-        json_object *rv;
-        int r;
-
-        if ((r = copy_str(o, "id", t.id, sizeof(t.id))) < 0 || (r = dup_str(o, "profile", false, &t.profile)) < 0 ||
-            (r = dup_str(o, "name_pattern", true, &t.name_pattern)) < 0 ||
-            (r = dup_str(o, "description", true, &t.description)) < 0 || (r = get_int(o, "created_at", &n[0])) < 0 ||
-            (r = get_int(o, "expires_at", &n[1])) < 0 || (r = get_int(o, "uses_total", &n[2])) < 0 ||
-            (r = get_int(o, "uses_left", &n[3])) < 0) {
-                store_token_clear(&t);
-                return r;
-        }
-        t.created_at = n[0];
-        t.expires_at = n[1];
-        t.uses_total = (int) n[2];
-        t.uses_left = (int) n[3];
-        t.revoked = json_object_object_get_ex(o, "revoked", &rv) && json_object_get_boolean(rv);
-        *ret = t;
-        return 0;
-}
-
-int admin_json_to_request(json_object *o, store_request *ret) {
-        store_request q = { 0 };
-        int status = 0, r;
-
-        if ((r = copy_str(o, "id", q.id, sizeof(q.id))) < 0 ||
-            (r = pick_name(o, "status", request_statuses, ELEMENTSOF(request_statuses), &status)) < 0 ||
-            (r = dup_str(o, "identity", false, &q.identity)) < 0 || (r = dup_str(o, "profile", false, &q.profile)) < 0 ||
-            (r = copy_str(o, "token_id", q.token_id, sizeof(q.token_id))) < 0 ||
-            (r = copy_str(o, "spki_sha256", q.spki_sha256, sizeof(q.spki_sha256))) < 0 ||
-            (r = dup_str(o, "reason", true, &q.reason)) < 0 || (r = dup_str(o, "serial", true, &q.serial)) < 0 ||
-            (r = get_int(o, "created_at", &q.created_at)) < 0 || (r = get_int(o, "updated_at", &q.updated_at)) < 0) {
-                store_request_clear(&q);
-                return r;
-        }
-        q.status = (store_request_status) status;
-        *ret = q;
-        return 0;
 }
 
 /* The certificate of "pem", if any, as DER. */
@@ -310,90 +281,4 @@ int admin_json_to_cert(json_object *o, store_cert *ret) {
 fail:
         store_cert_clear(&c);
         return r;
-}
-
-int admin_json_to_audit(json_object *o, store_audit *ret) {
-        store_audit a = { 0 };
-        int r;
-
-        if ((r = get_int(o, "at", &a.at)) < 0 || (r = get_str(o, "actor", false, &a.actor)) < 0 ||
-            (r = get_str(o, "action", false, &a.action)) < 0 || (r = get_str(o, "target", true, &a.target)) < 0 ||
-            (r = get_str(o, "outcome", false, &a.outcome)) < 0 || (r = get_str(o, "reason", true, &a.reason)) < 0 ||
-            (r = get_str(o, "token_id", true, &a.token_id)) < 0)
-                return r;
-        *ret = a;
-        return 0;
-}
-
-json_object *admin_json_ek(const store_ek *e) {
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        json_set_str(o, "identity", e->identity);
-        json_set_str(o, "profile", e->profile);
-        json_set_str(o, "ek_pub_sha256", e->ek_pub_sha256[0] ? e->ek_pub_sha256 : NULL);
-        json_set_str(o, "ek_cert_sha256", e->ek_cert_sha256[0] ? e->ek_cert_sha256 : NULL);
-        json_object_object_add(o, "added_at", json_object_new_int64(e->added_at));
-        return o;
-}
-
-/* A hash the server sent: 64 hex digits, or null (""). */
-static int ek_hash(json_object *o, const char *key, char *buf) {
-        const char *s;
-        int r = get_str(o, key, true, &s);
-
-        if (r < 0 || !s)
-                return r;
-        if (strlen(s) != 64 || strspn(s, "0123456789abcdef") != 64)
-                return hwid_fail(HWID_E_INVALID, "the server's \"%s\" is not a SHA-256 in hex", key);
-        memcpy(buf, s, 65);
-        return 0;
-}
-
-int admin_json_to_ek(json_object *o, store_ek *ret) {
-        store_ek e = { 0 };
-        int r;
-
-        if ((r = dup_str(o, "identity", false, &e.identity)) < 0 || (r = dup_str(o, "profile", false, &e.profile)) < 0 ||
-            (r = ek_hash(o, "ek_pub_sha256", e.ek_pub_sha256)) < 0 ||
-            (r = ek_hash(o, "ek_cert_sha256", e.ek_cert_sha256)) < 0 || (r = get_int(o, "added_at", &e.added_at)) < 0) {
-                store_ek_clear(&e);
-                return r;
-        }
-        *ret = e;
-        return 0;
-}
-
-json_object *admin_json_binding(const store_binding *b) {
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        json_set_str(o, "identity", b->identity);
-        json_set_str(o, "ek_pub_sha256", b->ek_pub_sha256);
-        json_set_str(o, "ek_cert_sha256", b->ek_cert_sha256[0] ? b->ek_cert_sha256 : NULL);
-        json_set_str(o, "serial", b->serial);
-        json_object_object_add(o, "bound_at", json_object_new_int64(b->bound_at));
-        return o;
-}
-
-int admin_json_to_binding(json_object *o, store_binding *ret) {
-        store_binding b = { 0 };
-        int r;
-
-        if ((r = dup_str(o, "identity", false, &b.identity)) < 0 ||
-            (r = ek_hash(o, "ek_pub_sha256", b.ek_pub_sha256)) < 0 ||
-            (r = ek_hash(o, "ek_cert_sha256", b.ek_cert_sha256)) < 0 ||
-            (r = dup_str(o, "serial", false, &b.serial)) < 0 ||
-            (r = get_int(o, "bound_at", &b.bound_at)) < 0) {
-                store_binding_clear(&b);
-                return r;
-        }
-        if (!b.ek_pub_sha256[0]) {
-                store_binding_clear(&b);
-                return hwid_fail(HWID_E_INVALID, "the server's binding of %s names no TPM", b.identity);
-        }
-        *ret = b;
-        return 0;
 }

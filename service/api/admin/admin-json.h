@@ -1,7 +1,9 @@
-/* The records of the admin API as JSON: encoded by hwidd (admin-api*.c),
- * decoded by the hwid CLI, so that a remote `hwid token list` prints
- * exactly what a local one does.  One file for both directions keeps the
- * field names in one place.
+/* The records of the admin API as JSON: encoded by the admin door
+ * (admin-encode.c) for a remote hwid, and in process for the CA host's
+ * (hwid-admin), so that `hwid token list --dir` prints exactly what
+ * `hwid token list --config` does: hwid's admin commands print these
+ * members (cli/common/).  A certificate's is read back into the store's
+ * struct too (the round trip of the tests).
  *
  *   token       {"id", "state", "profile", "name_pattern"|null, "description"|null,
  *                "created_at", "expires_at", "uses_total", "uses_left", "revoked"}
@@ -27,6 +29,7 @@
 #include "ca-admin.h"   /* admin_release_reason() */
 #include "cleanup.h"
 #include "crl-reason.h" /* the revocation reasons' names */
+#include "json-write.h" /* json_set_str(), json_wipe_string() */
 #include "store.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put)
@@ -39,22 +42,11 @@ json_object *admin_json_audit(const store_audit *a);
 json_object *admin_json_ek(const store_ek *e);
 json_object *admin_json_binding(const store_binding *b);
 
-/* Decoders: -HWID_E_INVALID naming the field when o is not such a record.
- * Strings are copied (store_*_clear() frees them), except the audit
- * record's, which point into o. */
-int admin_json_to_token(json_object *o, store_token *ret);
-int admin_json_to_request(json_object *o, store_request *ret);
+/* A certificate's record read back (-HWID_E_INVALID naming the member
+ * when o is none); store_cert_clear() frees it. */
 int admin_json_to_cert(json_object *o, store_cert *ret);
-int admin_json_to_audit(json_object *o, store_audit *ret);
-int admin_json_to_ek(json_object *o, store_ek *ret);
-int admin_json_to_binding(json_object *o, store_binding *ret);
 
 /* The names of store states ("active", "pending", "valid", ...). */
 const char *admin_token_state_name(store_token_state s);
 const char *admin_request_status_name(store_request_status s);
 const char *admin_cert_status_name(store_cert_status s);
-
-/* Puts a string into the JSON object; NULL as null. */
-void json_set_str(json_object *o, const char *key, const char *value);
-/* Overwrites a JSON string's bytes in place (a secret) before it is freed. */
-void json_wipe_string(json_object *s);

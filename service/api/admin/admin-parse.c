@@ -21,6 +21,8 @@
  * at most twice TPM_EK_CERT_MAX bytes). */
 #define EK_CERT_B64_MAX ((2 * TPM_EK_CERT_MAX + 2) / 3 * 4)
 #define EK_KEY_MAX 72 /* "sha256:" and 64 hex digits, or a name */
+/* A file's name, which messages about what it holds name. */
+#define FILE_NAME_MAX 1024
 /* A manifest is bounded by the request body's limit (limits.max_body). */
 #define MANIFEST_B64_MAX (64u << 20)
 
@@ -136,9 +138,9 @@ int admin_parse_audit_read(admin_call *c) {
 }
 
 /* {"cn", "profile", and "ek_cert" (base64 of the certificate, DER or PEM)
- * or "ek_pub_sha256"}. */
+ * or "ek_pub_sha256"; "file": the certificate's file name, for messages}. */
 int admin_parse_ek_add(admin_call *c) {
-        static const char *const keys[] = { "cn", "profile", "ek_cert", "ek_pub_sha256", NULL };
+        static const char *const keys[] = { "cn", "profile", "ek_cert", "ek_pub_sha256", "file", NULL };
         ca_admin_args *a = &c->args;
         int r;
 
@@ -146,7 +148,8 @@ int admin_parse_ek_add(admin_call *c) {
         if ((r = admin_body_keys(c, keys)) < 0 || (r = admin_body_str(c, "cn", EK_NAME_MAX, &a->cn)) < 0 ||
             (r = admin_body_str(c, "profile", 64, &a->profile)) < 0 ||
             (r = admin_body_str(c, "ek_cert", EK_CERT_B64_MAX, &a->ek_cert)) < 0 ||
-            (r = admin_body_str(c, "ek_pub_sha256", EK_KEY_MAX, &a->ek_pub_sha256)) < 0)
+            (r = admin_body_str(c, "ek_pub_sha256", EK_KEY_MAX, &a->ek_pub_sha256)) < 0 ||
+            (r = admin_body_str(c, "file", FILE_NAME_MAX, &a->file)) < 0)
                 return r;
         if (!a->cn || !a->ek_cert == !a->ek_pub_sha256)
                 return hwid_fail(HWID_E_INVALID, "an EK allowlist entry needs \"cn\" and one of \"ek_cert\" "
@@ -154,15 +157,17 @@ int admin_parse_ek_add(admin_call *c) {
         return 0;
 }
 
-/* {"manifest": base64 of a manifest file, "profile"}. */
+/* {"manifest": base64 of a manifest file, "profile", "file": its name,
+ * for messages}. */
 int admin_parse_ek_import(admin_call *c) {
-        static const char *const keys[] = { "manifest", "profile", NULL };
+        static const char *const keys[] = { "manifest", "profile", "file", NULL };
         int r;
 
         c->args.profile = "default";
         if ((r = admin_body_keys(c, keys)) < 0 ||
             (r = admin_body_str(c, "manifest", MANIFEST_B64_MAX, &c->args.manifest)) < 0 ||
-            (r = admin_body_str(c, "profile", 64, &c->args.profile)) < 0)
+            (r = admin_body_str(c, "profile", 64, &c->args.profile)) < 0 ||
+            (r = admin_body_str(c, "file", FILE_NAME_MAX, &c->args.file)) < 0)
                 return r;
         if (!c->args.manifest)
                 return hwid_fail(HWID_E_INVALID, "\"manifest\" (base64 of the manifest file) is missing");

@@ -79,17 +79,6 @@ void issuer_free(issuer *is) {
         free(is);
 }
 
-int serial_to_hex(const ASN1_INTEGER *serial, char **ret) {
-        _cleanup_(BN_freep) BIGNUM *bn = ASN1_INTEGER_to_BN(serial, NULL);
-        char *hex = bn ? BN_bn2hex(bn) : NULL;
-
-        if (!hex)
-                return hwid_fail_ossl(HWID_E_NOMEM, "cannot format a serial number");
-        *ret = strdup(hex);
-        OPENSSL_free(hex);
-        return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-}
-
 int issuer_serial_bytes(uint8_t raw[16]) {
         if (RAND_bytes(raw, 16) != 1)
                 return hwid_fail_ossl(HWID_E_CRYPTO, "no randomness for a serial number");

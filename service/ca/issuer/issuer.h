@@ -84,5 +84,3 @@ int ca_self_sign(hwid_key *k, const X509_NAME *subject, int days, X509 **ret);
  * certified by the old key; OldWithNew: the old CA by the new key. */
 int ca_link_sign(hwid_key *signer, X509 *signer_cert, X509 *subject_cert, X509 **ret);
 
-/* Upper-case hex of a certificate's serial; caller frees. */
-int serial_to_hex(const ASN1_INTEGER *serial, char **ret);

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "error.h"
 #include "fsutil.h"
+#include "host-cmd.h"
 #include "ossl-util.h"
 
 #define PEM_MAX (256 * 1024)

@@ -1,7 +1,7 @@
-/* Remote administration: the CA-host commands (token, request, cert,
- * audit) against hwidd's admin API, over mutual TLS as an operator whose
- * key is in a TPM or HSM.  What the operator may do is the role hwidd
- * recorded with its certificate; nothing here decides it.
+/* Remote administration: the admin commands (admin-conn.h) against
+ * hwidd's admin API, over mutual TLS as an operator whose key is in a
+ * TPM or HSM.  What the operator may do is the role hwidd recorded with
+ * its certificate; nothing here decides it.
  *
  * The operator's identity is a joined identity directory (--dir DIR, as
  * `hwid join` writes it: its certificate, key URI, pinned CA and server)
@@ -19,8 +19,6 @@
 
 #include <json-c/json.h>
 
-#include "admin-json.h"
-#include "cleanup.h"
 #include "cli.h"
 
 typedef struct remote_opts {
@@ -82,23 +80,11 @@ bool remote_wanted(const remote_opts *o);
  * on the CA host, where it is the join command's URL). */
 int remote_check_usage(const char *cmd, const remote_opts *o, const char *config, bool server_alone);
 
-typedef struct remote remote;
+typedef struct admin_conn admin_conn;
 
 /* Loads the identity, opens its key, pins the CA: nothing is sent before
- * the CA checks out. */
-int remote_open(const remote_opts *o, remote **ret);
-void remote_free(remote *r);
-DEFINE_TRIVIAL_CLEANUP_FUNC(remote *, remote_free)
-
-/* One call: body (NULL: none) goes as JSON; a 2xx answer's JSON object is
- * *ret (json_object_put() it), anything else is the server's error
- * ("server answered 403: <reason>"). */
-int remote_call(remote *r, const char *method, const char *path, json_object *body, json_object **ret);
-/* The array under key in an answer (-HWID_E_INVALID if none). */
-int remote_list(json_object *answer, const char *key, json_object **ret);
-/* The servers, in the order they are tried (NULL-terminated). */
-const char *const *remote_servers(const remote *r);
-/* "sha256:<hex>" of the CA, for join command lines. */
-const char *remote_ca_pin(const remote *r);
+ * the CA checks out.  The connection's servers are the ones it tries, in
+ * order; its CA pin the pinned CA's. */
+int remote_open(const remote_opts *o, admin_conn **ret);
 /* s percent-encoded for a path segment or query value; caller frees. */
 char *remote_escape(const char *s);

@@ -1,3 +1,5 @@
+/* What the CA host's offline operations share (host-cmd.h): the
+ * configuration and its store, and their audit records, as admin:<login>. */
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -5,15 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admin.h"
 #include "audit-syslog.h"
+#include "cli.h"
 #include "error.h"
-
-const char *admin_config_path(const char *opt) {
-        const char *env = getenv("HWID_CONFIG");
-
-        return opt ? opt : env && *env ? env : DEFAULT_CONFIG;
-}
+#include "host-cmd.h"
 
 int admin_open(const char *config_opt, hwidd_config **ret_cfg, store **ret_store) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
@@ -53,11 +50,4 @@ int admin_audit(store *s, const char *action, const char *target, int r, const c
         if (r < 0)
                 hwid_fail((hwid_err) -r, "%s", detail);
         return r;
-}
-
-void format_time(int64_t t, char *out, size_t n) {
-        time_t tt = (time_t) t;
-        struct tm tm;
-
-        strftime(out, n, "%Y-%m-%d %H:%MZ", gmtime_r(&tt, &tm));
 }

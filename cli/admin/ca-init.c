@@ -12,6 +12,7 @@
 #include "csr.h"
 #include "error.h"
 #include "fsutil.h"
+#include "host-cmd.h"
 #include "issuer.h"
 #include "ossl-util.h"
 #include "x509-util.h"

@@ -12,8 +12,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 
-#include "admin.h"
-#include "ca-rollover.h"
+#include "host-cmd.h"
 #include "ca-setup.h"
 #include "cli.h"
 #include "csr.h"

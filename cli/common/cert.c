@@ -1,17 +1,21 @@
 /* hwid cert list | show SERIAL | revoke SERIAL|--identity NAME [--reason R],
- * on the CA host (--config) or against a remote hwidd's admin API as an
- * operator (--dir, --cert/--key). */
-#include <ctype.h>
+ * through the admin API (admin-conn.h): of a remote hwidd as an operator
+ * (--dir, --cert/--key), or on the CA host of its own store (--config). */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <openssl/pem.h>
 
-#include "admin.h"
+#include "admin-answer.h"
+#include "admin-cmd.h"
+#include "admin-conn.h"
 #include "cli.h"
+#include "crl-reason.h"
 #include "error.h"
+#include "json-write.h"
 #include "ossl-util.h"
 #include "remote.h"
 #include "x509-util.h"
@@ -69,130 +73,142 @@ static int parse(const char *cmd, int argc, char **argv, cert_opts *o, int min_a
 
 /* ---------- list ---------- */
 
-static void print_certs(const store_cert *c, size_t n, bool all) {
-        int64_t now = (int64_t) time(NULL);
+/* A valid certificate past its notAfter is listed as expired. */
+static int print_cert(json_object *c, bool all, int64_t now) {
+        const char *serial, *status, *identity, *profile;
+        int64_t not_after;
+        char na[32];
+        int r;
 
-        printf("%-32s  %-10s  %-20s  %-10s  %s\n", "SERIAL", "STATUS", "IDENTITY", "PROFILE", "NOT-AFTER");
-        for (size_t i = 0; i < n; i++) {
-                char na[32];
-                const char *st = c[i].status == CERT_VALID && now >= c[i].not_after ? "expired"
-                                                                                   : admin_cert_status_name(c[i].status);
-                if (!all && strcmp(st, "valid") != 0)
-                        continue;
-                format_time(c[i].not_after, na, sizeof(na));
-                printf("%-32s  %-10s  %-20s  %-10s  %s\n", c[i].serial, st, c[i].identity, c[i].profile, na);
-        }
+        if ((r = answer_str(c, "serial", false, &serial)) < 0 || (r = answer_str(c, "status", false, &status)) < 0 ||
+            (r = answer_str(c, "identity", false, &identity)) < 0 ||
+            (r = answer_str(c, "profile", false, &profile)) < 0 || (r = answer_int(c, "not_after", &not_after)) < 0)
+                return r;
+        if (strcmp(status, "valid") == 0 && now >= not_after)
+                status = "expired";
+        if (!all && strcmp(status, "valid") != 0)
+                return 0;
+        format_time(not_after, na, sizeof(na));
+        printf("%-32s  %-10s  %-20s  %-10s  %s\n", serial, status, identity, profile, na);
+        return 0;
 }
 
-static int remote_certs(const cert_opts *o, store_cert **ret, size_t *ret_n) {
-        _cleanup_(remote_freep) remote *rm = NULL;
+static int list_certs(const cert_opts *o) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         _cleanup_(json_object_putp) json_object *answer = NULL;
         _cleanup_free_ char *esc = NULL, *path = NULL;
+        int64_t now = (int64_t) time(NULL);
         json_object *list;
-        store_cert *c;
-        size_t n = 0;
         int r;
 
         if (o->identity && !(esc = remote_escape(o->identity)))
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (asprintf(&path, "/v1/admin/certificates%s%s", esc ? "?identity=" : "", esc ? esc : "") < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = remote_open(&o->remote, &rm)) < 0 || (r = remote_call(rm, "GET", path, NULL, &answer)) < 0 ||
-            (r = remote_list(answer, "certificates", &list)) < 0)
+        if ((r = admin_conn_open("cert list", &o->remote, o->config, 0, &conn)) < 0 ||
+            (r = admin_conn_call(conn, "GET", path, NULL, &answer)) < 0 ||
+            (r = answer_list(answer, "certificates", &list)) < 0)
                 return r;
-        if (!(c = calloc(json_object_array_length(list) + 1, sizeof(*c))))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (; r >= 0 && n < json_object_array_length(list); n += r >= 0)
-                r = admin_json_to_cert(json_object_array_get_idx(list, n), &c[n]);
-        if (r < 0) {
-                store_cert_list_free(c, n);
-                return r;
-        }
-        *ret = c;
-        *ret_n = n;
-        return 0;
-}
-
-static int local_certs(const cert_opts *o, store_cert **ret, size_t *ret_n) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        int r = admin_open(o->config, &cfg, &s);
-
-        return r < 0 ? r : store_cert_list(s, o->identity, ret, ret_n);
+        printf("%-32s  %-10s  %-20s  %-10s  %s\n", "SERIAL", "STATUS", "IDENTITY", "PROFILE", "NOT-AFTER");
+        for (size_t i = 0; r >= 0 && i < json_object_array_length(list); i++)
+                r = print_cert(json_object_array_get_idx(list, i), o->all, now);
+        return r;
 }
 
 int cmd_cert_list(int argc, char **argv) {
-        store_cert *c = NULL;
-        size_t n = 0;
         cert_opts o;
         int r;
 
         if ((r = parse("cert list", argc, argv, &o, 0, 0)) != 0)
                 return r;
-        r = remote_wanted(&o.remote) ? remote_certs(&o, &c, &n) : local_certs(&o, &c, &n);
-        if (r < 0)
-                return cli_fail(r);
-        print_certs(c, n, o.all);
-        store_cert_list_free(c, n);
-        return 0;
+        r = list_certs(&o);
+        return r < 0 ? cli_fail(r) : 0;
 }
 
 /* ---------- show ---------- */
 
-static int remote_cert(const cert_opts *o, const char *serial, store_cert *ret) {
-        _cleanup_(remote_freep) remote *rm = NULL;
-        _cleanup_(json_object_putp) json_object *answer = NULL;
+static int get_cert(const cert_opts *o, const char *serial, json_object **ret) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         _cleanup_free_ char *esc = remote_escape(serial), *path = NULL;
         int r;
 
         if (!esc || asprintf(&path, "/v1/admin/certificates/%s", esc) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = remote_open(&o->remote, &rm)) < 0 || (r = remote_call(rm, "GET", path, NULL, &answer)) < 0)
+        if ((r = admin_conn_open("cert show", &o->remote, o->config, 0, &conn)) < 0)
                 return r;
-        return admin_json_to_cert(answer, ret);
+        return admin_conn_call(conn, "GET", path, NULL, ret);
 }
 
-static int local_cert(const cert_opts *o, const char *serial, store_cert *ret) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        int r = admin_open(o->config, &cfg, &s);
+/* What TPM attestation proved of the key, if anything. */
+static int print_attestation(json_object *c) {
+        const char *ek_pub, *ek_cert, *ak;
+        json_object *a = NULL;
+        int r;
 
-        if (r >= 0)
-                r = store_cert_get(s, serial, ret);
-        return r == -HWID_E_NOT_FOUND ? hwid_fail(HWID_E_NOT_FOUND, "no certificate %s", serial) : r;
+        if (!json_object_object_get_ex(c, "attestation", &a) || !a) {
+                printf("attested: no\n");
+                return 0;
+        }
+        if ((r = answer_str(a, "ek_pub_sha256", false, &ek_pub)) < 0 ||
+            (r = answer_str(a, "ek_cert_sha256", true, &ek_cert)) < 0 || (r = answer_str(a, "ak_name", true, &ak)) < 0)
+                return r;
+        printf("attested: TPM ek-sha256:%s\nek-cert-sha256: %s\nak-name: %s\n", ek_pub, ek_cert ? ek_cert : "",
+               ak ? ak : "");
+        return 0;
+}
+
+/* The certificate itself, as PEM (when the answer holds one). */
+static int print_pem(json_object *c) {
+        _cleanup_(BIO_free_allp) BIO *b = NULL;
+        _cleanup_(X509_freep) X509 *x = NULL;
+        const char *pem;
+        int r;
+
+        if ((r = answer_str(c, "pem", true, &pem)) < 0 || !pem)
+                return r;
+        if (!(b = BIO_new_mem_buf(pem, -1)) || !(x = PEM_read_bio_X509(b, NULL, NULL, NULL)))
+                return hwid_fail_ossl(HWID_E_INVALID, "the server's \"pem\" holds no certificate");
+        PEM_write_X509(stdout, x);
+        return 0;
+}
+
+static int print_details(json_object *c) {
+        const char *f[7];
+        static const char *const keys[] = { "serial", "identity", "subject", "profile", "status", "spki_sha256",
+                                            "role" };
+        int64_t nb, na;
+        char nbs[32], nas[32];
+        json_object *scope = NULL;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(keys); i++)
+                r = answer_str(c, keys[i], false, &f[i]);
+        if (r < 0 || (r = answer_int(c, "not_before", &nb)) < 0 || (r = answer_int(c, "not_after", &na)) < 0)
+                return r;
+        format_time(nb, nbs, sizeof(nbs));
+        format_time(na, nas, sizeof(nas));
+        printf("serial: %s\nidentity: %s\nsubject: %s\nprofile: %s\nstatus: %s\nnot-before: %s\n"
+               "not-after: %s\nspki-sha256: %s\nrole: %s\n", f[0], f[1], f[2], f[3], f[4], nbs, nas, f[5],
+               f[6][0] ? f[6] : "node");
+        /* As hwidd records it (cert-scope.c). */
+        if (json_object_object_get_ex(c, "scope", &scope) && scope)
+                printf("scope: %s\n",
+                       json_object_to_json_string_ext(scope, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        return 0;
 }
 
 int cmd_cert_show(int argc, char **argv) {
-        _cleanup_(X509_freep) X509 *x = NULL;
-        store_cert c = { 0 };
-        char serial[130], nb[32], na[32];
-        const unsigned char *p;
+        _cleanup_(json_object_putp) json_object *c = NULL;
+        char serial[130];
         cert_opts o;
         int r;
 
         if ((r = parse("cert show", argc, argv, &o, 1, 1)) != 0)
                 return r;
         normalize_serial(argv[optind], serial, sizeof(serial));
-        r = remote_wanted(&o.remote) ? remote_cert(&o, serial, &c) : local_cert(&o, serial, &c);
-        if (r < 0)
+        if ((r = get_cert(&o, serial, &c)) < 0 || (r = print_details(c)) < 0 || (r = print_attestation(c)) < 0 ||
+            (r = print_pem(c)) < 0)
                 return cli_fail(r);
-        format_time(c.not_before, nb, sizeof(nb));
-        format_time(c.not_after, na, sizeof(na));
-        printf("serial: %s\nidentity: %s\nsubject: %s\nprofile: %s\nstatus: %s\nnot-before: %s\n"
-               "not-after: %s\nspki-sha256: %s\nrole: %s\n", c.serial, c.identity, c.subject, c.profile,
-               admin_cert_status_name(c.status), nb, na, c.spki_sha256, c.role[0] ? c.role : "node");
-        if (c.scope)
-                printf("scope: %s\n", c.scope);
-        if (store_attested(&c.attestation))
-                printf("attested: TPM ek-sha256:%s\nek-cert-sha256: %s\nak-name: %s\n", c.attestation.ek_pub_sha256,
-                       c.attestation.ek_cert_sha256, c.attestation.ak_name);
-        else
-                printf("attested: no\n");
-        p = c.der;
-        x = p ? d2i_X509(NULL, &p, (long) c.der_len) : NULL;
-        if (x)
-                PEM_write_X509(stdout, x);
-        store_cert_clear(&c);
         return 0;
 }
 
@@ -201,43 +217,21 @@ int cmd_cert_show(int argc, char **argv) {
 /* SERIAL, or every unexpired certificate of NAME: the live one and the
  * generations renewals superseded, which relying parties still accept
  * until they expire. */
-static int remote_revoke(const cert_opts *o, const char *serial, const char *reason, int64_t *ret_n) {
-        _cleanup_(remote_freep) remote *rm = NULL;
+static int revoke_certs(const cert_opts *o, const char *serial, const char *reason, int64_t *ret_n) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
         _cleanup_free_ char *esc = remote_escape(o->identity ? o->identity : serial), *path = NULL;
-        json_object *n;
         int r;
 
         if (!body || !esc || asprintf(&path, "/v1/admin/%s/%s/revoke", o->identity ? "identities" : "certificates",
                                       esc) < 0)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         json_set_str(body, "reason", reason);
-        if ((r = remote_open(&o->remote, &rm)) < 0 || (r = remote_call(rm, "POST", path, body, &answer)) < 0)
+        if ((r = admin_conn_open("cert revoke", &o->remote, o->config, 0, &conn)) < 0 ||
+            (r = admin_conn_call(conn, "POST", path, body, &answer)) < 0)
                 return r;
-        if (!json_object_object_get_ex(answer, "revoked", &n) || !json_object_is_type(n, json_type_int))
+        if (answer_int(answer, "revoked", ret_n) < 0)
                 return hwid_fail(HWID_E_INVALID, "the server's answer does not say how many were revoked");
-        *ret_n = json_object_get_int64(n);
-        return 0;
-}
-
-static int local_revoke(const cert_opts *o, const char *serial, int code, const char *reason, int64_t *ret_n) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        const char *target = o->identity ? o->identity : serial;
-        store_audit a = { .at = (int64_t) time(NULL), .actor = admin_actor(), .action = "cert.revoke",
-                          .target = target, .outcome = "allow", .reason = reason };
-        size_t n = 1;
-        int r;
-
-        if ((r = admin_open(o->config, &cfg, &s)) < 0)
-                return r;
-        r = o->identity ? store_cert_revoke_identity(s, o->identity, code, a.at, &a, &n)
-                        : store_cert_revoke(s, serial, code, a.at, &a);
-        if (r == -HWID_E_NOT_FOUND && !o->identity)
-                r = hwid_fail(HWID_E_NOT_FOUND, "no certificate %s", serial);
-        if (r < 0)
-                return admin_audit(s, "cert.revoke", target, r, NULL);
-        *ret_n = (int64_t) n;
         return 0;
 }
 
@@ -257,8 +251,7 @@ int cmd_cert_revoke(int argc, char **argv) {
         reason = o.reason ? o.reason : "unspecified";
         if (!o.identity)
                 normalize_serial(argv[optind], serial, sizeof(serial));
-        r = remote_wanted(&o.remote) ? remote_revoke(&o, serial, reason, &n) : local_revoke(&o, serial, code, reason, &n);
-        if (r < 0)
+        if ((r = revoke_certs(&o, serial, reason, &n)) < 0)
                 return cli_fail(r);
         if (o.identity)
                 printf("%lld certificate%s of %s revoked (%s); in the CRL from hwidd's next /crl request\n",

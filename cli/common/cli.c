@@ -2,11 +2,13 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "config.h"
+#include "duration.h"
 #include "error.h"
 #include "fsutil.h"
 
@@ -54,7 +56,7 @@ int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min, i
         /* A bare number is seconds. */
         if (s[0] && strspn(s, "0123456789") == strlen(s) && asprintf(&with_unit, "%ss", s) < 0)
                 return cli_fail(hwid_fail(HWID_E_NOMEM, NULL));
-        if (config_parse_duration(with_unit ? with_unit : s, &v) < 0 || v < min)
+        if (duration_parse(with_unit ? with_unit : s, &v) < 0 || v < min)
                 return cli_usage(cmd, "%s must be a duration like 30s, 5m or 2h%s, not '%s'", opt,
                                  min > 0 ? "" : " (or 0)", s);
         *ret = v;
@@ -91,6 +93,19 @@ int cli_write_output(const char *path, const char *text) {
                 return fflush(stdout) == 0 ? 0 : hwid_fail(HWID_E_IO, "cannot write to standard output");
         }
         return write_file_atomic(path, text, strlen(text), 0644);
+}
+
+void format_time(int64_t t, char *out, size_t n) {
+        time_t tt = (time_t) t;
+        struct tm tm;
+
+        strftime(out, n, "%Y-%m-%d %H:%MZ", gmtime_r(&tt, &tm));
+}
+
+const char *admin_config_path(const char *opt) {
+        const char *env = getenv("HWID_CONFIG");
+
+        return opt ? opt : env && *env ? env : DEFAULT_CONFIG;
 }
 
 /* ---- a TPM that serves someone else ---- */

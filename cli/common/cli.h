@@ -1,6 +1,7 @@
-/* Shared pieces of the hwid command line: one file per subcommand, each
- * exporting cmd_<name>(argc, argv) and returning the process exit code
- * (0 success, 1 operational failure, 2 usage error). */
+/* What the two halves of the hwid command line share (cli/, the device's
+ * hwid; cli/admin/, the CA host's hwid-admin): one file per subcommand,
+ * each exporting cmd_<name>(argc, argv) and returning the process exit
+ * code (0 success, 1 operational failure, 2 usage error). */
 #pragma once
 
 #include <stdbool.h>
@@ -51,37 +52,12 @@ void cli_tpm_done(void);
 void cli_print_custody(const hwid_custody *c);
 /* Writes text to path atomically (mode 0644), or to stdout when path is NULL. */
 int cli_write_output(const char *path, const char *text);
+/* "2026-11-21 21:45Z" */
+void format_time(int64_t t, char *out, size_t n);
 
-int cmd_key_create(int argc, char **argv);
-int cmd_key_show(int argc, char **argv);
-int cmd_csr(int argc, char **argv);
-int cmd_ca_init(int argc, char **argv);
-int cmd_ca_import(int argc, char **argv);
-int cmd_ca_hash(int argc, char **argv);
-int cmd_ca_token_key(int argc, char **argv);
-int cmd_token_create(int argc, char **argv);
-int cmd_token_list(int argc, char **argv);
-int cmd_token_revoke(int argc, char **argv);
-int cmd_request_list(int argc, char **argv);
-int cmd_request_approve(int argc, char **argv);
-int cmd_request_deny(int argc, char **argv);
-int cmd_cert_list(int argc, char **argv);
-int cmd_cert_show(int argc, char **argv);
-int cmd_cert_revoke(int argc, char **argv);
-int cmd_ek_add(int argc, char **argv);
-int cmd_ek_import(int argc, char **argv);
-int cmd_ek_list(int argc, char **argv);
-int cmd_ek_remove(int argc, char **argv);
-int cmd_identity_list(int argc, char **argv);
-int cmd_identity_release(int argc, char **argv);
-int cmd_audit_list(int argc, char **argv);
-int cmd_audit_verify(int argc, char **argv);
-int cmd_ca_backup(int argc, char **argv);
-int cmd_ca_restore(int argc, char **argv);
-int cmd_store_migrate(int argc, char **argv);
-int cmd_join(int argc, char **argv);
-int cmd_renew(int argc, char **argv);
-int cmd_agent(int argc, char **argv);
-int cmd_factory(int argc, char **argv);
-int cmd_jws_sign(int argc, char **argv);
-int cmd_jws_verify(int argc, char **argv);
+/* hwidd's configuration, which the CA host's commands work with. */
+#define DEFAULT_CONFIG "/etc/hwid/hwidd.yaml"
+/* The --config line of the admin commands' help. */
+#define CONFIG_HELP "  -c, --config FILE    hwidd configuration (default $HWID_CONFIG or " DEFAULT_CONFIG ")\n"
+/* --config, else $HWID_CONFIG, else DEFAULT_CONFIG. */
+const char *admin_config_path(const char *opt);

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
 #include "ca-setup.h"
 #include "cli.h"
 #include "error.h"
+#include "host-cmd.h"
 #include "secret.h"
 #include "token.h"
 

@@ -1,19 +1,22 @@
-/* hwid ek add | list | remove: the EK allowlist (ek.h), on the CA host
- * (--config) or remotely as an operator (--dir, --cert/--key: ek-remote.c).
- * Import is in ek-import.c. */
+/* hwid ek add | list | remove: the EK allowlist, through the admin API
+ * (admin-conn.h): of a remote hwidd as an operator (--dir, --cert/--key),
+ * or on the CA host of its own store (--config).  The CA checks each
+ * entry (service/ca/ek-entry.h).  Import is in ek-import.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "admin.h"
-#include "attest-verify.h"
+#include "admin-answer.h"
+#include "admin-cmd.h"
+#include "admin-conn.h"
+#include "base64.h"
 #include "cli.h"
-#include "ek.h"
 #include "error.h"
 #include "fsutil.h"
-#include "ossl-util.h"
+#include "json-write.h"
+#include "remote.h"
+#include "tpm-attest.h"
 
 /* ---------- add ---------- */
 
@@ -66,62 +69,56 @@ static int add_parse(int argc, char **argv, add_opts *o) {
         return remote_check_usage("ek add", &o->ro, o->config, false);
 }
 
-/* Without TPM attestation configured, no entry would ever be used. */
-static int need_attestation(const hwidd_config *cfg) {
-        if (cfg->ek_roots)
-                return 0;
-        return hwid_fail(HWID_E_CONFIG, "%s has no attestation.ek_roots: this CA does not verify TPM attestation, "
-                         "so an EK allowlist entry would never be used", cfg->path);
-}
-
-static int add_entry(const add_opts *o, hwidd_config *cfg, store_ek *e) {
-        _cleanup_free_ char *data = NULL;
+/* {"cn", "profile", "ek_cert" (the file's bytes, base64) | "ek_pub_sha256"};
+ * on the CA host, the file's name for the CA's messages ("file"). */
+static int add_body(const add_opts *o, bool remote, json_object **ret) {
+        _cleanup_free_ char *data = NULL, *b64 = NULL;
+        json_object *body;
         size_t len;
         int r;
 
-        if ((r = need_attestation(cfg)) < 0)
+        if (o->ek_cert && ((r = read_file_capped(o->ek_cert, TPM_EK_CERT_MAX * 2, &data, &len)) < 0 ||
+                           (r = base64_encode((const uint8_t *) data, len, false, &b64)) < 0))
                 return r;
-        if (o->ek_cert) {
-                if ((r = read_file_capped(o->ek_cert, TPM_EK_CERT_MAX * 2, &data, &len)) < 0)
-                        return r;
-                r = ek_entry_from_cert(cfg, (const uint8_t *) data, len, o->ek_cert, e);
-        } else
-                r = ek_entry_pub_hash(o->ek_sha256, "--ek-sha256", e);
-        return r < 0 ? r : ek_entry_names(cfg, o->cn, o->profile, o->cn, e);
+        if (!(body = json_object_new_object()))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        json_set_str(body, "cn", o->cn);
+        json_set_str(body, "profile", o->profile);
+        if (b64)
+                json_set_str(body, "ek_cert", b64);
+        else
+                json_set_str(body, "ek_pub_sha256", o->ek_sha256);
+        if (b64 && !remote)
+                json_set_str(body, "file", o->ek_cert);
+        *ret = body;
+        return 0;
 }
 
-static int local_add(const add_opts *o, store_ek *e) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        store_audit a = { .actor = admin_actor(), .action = "ek.add", .outcome = "allow" };
-        char reason[160];
+static int add(const add_opts *o) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
+        _cleanup_(json_object_putp) json_object *body = NULL, *e = NULL;
+        const char *identity, *profile, *pub, *cert;
         int r;
 
-        if ((r = admin_open(o->config, &cfg, &s)) < 0 || (r = add_entry(o, cfg, e)) < 0)
+        if ((r = admin_conn_open("ek add", &o->ro, o->config, 0, &conn)) < 0 ||
+            (r = add_body(o, conn->remote, &body)) < 0 || (r = admin_conn_call(conn, "POST", "/v1/admin/ek", body, &e)) < 0)
                 return r;
-        snprintf(reason, sizeof(reason), "profile %s, EK sha256:%s", e->profile, e->ek_pub_sha256);
-        a.target = e->identity;
-        a.reason = reason;
-        a.at = (int64_t) time(NULL);
-        if ((r = store_ek_add(s, e, 1, &a, a.at)) < 0)
-                return admin_audit(s, "ek.add", e->identity, r, NULL);
+        if ((r = answer_str(e, "identity", false, &identity)) < 0 || (r = answer_str(e, "profile", false, &profile)) < 0 ||
+            (r = answer_str(e, "ek_pub_sha256", true, &pub)) < 0 || (r = answer_str(e, "ek_cert_sha256", true, &cert)) < 0)
+                return r;
+        printf("EK sha256:%s may enroll %s (profile %s) without a token: hwid join --attest --cn %s\n",
+               pub ? pub : cert ? cert : "", identity, profile, identity);
         return 0;
 }
 
 int cmd_ek_add(int argc, char **argv) {
-        _cleanup_(store_ek_clear) store_ek e = { 0 };
         add_opts o;
         int r;
 
         if ((r = add_parse(argc, argv, &o)) != 0)
                 return r;
-        r = remote_wanted(&o.ro) ? ek_remote_add(&o.ro, o.cn, o.profile, o.ek_cert, o.ek_sha256, &e)
-                                 : local_add(&o, &e);
-        if (r < 0)
-                return cli_fail(r);
-        printf("EK sha256:%s may enroll %s (profile %s) without a token: hwid join --attest --cn %s\n",
-               e.ek_pub_sha256[0] ? e.ek_pub_sha256 : e.ek_cert_sha256, e.identity, e.profile, e.identity);
-        return 0;
+        r = add(&o);
+        return r < 0 ? cli_fail(r) : 0;
 }
 
 /* ---------- list, remove ---------- */
@@ -149,19 +146,41 @@ static int list_parse(const char *cmd, int argc, char **argv, const char **confi
         return remote_check_usage(cmd, ro, *config, false);
 }
 
-static int local_list(const char *config, store_ek **ret, size_t *ret_n) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        int r = admin_open(config, &cfg, &s);
+static int print_entry(json_object *e) {
+        const char *identity, *profile, *pub, *cert;
+        int64_t added_at;
+        char added[32];
+        int r;
 
-        return r < 0 ? r : store_ek_list(s, ret, ret_n);
+        if ((r = answer_str(e, "identity", false, &identity)) < 0 || (r = answer_str(e, "profile", false, &profile)) < 0 ||
+            (r = answer_str(e, "ek_pub_sha256", true, &pub)) < 0 || (r = answer_str(e, "ek_cert_sha256", true, &cert)) < 0 ||
+            (r = answer_int(e, "added_at", &added_at)) < 0)
+                return r;
+        format_time(added_at, added, sizeof(added));
+        printf("%-20s  %-12s  %-17s  %-64s  %s\n", identity, profile, added, pub ? pub : "-", cert ? cert : "-");
+        return 0;
+}
+
+static int list(const char *config, const remote_opts *ro) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        json_object *entries;
+        int r;
+
+        if ((r = admin_conn_open("ek list", ro, config, 0, &conn)) < 0 ||
+            (r = admin_conn_call(conn, "GET", "/v1/admin/ek", NULL, &answer)) < 0 ||
+            (r = answer_list(answer, "entries", &entries)) < 0)
+                return r;
+        printf("%-20s  %-12s  %-17s  %-64s  %s\n", "NAME", "PROFILE", "ADDED", "EK-SHA256 (public key)",
+               "EK-CERT-SHA256");
+        for (size_t i = 0; r >= 0 && i < json_object_array_length(entries); i++)
+                r = print_entry(json_object_array_get_idx(entries, i));
+        return r;
 }
 
 int cmd_ek_list(int argc, char **argv) {
         const char *config = NULL;
-        store_ek *v = NULL;
         remote_opts ro;
-        size_t n = 0;
         int r;
 
         if ((r = list_parse("ek list", argc, argv, &config, &ro, 0,
@@ -170,34 +189,21 @@ int cmd_ek_list(int argc, char **argv) {
                             "Lists the EK allowlist: the TPMs that may enroll without a token, their names and\n"
                             "profiles.  Remotely: the admin and auditor roles.\n")) != 0)
                 return r;
-        r = remote_wanted(&ro) ? ek_remote_list(&ro, &v, &n) : local_list(config, &v, &n);
-        if (r < 0)
-                return cli_fail(r);
-        printf("%-20s  %-12s  %-17s  %-64s  %s\n", "NAME", "PROFILE", "ADDED", "EK-SHA256 (public key)",
-               "EK-CERT-SHA256");
-        for (size_t i = 0; i < n; i++) {
-                char added[32];
-                format_time(v[i].added_at, added, sizeof(added));
-                printf("%-20s  %-12s  %-17s  %-64s  %s\n", v[i].identity, v[i].profile, added,
-                       v[i].ek_pub_sha256[0] ? v[i].ek_pub_sha256 : "-",
-                       v[i].ek_cert_sha256[0] ? v[i].ek_cert_sha256 : "-");
-        }
-        store_ek_list_free(v, n);
-        return 0;
+        r = list(config, &ro);
+        return r < 0 ? cli_fail(r) : 0;
 }
 
-static int local_remove(const char *config, const char *key) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        store_audit a = { .actor = admin_actor(), .action = "ek.remove", .outcome = "allow", .target = key };
+static int remove_entry(const char *config, const remote_opts *ro, const char *key) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        _cleanup_free_ char *esc = remote_escape(key), *path = NULL;
         int r;
 
-        if ((r = admin_open(config, &cfg, &s)) < 0)
+        if (!esc || asprintf(&path, "/v1/admin/ek/%s/remove", esc) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = admin_conn_open("ek remove", ro, config, 0, &conn)) < 0)
                 return r;
-        a.at = (int64_t) time(NULL);
-        if ((r = store_ek_remove(s, key, &a, a.at)) < 0)
-                return admin_audit(s, "ek.remove", key, r, NULL);
-        return 0;
+        return admin_conn_call(conn, "POST", path, NULL, &answer);
 }
 
 int cmd_ek_remove(int argc, char **argv) {
@@ -215,8 +221,7 @@ int cmd_ek_remove(int argc, char **argv) {
         key = argv[optind];
         if (strncmp(key, "sha256:", 7) == 0)
                 key += 7;
-        r = remote_wanted(&ro) ? ek_remote_remove(&ro, key) : local_remove(config, key);
-        if (r < 0)
+        if ((r = remove_entry(config, &ro, key)) < 0)
                 return cli_fail(r);
         printf("%s removed from the EK allowlist\n", key);
         return 0;

@@ -1,25 +1,24 @@
-/* hwid token create: bootstrap tokens for devices, on the CA host. */
+/* hwid token create: bootstrap tokens for devices, through the admin API
+ * (admin-conn.h): of a remote hwidd, or on the CA host of its own store. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <openssl/pem.h>
-
-#include "admin.h"
+#include "admin-answer.h"
+#include "admin-cmd.h"
+#include "admin-conn.h"
 #include "buf.h"
 #include "cli.h"
+#include "duration.h"
 #include "error.h"
 #include "fsutil.h"
-#include "ossl-util.h"
+#include "json-write.h"
 #include "remote.h"
-#include "secret.h"
-#include "token.h"
-#include "x509-util.h"
 
 #define MAX_COUNT 100000
-/* Tokens per request to a remote hwidd (its own limit). */
-#define REMOTE_BATCH 1000
+/* Tokens per request (the admin API's limit): more are asked for in turn. */
+#define TOKEN_BATCH 1000
 
 typedef struct token_opts {
         const char *config, *profile, *pattern, *description, *out, *device_key, *device_dir;
@@ -71,7 +70,7 @@ static int parse_one(token_opts *o, int c, char **argv) {
         case 'c': o->config = optarg; return 0;
         case 'p': o->profile = optarg; return 0;
         case 't':
-                if (config_parse_duration(optarg, &o->ttl) < 0 || o->ttl <= 0)
+                if (duration_parse(optarg, &o->ttl) < 0 || o->ttl <= 0)
                         return cli_usage("token create", "--ttl '%s' is not a duration like 24h", optarg);
                 return 0;
         case 'u': return parse_number("--uses", optarg, 1000000, &o->uses);
@@ -113,57 +112,6 @@ static int parse(int argc, char **argv, token_opts *o) {
         return remote_check_usage("token create", &o->remote, o->config, true);
 }
 
-/* Creates n tokens derived with key in the store, all of them or none
- * (one transaction), and audits each; appends each "<id>.<secret>" and a
- * newline to out (a secret: the caller wipes it).  Tokens stored are in
- * out even when auditing one fails. */
-static int create_tokens(store *s, hwid_mac_key *key, const token_opts *o, int64_t now, size_t n, buf *out) {
-        store_token *rows = calloc(n, sizeof(*rows));
-        char **full = calloc(n, sizeof(*full));
-        size_t made = 0;
-        int r = rows && full ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
-
-        for (; r >= 0 && made < n; made++) {
-                r = token_new(key, &rows[made], &full[made]);
-                cli_tpm_done(); /* the TPM answered */
-                rows[made].profile = (char *) o->profile;
-                rows[made].name_pattern = (char *) o->pattern;
-                rows[made].description = (char *) o->description;
-                rows[made].created_at = now;
-                rows[made].expires_at = now + o->ttl;
-                rows[made].uses_total = rows[made].uses_left = (int) o->uses;
-        }
-        if (r >= 0)
-                r = store_token_insert(s, rows, n);
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = buf_printf(out, "%s\n", full[i]);
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = admin_audit(s, "token.create", rows[i].id, 0, o->profile);
-        for (size_t i = 0; i < made; i++)
-                secret_free(full[i]);
-        if (rows)
-                secret_wipe(rows, n * sizeof(*rows));
-        free(rows);
-        free(full);
-        return r;
-}
-
-static int ca_pin(const char *ca_path, char pin[72]) {
-        _cleanup_free_ char *pem = NULL;
-        _cleanup_(BIO_free_allp) BIO *b = NULL;
-        _cleanup_(X509_freep) X509 *x = NULL;
-        size_t len;
-        int r;
-
-        if ((r = read_file_capped(ca_path, 256 * 1024, &pem, &len)) < 0)
-                return r;
-        b = BIO_new_mem_buf(pem, (int) len);
-        x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
-        if (!x)
-                return hwid_fail_ossl(HWID_E_CONFIG, "%s holds no certificate", ca_path);
-        return spki_sha256_pin(X509_get0_pubkey(x), pin);
-}
-
 /* servers: the URLs devices reach hwidd at (NULL-terminated; the replicas
  * of a replicated CA, for the device to fail over between). */
 static void print_join(const char *const *servers, const token_opts *o, const char *token, const char *pin) {
@@ -201,30 +149,22 @@ static int write_tokens(const token_opts *o, buf *out, int r) {
         return r;
 }
 
-static int write_batch(store *s, hwid_mac_key *key, const token_opts *o, int64_t now) {
-        _cleanup_buf_ buf out;
-
-        buf_init(&out, (size_t) o->count * 96 + 1);
-        return write_tokens(o, &out, create_tokens(s, key, o, now, (size_t) o->count, &out));
-}
-
-/* ---------- remote ---------- */
-
 /* Asks for n tokens; appends each "<id>.<secret>\n" to out. */
-static int remote_batch(remote *rm, const token_opts *o, long n, buf *out) {
+static int ask_batch(admin_conn *conn, const token_opts *o, long n, buf *out) {
         _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
         json_object *list, *tok;
         int r;
 
+        if (!body)
+                return hwid_fail(HWID_E_NOMEM, NULL);
         json_set_str(body, "profile", o->profile);
         json_set_str(body, "name_pattern", o->pattern);
         json_set_str(body, "description", o->description);
         json_object_object_add(body, "ttl", json_object_new_int64(o->ttl));
         json_object_object_add(body, "uses", json_object_new_int64(o->uses));
         json_object_object_add(body, "count", json_object_new_int64(n));
-        if ((r = remote_call(rm, "POST", "/v1/admin/tokens", body, &answer)) < 0)
-                return r;
-        if ((r = remote_list(answer, "tokens", &list)) < 0)
+        if ((r = admin_conn_call(conn, "POST", "/v1/admin/tokens", body, &answer)) < 0 ||
+            (r = answer_list(answer, "tokens", &list)) < 0)
                 return r;
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *item = json_object_array_get_idx(list, i);
@@ -240,83 +180,46 @@ static int remote_batch(remote *rm, const token_opts *o, long n, buf *out) {
         return r;
 }
 
-static int remote_create(const token_opts *o) {
-        _cleanup_(remote_freep) remote *rm = NULL;
+/* --count N: N tokens to --out, asked for TOKEN_BATCH at a time; those
+ * made before a failure are written all the same. */
+static int create_many(admin_conn *conn, const token_opts *o) {
         _cleanup_buf_ buf out;
-        long left = o->count ? o->count : 1;
-        int r;
+        long left = o->count;
+        int r = 0;
 
-        buf_init(&out, (size_t) left * 96 + 1);
-        if ((r = remote_open(&o->remote, &rm)) < 0)
-                return r;
+        buf_init(&out, (size_t) o->count * 96 + 1);
         for (long n; r >= 0 && left > 0; left -= n) {
-                n = left > REMOTE_BATCH ? REMOTE_BATCH : left;
-                r = remote_batch(rm, o, n, &out);
+                n = left > TOKEN_BATCH ? TOKEN_BATCH : left;
+                r = ask_batch(conn, o, n, &out);
         }
-        if (o->count)
-                return write_tokens(o, &out, r);
-        if (r >= 0) {
-                out.data[strcspn((char *) out.data, "\n")] = '\0';
-                print_join(remote_servers(rm), o, (char *) out.data, remote_ca_pin(rm));
-        }
-        buf_wipe(&out);
-        return r;
+        return write_tokens(o, &out, r);
 }
 
-/* ---------- on the CA host ---------- */
-
-/* The CA's token key (ca.token_key), which the tokens are derived with;
- * a TPM's is watched until the first token is made (cli_tpm_reachable()). */
-static int open_token_key(const hwidd_config *cfg, hwid_mac_key **ret) {
-        hsm_options ho;
-        int r;
-
-        if (!cfg->token_key)
-                return hwid_fail(HWID_E_CONFIG, "%s: " TOKEN_KEY_MISSING, cfg->path);
-        cli_hsm_options(&ho, cfg->tcti);
-        if (strncmp(cfg->token_key, "tpm2:", 5) == 0 && (r = cli_tpm_reachable("token create", &ho)) < 0)
-                return r;
-        return hwid_mac_key_open(cfg->token_key, &ho, ret);
-}
-
-static int local_create(const token_opts *o) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        _cleanup_(hwid_mac_key_freep) hwid_mac_key *key = NULL;
-        _cleanup_free_ char *listen = NULL;
+/* One token, and the command that joins a device with it. */
+static int create_one(admin_conn *conn, const token_opts *o) {
         _cleanup_buf_ buf tok;
-        const char *from_listen[2] = { NULL, NULL };
-        int64_t now = (int64_t) time(NULL);
-        char pin[72];
+        const char *pin;
         int r;
 
         buf_init(&tok, 128);
-        if ((r = admin_open(o->config, &cfg, &s)) < 0)
-                return r;
-        if (!policy_profile_find(cfg->policy, o->profile))
-                return hwid_fail(HWID_E_INVALID, "no profile '%s' in %s", o->profile, cfg->path);
-        if ((r = open_token_key(cfg, &key)) < 0)
-                return r;
-        if (o->count)
-                return write_batch(s, key, o, now);
-        if ((r = ca_pin(cfg->ca_cert, pin)) < 0 || (r = create_tokens(s, key, o, now, 1, &tok)) < 0 ||
-            (!o->remote.n_servers && asprintf(&listen, "https://%s", cfg->listen) < 0)) {
+        if ((r = admin_conn_ca_pin(conn, &pin)) < 0 || (r = ask_batch(conn, o, 1, &tok)) < 0) {
                 buf_wipe(&tok);
-                return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
+                return r;
         }
         tok.data[strcspn((char *) tok.data, "\n")] = '\0';
-        from_listen[0] = listen;
-        print_join(o->remote.n_servers ? o->remote.servers : from_listen, o, (char *) tok.data, pin);
+        print_join(admin_conn_servers(conn), o, (char *) tok.data, pin);
         buf_wipe(&tok);
         return 0;
 }
 
 int cmd_token_create(int argc, char **argv) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         token_opts o;
         int r;
 
         if ((r = parse(argc, argv, &o)) != 0)
                 return r;
-        r = remote_wanted(&o.remote) ? remote_create(&o) : local_create(&o);
+        if ((r = admin_conn_open("token create", &o.remote, o.config, ADMIN_CONN_TOKEN_KEY, &conn)) >= 0)
+                r = o.count ? create_many(conn, &o) : create_one(conn, &o);
         return r < 0 ? cli_fail(r) : 0;
 }

@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 #include <openssl/pem.h>
 
+#include "admin-conn.h"
 #include "cli.h"
 #include "client.h"
 #include "device.h"
@@ -21,14 +22,15 @@
 #define REMOTE_TIMEOUT 120
 #define PEM_MAX (256 * 1024)
 
-struct remote {
+typedef struct remote {
+        admin_conn conn;
         char *servers[DEVICE_ORDER_MAX]; /* in the order to try them, NULL-terminated */
         char *cert_pem;
         char *anchor;         /* the pinned CA certificate, the one trust anchor */
         char pin[72];
         hwid_key *key;
         client_session *session;
-};
+} remote;
 
 bool remote_option(remote_opts *o, int c, const char *arg) {
         switch (c) {
@@ -95,7 +97,7 @@ int remote_check_usage(const char *cmd, const remote_opts *o, const char *config
         return 0;
 }
 
-void remote_free(remote *r) {
+static void remote_free(remote *r) {
         if (!r)
                 return;
         client_session_free(r->session);
@@ -197,7 +199,11 @@ static int open_key(remote *r, const char *uri, const char *tcti) {
         return 0;
 }
 
-int remote_open(const remote_opts *o, remote **ret) {
+DEFINE_TRIVIAL_CLEANUP_FUNC(remote *, remote_free)
+
+static const admin_conn_ops remote_ops;
+
+int remote_open(const remote_opts *o, admin_conn **ret) {
         _cleanup_(remote_freep) remote *r = calloc(1, sizeof(*r));
         _cleanup_free_ char *key_uri = NULL;
         client_opts co = { .timeout = REMOTE_TIMEOUT, .max_response = REMOTE_MAX_RESPONSE };
@@ -205,6 +211,7 @@ int remote_open(const remote_opts *o, remote **ret) {
 
         if (!r)
                 return hwid_fail(HWID_E_NOMEM, NULL);
+        r->conn = (admin_conn) { .ops = &remote_ops, .remote = true };
         ret2 = o->dir ? load_dir(r, o, &key_uri) : load_files(r, o, &key_uri);
         if (ret2 < 0 || (ret2 = open_key(r, key_uri, o->tcti)) < 0)
                 return ret2;
@@ -217,7 +224,7 @@ int remote_open(const remote_opts *o, remote **ret) {
         co.cert_pem = r->cert_pem;
         if ((ret2 = client_session_new(&co, &r->session)) < 0)
                 return ret2;
-        *ret = TAKE_PTR(r);
+        *ret = &TAKE_PTR(r)->conn;
         return 0;
 }
 
@@ -225,7 +232,8 @@ static int parse_answer(client_response *resp, json_object **ret) {
         return json_read(resp->body.data, resp->body.len, 16, 0, "the server's answer", ret);
 }
 
-int remote_call(remote *r, const char *method, const char *path, json_object *body, json_object **ret) {
+static int remote_call(admin_conn *c, const char *method, const char *path, json_object *body, json_object **ret) {
+        remote *r = (remote *) c;
         const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
         client_response resp;
         int ret2;
@@ -244,22 +252,25 @@ int remote_call(remote *r, const char *method, const char *path, json_object *bo
         return ret2;
 }
 
-int remote_list(json_object *answer, const char *key, json_object **ret) {
-        json_object *a;
+static const char *const *remote_servers(admin_conn *c) {
+        return (const char *const *) ((remote *) c)->servers;
+}
 
-        if (!json_object_object_get_ex(answer, key, &a) || !json_object_is_type(a, json_type_array))
-                return hwid_fail(HWID_E_INVALID, "the server's answer has no list \"%s\"", key);
-        *ret = a;
+static int remote_ca_pin(admin_conn *c, const char **ret) {
+        *ret = ((remote *) c)->pin;
         return 0;
 }
 
-const char *const *remote_servers(const remote *r) {
-        return (const char *const *) r->servers;
+static void remote_conn_free(admin_conn *c) {
+        remote_free((remote *) c);
 }
 
-const char *remote_ca_pin(const remote *r) {
-        return r->pin;
-}
+static const admin_conn_ops remote_ops = {
+        .call = remote_call,
+        .servers = remote_servers,
+        .ca_pin = remote_ca_pin,
+        .free = remote_conn_free,
+};
 
 char *remote_escape(const char *s) {
         char *e = curl_easy_escape(NULL, s, 0), *copy;

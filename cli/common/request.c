@@ -1,15 +1,19 @@
 /* hwid request list | approve ID | deny ID [--reason R]: manual approval,
- * on the CA host (--config) or against a remote hwidd's admin API as an
- * operator (--dir, --cert/--key).  The approver compares the public-key
- * fingerprint shown here with the one the device printed. */
+ * through the admin API (admin-conn.h): of a remote hwidd as an operator
+ * (--dir, --cert/--key), or on the CA host of its own store (--config).
+ * The approver compares the public-key fingerprint shown here with the
+ * one the device printed. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "admin.h"
+#include "admin-answer.h"
+#include "admin-cmd.h"
+#include "admin-conn.h"
 #include "cli.h"
 #include "error.h"
+#include "json-write.h"
 #include "remote.h"
 
 typedef struct req_opts {
@@ -59,19 +63,6 @@ static int parse(const char *cmd, int argc, char **argv, req_opts *o, int nargs)
 /* Remotely, a last column says what the caller may do with each request,
  * as hwidd answered for its certificate (four eyes, an approver's scope);
  * on the CA host (root on the store) there is no caller to speak of. */
-static void print_requests(const store_request *rq, const char *const *may, size_t n) {
-        printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s%s\n", "ID", "STATUS", "NAME", "PROFILE", "CREATED",
-               may ? "SPKI-SHA256                                                       " : "SPKI-SHA256",
-               may ? "YOU-MAY" : "");
-        for (size_t i = 0; i < n; i++) {
-                char when[32];
-                format_time(rq[i].created_at, when, sizeof(when));
-                printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s%s%s\n", rq[i].id,
-                       admin_request_status_name(rq[i].status), rq[i].identity, rq[i].profile, when,
-                       rq[i].spki_sha256, may ? "  " : "", may ? may[i] : "");
-        }
-}
-
 static const char *may_name(bool approve, bool deny) {
         return approve && deny ? "approve,deny" : approve ? "approve" : deny ? "deny" : "-";
 }
@@ -86,67 +77,56 @@ static const char *remote_may(json_object *o) {
         return may_name(json_object_get_boolean(a), json_object_get_boolean(d));
 }
 
-static int remote_requests(const req_opts *o, store_request **ret, const char ***ret_may, size_t *ret_n) {
-        _cleanup_(remote_freep) remote *rm = NULL;
-        _cleanup_(json_object_putp) json_object *answer = NULL;
-        _cleanup_free_ const char **may = NULL;
-        json_object *list;
-        store_request *rq;
-        size_t n = 0;
+static int print_request(json_object *q, bool may) {
+        const char *id, *status, *identity, *profile, *spki;
+        int64_t created;
+        char when[32];
         int r;
 
-        if ((r = remote_open(&o->remote, &rm)) < 0 ||
-            (r = remote_call(rm, "GET", o->all ? "/v1/admin/requests?all=true" : "/v1/admin/requests", NULL,
-                             &answer)) < 0 ||
-            (r = remote_list(answer, "requests", &list)) < 0)
+        if ((r = answer_str(q, "id", false, &id)) < 0 || (r = answer_str(q, "status", false, &status)) < 0 ||
+            (r = answer_str(q, "identity", false, &identity)) < 0 ||
+            (r = answer_str(q, "profile", false, &profile)) < 0 ||
+            (r = answer_str(q, "spki_sha256", false, &spki)) < 0 || (r = answer_int(q, "created_at", &created)) < 0)
                 return r;
-        rq = calloc(json_object_array_length(list) + 1, sizeof(*rq));
-        may = calloc(json_object_array_length(list) + 1, sizeof(*may));
-        if (!rq || !may) {
-                free(rq);
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        }
-        for (; r >= 0 && n < json_object_array_length(list); n += r >= 0) {
-                r = admin_json_to_request(json_object_array_get_idx(list, n), &rq[n]);
-                may[n] = remote_may(json_object_array_get_idx(list, n));
-        }
-        if (r < 0) {
-                store_request_list_free(rq, n);
-                return r;
-        }
-        *ret = rq;
-        *ret_may = TAKE_PTR(may);
-        *ret_n = n;
+        format_time(created, when, sizeof(when));
+        printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s%s%s\n", id, status, identity, profile, when, spki,
+               may ? "  " : "", may ? remote_may(q) : "");
         return 0;
 }
 
-static int local_requests(const req_opts *o, store_request **ret, size_t *ret_n) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        int r = admin_open(o->config, &cfg, &s);
+static int list_requests(const req_opts *o) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        json_object *list;
+        bool may;
+        int r;
 
-        return r < 0 ? r : store_request_list(s, !o->all, ret, ret_n);
+        if ((r = admin_conn_open("request list", &o->remote, o->config, 0, &conn)) < 0 ||
+            (r = admin_conn_call(conn, "GET", o->all ? "/v1/admin/requests?all=true" : "/v1/admin/requests", NULL,
+                                 &answer)) < 0 ||
+            (r = answer_list(answer, "requests", &list)) < 0)
+                return r;
+        may = conn->remote;
+        printf("%-32s  %-8s  %-20s  %-10s  %-17s  %s%s\n", "ID", "STATUS", "NAME", "PROFILE", "CREATED",
+               may ? "SPKI-SHA256                                                       " : "SPKI-SHA256",
+               may ? "YOU-MAY" : "");
+        for (size_t i = 0; r >= 0 && i < json_object_array_length(list); i++)
+                r = print_request(json_object_array_get_idx(list, i), may);
+        return r;
 }
 
 int cmd_request_list(int argc, char **argv) {
-        _cleanup_free_ const char **may = NULL;
-        store_request *rq = NULL;
-        size_t n = 0;
         req_opts o;
         int r;
 
         if ((r = parse("request list", argc, argv, &o, 0)) != 0)
                 return r;
-        r = remote_wanted(&o.remote) ? remote_requests(&o, &rq, &may, &n) : local_requests(&o, &rq, &n);
-        if (r < 0)
-                return cli_fail(r);
-        print_requests(rq, may, n);
-        store_request_list_free(rq, n);
-        return 0;
+        r = list_requests(&o);
+        return r < 0 ? cli_fail(r) : 0;
 }
 
-static int remote_decide(const req_opts *o, const char *id, bool approve) {
-        _cleanup_(remote_freep) remote *rm = NULL;
+static int decide_call(const char *cmd, const req_opts *o, const char *id, bool approve) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
         _cleanup_free_ char *esc = remote_escape(id), *path = NULL;
         int r;
@@ -155,22 +135,9 @@ static int remote_decide(const req_opts *o, const char *id, bool approve) {
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if (o->reason)
                 json_set_str(body, "reason", o->reason);
-        if ((r = remote_open(&o->remote, &rm)) < 0)
+        if ((r = admin_conn_open(cmd, &o->remote, o->config, 0, &conn)) < 0)
                 return r;
-        return remote_call(rm, "POST", path, body, &answer);
-}
-
-static int local_decide(const req_opts *o, const char *id, bool approve) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        char target[64];
-        int r;
-
-        if ((r = admin_open(o->config, &cfg, &s)) < 0)
-                return r;
-        r = store_request_decide(s, id, approve, o->reason, (int64_t) time(NULL));
-        snprintf(target, sizeof(target), REQUEST_ID_FMT, id);
-        return admin_audit(s, approve ? "request.approve" : "request.deny", target, r, o->reason);
+        return admin_conn_call(conn, "POST", path, body, &answer);
 }
 
 static int decide(const char *cmd, int argc, char **argv, bool approve) {
@@ -181,9 +148,7 @@ static int decide(const char *cmd, int argc, char **argv, bool approve) {
                 return r;
         if (approve && o.reason)
                 return cli_usage(cmd, "--reason is for deny");
-        r = remote_wanted(&o.remote) ? remote_decide(&o, argv[optind], approve)
-                                     : local_decide(&o, argv[optind], approve);
-        if (r < 0)
+        if ((r = decide_call(cmd, &o, argv[optind], approve)) < 0)
                 return cli_fail(r);
         printf("request %s %s%s\n", argv[optind], approve ? "approved" : "denied",
                approve ? ": the device receives its certificate on its next poll" : "");

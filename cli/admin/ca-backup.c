@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admin.h"
 #include "cli.h"
 #include "error.h"
 #include "fsutil.h"
+#include "host-cmd.h"
 
 typedef struct backup_args {
         const char *config;

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "error.h"
+#include "host-cmd.h"
 #include "store.h"
 
 #define CMD "store migrate"

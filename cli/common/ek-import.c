@@ -1,32 +1,25 @@
 /* hwid ek import: the EK allowlist from a factory line's manifest
- * (service/ca/ek-manifest.c), all entries or none. */
+ * (service/ca/ek-manifest.c reads it), all entries or none, through the
+ * admin API (admin-conn.h): of a remote hwidd as an operator, or on the CA
+ * host of its own store. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include "admin.h"
+#include "admin-answer.h"
+#include "admin-cmd.h"
+#include "admin-conn.h"
+#include "base64.h"
 #include "cli.h"
-#include "ek.h"
 #include "error.h"
 #include "fsutil.h"
+#include "json-write.h"
 #include "remote.h"
 
-#define MANIFEST_MAX (64 * 1024 * 1024)
-
-int ek_manifest_read(const hwidd_config *cfg, const char *path, const char *profile, store_ek **ret,
-                     size_t *ret_n) {
-        _cleanup_free_ char *text = NULL;
-        size_t len;
-        int r;
-
-        if ((r = read_file_capped(path, MANIFEST_MAX, &text, &len)) < 0)
-                return r;
-        return ek_manifest_parse(cfg, path, text, len, profile, ret, ret_n);
-}
-
-/* ---------- the command ---------- */
+/* The manifest goes whole, base64, in one request: a remote hwidd's
+ * limits.max_body bounds it (a larger manifest is refused with 413 and
+ * adds nothing), and so does the admin API's own bound (48 MiB). */
+#define MANIFEST_MAX (48u << 20)
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hwid ek import [--config FILE] [--profile P] MANIFEST\n"
@@ -45,30 +38,38 @@ static void usage(FILE *f) {
                    "  -h, --help           show this help\n" REMOTE_HELP);
 }
 
-static int local_import(const char *config, const char *path, const char *profile, size_t *ret_n) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        store_audit a = { .actor = admin_actor(), .action = "ek.import", .outcome = "allow", .target = path };
-        store_ek *v = NULL;
-        char reason[64];
-        size_t n = 0;
+/* {"manifest": base64 of the file, "profile"}; on the CA host, the file's
+ * name for the CA's messages ("file": "FILE:3: ..."). */
+static int import_body(const char *path, const char *profile, bool remote, json_object **ret) {
+        _cleanup_free_ char *data = NULL, *b64 = NULL;
+        json_object *body;
+        size_t len;
         int r;
 
-        if ((r = admin_open(config, &cfg, &s)) < 0)
+        if ((r = read_file_capped(path, MANIFEST_MAX, &data, &len)) < 0 ||
+            (r = base64_encode((const uint8_t *) data, len, false, &b64)) < 0)
                 return r;
-        if (!cfg->ek_roots)
-                return hwid_fail(HWID_E_CONFIG, "%s has no attestation.ek_roots: this CA does not verify TPM "
-                                 "attestation, so EK allowlist entries would never be used", cfg->path);
-        if ((r = ek_manifest_read(cfg, path, profile, &v, &n)) < 0)
+        if (!(body = json_object_new_object()))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        json_set_str(body, "manifest", b64);
+        json_set_str(body, "profile", profile);
+        if (!remote)
+                json_set_str(body, "file", path);
+        *ret = body;
+        return 0;
+}
+
+static int import(const char *config, const remote_opts *ro, const char *path, const char *profile, int64_t *ret_n) {
+        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
+        _cleanup_(json_object_putp) json_object *body = NULL, *answer = NULL;
+        int r;
+
+        if ((r = admin_conn_open("ek import", ro, config, 0, &conn)) < 0 ||
+            (r = import_body(path, profile, conn->remote, &body)) < 0 ||
+            (r = admin_conn_call(conn, "POST", "/v1/admin/ek/import", body, &answer)) < 0)
                 return r;
-        snprintf(reason, sizeof(reason), "%zu entr%s", n, n == 1 ? "y" : "ies");
-        a.reason = reason;
-        a.at = (int64_t) time(NULL);
-        r = store_ek_add(s, v, n, &a, a.at);
-        store_ek_list_free(v, n);
-        if (r < 0)
-                return admin_audit(s, "ek.import", path, r, NULL);
-        *ret_n = n;
+        if (answer_int(answer, "added", ret_n) < 0 || *ret_n < 0)
+                return hwid_fail(HWID_E_INVALID, "the server's answer has no \"added\" count");
         return 0;
 }
 
@@ -79,7 +80,7 @@ int cmd_ek_import(int argc, char **argv) {
         };
         const char *config = NULL, *profile = "default";
         remote_opts ro = { 0 };
-        size_t n = 0;
+        int64_t n = 0;
         int c, r;
 
         while ((c = getopt_long(argc, argv, "c:p:h", opts, NULL)) >= 0) {
@@ -96,10 +97,8 @@ int cmd_ek_import(int argc, char **argv) {
                 return cli_usage("ek import", "needs one MANIFEST file");
         if ((r = remote_check_usage("ek import", &ro, config, false)) != 0)
                 return r;
-        r = remote_wanted(&ro) ? ek_remote_import(&ro, argv[optind], profile, &n)
-                               : local_import(config, argv[optind], profile, &n);
-        if (r < 0)
+        if ((r = import(config, &ro, argv[optind], profile, &n)) < 0)
                 return cli_fail(r);
-        printf("%zu TPM%s added to the EK allowlist from %s\n", n, n == 1 ? "" : "s", argv[optind]);
+        printf("%lld TPM%s added to the EK allowlist from %s\n", (long long) n, n == 1 ? "" : "s", argv[optind]);
         return 0;
 }

@@ -1,117 +1,18 @@
-/* hwid audit list: the audit log of the CA, newest last, on the CA host
- * (--config) or from a remote hwidd's admin API as an operator (--dir,
- * --cert/--key).
- * hwid audit verify: the audit log's hash chain, record by record (on the
- * CA host: it reads the database itself, which is what it checks). */
+/* hwid audit verify: the audit log's hash chain, record by record, on the
+ * CA host: it reads the database itself (or a copy), which is what it
+ * checks. */
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "admin.h"
 #include "cli.h"
 #include "error.h"
-#include "escape.h"
+#include "host-cmd.h"
 #include "ossl-util.h"
-#include "remote.h"
-
-/* Fields are escaped again for the terminal (common/escape.h): records
- * written before hwidd escaped them, or by anything else, cannot fake a
- * row or a column either. */
-static int print_record(const store_audit *a, void *userdata) {
-        const char *in[5] = { a->actor, a->action, a->target ? a->target : "-", a->outcome, a->reason ? a->reason : "" };
-        char *f[5] = { 0 };
-        char when[32];
-        int r = 0;
-
-        for (size_t i = 0; i < ELEMENTSOF(in) && r >= 0; i++)
-                r = text_escape(in[i], in[i] ? strlen(in[i]) : 0, &f[i]);
-        format_time(a->at, when, sizeof(when));
-        if (r >= 0)
-                printf("%s  %-18s  %-16s  %-24s  %-10s  %s\n", when, f[0], f[1], f[2], f[3], f[4]);
-        for (size_t i = 0; i < ELEMENTSOF(f); i++)
-                free(f[i]);
-        return r < 0 ? r : 0;
-}
-
-static int remote_list_audit(const remote_opts *ro, long limit) {
-        _cleanup_(remote_freep) remote *rm = NULL;
-        _cleanup_(json_object_putp) json_object *answer = NULL;
-        _cleanup_free_ char *path = NULL;
-        json_object *list;
-        store_audit a;
-        int r;
-
-        if (asprintf(&path, "/v1/admin/audit?limit=%ld", limit) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = remote_open(ro, &rm)) < 0 || (r = remote_call(rm, "GET", path, NULL, &answer)) < 0 ||
-            (r = remote_list(answer, "records", &list)) < 0)
-                return r;
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-                if ((r = admin_json_to_audit(json_object_array_get_idx(list, i), &a)) < 0)
-                        return r;
-                print_record(&a, NULL);
-        }
-        return 0;
-}
-
-static int local_list_audit(const char *config, long limit) {
-        _cleanup_(config_freep) hwidd_config *cfg = NULL;
-        _cleanup_(store_freep) store *s = NULL;
-        int r = admin_open(config, &cfg, &s);
-
-        return r < 0 ? r : store_audit_foreach(s, (size_t) limit, print_record, NULL);
-}
-
-static void usage(void) {
-        printf("Usage: hwid audit list [--config FILE] [--limit N]\n"
-               "       hwid audit list --dir DIR | --cert FILE --key URI [...] [--limit N]   (remote)\n\n"
-               "Shows the last N audit records (default 50, 0 for all; remotely at most 100000):\n"
-               "who did what to which identity, the outcome (allow, deny, would-deny, error) and\n"
-               "why.  Remotely: the admin and auditor roles.\n\n"
-               CONFIG_HELP
-               "  -n, --limit N        how many records (default 50, 0 for all)\n" REMOTE_HELP);
-}
-
-int cmd_audit_list(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' }, { "limit", required_argument, NULL, 'n' },
-                { "help", no_argument, NULL, 'h' }, REMOTE_OPTIONS, {},
-        };
-        const char *config = NULL;
-        remote_opts ro = { 0 };
-        long limit = 50;
-        char *end;
-        int c, r;
-
-        while ((c = getopt_long(argc, argv, "c:n:h", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c': config = optarg; break;
-                case 'n':
-                        limit = strtol(optarg, &end, 10);
-                        if (*end || end == optarg || limit < 0)
-                                return cli_usage("audit list", "--limit must be a number (0: everything)");
-                        break;
-                case 'h': usage(); return 0;
-                default:
-                        if (!remote_option(&ro, c, optarg))
-                                return cli_bad_option("audit list", argv);
-                }
-        }
-        if (optind != argc)
-                return cli_usage("audit list", "takes no arguments");
-        if ((r = remote_check_usage("audit list", &ro, config, false)) != 0)
-                return r;
-        if (remote_wanted(&ro) && limit > 100000)
-                return cli_usage("audit list", "--limit is at most 100000 remotely");
-        printf("%-17s  %-18s  %-16s  %-24s  %-10s  %s\n", "WHEN", "ACTOR", "ACTION", "TARGET", "OUTCOME", "REASON");
-        r = remote_wanted(&ro) ? remote_list_audit(&ro, limit) : local_list_audit(config, limit);
-        return r < 0 ? cli_fail(r) : 0;
-}
 
 static void print_verified(const store_audit_report *rep) {
         if (rep->n_records == 0)
