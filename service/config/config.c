@@ -30,6 +30,7 @@ static const cfg_field ca_fields[] = {
         FIELD("chain", cfg_fn_path, CFG(ca_chain)),
         FIELD("crl_url", cfg_fn_url, CFG(crl_url)),
         FIELD("crl_validity", cfg_fn_duration, CFG(crl_validity), .min = MINUTE, .max = 365 * DAY),
+        FIELD("expiry_warning", cfg_fn_duration, CFG(ca_expiry_warning), .min = 0, .max = 36500LL * DAY),
         FIELD_END,
 };
 
@@ -142,6 +143,7 @@ static const cfg_field root_fields[] = {
 
 static void set_defaults(hwidd_config *c) {
         c->crl_validity = 7 * DAY;
+        c->ca_expiry_warning = 90 * DAY;
         c->max_body = 64 * 1024;
         c->max_header = 8 * 1024;
         c->timeout = 30;

@@ -25,6 +25,10 @@ typedef struct hwidd_config {
         char *ca_chain;        /* PEM: intermediates + root above ca_cert, NULL if root */
         char *crl_url;         /* CRL distribution point put in certificates */
         int64_t crl_validity;  /* seconds until nextUpdate */
+        /* How long before the active CA's end hwidd warns (log, /readyz)
+         * that it is to be rolled over (seconds; 0: only when it ends
+         * within the longest profile validity). */
+        int64_t ca_expiry_warning;
         /* TLS */
         char *tls_key;         /* key URI: the server's TLS key, in the HSM/TPM */
         char *tls_cert;        /* PEM: server certificate (+ chain) */
