@@ -10,6 +10,7 @@
 #include "admin-answer.h"
 #include "admin-cmd.h"
 #include "admin-conn.h"
+#include "admin-plain.h"
 #include "base64.h"
 #include "cli.h"
 #include "error.h"
@@ -123,29 +124,6 @@ int cmd_ek_add(int argc, char **argv) {
 
 /* ---------- list, remove ---------- */
 
-static int list_parse(const char *cmd, int argc, char **argv, const char **config, remote_opts *ro, int nargs,
-                      const char *help) {
-        static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' }, REMOTE_OPTIONS, {},
-        };
-        int c;
-
-        *ro = (remote_opts) { 0 };
-        while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c': *config = optarg; break;
-                case 'h': printf("%s\n" CONFIG_HELP "  -h, --help           show this help\n" REMOTE_HELP, help);
-                        exit(0);
-                default:
-                        if (!remote_option(ro, c, optarg))
-                                return cli_bad_option(cmd, argv);
-                }
-        }
-        if (argc - optind != nargs)
-                return cli_usage(cmd, nargs ? "needs a NAME or an EK hash" : "takes no arguments");
-        return remote_check_usage(cmd, ro, *config, false);
-}
-
 static int print_entry(json_object *e) {
         const char *identity, *profile, *pub, *cert;
         int64_t added_at;
@@ -162,20 +140,15 @@ static int print_entry(json_object *e) {
 }
 
 static int list(const char *config, const remote_opts *ro) {
-        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         _cleanup_(json_object_putp) json_object *answer = NULL;
-        json_object *entries;
+        json_object *items;
         int r;
 
-        if ((r = admin_conn_open("ek list", ro, config, 0, &conn)) < 0 ||
-            (r = admin_conn_call(conn, "GET", "/v1/admin/ek", NULL, &answer)) < 0 ||
-            (r = answer_list(answer, "entries", &entries)) < 0)
+        if ((r = admin_get_list("ek list", ro, config, "/v1/admin/ek", "entries", &answer, &items)) < 0)
                 return r;
         printf("%-20s  %-12s  %-17s  %-64s  %s\n", "NAME", "PROFILE", "ADDED", "EK-SHA256 (public key)",
                "EK-CERT-SHA256");
-        for (size_t i = 0; r >= 0 && i < json_object_array_length(entries); i++)
-                r = print_entry(json_object_array_get_idx(entries, i));
-        return r;
+        return admin_print_each(items, print_entry);
 }
 
 int cmd_ek_list(int argc, char **argv) {
@@ -183,7 +156,7 @@ int cmd_ek_list(int argc, char **argv) {
         remote_opts ro;
         int r;
 
-        if ((r = list_parse("ek list", argc, argv, &config, &ro, 0,
+        if ((r = admin_parse_plain("ek list", argc, argv, &config, &ro, 0, NULL,
                             "Usage: hwid ek list [--config FILE]\n"
                             "       hwid ek list --dir DIR | --cert FILE --key URI [...]   (remote)\n\n"
                             "Lists the EK allowlist: the TPMs that may enroll without a token, their names and\n"
@@ -194,16 +167,7 @@ int cmd_ek_list(int argc, char **argv) {
 }
 
 static int remove_entry(const char *config, const remote_opts *ro, const char *key) {
-        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
-        _cleanup_(json_object_putp) json_object *answer = NULL;
-        _cleanup_free_ char *esc = remote_escape(key), *path = NULL;
-        int r;
-
-        if (!esc || asprintf(&path, "/v1/admin/ek/%s/remove", esc) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = admin_conn_open("ek remove", ro, config, 0, &conn)) < 0)
-                return r;
-        return admin_conn_call(conn, "POST", path, NULL, &answer);
+        return admin_post_on("ek remove", ro, config, "/v1/admin/ek", key, "remove", NULL);
 }
 
 int cmd_ek_remove(int argc, char **argv) {
@@ -211,7 +175,7 @@ int cmd_ek_remove(int argc, char **argv) {
         remote_opts ro;
         int r;
 
-        if ((r = list_parse("ek remove", argc, argv, &config, &ro, 1,
+        if ((r = admin_parse_plain("ek remove", argc, argv, &config, &ro, 1, "a NAME or an EK hash",
                             "Usage: hwid ek remove [--config FILE] NAME|HEX\n"
                             "       hwid ek remove --dir DIR | --cert FILE --key URI [...] NAME|HEX   (remote)\n\n"
                             "Takes a TPM off the EK allowlist, by its name or the SHA-256 of its EK public key or\n"

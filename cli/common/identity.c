@@ -10,32 +10,10 @@
 #include "admin-answer.h"
 #include "admin-cmd.h"
 #include "admin-conn.h"
+#include "admin-plain.h"
 #include "cli.h"
 #include "error.h"
 #include "remote.h"
-
-static int parse(const char *cmd, int argc, char **argv, const char **config, remote_opts *ro, int nargs,
-                 const char *help) {
-        static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' }, REMOTE_OPTIONS, {},
-        };
-        int c;
-
-        *ro = (remote_opts) { 0 };
-        while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c': *config = optarg; break;
-                case 'h': printf("%s\n" CONFIG_HELP "  -h, --help           show this help\n" REMOTE_HELP, help);
-                        exit(0);
-                default:
-                        if (!remote_option(ro, c, optarg))
-                                return cli_bad_option(cmd, argv);
-                }
-        }
-        if (argc - optind != nargs)
-                return cli_usage(cmd, nargs ? "needs the NAME to release" : "takes no arguments");
-        return remote_check_usage(cmd, ro, *config, false);
-}
 
 /* ---------- list ---------- */
 
@@ -54,19 +32,14 @@ static int print_binding(json_object *b) {
 }
 
 static int list(const char *config, const remote_opts *ro) {
-        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         _cleanup_(json_object_putp) json_object *answer = NULL;
-        json_object *bindings;
+        json_object *items;
         int r;
 
-        if ((r = admin_conn_open("identity list", ro, config, 0, &conn)) < 0 ||
-            (r = admin_conn_call(conn, "GET", "/v1/admin/identities", NULL, &answer)) < 0 ||
-            (r = answer_list(answer, "identities", &bindings)) < 0)
+        if ((r = admin_get_list("identity list", ro, config, "/v1/admin/identities", "identities", &answer, &items)) < 0)
                 return r;
         printf("%-20s  %-17s  %-32s  %s\n", "NAME", "BOUND", "SINCE-CERTIFICATE", "EK-SHA256 (public key)");
-        for (size_t i = 0; r >= 0 && i < json_object_array_length(bindings); i++)
-                r = print_binding(json_object_array_get_idx(bindings, i));
-        return r;
+        return admin_print_each(items, print_binding);
 }
 
 int cmd_identity_list(int argc, char **argv) {
@@ -74,7 +47,7 @@ int cmd_identity_list(int argc, char **argv) {
         remote_opts ro;
         int r;
 
-        if ((r = parse("identity list", argc, argv, &config, &ro, 0,
+        if ((r = admin_parse_plain("identity list", argc, argv, &config, &ro, 0, NULL,
                        "Usage: hwid identity list [--config FILE]\n"
                        "       hwid identity list --dir DIR | --cert FILE --key URI [...]   (remote)\n\n"
                        "Lists the identities bound to the TPM that attested them: each is enrolled again\n"
@@ -88,19 +61,14 @@ int cmd_identity_list(int argc, char **argv) {
 /* ---------- release ---------- */
 
 static int release(const char *config, const remote_opts *ro, const char *name) {
-        _cleanup_(admin_conn_freep) admin_conn *conn = NULL;
         _cleanup_(json_object_putp) json_object *answer = NULL;
-        _cleanup_free_ char *esc = remote_escape(name), *path = NULL;
         const char *identity, *ek, *serial;
         json_object *b;
         int64_t bound_at;
         char bound[32];
         int r;
 
-        if (!esc || asprintf(&path, "/v1/admin/identities/%s/release", esc) < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = admin_conn_open("identity release", ro, config, 0, &conn)) < 0 ||
-            (r = admin_conn_call(conn, "POST", path, NULL, &answer)) < 0)
+        if ((r = admin_post_on("identity release", ro, config, "/v1/admin/identities", name, "release", &answer)) < 0)
                 return r;
         if (!json_object_object_get_ex(answer, "released", &b) || !b)
                 return hwid_fail(HWID_E_INVALID, "the server's answer has no \"released\" binding");
@@ -118,7 +86,7 @@ int cmd_identity_release(int argc, char **argv) {
         remote_opts ro;
         int r;
 
-        if ((r = parse("identity release", argc, argv, &config, &ro, 1,
+        if ((r = admin_parse_plain("identity release", argc, argv, &config, &ro, 1, "the NAME to release",
                        "Usage: hwid identity release [--config FILE] NAME\n"
                        "       hwid identity release --dir DIR | --cert FILE --key URI [...] NAME   (remote)\n\n"
                        "Sets NAME free of the TPM that attested it, for a replaced TPM or board: another\n"
