@@ -80,35 +80,16 @@ static int host_only(int argc, char **argv) {
         return cli_fail(exec_host(cmd, false));
 }
 
+/* A host command's entry in hwid's table: hwid-admin runs it. */
+#define HANDED_OVER(cmd) host_only
+
 static const cli_command commands[] = {
         { "key", "create", cmd_key_create, "generate a key inside a TPM or PKCS#11 token" },
         { "key", "show", cmd_key_show, "show a key's public part, fingerprint and custody" },
         { NULL, "csr", cmd_csr, "build a certificate request signed inside the device" },
-        { "ca", "init", host_only, "create the CA (key in the HSM/TPM), hwidd's TLS identity and config" },
-        { "ca", "import", host_only, "install an intermediate CA certificate signed by an offline root" },
         { "ca", "hash", cmd_ca_hash, "print the CA pin (sha256 of the SubjectPublicKeyInfo)" },
-        { "ca", "token-key", host_only, "make the key in the HSM/TPM that bootstrap tokens are derived with" },
-        { "ca", "rollover", host_only, "replace the CA key: prepare, import, activate, status, retire" },
-        { "ca", "backup", host_only, "copy the CA's store consistently while hwidd runs" },
-        { "ca", "restore", host_only, "put a backup of the store in place (hwidd stopped)" },
-        { "store", "migrate", host_only, "copy a SQLite store into PostgreSQL (several hwidd replicas)" },
-        { "token", "create", cmd_token_create, "create a bootstrap token and print the join command" },
-        { "token", "list", cmd_token_list, "list bootstrap tokens" },
-        { "token", "revoke", cmd_token_revoke, "revoke a bootstrap token" },
-        { "request", "list", cmd_request_list, "list requests waiting for approval" },
-        { "request", "approve", cmd_request_approve, "approve a pending request" },
-        { "request", "deny", cmd_request_deny, "deny a pending request" },
-        { "cert", "list", cmd_cert_list, "list issued certificates" },
-        { "cert", "show", cmd_cert_show, "show an issued certificate" },
-        { "cert", "revoke", cmd_cert_revoke, "revoke a certificate (by serial or identity)" },
-        { "audit", "list", cmd_audit_list, "show the CA's audit log" },
-        { "audit", "verify", host_only, "check the audit log's hash chain (tampering)" },
-        { "ek", "add", cmd_ek_add, "let a TPM (by its EK) enroll one name without a token" },
-        { "ek", "import", cmd_ek_import, "add a factory manifest of TPMs to the EK allowlist" },
-        { "ek", "list", cmd_ek_list, "list the EK allowlist" },
-        { "ek", "remove", cmd_ek_remove, "take a TPM off the EK allowlist" },
-        { "identity", "list", cmd_identity_list, "list the identities bound to the TPM that attested them" },
-        { "identity", "release", cmd_identity_release, "set an identity free of its TPM (a replaced TPM or board)" },
+        HOST_COMMANDS(HANDED_OVER),
+        ADMIN_COMMANDS,
         { NULL, "join", cmd_join, "enroll this device with a bootstrap token" },
         { NULL, "renew", cmd_renew, "renew this device's certificate once" },
         { NULL, "agent", cmd_agent, "keep this device's certificate renewed, unattended" },

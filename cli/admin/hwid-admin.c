@@ -10,31 +10,12 @@
 #include "host-cmd.h"
 #include "log.h"
 
+/* A host command's entry in hwid-admin's table: run here. */
+#define RUN_HERE(cmd) cmd
+
 static const cli_command commands[] = {
-        { "ca", "init", cmd_ca_init, "create the CA (key in the HSM/TPM), hwidd's TLS identity and config" },
-        { "ca", "import", cmd_ca_import, "install an intermediate CA certificate signed by an offline root" },
-        { "ca", "token-key", cmd_ca_token_key, "make the key in the HSM/TPM that bootstrap tokens are derived with" },
-        { "ca", "rollover", cmd_ca_rollover, "replace the CA key: prepare, import, activate, status, retire" },
-        { "ca", "backup", cmd_ca_backup, "copy the CA's store consistently while hwidd runs" },
-        { "ca", "restore", cmd_ca_restore, "put a backup of the store in place (hwidd stopped)" },
-        { "store", "migrate", cmd_store_migrate, "copy a SQLite store into PostgreSQL (several hwidd replicas)" },
-        { "token", "create", cmd_token_create, "create a bootstrap token and print the join command" },
-        { "token", "list", cmd_token_list, "list bootstrap tokens" },
-        { "token", "revoke", cmd_token_revoke, "revoke a bootstrap token" },
-        { "request", "list", cmd_request_list, "list requests waiting for approval" },
-        { "request", "approve", cmd_request_approve, "approve a pending request" },
-        { "request", "deny", cmd_request_deny, "deny a pending request" },
-        { "cert", "list", cmd_cert_list, "list issued certificates" },
-        { "cert", "show", cmd_cert_show, "show an issued certificate" },
-        { "cert", "revoke", cmd_cert_revoke, "revoke a certificate (by serial or identity)" },
-        { "audit", "list", cmd_audit_list, "show the CA's audit log" },
-        { "audit", "verify", cmd_audit_verify, "check the audit log's hash chain (tampering)" },
-        { "ek", "add", cmd_ek_add, "let a TPM (by its EK) enroll one name without a token" },
-        { "ek", "import", cmd_ek_import, "add a factory manifest of TPMs to the EK allowlist" },
-        { "ek", "list", cmd_ek_list, "list the EK allowlist" },
-        { "ek", "remove", cmd_ek_remove, "take a TPM off the EK allowlist" },
-        { "identity", "list", cmd_identity_list, "list the identities bound to the TPM that attested them" },
-        { "identity", "release", cmd_identity_release, "set an identity free of its TPM (a replaced TPM or board)" },
+        HOST_COMMANDS(RUN_HERE),
+        ADMIN_COMMANDS,
 };
 
 static const cli_program hwid_admin = {
