@@ -317,3 +317,32 @@ int serial_to_hex(const ASN1_INTEGER *serial, char **ret) {
         OPENSSL_free(hex);
         return *ret ? 0 : hwid_fail(HWID_E_NOMEM, NULL);
 }
+
+/* Self-signed certificates of the chain are the roots it may reach. */
+static int chains_to_root(X509 *cert, STACK_OF(X509) *chain) {
+        _cleanup_(X509_STORE_freep) X509_STORE *st = X509_STORE_new();
+        _cleanup_(X509_STORE_CTX_freep) X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+        int ok;
+
+        if (!st || !ctx)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        for (int i = 0; i < sk_X509_num(chain); i++)
+                if (X509_self_signed(sk_X509_value(chain, i), 0) == 1)
+                        X509_STORE_add_cert(st, sk_X509_value(chain, i));
+        if (!X509_STORE_CTX_init(ctx, st, cert, chain))
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        ok = X509_verify_cert(ctx) == 1;
+        ERR_clear_error();
+        if (!ok)
+                return hwid_fail(HWID_E_INVALID, "the certificate does not chain to a root of the chain: %s",
+                                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
+        return 0;
+}
+
+int x509_check_intermediate(X509 *cert, EVP_PKEY *pub, const char *key_name, STACK_OF(X509) *chain) {
+        if (EVP_PKEY_eq(X509_get0_pubkey(cert), pub) != 1)
+                return hwid_fail(HWID_E_INVALID, "the certificate is not for the key %s", key_name);
+        if (X509_check_ca(cert) <= 0 || !(X509_get_key_usage(cert) & KU_KEY_CERT_SIGN))
+                return hwid_fail(HWID_E_INVALID, "the certificate is not a CA certificate (CA:TRUE, keyCertSign)");
+        return chains_to_root(cert, chain);
+}

@@ -60,3 +60,9 @@ void normalize_serial(const char *in, char *out, size_t n);
 int serial_to_hex(const ASN1_INTEGER *serial, char **ret);
 /* x's notAfter as Unix seconds. */
 int x509_not_after(const X509 *x, int64_t *ret);
+
+/* An intermediate CA's certificate, as a root signed it: for the public
+ * key pub (key_name in the message), a CA's (CA:TRUE, keyCertSign), and
+ * chaining to one of chain's self-signed certificates, the roots it may
+ * reach (ca import, ca rollover import). */
+int x509_check_intermediate(X509 *cert, EVP_PKEY *pub, const char *key_name, STACK_OF(X509) *chain);

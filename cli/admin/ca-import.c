@@ -14,6 +14,7 @@
 #include "fsutil.h"
 #include "host-cmd.h"
 #include "ossl-util.h"
+#include "x509-util.h"
 
 #define PEM_MAX (256 * 1024)
 
@@ -100,32 +101,6 @@ static int read_certs(const char *path, STACK_OF(X509) **ret) {
         return 0;
 }
 
-/* Self-signed certificates in the chain are the trust anchors. */
-static int verify_chain(X509 *cert, STACK_OF(X509) *chain) {
-        _cleanup_(X509_STORE_freep) X509_STORE *st = X509_STORE_new();
-        _cleanup_(X509_STORE_CTX_freep) X509_STORE_CTX *ctx = X509_STORE_CTX_new();
-
-        if (!st || !ctx)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (int i = 0; i < sk_X509_num(chain); i++)
-                if (X509_self_signed(sk_X509_value(chain, i), 0) == 1)
-                        X509_STORE_add_cert(st, sk_X509_value(chain, i));
-        if (!X509_STORE_CTX_init(ctx, st, cert, chain))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        if (X509_verify_cert(ctx) != 1)
-                return hwid_fail(HWID_E_INVALID, "the certificate does not chain to a root in the chain file: %s",
-                                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
-        return 0;
-}
-
-static int check_intermediate(hwid_key *k, X509 *cert, STACK_OF(X509) *chain) {
-        if (EVP_PKEY_eq(X509_get0_pubkey(cert), hwid_key_public(k)) != 1)
-                return hwid_fail(HWID_E_INVALID, "the certificate is not for the key %s", hwid_key_uri(k));
-        if (X509_check_ca(cert) <= 0 || !(X509_get_key_usage(cert) & KU_KEY_CERT_SIGN))
-                return hwid_fail(HWID_E_INVALID, "the certificate is not a CA certificate (CA:TRUE, keyCertSign)");
-        return verify_chain(cert, chain);
-}
-
 /* Everything after the directory is staged. */
 static int import_ca(import_opts *o) {
         _cleanup_(hwid_key_freep) hwid_key *k = NULL;
@@ -139,7 +114,8 @@ static int import_ca(import_opts *o) {
         if (!ca_path || !chain_path)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = hwid_key_open(o->s.ca_key_uri, &ho, &k)) < 0 || (r = read_certs(o->cert, &certs)) < 0 ||
-            (r = read_certs(o->chain, &chain)) < 0 || (r = check_intermediate(k, sk_X509_value(certs, 0), chain)) < 0 ||
+            (r = read_certs(o->chain, &chain)) < 0 || (r = x509_check_intermediate(sk_X509_value(certs, 0), hwid_key_public(k), hwid_key_uri(k),
+                                         chain)) < 0 ||
             (r = read_file_capped(o->chain, PEM_MAX, &chain_pem, &len)) < 0 ||
             (r = write_file_atomic(chain_path, chain_pem, len, 0644)) < 0 ||
             (r = write_cert_pem(ca_path, sk_X509_value(certs, 0))) < 0)

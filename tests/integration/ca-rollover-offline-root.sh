@@ -105,7 +105,7 @@ test_import() {
         openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$R/other.key" \
                 -subj "/CN=hwid intermediate G2/O=test" -out "$R/other.csr" 2>/dev/null
         sign_int "$R/other.csr" "$R/other.pem" "$INT_EXTS"
-        import_fails "is not for the prepared key" "$R/other.pem"
+        import_fails "is not for the key" "$R/other.pem"
         sign_int "$T/g2.csr" "$R/leafish.pem" $'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature'
         import_fails "not a CA certificate" "$R/leafish.pem"
         sign_int "$T/g2.csr" "$R/strange.pem" "$INT_EXTS" stranger

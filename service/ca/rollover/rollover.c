@@ -168,42 +168,17 @@ int rollover_prepare(const rollover_ctx *c, const rollover_plan *p, hwid_key *ke
         return 0;
 }
 
-/* Self-signed certificates of the chain are the roots it may reach. */
-static int chains_to_root(X509 *cert, STACK_OF(X509) *chain) {
-        _cleanup_(X509_STORE_freep) X509_STORE *st = X509_STORE_new();
-        _cleanup_(X509_STORE_CTX_freep) X509_STORE_CTX *ctx = X509_STORE_CTX_new();
-        int ok;
-
-        if (!st || !ctx)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (int i = 0; i < sk_X509_num(chain); i++)
-                if (X509_self_signed(sk_X509_value(chain, i), 0) == 1)
-                        X509_STORE_add_cert(st, sk_X509_value(chain, i));
-        if (!X509_STORE_CTX_init(ctx, st, cert, chain))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        ok = X509_verify_cert(ctx) == 1;
-        ERR_clear_error();
-        if (!ok)
-                return hwid_fail(HWID_E_INVALID, "the certificate does not chain to a root of the chain: %s",
-                                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
-        return 0;
-}
-
 /* The certificate the root signed is the prepared key's, a CA's, and
  * under the root. */
 static int import_check(X509 *cert, hwid_key *key, const char *chain_pem) {
         _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = NULL;
         int r;
 
-        if (EVP_PKEY_eq(X509_get0_pubkey(cert), hwid_key_public(key)) != 1)
-                return hwid_fail(HWID_E_INVALID, "the certificate is not for the prepared key %s", hwid_key_uri(key));
-        if (X509_check_ca(cert) <= 0 || !(X509_get_key_usage(cert) & KU_KEY_CERT_SIGN))
-                return hwid_fail(HWID_E_INVALID, "the certificate is not a CA certificate (CA:TRUE, keyCertSign)");
         if (!chain_pem)
                 return hwid_fail(HWID_E_INVALID, "no chain to check the certificate against (--chain)");
         if ((r = rollover_certs_of(chain_pem, &chain)) < 0)
                 return r;
-        return chains_to_root(cert, chain);
+        return x509_check_intermediate(cert, hwid_key_public(key), hwid_key_uri(key), chain);
 }
 
 /* The import's certificate and its links, into b. */
