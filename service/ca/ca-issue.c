@@ -72,6 +72,7 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
                 .now = now,
                 .backdate = ca->cfg->clock_skew,
                 .crl_url = ca->cfg->crl_url,
+                .ocsp_url = ca->cfg->ocsp_url,
         };
         if ((r = issuer_sign(ca->issuer, &in, ret)) < 0)
                 return r;
