@@ -29,7 +29,9 @@ int ca_metrics(ca_service *ca, int64_t now, buf *out) {
         pthread_mutex_lock(&ca->crl_lock);
         src.crl_made_at = ca->crl_made_at;
         pthread_mutex_unlock(&ca->crl_lock);
-        return r < 0 ? r : metrics_render(ca->metrics, &src, out);
+        if (r >= 0)
+                r = metrics_render(ca->metrics, &src, out);
+        return r < 0 ? r : ca_ocsp_metrics(ca, out);
 }
 
 /* The profile a template describes: the label's, else the token's (CMP's

@@ -102,7 +102,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         if ((r = service_alloc(cfg, &ca)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = open_token_key(ca, cfg, &ho)) < 0 ||
-            (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 ||
+            (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 || (r = ca_ocsp_new(cfg, &ca->ocsp)) < 0 ||
             (r = store_open_pooled(cfg->database, cfg->database_connections, &ca->store)) < 0 ||
             (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
                                      ca_syslog_dropped, ca->metrics)) < 0 ||
@@ -139,6 +139,7 @@ void ca_service_free(ca_service *ca) {
         refusals_free(ca->refusals);
         X509_free(ca->tls_cert);
         issuer_free(ca->issuer);
+        ca_ocsp_free(ca->ocsp);
         store_free(ca->store);
         hwid_key_free(ca->ca_key);
         hwid_mac_key_free(ca->token_key);
