@@ -44,7 +44,7 @@ ocsp_run() {
                 out=$("$OCSP_LOAD" --url "$url" --connections "$c" --duration "$DUR" "$dir"/*.der) ||
                         die "ocsp-load against $url"
                 log "  $key $c connections: $out"
-                res "${key}${c}_rate" "$(calc "$(kv rate "$out")")"
+                res "${key}${c}_rate" "$(printf '%.0f' "$(kv rate "$out")")"
                 res "${key}${c}_p50" "$(kv p50_ms "$out")"
                 res "${key}${c}_p99" "$(kv p99_ms "$out")"
                 res "${key}${c}_errors" "$(kv errors "$out")"
@@ -138,7 +138,7 @@ ocsp_row() {
         for c in "${OCSP_LEVELS[@]}"; do
                 line+=" $(eval echo "\$${key}${c}_rate") ($(eval echo "\$${key}${c}_p50") / $(eval echo "\$${key}${c}_p99") ms) |"
         done
-        echo "$line $(for c in "${OCSP_LEVELS[@]}"; do eval echo -n "\$${key}${c}_errors "; done)|"
+        echo "$line $(for c in "${OCSP_LEVELS[@]}"; do eval echo -n "\$${key}${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done) |"
 }
 
 ocsp_section() {
