@@ -88,6 +88,7 @@ static const cli_command commands[] = {
         { "ca", "import", host_only, "install an intermediate CA certificate signed by an offline root" },
         { "ca", "hash", cmd_ca_hash, "print the CA pin (sha256 of the SubjectPublicKeyInfo)" },
         { "ca", "token-key", host_only, "make the key in the HSM/TPM that bootstrap tokens are derived with" },
+        { "ca", "rollover", host_only, "replace the CA key: prepare, import, activate, status, retire" },
         { "ca", "backup", host_only, "copy the CA's store consistently while hwidd runs" },
         { "ca", "restore", host_only, "put a backup of the store in place (hwidd stopped)" },
         { "store", "migrate", host_only, "copy a SQLite store into PostgreSQL (several hwidd replicas)" },
@@ -120,7 +121,8 @@ static const cli_program hwid = {
         .name = "hwid",
         .about = "Hardware-backed identities: keys live in a TPM or HSM and never leave it.",
         .more = "On the CA host, hwid-admin (package hwidd) runs ca init, ca import, ca token-key,\n"
-                "ca backup, ca restore, store migrate and audit verify, and the admin commands\n"
+                "ca rollover, ca backup, ca restore, store migrate and audit verify, and the admin\n"
+                "commands "
                 "(token, request, cert, audit list, ek, identity) on the store of hwidd's\n"
                 "configuration (--config, or no --dir or --cert): hwid hands them over.  With an\n"
                 "operator's identity (--dir DIR, or --cert FILE --key URI), the admin commands go\n"

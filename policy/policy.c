@@ -83,6 +83,15 @@ const policy_profile *policy_profile_find(const policy *p, const char *name) {
         return NULL;
 }
 
+int64_t policy_longest_validity(const policy *p) {
+        int64_t longest = 0;
+
+        for (size_t i = 0; p && i < p->n_profiles; i++)
+                if (p->profiles[i]->validity > longest)
+                        longest = p->profiles[i]->validity;
+        return longest;
+}
+
 void policy_set_audit_only(policy *p, bool on) {
         p->audit_only = on;
 }

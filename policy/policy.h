@@ -282,6 +282,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(policy *, policy_free)
 /* Takes ownership of prof (its strings and arrays are freed with the policy). */
 int policy_add_profile(policy *p, policy_profile *prof);
 const policy_profile *policy_profile_find(const policy *p, const char *name);
+/* The longest validity any profile gives (seconds; 0: no profile). */
+int64_t policy_longest_validity(const policy *p);
 void policy_set_audit_only(policy *p, bool on);
 bool policy_audit_only(const policy *p);
 /* Compatibility with configurations written before profiles had a role:

@@ -307,6 +307,10 @@ int device_write_initial(const char *dir, const char *const *servers, const char
         return device_clear_pending(dir);
 }
 
+int device_write_ca(const device_state *s, const char *ca_pem) {
+        return write_in(s->dir, "ca.pem", ca_pem, 0644);
+}
+
 int device_read_generation(const device_state *s, int gen, char **ret_cert_pem, char **ret_key_uri) {
         _cleanup_free_ char *gdir = dir_file(s->dir, "gen-%d", gen), *cert = NULL, *uri = NULL;
         int r;

@@ -1,6 +1,7 @@
 /* A device's identity directory.  Layout:
  *
- *   DIR/ca.pem          the pinned CA (and its chain), 0644
+ *   DIR/ca.pem          the CAs the device trusts: the pinned one (and its
+ *                       chain), then those a rollover's links proved, 0644
  *   DIR/device.json     identity, servers (URLs, in the order given) and
  *                       server (the one that answered last), 0644
  *   DIR/current         symlink -> gen-N: the generation in use
@@ -56,6 +57,10 @@ int device_check_writable(const char *dir);
  * that answered. */
 int device_write_initial(const char *dir, const char *const *servers, const char *server, const char *identity,
                          const char *ca_pem, const char *cert_pem, const char *key_uri);
+
+/* DIR/ca.pem replaced by ca_pem (a CA a rollover proved adopted), in
+ * one rename: whatever fails, it holds the old set or the new. */
+int device_write_ca(const device_state *s, const char *ca_pem);
 
 /* The order to try the servers in: the one that answered last, then the
  * others in the order given; NULL-terminated, pointing into s. */

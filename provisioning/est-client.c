@@ -37,6 +37,17 @@ int est_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **r
         return r;
 }
 
+int est_get_cacerts(client_session *cs, char **ret_pem) {
+        client_response resp;
+        int r = client_session_request(cs, "GET", EST_PATH "/cacerts", NULL, NULL, 0, NULL, &resp);
+
+        if (r < 0)
+                return r;
+        r = resp.status == 200 ? certs_of(&resp, ret_pem) : client_error_from_response(&resp);
+        client_response_clear(&resp);
+        return r;
+}
+
 static int csr_b64(const char *csr_pem, buf *out) {
         _cleanup_(BIO_free_allp) BIO *in = BIO_new_mem_buf(csr_pem, -1);
         _cleanup_(X509_REQ_freep) X509_REQ *req = in ? PEM_read_bio_X509_REQ(in, NULL, NULL, NULL) : NULL;

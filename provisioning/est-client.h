@@ -12,6 +12,10 @@
  * certificates as PEM, for the caller to check against the pin. */
 int est_fetch_ca_unverified(const client_opts *o, char **ret_pem, const char **ret_server);
 
+/* GET /.well-known/est/cacerts on a session whose TLS is verified: its
+ * certificates as PEM (a renewal following a CA rollover). */
+int est_get_cacerts(client_session *cs, char **ret_pem);
+
 /* POST /.well-known/est/OP (simpleenroll, simplereenroll) with csr_pem
  * sent as base64 DER.  On 200, *ret_cert is the PEM of the certs-only
  * answer; any other answer is left in *ret for the caller.  auth: a full

@@ -1,4 +1,5 @@
 #include <string.h>
+#include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -8,87 +9,8 @@
 #include "est-client.h"
 #include "ossl-util.h"
 #include "pinned.h"
+#include "trust.h"
 #include "x509-util.h"
-
-/* Every certificate of a PEM text, in order (other PEM blocks are
- * skipped); at least one, at most PINNED_MAX_CERTS. */
-static int read_certs(const char *pem, STACK_OF(X509) **ret) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(pem, -1);
-        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *sk = sk_X509_new_null();
-        X509 *x;
-
-        if (!b || !sk)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        while ((x = PEM_read_bio_X509(b, NULL, NULL, NULL))) {
-                if (sk_X509_num(sk) >= PINNED_MAX_CERTS || !sk_X509_push(sk, x)) {
-                        X509_free(x);
-                        return hwid_fail(HWID_E_INVALID, "more than %d certificates in one answer",
-                                         PINNED_MAX_CERTS);
-                }
-        }
-        ERR_clear_error(); /* the end of the text */
-        if (sk_X509_num(sk) == 0)
-                return hwid_fail(HWID_E_INVALID, "no PEM certificate found");
-        *ret = TAKE_PTR(sk);
-        return 0;
-}
-
-/* parent issued child: names (and key identifiers) match, parent is a CA
- * allowed to sign certificates, and child's signature verifies with
- * parent's key. */
-static bool issued_by(X509 *child, X509 *parent) {
-        bool ok = X509_check_issued(parent, child) == X509_V_OK && X509_check_ca(parent) > 0 &&
-                  X509_verify(child, X509_get0_pubkey(parent)) == 1;
-
-        ERR_clear_error();
-        return ok;
-}
-
-static bool self_signed(X509 *x) {
-        bool ok = X509_check_issued(x, x) == X509_V_OK && X509_verify(x, X509_get0_pubkey(x)) == 1;
-
-        ERR_clear_error();
-        return ok;
-}
-
-/* Moves from pool to chain the certificates above start, issuer after
- * issuer, until a self-signed root or no issuer in the pool. */
-static int chain_up(X509 *start, STACK_OF(X509) *pool, STACK_OF(X509) *chain) {
-        X509 *cur = start;
-
-        while (!self_signed(cur)) {
-                X509 *parent = NULL;
-
-                for (int i = 0; !parent && i < sk_X509_num(pool); i++)
-                        if (issued_by(cur, sk_X509_value(pool, i)))
-                                parent = sk_X509_delete(pool, i);
-                if (!parent)
-                        break;
-                if (!sk_X509_push(chain, parent)) {
-                        X509_free(parent);
-                        return hwid_fail(HWID_E_NOMEM, NULL);
-                }
-                cur = parent;
-        }
-        return 0;
-}
-
-static int certs_to_pem(STACK_OF(X509) *sk, char **ret) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new(BIO_s_mem());
-        char *data = NULL, *s;
-        long len;
-
-        if (!b)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        for (int i = 0; i < sk_X509_num(sk); i++)
-                if (!PEM_write_bio_X509(b, sk_X509_value(sk, i)))
-                        return hwid_fail_ossl(HWID_E_CRYPTO, "cannot encode a certificate");
-        len = BIO_get_mem_data(b, &data);
-        if (!(s = strndup(data, (size_t) len)))
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        *ret = s;
-        return 0;
-}
 
 /* The first certificate of pem and, after it, those of pem that chain
  * above it; *ret_first is that first certificate (the caller checks it). */
@@ -99,14 +21,14 @@ static int first_and_chain(const char *pem, X509 **ret_first, STACK_OF(X509) **r
 
         if (!chain)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = read_certs(pem, &pool)) < 0)
+        if ((r = trust_read_certs(pem, &pool)) < 0)
                 return r;
         first = sk_X509_shift(pool);
         if (!sk_X509_push(chain, first)) {
                 X509_free(first);
                 return hwid_fail(HWID_E_NOMEM, NULL);
         }
-        if ((r = chain_up(first, pool, chain)) < 0)
+        if ((r = trust_chain_up(first, pool, chain)) < 0)
                 return r;
         *ret_first = first;
         *ret_dropped = (unsigned) sk_X509_num(pool);
@@ -114,38 +36,80 @@ static int first_and_chain(const char *pem, X509 **ret_first, STACK_OF(X509) **r
         return 0;
 }
 
-int pinned_anchor(const char *bundle_pem, char **ret_anchor_pem) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(bundle_pem, -1);
-        _cleanup_(X509_freep) X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+/* The anchors of set as PEM. */
+static int anchors_pem(STACK_OF(X509) *set, char **ret) {
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *anchors = NULL;
+        int r = trust_anchors(set, &anchors);
 
-        if (!x) {
-                ERR_clear_error();
+        return r < 0 ? r : trust_certs_pem(anchors, ret);
+}
+
+int pinned_anchor(const char *bundle_pem, char **ret_anchor_pem) {
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *set = NULL;
+
+        if (trust_read_certs(bundle_pem, &set) < 0)
                 return hwid_fail(HWID_E_INVALID, "the stored CA holds no certificate");
+        return anchors_pem(set, ret_anchor_pem);
+}
+
+/* The certificate of pool whose key is the pin, taken out of it. */
+static int take_pinned(STACK_OF(X509) *pool, const char *pin, X509 **ret) {
+        char got[72], first[72] = "";
+        int r;
+
+        for (int i = 0; i < sk_X509_num(pool); i++) {
+                if ((r = spki_sha256_pin(X509_get0_pubkey(sk_X509_value(pool, i)), got)) < 0)
+                        return r;
+                if (i == 0)
+                        snprintf(first, sizeof(first), "%s", got);
+                if (strcmp(got, pin) == 0) {
+                        *ret = sk_X509_delete(pool, i);
+                        return 0;
+                }
         }
-        return cert_to_pem(x, ret_anchor_pem);
+        return hwid_fail(HWID_E_PIN_MISMATCH, "the CA is %s, not the pinned %s (nor is any other certificate of "
+                         "the answer): nothing was sent", first, pin);
 }
 
 int pinned_bundle(const char *served_pem, const char *pin, char **ret_bundle, char **ret_anchor,
                   unsigned *ret_dropped) {
-        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = NULL;
-        _cleanup_free_ char *bundle = NULL, *anchor = NULL;
-        X509 *ca;
-        char got[72];
-        unsigned dropped;
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *pool = NULL, *set = sk_X509_new_null();
+        _cleanup_free_ char *bundle = NULL, *anchors = NULL;
+        X509 *ca = NULL;
+        unsigned adopted, dropped;
         int r;
 
-        if ((r = first_and_chain(served_pem, &ca, &chain, &dropped)) < 0)
+        if (!set)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = trust_read_certs(served_pem, &pool)) < 0)
                 return hwid_fail(HWID_E_PIN_MISMATCH, "the server's CA answer is unusable: %s", hwid_strerror(r));
-        if ((r = spki_sha256_pin(X509_get0_pubkey(ca), got)) < 0)
+        if ((r = take_pinned(pool, pin, &ca)) < 0)
                 return r;
-        if (strcmp(got, pin) != 0)
-                return hwid_fail(HWID_E_PIN_MISMATCH, "the CA is %s, not the pinned %s: nothing was sent", got, pin);
-        if ((r = certs_to_pem(chain, &bundle)) < 0 || (r = cert_to_pem(ca, &anchor)) < 0)
+        if (!sk_X509_push(set, ca)) {
+                X509_free(ca);
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        }
+        /* Above the pinned CA; then the CAs a rollover proves from it. */
+        if ((r = trust_chain_up(ca, pool, set)) < 0 ||
+            (r = trust_adopt(set, pool, (int64_t) time(NULL), &adopted, &dropped)) < 0 ||
+            (r = trust_certs_pem(set, &bundle)) < 0 || (r = anchors_pem(set, &anchors)) < 0)
                 return r;
         *ret_bundle = TAKE_PTR(bundle);
-        *ret_anchor = TAKE_PTR(anchor);
+        *ret_anchor = TAKE_PTR(anchors);
         *ret_dropped = dropped;
         return 0;
+}
+
+int pinned_adopt(const char *bundle_pem, const char *served_pem, int64_t now, char **ret_bundle,
+                 unsigned *ret_adopted, unsigned *ret_unproven) {
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *set = NULL, *pool = NULL;
+        int r;
+
+        *ret_bundle = NULL;
+        if ((r = trust_read_certs(bundle_pem, &set)) < 0 || (r = trust_read_certs(served_pem, &pool)) < 0 ||
+            (r = trust_adopt(set, pool, now, ret_adopted, ret_unproven)) < 0)
+                return r;
+        return *ret_adopted ? trust_certs_pem(set, ret_bundle) : 0;
 }
 
 static int fetch_ca(const client_opts *o, const char *pin, bool est, char **ret_bundle, char **ret_anchor,
@@ -177,14 +141,19 @@ int pinned_fetch_ca_est(const client_opts *o, const char *pin, char **ret_bundle
         return fetch_ca(o, pin, true, ret_bundle, ret_anchor, ret_dropped, ret_server);
 }
 
-/* The leaf of an answer is ours: signed by the pinned CA, for key, named cn. */
-static int check_leaf(X509 *x, X509 *ca, hwid_key *key, const char *cn) {
+/* The leaf of an answer is ours: signed by a CA the device trusts (one
+ * of anchors), for key, named cn. */
+static int check_leaf(X509 *x, STACK_OF(X509) *anchors, hwid_key *key, const char *cn) {
         char got[256] = "";
+        bool signed_by_us = false;
 
-        if (X509_verify(x, X509_get0_pubkey(ca)) != 1) {
-                ERR_clear_error();
-                return hwid_fail(HWID_E_INVALID, "the returned certificate is not signed by the pinned CA");
-        }
+        for (int i = 0; !signed_by_us && i < sk_X509_num(anchors); i++)
+                signed_by_us = X509_NAME_cmp(X509_get_issuer_name(x), X509_get_subject_name(sk_X509_value(anchors, i))) == 0 &&
+                               X509_verify(x, X509_get0_pubkey(sk_X509_value(anchors, i))) == 1;
+        ERR_clear_error();
+        if (!signed_by_us)
+                return hwid_fail(HWID_E_INVALID, "the returned certificate is not signed by the pinned CA, nor by a "
+                                 "CA a link from it proved");
         if (EVP_PKEY_eq(X509_get0_pubkey(x), hwid_key_public(key)) != 1)
                 return hwid_fail(HWID_E_INVALID, "the returned certificate is not for this device's key");
         X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof(got));
@@ -195,20 +164,16 @@ static int check_leaf(X509 *x, X509 *ca, hwid_key *key, const char *cn) {
 
 int pinned_issued(const char *answer_pem, const char *anchor_pem, hwid_key *key, const char *cn, char **ret_pem,
                   unsigned *ret_dropped) {
-        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = NULL;
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(anchor_pem, -1);
-        _cleanup_(X509_freep) X509 *ca = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+        _cleanup_(sk_X509_pop_freep) STACK_OF(X509) *chain = NULL, *anchors = NULL;
         X509 *leaf;
         unsigned dropped;
         int r;
 
-        if (!ca) {
-                ERR_clear_error();
+        if (trust_read_certs(anchor_pem, &anchors) < 0)
                 return hwid_fail(HWID_E_INVALID, "no pinned CA certificate");
-        }
         if (first_and_chain(answer_pem, &leaf, &chain, &dropped) < 0)
                 return hwid_fail(HWID_E_INVALID, "the server returned no certificate");
-        if ((r = check_leaf(leaf, ca, key, cn)) < 0 || (r = certs_to_pem(chain, ret_pem)) < 0)
+        if ((r = check_leaf(leaf, anchors, key, cn)) < 0 || (r = trust_certs_pem(chain, ret_pem)) < 0)
                 return r;
         *ret_dropped = dropped;
         return 0;

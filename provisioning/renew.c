@@ -298,6 +298,52 @@ static int status_or_replay(const renew_opts *o, client_session *cs, const devic
         return 0;
 }
 
+/* The CAs the server offers (GET /ca, EST's cacerts), over the session's
+ * verified TLS. */
+static int served_cas(const renew_opts *o, client_session *cs, char **ret) {
+        client_response resp;
+        int r;
+
+        if (o->est)
+                return est_get_cacerts(cs, ret);
+        if ((r = client_session_request(cs, "GET", "/ca", NULL, NULL, 0, NULL, &resp)) < 0)
+                return r;
+        if (resp.status == 200)
+                *ret = (char *) buf_steal(&resp.body, NULL);
+        else
+                r = client_error_from_response(&resp);
+        client_response_clear(&resp);
+        return r;
+}
+
+/* A CA rollover under way: every CA the server offers that a link proves
+ * from a CA this device trusts is adopted -- DIR/ca.pem rewritten in one
+ * rename -- before the renewal, whose certificate may come from it;
+ * never one on the server's word alone.  *anchor: the anchors from now
+ * on. */
+static int follow_rollover(const renew_opts *o, client_session *cs, const device_state *s, char **anchor) {
+        _cleanup_free_ char *served = NULL, *bundle = NULL;
+        unsigned adopted = 0, unproven = 0;
+        int r;
+
+        if ((r = served_cas(o, cs, &served)) < 0 ||
+            (r = pinned_adopt(s->ca_pem, served, (int64_t) time(NULL), &bundle, &adopted, &unproven)) < 0)
+                return r;
+        if (unproven)
+                say(o, "warning: %s offers %u certificate%s that neither chain to a CA this device trusts nor are "
+                    "proven by a link from one: not adopted", client_session_server(cs), unproven,
+                    unproven == 1 ? "" : "s");
+        if (!bundle)
+                return 0;
+        if ((r = device_write_ca(s, bundle)) < 0)
+                return r;
+        say(o, "adopted %u new CA%s, proven by a link certificate from a CA this device trusts: %s/ca.pem trusts "
+            "both", adopted, adopted == 1 ? "" : "s", s->dir);
+        free(*anchor);
+        *anchor = NULL;
+        return pinned_anchor(bundle, anchor);
+}
+
 /* The servers of s, the one that answered last first, with failover
  * (client.h) told through the progress callback. */
 void renew_failover_opts(const renew_opts *o, const device_state *s, const char *order[DEVICE_ORDER_MAX],
@@ -326,9 +372,10 @@ static int renew_with(const renew_opts *o, const device_state *s, hwid_key *curr
                 return r;
         renew_failover_opts(o, s, order, &co);
         co.ca_pem = anchor;
-        /* One connection for the status, the challenge and the renewal:
-         * one TLS handshake, one signature by the current key. */
-        if ((r = client_session_new(&co, &cs)) < 0 || (r = status_or_replay(o, cs, s, &plan)) < 0)
+        /* One connection for the CAs, the status, the challenge and the
+         * renewal: one TLS handshake, one signature by the current key. */
+        if ((r = client_session_new(&co, &cs)) < 0 || (r = follow_rollover(o, cs, s, &anchor)) < 0 ||
+            (r = status_or_replay(o, cs, s, &plan)) < 0)
                 return r;
         /* Held since the handshake; a key being replaced has signed its
          * last, and the new key (and the AK) need the TPM's room. */

@@ -163,10 +163,28 @@ static void on_tls_failure(void *userdata, const char *peer, const char *why) {
                 log_notice("TLS handshake from %s refused: %s", peer, why);
 }
 
-static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const char *tls_pem, ca_service *ca,
+/* The CA's generations changed (a rollover): the listener's chain gets
+ * the link of hwidd's certificate to the other CA, and its clients the
+ * new CA's certificates, for the handshakes from now on. */
+static void follow_generations(ca_service *ca, http_server *srv, int64_t *seen) {
+        _cleanup_free_ char *chain = NULL;
+        int r;
+
+        if (ca_service_generations(ca) == *seen)
+                return;
+        *seen = ca_service_generations(ca);
+        if ((r = ca_service_tls_chain(ca, &chain)) >= 0)
+                r = http_server_set_certs(srv, chain, ca_service_client_ca_pem(ca));
+        if (r < 0)
+                log_error("cannot give the TLS listener the CA generations' certificates: %s", hwid_strerror(r));
+        else
+                log_notice("TLS: the certificate chain and the client CAs follow the CA generations now served");
+}
+
+static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const char *tls_chain, ca_service *ca,
                  sigset_t *sigs) {
         http_options o = {
-                .listen = cfg->listen, .tls_key = tls_key, .tls_cert_pem = tls_pem,
+                .listen = cfg->listen, .tls_key = tls_key, .tls_cert_pem = tls_chain,
                 .client_ca_pem = ca_service_client_ca_pem(ca), .max_body = cfg->max_body,
                 .max_header = cfg->max_header, .timeout = cfg->timeout,
                 .max_connections = fit_connections(cfg->max_connections),
@@ -178,6 +196,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
         };
         _cleanup_(api_freep) api *doors = NULL;
         http_server *srv = NULL, *plain = NULL;
+        int64_t seen = ca_service_generations(ca);
         int r, sig;
 
         if ((r = api_new(ca, &doors)) < 0)
@@ -198,6 +217,7 @@ static int serve(hwidd_config *cfg, const char *path, hwid_key *tls_key, const c
                 sig = sigtimedwait(sigs, NULL, &(struct timespec) { .tv_sec = 1 });
                 if (sig < 0) {
                         ca_service_tick(ca, (int64_t) time(NULL));
+                        follow_generations(ca, srv, &seen);
                         continue;
                 }
                 if (sig == SIGHUP) {
@@ -220,7 +240,7 @@ static int run(const hwidd_args *a, sigset_t *sigs) {
         _cleanup_(config_freep) hwidd_config *cfg = NULL;
         _cleanup_(ca_service_freep) ca_service *ca = NULL;
         _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
-        _cleanup_free_ char *tls_pem = NULL, *path = NULL; /* cfg may be replaced by a reload */
+        _cleanup_free_ char *tls_pem = NULL, *tls_chain = NULL, *path = NULL; /* cfg may be replaced by a reload */
         hsm_options ho;
         size_t len;
         int r;
@@ -243,13 +263,13 @@ static int run(const hwidd_args *a, sigset_t *sigs) {
         if ((r = hsm_init()) < 0 || (r = ca_service_new(cfg, &ca)) < 0 ||
             (r = hwid_key_open(cfg->tls_key, &ho, &tls_key)) < 0 ||
             (r = read_file_capped(cfg->tls_cert, TLS_PEM_MAX, &tls_pem, &len)) < 0 ||
-            (r = ca_service_set_tls(ca, tls_key, tls_pem)) < 0)
+            (r = ca_service_set_tls(ca, tls_key, tls_pem)) < 0 || (r = ca_service_tls_chain(ca, &tls_chain)) < 0)
                 return r;
         if (a->check) {
                 printf("configuration %s and keys are usable\n", cfg->path);
                 return 0;
         }
-        r = serve(cfg, path, tls_key, tls_pem, ca, sigs);
+        r = serve(cfg, path, tls_key, tls_chain, ca, sigs);
         /* From serve() on, the service owns the config: a reload frees the
          * one it replaces.  Take back whichever is current. */
         cfg = ca_service_set_config(ca, NULL);

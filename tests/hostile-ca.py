@@ -17,6 +17,10 @@ the test can change it between requests:
     DIR/refusal        if present: "STATUS" on its first line, then a JSON
                        body, the answer to every mutual-TLS request
     DIR/identity       if present: the body of GET /v1/identities/NAME
+    DIR/issuer.pem,    if both are present: the CA (certificate, PEM key)
+    DIR/issuer.key     that signs instead of --ca-cert/--ca-key, as a
+                       server that rolled over to it would (or one that
+                       pretends to: tests/integration/ca-rollover-forged.sh)
 
     GET  /ca                   DIR/ca-answer
     POST /csr                  201: prefix + certificate + extra
@@ -68,7 +72,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not csr.is_signature_valid:
             return self.answer(400, b'{"error":"bad_csr","message":"CSR signature does not verify"}',
                                "application/json")
-        ca_cert, ca_key = self.server.ca
+        ca_cert, ca_key = self.issuer()
         now = datetime.datetime.now(datetime.timezone.utc)
         cert = (x509.CertificateBuilder()
                 .subject_name(csr.subject)
@@ -86,6 +90,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pem = cert.public_bytes(serialization.Encoding.PEM)
         self.answer(201, read(os.path.join(d, "leaf-prefix")) + pem + read(os.path.join(d, "leaf-extra")),
                     "application/pem-certificate-chain")
+
+    def issuer(self):
+        d = self.server.dir
+        cert, key = read(os.path.join(d, "issuer.pem"), None), read(os.path.join(d, "issuer.key"), None)
+        if cert is None or key is None:
+            return self.server.ca
+        return x509.load_pem_x509_certificate(cert), serialization.load_pem_private_key(key, password=None)
 
     def refused(self):
         text = read(os.path.join(self.server.dir, "refusal"), None)

@@ -1,7 +1,7 @@
 /* hwid-admin: the CA host's half of hwid (hwid hands it these commands,
  * cli/hwid.c).  The offline operations, on the CA's files, keys and store
  * themselves: ca init, ca import, ca token-key, ca backup, ca restore,
- * store migrate, audit verify; and the admin commands' connection to the
+ * ca rollover, store migrate, audit verify; and the admin commands' connection to the
  * store named by hwidd's configuration (host-conn.c): the admin API in
  * process, as the host's administrator admin:<login>. */
 #pragma once
@@ -17,6 +17,9 @@ int cmd_ca_backup(int argc, char **argv);
 int cmd_ca_restore(int argc, char **argv);
 int cmd_store_migrate(int argc, char **argv);
 int cmd_audit_verify(int argc, char **argv);
+/* argv[0] is "rollover", argv[1] the step: prepare, import, activate,
+ * status, retire. */
+int cmd_ca_rollover(int argc, char **argv);
 
 /* The admin commands' connection on the CA host (admin_local_fn,
  * admin-conn.h): the configuration, its store and, with

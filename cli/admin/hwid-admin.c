@@ -14,6 +14,7 @@ static const cli_command commands[] = {
         { "ca", "init", cmd_ca_init, "create the CA (key in the HSM/TPM), hwidd's TLS identity and config" },
         { "ca", "import", cmd_ca_import, "install an intermediate CA certificate signed by an offline root" },
         { "ca", "token-key", cmd_ca_token_key, "make the key in the HSM/TPM that bootstrap tokens are derived with" },
+        { "ca", "rollover", cmd_ca_rollover, "replace the CA key: prepare, import, activate, status, retire" },
         { "ca", "backup", cmd_ca_backup, "copy the CA's store consistently while hwidd runs" },
         { "ca", "restore", cmd_ca_restore, "put a backup of the store in place (hwidd stopped)" },
         { "store", "migrate", cmd_store_migrate, "copy a SQLite store into PostgreSQL (several hwidd replicas)" },

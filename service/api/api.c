@@ -1,6 +1,7 @@
 /* Routing of hwidd's HTTP API to its doors, and the small read-only
- * endpoints: GET /ca, GET /crl, GET /v1/identities/{name}.  OCSP's door
- * (door/ocsp-door.c) is on both listeners, as the CRL is. */
+ * endpoints: GET /ca, GET /crl and /crl/N (a CA generation's),
+ * GET /v1/identities/{name}.  OCSP's door (door/ocsp-door.c) is on both
+ * listeners, as the CRLs are. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +46,11 @@ void api_set_transport(api *a, http_server *srv) {
 }
 
 /* A read of the core into resp's body: 0, or refused and answered. */
-static int read_into(ca_service *ca, const http_request *req, ca_read what, http_response *resp, ca_result *res) {
+static int read_into(ca_service *ca, const http_request *req, ca_read what, const char *arg, http_response *resp,
+                     ca_result *res) {
         int64_t now = (int64_t) time(NULL);
-        ca_request in = { .op = CA_OP_READ, .what = what, .now = now, .peer = door_peer(req), .out = &resp->body };
+        ca_request in = { .op = CA_OP_READ, .what = what, .now = now, .peer = door_peer(req), .out = &resp->body,
+                          .arg = arg };
 
         if (ca_call(ca, &in, res) == CA_DONE)
                 return 0;
@@ -58,15 +61,17 @@ static int read_into(ca_service *ca, const http_request *req, ca_read what, http
 static void get_ca(ca_service *ca, const http_request *req, http_response *resp) {
         ca_result res;
 
-        if (read_into(ca, req, CA_READ_CA, resp, &res) >= 0)
+        if (read_into(ca, req, CA_READ_CA, NULL, resp, &res) >= 0)
                 http_respond_pem(resp, 200, res.text);
         ca_result_clear(&res);
 }
 
-static void get_crl(ca_service *ca, const http_request *req, http_response *resp) {
+/* GET /crl (generation 1's, as ca.crl_url names it) and GET /crl/N
+ * (generation N's: ca.crl_url with "/N"), gen: "N" or NULL. */
+static void get_crl(ca_service *ca, const http_request *req, const char *gen, http_response *resp) {
         ca_result res;
 
-        if (read_into(ca, req, CA_READ_CRL, resp, &res) >= 0) {
+        if (read_into(ca, req, CA_READ_CRL, gen, resp, &res) >= 0) {
                 resp->status = 200;
                 resp->content_type = "application/pkix-crl";
         }
@@ -140,7 +145,9 @@ static void route(api *a, const http_request *req, http_response *resp) {
         else if (is(req, "POST", "/v1/attest"))
                 api_attest(ca, req, resp);
         else if (is(req, "GET", "/crl"))
-                get_crl(ca, req, resp);
+                get_crl(ca, req, NULL, resp);
+        else if ((arg = suffix(req, "GET", "/crl/")))
+                get_crl(ca, req, arg, resp);
         else if (is(req, "GET", "/healthz"))
                 api_healthz(ca, req, resp);
         else if (is(req, "GET", "/readyz"))
@@ -155,12 +162,16 @@ static void route(api *a, const http_request *req, http_response *resp) {
 }
 
 static void route_public(api *a, const http_request *req, http_response *resp) {
+        const char *gen;
+
         if (is(req, "GET", "/crl"))
-                get_crl(a->ca, req, resp);
+                get_crl(a->ca, req, NULL, resp);
+        else if ((gen = suffix(req, "GET", "/crl/")))
+                get_crl(a->ca, req, gen, resp);
         else if (is(req, "GET", "/ca"))
                 get_ca(a->ca, req, resp);
         else if (!door_ocsp_route(a->ca, req, resp))
-                http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl, GET /ca and OCSP only");
+                http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl, /crl/N, /ca and OCSP only");
 }
 
 /* Every request is timed and counted by endpoint and outcome, and an

@@ -66,6 +66,12 @@ static void respond_ready(const ca_readiness *rd, http_response *resp) {
                 json_object_object_add(o, "failed", json_object_get(failed));
         }
         json_object_object_add(o, "checked_at", json_object_new_int64(rd->checked_at));
+        if (rd->warning[0]) { /* ready all the same: a CA nearing its end still signs */
+                json_object *w = json_object_new_array();
+
+                json_object_array_add(w, json_object_new_string(rd->warning));
+                json_object_object_add(o, "warnings", w);
+        }
         json_object_object_add(o, "checks", checks);
         http_respond_json(resp, rd->ok ? 200 : 503,
                           json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -6,12 +6,24 @@
 #include <stdatomic.h>
 
 #include "attest-record.h"
+#include "ca-gens.h"
 #include "ca.h"
 #include "csr-check.h"
 #include "issuer.h"
 #include "metrics.h"
 #include "refusals.h"
 #include "store.h"
+
+/* A generation's CRL as last made (under crl_lock). */
+typedef struct ca_crl_cache {
+        int generation;             /* 0: unused */
+        uint8_t *der;
+        size_t len;
+        int64_t seq;                /* the revocation sequence it was made at */
+        int64_t refresh_at;
+        int64_t made_at;
+} ca_crl_cache;
+#define CA_CRL_CACHES 8
 
 struct ca_service {
         hwidd_config *cfg;          /* policy lives here; swapped under cfg_lock */
@@ -21,17 +33,21 @@ struct ca_service {
         /* ca.token_key: what bootstrap tokens are derived with (token.h);
          * NULL: none configured, only legacy tokens can be checked. */
         hwid_mac_key *token_key;
-        X509 *ca_cert;
-        char *ca_pem;               /* CA certificate + chain, served at /ca */
-        char *client_ca_pem;        /* the CA certificate alone: the one client trust anchor */
-        issuer *issuer;
+        X509 *ca_cert;              /* ca.certificate: generation 1 */
+        char *ca_chain_pem;         /* ca.chain, NULL: none */
+        /* The CA's generations (ca-gens.h): the active one issues; swapped
+         * by the housekeeping tick under cfg_lock's write lock when the
+         * store's sequence moves (ca-gens-switch.c). */
+        ca_gens *gens;
+        int gens_error;             /* the last reload failed (-hwid_err): /readyz says so */
+        char gens_why[256];
+        int64_t gens_retry_at;      /* when a failed reload is tried again */
+        int64_t gens_warned_at;     /* the last log line of the active CA's end */
         store *store;
-        /* CRL cache: regenerated when a revocation happened or it nears nextUpdate. */
+        /* CRL caches, one per generation: regenerated when a revocation
+         * happened or it nears nextUpdate. */
         pthread_mutex_t crl_lock;
-        uint8_t *crl_der;
-        size_t crl_len;
-        int64_t crl_seq;
-        int64_t crl_refresh_at;
+        ca_crl_cache crls[CA_CRL_CACHES];
         /* Refusals of requests without valid credentials (refusals.h). */
         refusals *refusals;
         /* Audit retention: when the next pruning pass is due. */
@@ -54,12 +70,12 @@ struct ca_service {
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
         /* Histograms and the rest (metrics.c). */
         metrics *metrics;
-        int64_t crl_made_at;        /* under crl_lock */
         /* hwidd's TLS identity (ca_service_set_tls()), for /readyz, metrics
          * and CMP's answers. */
         hwid_key *tls_key;
         int64_t tls_not_after;
         X509 *tls_cert;
+        char *tls_pem;              /* as configured: its chain is made with the generations' links */
         /* /readyz: the last verdict, reused for a second (ca-ready.c). */
         pthread_mutex_t ready_lock;
         uint64_t ready_checked_ms;
@@ -231,7 +247,22 @@ void ca_ocsp_free(ca_ocsp_state *o);
 void ca_ocsp(ca_service *ca, const ca_request *req, ca_result *res);
 int ca_ocsp_metrics(ca_service *ca, buf *out);
 
-/* The current CRL (DER), regenerated on change, appended to out. */
-int ca_crl(ca_service *ca, int64_t now, buf *out);
+/* The current CRL (DER) of generation (ca_read's arg: 1 for GET /crl,
+ * n for GET /crl/n), regenerated on change, appended to out;
+ * -HWID_E_NOT_FOUND for a generation not served. */
+int ca_crl(ca_service *ca, int generation, int64_t now, buf *out);
+/* The CRL caches at shutdown. */
+void ca_crl_free(ca_service *ca);
+
+/* ---- the generations (ca-gens-switch.c) ---- */
+/* Loads them from the store at start. */
+int ca_gens_start(ca_service *ca);
+/* At the tick: reloads them when the store's sequence moved (another
+ * replica, or the CA host's hwid ca rollover), swapped under the write
+ * lock; a failure keeps the ones there are and shows in /readyz.  Logs
+ * the active CA's nearing end at start and once a day. */
+void ca_gens_tick(ca_service *ca, int64_t now);
+/* The active generation (under cfg_lock, read or write). */
+ca_gen *ca_active(const ca_service *ca);
 /* The CA's Prometheus series (metrics.c renders them), appended to out. */
 int ca_metrics(ca_service *ca, int64_t now, buf *out);

@@ -259,6 +259,7 @@ static void link_audit(ca_service *ca) {
 }
 
 void ca_service_tick(ca_service *ca, int64_t now) {
+        ca_gens_tick(ca, now);
         ca_refusals_flush(ca, now, false);
         challenges_flush(ca, now, false);
         link_audit(ca);

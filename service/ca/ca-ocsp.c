@@ -90,12 +90,26 @@ static bool budget_take(ca_ocsp_state *o, const char *client) {
         return ratelimit_take(o->all, everyone, 1) == 0;
 }
 
-/* The certificate's status as the store has it now: never issued here
- * is unknown. */
-static int read_status(ca_service *ca, const ocsp_query *q, ocsp_answer *ret) {
+/* The served CA generation whose certificate the certID names as the
+ * issuer (its name and key hashed), else NULL: after a rollover each
+ * generation answers for its own certificates. */
+static const ca_gen *issuer_of(const ca_service *ca, const ocsp_query *q) {
+        for (size_t i = 0; i < ca->gens->n; i++)
+                if (ocsp_query_names_issuer(q, ca->gens->v[i].cert))
+                        return &ca->gens->v[i];
+        return NULL;
+}
+
+/* The certificate's status as the store has it now: never issued by
+ * generation gen is unknown. */
+static int read_status(ca_service *ca, const ca_gen *gen, const ocsp_query *q, ocsp_answer *ret) {
         store_cert c = { 0 };
         int r = store_cert_get(ca->store, q->serial, &c);
 
+        if (r >= 0 && (c.generation ? c.generation : 1) != gen->n) {
+                store_cert_clear(&c);
+                r = -HWID_E_NOT_FOUND;
+        }
         if (r == -HWID_E_NOT_FOUND) {
                 *ret = (ocsp_answer) { .status = OCSP_CERT_UNKNOWN };
                 return 0;
@@ -121,9 +135,11 @@ static int certid_key(const ocsp_query *q, uint8_t key[OCSP_CACHE_KEY_MAX], size
         return 0;
 }
 
-/* Signs a (the certificate's status) for q now, its nonce echoed if it
- * has one, into out; kept in the cache when it has none. */
-static int sign_now(ca_service *ca, const ca_request *req, ocsp_answer *a, const uint8_t *key, size_t key_len) {
+/* Signs a (the certificate's status) for q now with generation gen's
+ * key, its nonce echoed if it has one, into out; kept in the cache when
+ * it has none. */
+static int sign_now(ca_service *ca, const ca_gen *gen, const ca_request *req, ocsp_answer *a, const uint8_t *key,
+                    size_t key_len) {
         const ocsp_query *q = req->ocsp;
         _cleanup_(OPENSSL_freep) uint8_t *der = NULL;
         size_t len = 0;
@@ -132,7 +148,7 @@ static int sign_now(ca_service *ca, const ca_request *req, ocsp_answer *a, const
         a->this_update = req->now;
         a->next_update = req->now + ca->cfg->ocsp_validity;
         a->echo_nonce = q->nonce_len > 0;
-        if ((r = issuer_ocsp_sign(ca->issuer, q, a, &der, &len)) < 0)
+        if ((r = issuer_ocsp_sign(gen->issuer, q, a, &der, &len)) < 0)
                 return r;
         atomic_fetch_add(&ca->ocsp->signatures, 1);
         if (!a->echo_nonce && (r = ocsp_cache_put(ca->ocsp->cache, key, key_len, a, der, len)) < 0)
@@ -144,7 +160,7 @@ static int sign_now(ca_service *ca, const ca_request *req, ocsp_answer *a, const
  * is fresh and no nonce is asked; else one signed now, within the
  * budgets; else the cache's while it is valid.  -HWID_E_RATE_LIMITED when
  * none of these. */
-static int signed_answer(ca_service *ca, const ca_request *req, ocsp_answer *a) {
+static int signed_answer(ca_service *ca, const ca_gen *gen, const ca_request *req, ocsp_answer *a) {
         ca_ocsp_state *o = ca->ocsp;
         uint8_t key[OCSP_CACHE_KEY_MAX];
         size_t key_len;
@@ -157,7 +173,7 @@ static int signed_answer(ca_service *ca, const ca_request *req, ocsp_answer *a) 
                 return r;
         have = ocsp_cache_get(o->cache, key, key_len, a, req->now, &cached, &fresh) >= 0;
         if (!(have && fresh && req->ocsp->nonce_len == 0) && budget_take(o, req->client))
-                return sign_now(ca, req, a, key, key_len);
+                return sign_now(ca, gen, req, a, key, key_len);
         if (!have)
                 return hwid_fail(HWID_E_RATE_LIMITED, "over the OCSP signing budget of %s",
                                  req->client ? req->client : "an unknown address");
@@ -180,6 +196,7 @@ static int answer(ca_service *ca, const ca_request *req, ca_ocsp_status *ret) {
                 [OCSP_CERT_GOOD] = CA_OCSP_GOOD, [OCSP_CERT_REVOKED] = CA_OCSP_REVOKED,
                 [OCSP_CERT_UNKNOWN] = CA_OCSP_UNKNOWN,
         };
+        const ca_gen *gen;
         ocsp_answer a;
         int r;
 
@@ -187,11 +204,11 @@ static int answer(ca_service *ca, const ca_request *req, ca_ocsp_status *ret) {
                 *ret = CA_OCSP_MALFORMED;
                 return unsigned_answer(req, OCSP_RESPONSE_STATUS_MALFORMEDREQUEST);
         }
-        if (!ocsp_query_names_issuer(req->ocsp, ca->ca_cert)) {
+        if (!(gen = issuer_of(ca, req->ocsp))) {
                 *ret = CA_OCSP_UNAUTHORIZED;
                 return unsigned_answer(req, OCSP_RESPONSE_STATUS_UNAUTHORIZED);
         }
-        if ((r = read_status(ca, req->ocsp, &a)) >= 0 && (r = signed_answer(ca, req, &a)) >= 0) {
+        if ((r = read_status(ca, gen, req->ocsp, &a)) >= 0 && (r = signed_answer(ca, gen, req, &a)) >= 0) {
                 *ret = said[a.status];
                 return 0;
         }

@@ -2,11 +2,28 @@
  * certificate, the CRL, health, readiness and metrics, what a profile
  * wants of a request, and an identity's live certificate.  Each goes
  * through the authorizer as whoever asks (ca_allow_read()). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ca-internal.h"
 #include "error.h"
 #include "x509-util.h"
+
+/* Each served generation's notAfter and state, and when the active
+ * one's CRL was made. */
+static void generation_sources(ca_service *ca, metrics_sources *src) {
+        const ca_gens *g = ca->gens;
+
+        for (size_t i = 0; i < g->n && src->n_gens < METRICS_GENS_MAX; i++)
+                src->gens[src->n_gens++] = (metrics_gen) { .generation = g->v[i].n, .not_after = g->v[i].not_after,
+                                                           .state = store_ca_state_name(g->v[i].state) };
+        src->ca_not_after = g->active->not_after;
+        pthread_mutex_lock(&ca->crl_lock);
+        for (size_t i = 0; i < CA_CRL_CACHES; i++)
+                if (ca->crls[i].generation == g->active->n)
+                        src->crl_made_at = ca->crls[i].made_at;
+        pthread_mutex_unlock(&ca->crl_lock);
+}
 
 int ca_metrics(ca_service *ca, int64_t now, buf *out) {
         metrics_sources src = {
@@ -18,20 +35,43 @@ int ca_metrics(ca_service *ca, int64_t now, buf *out) {
                 .denied = atomic_load(&ca->n_denied),
                 .errors = atomic_load(&ca->n_errors),
                 .unauthenticated = refusals_total(ca->refusals),
-                .ca_key = ca->ca_key,
+                .ca_key = ca_active(ca)->key,
                 .tls_key = ca->tls_key,
                 .tls_not_after = ca->tls_not_after,
         };
-        int r = x509_not_after(ca->ca_cert, &src.ca_not_after);
 
+        int r;
+
+        generation_sources(ca, &src);
         /* Without the store the rest is still worth showing. */
-        src.have_stats = r >= 0 && store_stats_get(ca->store, src.now, &src.stats) >= 0;
-        pthread_mutex_lock(&ca->crl_lock);
-        src.crl_made_at = ca->crl_made_at;
-        pthread_mutex_unlock(&ca->crl_lock);
-        if (r >= 0)
-                r = metrics_render(ca->metrics, &src, out);
+        src.have_stats = store_stats_get(ca->store, src.now, &src.stats) >= 0;
+        r = metrics_render(ca->metrics, &src, out);
         return r < 0 ? r : ca_ocsp_metrics(ca, out);
+}
+
+/* GET /crl (generation 1) and GET /crl/N: N as the door gave it. */
+static int crl_generation(const char *arg, int *ret) {
+        char *end = NULL;
+        long n = arg ? strtol(arg, &end, 10) : 1;
+
+        if (arg && (!*arg || *end || arg[0] == '0' || n < 1 || n > 1000))
+                return hwid_fail(HWID_E_NOT_FOUND, "no such CRL: /crl/N names a CA generation (2, 3, ...)");
+        *ret = (int) n;
+        return 0;
+}
+
+static int read_crl(ca_service *ca, const ca_request *req) {
+        int n, r = crl_generation(req->arg, &n);
+
+        return r < 0 ? r : ca_crl(ca, n, req->now, req->out);
+}
+
+static void read_update(const ca_service *ca, ca_result *res) {
+        ca_gens_update u;
+
+        ca_gens_update_get(ca->gens, &u);
+        res->update = (ca_update) { .new_with_new = u.new_with_new, .new_with_old = u.new_with_old,
+                                    .old_with_new = u.old_with_new };
 }
 
 /* The profile a template describes: the label's, else the token's (CMP's
@@ -69,10 +109,10 @@ static int read_one(ca_service *ca, const ca_request *req, ca_result *res) {
 
         switch (req->what) {
         case CA_READ_CA:
-                res->text = ca->ca_pem;
+                res->text = ca->gens->ca_pem;
                 return 0;
         case CA_READ_CRL:
-                return ca_crl(ca, req->now, req->out);
+                return read_crl(ca, req);
         case CA_READ_HEALTH:
                 return store_ping(ca->store);
         case CA_READ_READY:
@@ -80,6 +120,7 @@ static int read_one(ca_service *ca, const ca_request *req, ca_result *res) {
         case CA_READ_METRICS:
                 return ca_metrics(ca, req->now, req->out);
         case CA_READ_TEMPLATE:
+                read_update(ca, res);
                 if (!(p = template_profile(ca, req)))
                         res->outcome = CA_NONE;
                 else

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "log.h"
 #include "ossl-util.h"
+#include "rollover.h"
 
 #define READY_CACHE_MS 1000
 
@@ -56,20 +57,33 @@ static bool check(ca_readiness *rd, size_t i, const char *name, int r) {
         return r >= 0;
 }
 
+/* The active generation's key signs; and the generations the store
+ * records now could be loaded (a replica that cannot open a new
+ * generation's key keeps signing with the old one: not ready). */
+static int ca_key_probe(ca_service *ca, int64_t now) {
+        if (ca->gens_error < 0)
+                return hwid_fail((hwid_err) -ca->gens_error, "cannot switch to the CA generations the store records: "
+                                 "%s", ca->gens_why);
+        return sign_probe(ca_active(ca)->key, now);
+}
+
 /* Runs every check. */
 static void evaluate(ca_service *ca, int64_t now, ca_readiness *ret) {
+        const ca_gen *a = ca_active(ca);
         bool ok = true;
 
         *ret = (ca_readiness) { .checked_at = now };
         snprintf(ret->summary, sizeof(ret->summary), "not ready:");
         hwid_error_clear();
         ok &= check(ret, 0, "store", store_probe_write(ca->store, now));
-        ok &= check(ret, 1, "ca_key", sign_probe(ca->ca_key, now));
+        ok &= check(ret, 1, "ca_key", ca_key_probe(ca, now));
         ok &= check(ret, 2, "tls_key", ca->tls_key ? sign_probe(ca->tls_key, now)
                                                    : hwid_fail(HWID_E_NOT_READY, "no TLS key yet"));
         ret->ok = ok;
         if (!ok)
                 log_warning("%s", ret->summary);
+        rollover_expiry_warning(a->n, a->not_after, now, policy_longest_validity(ca->cfg->policy),
+                                ca->cfg->ca_expiry_warning, ret->warning, sizeof(ret->warning));
 }
 
 int ca_readiness_get(ca_service *ca, ca_readiness *ret) {

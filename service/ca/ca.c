@@ -19,8 +19,9 @@
 
 #define CA_PEM_MAX (256 * 1024)
 
+/* ca.certificate (generation 1) and ca.chain. */
 static int load_ca_cert(ca_service *ca, const hwidd_config *cfg) {
-        _cleanup_free_ char *pem = NULL, *chain = NULL;
+        _cleanup_free_ char *pem = NULL;
         _cleanup_(BIO_free_allp) BIO *b = NULL;
         size_t len, clen = 0;
         int r;
@@ -31,12 +32,9 @@ static int load_ca_cert(ca_service *ca, const hwidd_config *cfg) {
         ca->ca_cert = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
         if (!ca->ca_cert)
                 return hwid_fail_ossl(HWID_E_CONFIG, "%s holds no PEM certificate", cfg->ca_cert);
-        if (cfg->ca_chain && (r = read_file_capped(cfg->ca_chain, CA_PEM_MAX, &chain, &clen)) < 0)
+        if (cfg->ca_chain && (r = read_file_capped(cfg->ca_chain, CA_PEM_MAX, &ca->ca_chain_pem, &clen)) < 0)
                 return r;
-        if (asprintf(&ca->ca_pem, "%s%s%s", pem, (len && pem[len - 1] != '\n') ? "\n" : "",
-                     chain ? chain : "") < 0)
-                return hwid_fail(HWID_E_NOMEM, NULL);
-        return cert_to_pem(ca->ca_cert, &ca->client_ca_pem);
+        return 0;
 }
 
 /* A store from before DNS names were kept: record those of its live
@@ -102,8 +100,9 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         if ((r = service_alloc(cfg, &ca)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = open_token_key(ca, cfg, &ho)) < 0 ||
-            (r = issuer_new(ca->ca_key, ca->ca_cert, &ca->issuer)) < 0 || (r = ca_ocsp_new(cfg, &ca->ocsp)) < 0 ||
+            (r = ca_ocsp_new(cfg, &ca->ocsp)) < 0 ||
             (r = store_open_pooled(cfg->database, cfg->database_connections, &ca->store)) < 0 ||
+            (r = ca_gens_start(ca)) < 0 ||
             (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
                                      ca_syslog_dropped, ca->metrics)) < 0 ||
             (r = record_old_dns_names(ca)) < 0)
@@ -138,15 +137,15 @@ void ca_service_free(ca_service *ca) {
                 ca_refusals_flush(ca, (int64_t) time(NULL), true);
         refusals_free(ca->refusals);
         X509_free(ca->tls_cert);
-        issuer_free(ca->issuer);
         ca_ocsp_free(ca->ocsp);
+        free(ca->tls_pem);
+        ca_gens_free(ca->gens);
+        ca_crl_free(ca);
         store_free(ca->store);
         hwid_key_free(ca->ca_key);
         hwid_mac_key_free(ca->token_key);
         X509_free(ca->ca_cert);
-        free(ca->ca_pem);
-        free(ca->client_ca_pem);
-        OPENSSL_free(ca->crl_der);
+        free(ca->ca_chain_pem);
         metrics_free(ca->metrics);
         pthread_rwlock_destroy(&ca->cfg_lock);
         pthread_mutex_destroy(&ca->crl_lock);
@@ -168,17 +167,22 @@ hwidd_config *ca_service_set_config(ca_service *ca, hwidd_config *cfg) {
 int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem) {
         _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(tls_pem, -1);
         _cleanup_(X509_freep) X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+        _cleanup_free_ char *pem = strdup(tls_pem);
         int64_t not_after;
         int r;
 
         if (!x)
                 return hwid_fail_ossl(HWID_E_CONFIG, "the TLS certificate file holds no PEM certificate");
+        if (!pem)
+                return hwid_fail(HWID_E_NOMEM, NULL);
         if ((r = x509_not_after(x, &not_after)) < 0)
                 return r;
         ca->tls_key = tls_key;
         ca->tls_not_after = not_after;
         X509_free(ca->tls_cert);
         ca->tls_cert = TAKE_PTR(x);
+        free(ca->tls_pem);
+        ca->tls_pem = TAKE_PTR(pem);
         return 0;
 }
 
@@ -191,15 +195,15 @@ X509 *ca_service_tls_cert(const ca_service *ca) {
 }
 
 const char *ca_service_client_ca_pem(const ca_service *ca) {
-        return ca->client_ca_pem;
+        return ca->gens->client_ca_pem;
 }
 
 X509 *ca_service_ca_cert(const ca_service *ca) {
-        return ca->ca_cert;
+        return ca_active(ca)->cert;
 }
 
 const char *ca_service_ca_pem(const ca_service *ca) {
-        return ca->ca_pem;
+        return ca->gens->ca_pem;
 }
 
 void ca_auth_clear(ca_auth *a) {

@@ -59,13 +59,29 @@ int ca_service_set_tls(ca_service *ca, hwid_key *tls_key, const char *tls_pem);
 hwid_key *ca_service_tls_key(const ca_service *ca);
 X509 *ca_service_tls_cert(const ca_service *ca);
 
+/* The CA's generations (a rollover, docs/OPERATIONS.md): what follows is
+ * of the set the service holds now, which the housekeeping tick swaps
+ * when the store says the generations changed; a request sees one set
+ * from start to end (the tick's thread, and every request, may call
+ * these).  ca_service_generations() changes with every swap: hwidd then
+ * gives its TLS listener the chain and trust anchors anew. */
+int64_t ca_service_generations(const ca_service *ca);
 /* The PEM the TLS layer trusts for client certificates: the CA
- * certificate alone, never the root or other members of its chain (hwid
- * signs every client certificate with this CA directly). */
+ * certificate of every generation served, never a root or other member
+ * of a chain (hwid signs every client certificate with one of its CAs
+ * directly). */
 const char *ca_service_client_ca_pem(const ca_service *ca);
-/* The CA certificate, and the PEM of it and its chain (served at /ca). */
+/* The active CA certificate, and the PEM served at /ca: it and its
+ * chain, then the other generations served and the link certificates. */
 X509 *ca_service_ca_cert(const ca_service *ca);
 const char *ca_service_ca_pem(const ca_service *ca);
+/* hwidd's TLS chain: its certificate (ca_service_set_tls()) and the link
+ * from its issuer to the other generation served, if any. */
+int ca_service_tls_chain(const ca_service *ca, char **ret);
+/* Whether a served generation's key signed x (naming it as issuer). */
+bool ca_service_signed(const ca_service *ca, X509 *x);
+/* Whether name is a served generation's subject. */
+bool ca_service_ca_name(const ca_service *ca, const X509_NAME *name);
 
 /* ---------- one request ---------- */
 
@@ -127,12 +143,22 @@ typedef enum ca_door {
 
 typedef enum ca_read {
         CA_READ_CA,          /* the CA certificate and its chain (res.text) */
-        CA_READ_CRL,         /* the CRL, DER, appended to req.out */
+        CA_READ_CRL,         /* a generation's CRL (arg: "N", NULL: 1), DER, appended to req.out */
         CA_READ_HEALTH,      /* liveness: the store reads */
         CA_READ_READY,       /* readiness (res.ready) */
         CA_READ_METRICS,     /* the CA's Prometheus series, appended to req.out */
-        CA_READ_TEMPLATE,    /* what a profile wants of a request (res.tmpl): EST csrattrs, CMP genm */
+        /* What a profile wants of a request (res.tmpl), and what a CA
+         * rollover offers (res.update): EST csrattrs, CMP genm. */
+        CA_READ_TEMPLATE,
 } ca_read;
+
+/* What a CA rollover offers (RFC 4210 §5.3.19.15, RootCaKeyUpdateContent):
+ * the newest generation served and its links with the one before, if
+ * that one is served too; all NULL when no rollover is under way.
+ * Borrowed, for the request's time. */
+typedef struct ca_update {
+        X509 *new_with_new, *new_with_old, *old_with_new;
+} ca_update;
 
 /* The client certificate the transport verified (TLS), or a CMP
  * message's signer, with the transport's verdict on its validity. */
@@ -253,6 +279,7 @@ typedef struct ca_readiness {
         bool ok;
         int64_t checked_at;
         char summary[256];          /* "not ready: store ca_key" (when not ok) */
+        char warning[512];          /* the active CA nears its end (rollover.h), "" otherwise */
         struct {
                 const char *name;   /* "store", "ca_key", "tls_key" */
                 int error;          /* 0, or -hwid_err */
@@ -294,6 +321,7 @@ typedef struct ca_result {
         int64_t retry_after;
         /* CA_DONE, by operation */
         const char *text;                /* CA_READ_CA: the PEM (the service's) */
+        ca_update update;                /* CA_READ_TEMPLATE (whatever the profile) */
         union {
                 ca_template tmpl;          /* CA_READ_TEMPLATE */
                 ca_readiness ready;        /* CA_READ_READY */

@@ -242,6 +242,19 @@ static int render_events(metrics *m, buf *out) {
         return r;
 }
 
+/* Each served CA generation's notAfter, labelled with its state: an alert
+ * on the active one's nearing end (docs/OPERATIONS.md, "Rolling the CA
+ * over"). */
+static int render_generations(buf *out, const metrics_sources *src) {
+        int r = prom_header(out, "hwid_ca_not_after_seconds", "gauge",
+                            "When each CA generation served expires (Unix seconds), by generation and state.");
+
+        for (size_t i = 0; r >= 0 && i < src->n_gens; i++)
+                r = buf_printf(out, "hwid_ca_not_after_seconds{generation=\"%d\",state=\"%s\"} %lld\n",
+                               src->gens[i].generation, src->gens[i].state, (long long) src->gens[i].not_after);
+        return r;
+}
+
 static int render_gauges(metrics *m, buf *out, const metrics_sources *src) {
         int r = 0;
 
@@ -252,13 +265,15 @@ static int render_gauges(metrics *m, buf *out, const metrics_sources *src) {
                 r = prom_gauge(out, "hwid_requests_pending", "Requests waiting for an approval now.",
                           (double) src->stats.pending_requests);
         if (r >= 0)
-                r = prom_gauge(out, "hwid_ca_certificate_expiry_seconds", "Seconds until the CA certificate expires.",
-                          (double) (src->ca_not_after - src->now));
+                r = prom_gauge(out, "hwid_ca_certificate_expiry_seconds",
+                          "Seconds until the active CA certificate expires.", (double) (src->ca_not_after - src->now));
+        if (r >= 0 && src->n_gens)
+                r = render_generations(out, src);
         if (r >= 0 && src->tls_not_after)
                 r = prom_gauge(out, "hwid_tls_certificate_expiry_seconds",
                           "Seconds until hwidd's TLS certificate expires.", (double) (src->tls_not_after - src->now));
         if (r >= 0 && src->crl_made_at)
-                r = prom_gauge(out, "hwid_crl_age_seconds", "Seconds since the CRL being served was signed.",
+                r = prom_gauge(out, "hwid_crl_age_seconds", "Seconds since the active CA's CRL was signed.",
                           (double) (src->now - src->crl_made_at));
         if (r >= 0)
                 r = prom_header(out, "hwid_audit_syslog_dropped_total", "counter",

@@ -62,6 +62,14 @@ typedef enum metrics_event {
 } metrics_event;
 void metrics_event_count(metrics *m, metrics_event e);
 
+/* A CA generation served (ca-gens.h). */
+typedef struct metrics_gen {
+        int generation;
+        const char *state;        /* "active", "prepared", "previous" */
+        int64_t not_after;
+} metrics_gen;
+#define METRICS_GENS_MAX 8
+
 /* Everything else the exposition shows, gathered by the caller. */
 typedef struct metrics_sources {
         int64_t now;
@@ -71,9 +79,11 @@ typedef struct metrics_sources {
         hwid_key *tls_key;        /* NULL until hwidd has one */
         bool have_stats;          /* store_stats_get() answered */
         store_stats stats;
-        int64_t ca_not_after;
+        int64_t ca_not_after;     /* the active CA's */
+        metrics_gen gens[METRICS_GENS_MAX];
+        size_t n_gens;
         int64_t tls_not_after;    /* 0: unknown */
-        int64_t crl_made_at;      /* 0: no CRL made yet */
+        int64_t crl_made_at;      /* the active CA's CRL; 0: none made yet */
 } metrics_sources;
 
 int metrics_render(metrics *m, const metrics_sources *src, buf *out);

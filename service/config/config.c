@@ -32,6 +32,7 @@ static const cfg_field ca_fields[] = {
         FIELD("crl_validity", cfg_fn_duration, CFG(crl_validity), .min = MINUTE, .max = 365 * DAY),
         FIELD("ocsp_url", cfg_fn_url, CFG(ocsp_url)),
         FIELD("ocsp_validity", cfg_fn_duration, CFG(ocsp_validity), .min = MINUTE, .max = 7 * DAY),
+        FIELD("expiry_warning", cfg_fn_duration, CFG(ca_expiry_warning), .min = 0, .max = 36500LL * DAY),
         FIELD_END,
 };
 
@@ -155,6 +156,7 @@ static void set_defaults(hwidd_config *c) {
         c->ocsp_sign_burst_per_ip = 100;
         c->ocsp_sign_rate = 100;
         c->ocsp_sign_burst = 500;
+        c->ca_expiry_warning = 90 * DAY;
         c->max_body = 64 * 1024;
         c->max_header = 8 * 1024;
         c->timeout = 30;

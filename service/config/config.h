@@ -27,6 +27,10 @@ typedef struct hwidd_config {
         int64_t crl_validity;  /* seconds until nextUpdate */
         char *ocsp_url;        /* OCSP responder put in certificates (authorityInfoAccess) */
         int64_t ocsp_validity; /* an OCSP answer's thisUpdate to nextUpdate, seconds, default 1 h */
+        /* How long before the active CA's end hwidd warns (log, /readyz)
+         * that it is to be rolled over (seconds; 0: only when it ends
+         * within the longest profile validity). */
+        int64_t ca_expiry_warning;
         /* TLS */
         char *tls_key;         /* key URI: the server's TLS key, in the HSM/TPM */
         char *tls_cert;        /* PEM: server certificate (+ chain) */

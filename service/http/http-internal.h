@@ -30,6 +30,9 @@ typedef struct http_tls http_tls;
 int http_tls_new(hwid_key *key, const char *cert_pem, const char *client_ca_pem, http_tls **ret);
 void http_tls_free(http_tls *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(http_tls *, http_tls_free)
+/* The chain and trust anchors of the handshakes from now on (the key
+ * stays): one caller at a time; the sets before stay until t goes. */
+int http_tls_set_certs(http_tls *t, const char *cert_pem, const char *client_ca_pem);
 
 typedef struct http_conn http_conn;
 

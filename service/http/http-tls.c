@@ -19,15 +19,25 @@
 
 #define HTTP_TLS_MAX_CHAIN 16 /* certificates served */
 
+/* The certificates the handshakes use, as one set: replaced whole by
+ * http_tls_set_certs() (a CA rollover: a new chain, new client trust
+ * anchors).  Every set lives until the http_tls goes, since a session
+ * may still use the one it was given (GnuTLS keeps no copy); a rollover
+ * makes a few in a CA's life. */
+typedef struct tls_certs {
+        gnutls_pcert_st pcert[HTTP_TLS_MAX_CHAIN];
+        unsigned npcert;
+        X509_STORE *client_ca;  /* NULL: no mutual TLS */
+        struct tls_certs *older;
+} tls_certs;
+
 struct http_tls {
         hwid_key *key;          /* borrowed */
         gnutls_privkey_t privkey;
-        gnutls_pcert_st pcert[HTTP_TLS_MAX_CHAIN];
-        unsigned npcert;
         gnutls_pk_algorithm_t pk;
         int bits;
         hwid_key_type type;
-        X509_STORE *client_ca;  /* NULL: no mutual TLS */
+        _Atomic(tls_certs *) certs; /* the current set */
         atomic_uint signing;    /* handshakes waiting for the HSM's signature now */
         gnutls_datum_t ticket_key; /* session tickets: made at start, never stored */
 };
@@ -220,11 +230,11 @@ static int make_privkey(http_tls *t) {
 
 /* --- certificates ------------------------------------------------------- */
 
-static int check_cert_matches_key(http_tls *t) {
+static int check_cert_matches_key(http_tls *t, const tls_certs *c) {
         _cleanup_(X509_freep) X509 *x = NULL;
-        const unsigned char *p = t->pcert[0].cert.data;
+        const unsigned char *p = c->pcert[0].cert.data;
 
-        x = d2i_X509(NULL, &p, t->pcert[0].cert.size);
+        x = d2i_X509(NULL, &p, c->pcert[0].cert.size);
         if (!x)
                 return hwid_fail_ossl(HWID_E_CONFIG, "cannot parse the TLS certificate");
         if (EVP_PKEY_eq(X509_get0_pubkey(x), hwid_key_public(t->key)) != 1)
@@ -233,14 +243,14 @@ static int check_cert_matches_key(http_tls *t) {
         return 0;
 }
 
-static int load_chain(http_tls *t, const char *pem) {
+static int load_chain(http_tls *t, tls_certs *c, const char *pem) {
         gnutls_datum_t d = { .data = (unsigned char *) pem, .size = pem ? (unsigned) strlen(pem) : 0 };
         unsigned n = HTTP_TLS_MAX_CHAIN;
         int r;
 
         if (d.size == 0)
                 return hwid_fail(HWID_E_CONFIG, "the TLS certificate is empty");
-        r = gnutls_pcert_list_import_x509_raw(t->pcert, &n, &d, GNUTLS_X509_FMT_PEM,
+        r = gnutls_pcert_list_import_x509_raw(c->pcert, &n, &d, GNUTLS_X509_FMT_PEM,
                                               GNUTLS_X509_CRT_LIST_FAIL_IF_UNSORTED);
         if (r == GNUTLS_E_SHORT_MEMORY_BUFFER)
                 return hwid_fail(HWID_E_CONFIG, "the TLS certificate chain has more than %d certificates",
@@ -248,20 +258,20 @@ static int load_chain(http_tls *t, const char *pem) {
         if (r < 0 || n == 0)
                 return hwid_fail(HWID_E_CONFIG, "cannot read the TLS certificate chain: %s",
                                  r < 0 ? gnutls_strerror(r) : "no certificate");
-        t->npcert = n;
-        return check_cert_matches_key(t);
+        c->npcert = n;
+        return check_cert_matches_key(t, c);
 }
 
-static int load_client_ca(http_tls *t, const char *pem) {
+static int load_client_ca(tls_certs *c, const char *pem) {
         _cleanup_(BIO_free_allp) BIO *bio = BIO_new_mem_buf(pem, -1);
         X509 *x;
         int n = 0;
 
-        t->client_ca = X509_STORE_new();
-        if (!bio || !t->client_ca)
+        c->client_ca = X509_STORE_new();
+        if (!bio || !c->client_ca)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
-                int ok = X509_STORE_add_cert(t->client_ca, x);
+                int ok = X509_STORE_add_cert(c->client_ca, x);
                 X509_free(x);
                 if (!ok)
                         return hwid_fail_ossl(HWID_E_CONFIG, "cannot add a client CA certificate");
@@ -271,7 +281,35 @@ static int load_client_ca(http_tls *t, const char *pem) {
         if (n == 0)
                 return hwid_fail(HWID_E_CONFIG, "no certificate in the client CA bundle");
         /* Every certificate given is a trust anchor, root or not. */
-        X509_STORE_set_flags(t->client_ca, X509_V_FLAG_PARTIAL_CHAIN);
+        X509_STORE_set_flags(c->client_ca, X509_V_FLAG_PARTIAL_CHAIN);
+        return 0;
+}
+
+static void certs_free(tls_certs *c) {
+        while (c) {
+                tls_certs *older = c->older;
+
+                for (unsigned i = 0; i < c->npcert; i++)
+                        gnutls_pcert_deinit(&c->pcert[i]);
+                X509_STORE_free(c->client_ca);
+                free(c);
+                c = older;
+        }
+}
+
+int http_tls_set_certs(http_tls *t, const char *cert_pem, const char *client_ca_pem) {
+        tls_certs *c = calloc(1, sizeof(*c)), *cur = atomic_load(&t->certs);
+        int r;
+
+        if (!c)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if ((r = load_chain(t, c, cert_pem)) < 0 || (client_ca_pem && (r = load_client_ca(c, client_ca_pem)) < 0)) {
+                certs_free(c);
+                return r;
+        }
+        /* One setter (hwidd's main thread); handshakes read it meanwhile. */
+        c->older = cur;
+        atomic_store(&t->certs, c);
         return 0;
 }
 
@@ -285,9 +323,7 @@ int http_tls_new(hwid_key *key, const char *cert_pem, const char *client_ca_pem,
         if (!t)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         t->key = key;
-        if ((r = load_chain(t, cert_pem)) < 0 || (r = make_privkey(t)) < 0)
-                return r;
-        if (client_ca_pem && (r = load_client_ca(t, client_ca_pem)) < 0)
+        if ((r = make_privkey(t)) < 0 || (r = http_tls_set_certs(t, cert_pem, client_ca_pem)) < 0)
                 return r;
         if (gnutls_session_ticket_key_generate(&t->ticket_key) < 0)
                 return hwid_fail(HWID_E_CRYPTO, "cannot make a TLS session ticket key");
@@ -298,11 +334,9 @@ int http_tls_new(hwid_key *key, const char *cert_pem, const char *client_ca_pem,
 void http_tls_free(http_tls *t) {
         if (!t)
                 return;
-        for (unsigned i = 0; i < t->npcert; i++)
-                gnutls_pcert_deinit(&t->pcert[i]);
+        certs_free(atomic_load(&t->certs));
         if (t->privkey)
                 gnutls_privkey_deinit(t->privkey);
-        X509_STORE_free(t->client_ca);
         if (t->ticket_key.data) {
                 gnutls_memset(t->ticket_key.data, 0, t->ticket_key.size);
                 gnutls_free(t->ticket_key.data);
@@ -386,10 +420,12 @@ const char *http_tls_refuse(gnutls_session_t s, const http_conn *c) {
 
 int http_tls_retrieve(http_tls *t, gnutls_pcert_st **ret_pcert, unsigned *ret_n,
                       gnutls_privkey_t *ret_key) {
-        if (!t || t->npcert == 0)
+        tls_certs *c = t ? atomic_load(&t->certs) : NULL;
+
+        if (!c || c->npcert == 0)
                 return -1;
-        *ret_pcert = t->pcert;
-        *ret_n = t->npcert;
+        *ret_pcert = c->pcert;
+        *ret_n = c->npcert;
         *ret_key = t->privkey;
         return 0;
 }
@@ -441,7 +477,7 @@ static void verify_peer(http_tls *t, const gnutls_datum_t *leaf_der, http_peer *
         int64_t from, until, now = (int64_t) time(NULL);
 
         leaf = d2i_X509(NULL, &p, leaf_der->size);
-        if (leaf && verify_untimed(t->client_ca, leaf, &from, &until)) {
+        if (leaf && verify_untimed(atomic_load(&t->certs)->client_ca, leaf, &from, &until)) {
                 /* OpenSSL's reading: valid while notBefore <= now <= notAfter. */
                 peer->valid_from = from;
                 peer->not_yet_valid = now < from;
@@ -463,7 +499,7 @@ void http_tls_peer(http_tls *t, gnutls_session_t s, http_peer *ret) {
                 return;
         ret->cert = list[0].data;
         ret->cert_len = list[0].size;
-        if (t->client_ca)
+        if (atomic_load(&t->certs)->client_ca)
                 verify_peer(t, &list[0], ret);
 }
 

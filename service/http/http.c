@@ -631,6 +631,15 @@ int http_server_start(const http_options *o, http_handler handler, void *userdat
         return 0;
 }
 
+int http_server_set_certs(http_server *s, const char *cert_pem, const char *client_ca_pem) {
+        if (!s->tls)
+                return hwid_fail(HWID_E_CONFIG, "this listener serves no TLS");
+        /* A listener without mutual TLS stays so (libmicrohttpd asks for no
+         * client certificate there). */
+        return http_tls_set_certs(s->tls, cert_pem,
+                                  s->client_ca_pem ? (client_ca_pem ? client_ca_pem : s->client_ca_pem) : NULL);
+}
+
 int http_server_port(const http_server *s) {
         const union MHD_DaemonInfo *di;
 

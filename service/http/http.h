@@ -123,6 +123,14 @@ typedef struct http_options {
 
 typedef struct http_server http_server;
 
+/* The server certificate chain and the client certificates' trust
+ * anchors (NULL: those it started with; a listener without mutual TLS
+ * has none) of the TLS handshakes from now on,
+ * the key unchanged: a CA rollover gives hwidd's chain a link and its
+ * clients a new CA.  Connections made before keep what they had.  From
+ * one thread at a time (hwidd's main thread). */
+int http_server_set_certs(http_server *srv, const char *cert_pem, const char *client_ca_pem);
+
 /* Why the transport closed a connection it had accepted. */
 typedef enum http_evict {
         HTTP_EVICT_HANDSHAKE_TIMEOUT, /* its TLS handshake outlasted handshake_timeout */

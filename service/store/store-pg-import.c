@@ -33,7 +33,7 @@ static const copy_table tables[] = {
                       "updated_at, ek_cert_sha256, ek_pub_sha256, ak_name", 14 },
         { "certificates", "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, "
                           "revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, "
-                          "ek_cert_sha256, ek_pub_sha256, ak_name", 19 },
+                          "ek_cert_sha256, ek_pub_sha256, ak_name, generation", 20 },
         { "certificate_dns", "serial, name, live", 3 },
         { "blocked_keys", "spki_sha256, serial, blocked_at", 3 },
         { "audit", "id, at, actor, action, target, outcome, reason, token_id, prev_hash, hash", 10 },
@@ -42,6 +42,8 @@ static const copy_table tables[] = {
         { "attest_challenges", "id, secret_sha256, nonce, ak_public, ek_cert, expires_at, created_at, requester", 8 },
         { "ek_allowlist", "ek_cert_sha256, ek_pub_sha256, identity, profile, added_at", 5 },
         { "identity_bindings", "identity, ek_pub_sha256, ek_cert_sha256, serial, bound_at", 5 },
+        { "ca_generations", "generation, state, subject, cert, chain, key_uri, new_with_old, old_with_new, "
+                            "prepared_at, activated_at, retired_at", 11 },
 };
 
 static int sq_fail(sqlite3 *db, const char *what, const char *path) {

@@ -18,8 +18,9 @@
 #   - a certificate put in front of the issued one (U + leaf) is refused:
 #     join exits 1 and DIR holds no identity; renew exits 1 and DIR keeps
 #     its certificate;
-#   - a /ca answer whose first certificate is not the pinned one is refused
-#     before anything is sent (no POST reaches the server);
+#   - a /ca answer without the pinned certificate is refused before
+#     anything is sent (no POST reaches the server); one with it after an
+#     unrelated root stores the pinned CA and its chain alone;
 #   - the clock contract: 401 {"error":"not_yet_valid","server_time":T}
 #     makes hwid renew exit 1 naming T (an hour behind) as the server's
 #     clock, never needs-bootstrap; 401 "expired" with the server's clock
@@ -159,15 +160,23 @@ test_replaced_leaf() {
         assert_no_transient
 }
 
-# The first certificate of /ca is what the pin is checked against.
+# The pin must be one of /ca's certificates (the first, but for a CA
+# rollover's answer, whose first is the new CA): an answer without it is
+# refused before anything is sent; with it elsewhere, only it (and what
+# chains above it) is trusted.
 test_pin_first() {
-        local d3=$T/edge-3 posts
-        cat "$P/U.pem" "$P/I.pem" "$P/R.pem" >"$S/ca-answer"
+        local d3=$T/edge-3 d4=$T/edge-4 posts
+        cat "$P/U.pem" "$P/R.pem" >"$S/ca-answer"
         posts=$(grep -c '^POST' "$T/server.log" || true)
         expect_exit 1 "nothing was sent" --multiline -- env HWID_TOKEN=abcdef.0123456789abcdef "$HWID" join \
                 --server "$URL" --ca-hash "$PIN" --key "tpm2:file=$T/keys/device-3.tss2.pem" --cn edge-3 --dir "$d3"
+        assert_contains "$(cat "$T/last.err")" "not the pinned $PIN" "join's refusal"
         assert_eq "$(grep -c '^POST' "$T/server.log" || true)" "$posts" "requests posted after a pin mismatch"
         [ ! -e "$d3" ] || fail "join created $d3 after a pin mismatch"
+        cat "$P/U.pem" "$P/I.pem" "$P/R.pem" >"$S/ca-answer"
+        expect_exit 0 "enrolled edge-4" --multiline -- env HWID_TOKEN=abcdef.0123456789abcdef "$HWID" join \
+                --server "$URL" --ca-hash "$PIN" --key "tpm2:file=$T/keys/device-4.tss2.pem" --cn edge-4 --dir "$d4"
+        assert_eq "$(fingerprints "$d4/ca.pem")" "$WANT_CA" "certificates in $d4/ca.pem"
 }
 
 # refuse STATUS SLUG SERVER_TIME — the server's answer to mutual TLS.

@@ -57,7 +57,7 @@ mapfile -t A <"$T/answers"
 # hwid <TAB>: the first words, exactly.
 want=$(printf '%s\n' "${CMDS[@]}" --help --version | cut -d' ' -f1 | sort -u | tr '\n' ' ')
 assert_eq "${A[0]}" "$want" "hwid <TAB>"
-assert_eq "${A[1]}" "backup hash import init restore " "hwid ca <TAB>"
+assert_eq "${A[1]}" "backup hash import init restore rollover " "hwid ca <TAB>"
 
 # hwid CMD --<TAB>: every long option of its help.
 i=2

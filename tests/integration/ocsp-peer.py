@@ -6,13 +6,15 @@ openssl made (`openssl ocsp -reqout FILE -no_nonce` with one certID).
   ocsp-peer.py many TEMPLATE COUNT OUT
       writes OUT: the template's one certID COUNT times in one request.
 
-  ocsp-peer.py flood TEMPLATE URL SOURCE COUNT
+  ocsp-peer.py flood TEMPLATE URL SOURCE COUNT [AFTER.der...]
       POSTs COUNT requests to URL (http://HOST:PORT/ocsp) from the local
       address SOURCE over one keep-alive connection, each the template with
       its serial (16 bytes, as `-serial 0x7E7E...7E` makes it) replaced by
       random bytes: certificates this CA never issued.  Prints "signed N
       trylater N other N": successful answers, unsigned tryLater ones, and
-      anything else.
+      anything else.  Then, at once on the same connection, POSTs each
+      AFTER.der and writes its answer to AFTER.der.answer: what the
+      address is answered the moment its budget is spent.
 """
 import http.client
 import os
@@ -55,7 +57,7 @@ def many(template, count, out):
         f.write(request)
 
 
-def flood(template, url, source, count):
+def flood(template, url, source, count, after):
     at = template.index(MARK) + 2
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30, source_address=(source, 0))
@@ -72,6 +74,11 @@ def flood(template, url, source, count):
             seen["signed"] += 1
         else:
             seen["other"] += 1
+    for path in after:
+        with open(path, "rb") as f:
+            conn.request("POST", u.path, body=f.read(), headers={"Content-Type": "application/ocsp-request"})
+        with open(path + ".answer", "wb") as f:
+            f.write(conn.getresponse().read())
     print("signed %d trylater %d other %d" % (seen["signed"], seen["trylater"], seen["other"]))
 
 
@@ -81,7 +88,7 @@ def main():
     if sys.argv[1] == "many":
         many(template, int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "flood":
-        flood(template, sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        flood(template, sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:])
     else:
         sys.exit("usage: ocsp-peer.py many|flood ...")
 

@@ -18,7 +18,9 @@
 #     per replica, ca-maintain.c), counted in the statement log and held
 #     to one a second of the window; and so is the linking of the audit
 #     records issuances queued (hwid_audit_link(), in the same tick: one a
-#     second per replica, whatever the load), held to the same;
+#     second per replica, whatever the load), held to the same; and so is
+#     the read of the CA generations' sequence (the same tick: replicas
+#     switch CA together, docs/OPERATIONS.md), held to the same;
 #     and so is opening a connection (the pool grows under the parallel
 #     load: SSL negotiation, startup, SCRAM's two messages: SETUP each).
 #   - the audit chain that hwid_audit_link() computed in SQL, every
@@ -76,18 +78,21 @@ statements() {
 # check_window NAME OPS — at most 2 round trips an operation, and no
 # client-side transaction or lock in what was sent.
 check_window() {
-        local name=$1 ops=$2 trips=$((T1 - T0)) conns=$((C1 - C0)) secs=$((W1 - W0 + 1)) stmts heads links
+        local name=$1 ops=$2 trips=$((T1 - T0)) conns=$((C1 - C0)) secs=$((W1 - W0 + 1)) stmts heads links gens
         stmts=$(statements "$name-start" "$name-end")
         heads=$(grep -c "^SELECT id, at, hash FROM audit_chain WHERE role" <<<"$stmts" || true)
         links=$(grep -c "^SELECT \* FROM hwid_audit_link" <<<"$stmts" || true)
-        echo "$name: $ops operations, $trips round trips ($conns connections opened, $heads head reads and $links links in ${secs}s), statements:"
+        gens=$(grep -c "^SELECT value FROM meta WHERE key = 'ca_generation_seq'" <<<"$stmts" || true)
+        echo "$name: $ops operations, $trips round trips ($conns connections opened, $heads head reads, $links links and $gens reads of the CA generations in ${secs}s), statements:"
         sed 's/(.*//' <<<"$stmts" | sort | uniq -c | sed 's/^/  /'
         [ "$heads" -le $((secs + 1)) ] ||
                 fail "$name: $heads reads of the audit head in ${secs}s: more than the checkpoint's one a second"
         [ "$links" -le $((secs + 1)) ] ||
                 fail "$name: $links links of the audit chain in ${secs}s: more than the tick's one a second"
-        [ "$trips" -le $((2 * ops + EXTRA + heads + links + SETUP * conns)) ] ||
-                fail "$name: $trips round trips for $ops operations (at most 2 each, plus $EXTRA, plus $heads head reads and $links links, plus $SETUP for each of $conns new connections)"
+        [ "$gens" -le $((secs + 1)) ] ||
+                fail "$name: $gens reads of the CA generations in ${secs}s: more than the tick's one a second"
+        [ "$trips" -le $((2 * ops + EXTRA + heads + links + gens + SETUP * conns)) ] ||
+                fail "$name: $trips round trips for $ops operations (at most 2 each, plus $EXTRA, plus $heads head reads, $links links and $gens reads of the CA generations, plus $SETUP for each of $conns new connections)"
         ! grep -qiE '^(BEGIN|SAVEPOINT|COMMIT)|pg_advisory' <<<"$stmts" ||
                 fail "$name: a transaction or lock held across round trips: $(grep -iE '^(BEGIN|SAVEPOINT|COMMIT)|pg_advisory' <<<"$stmts" | head -3)"
 }

@@ -332,7 +332,7 @@ void contract_revocation(void) {
         CHECK(store_cert_revoke(b, "07", 1, NOW + 5, NULL) == 0);
         CHECK(store_revocation_seq(s, &seq) == 0 && seq == 4);
         /* The CRL's entries, in serial order. */
-        CHECK(store_cert_foreach_revoked(b, NOW + 5, collect, &w) == 0);
+        CHECK(store_cert_foreach_revoked(b, 0, NOW + 5, collect, &w) == 0);
         CHECK(w.n == 4);
         CHECK_STREQ(w.serials[0], "05");
         CHECK_STREQ(w.serials[1], "07");
@@ -341,10 +341,10 @@ void contract_revocation(void) {
         CHECK(w.at == NOW + 5 && w.reason == 1);
         /* 05 has expired: it leaves the CRL. */
         w = (walk) { 0 };
-        CHECK(store_cert_foreach_revoked(s, NOW + 10, collect, &w) == 0 && w.n == 3);
+        CHECK(store_cert_foreach_revoked(s, 0, NOW + 10, collect, &w) == 0 && w.n == 3);
         CHECK_STREQ(w.serials[0], "07");
         w = (walk) { .stop_after = 2 };
-        CHECK(store_cert_foreach_revoked(s, NOW, collect, &w) == 42 && w.n == 2);
+        CHECK(store_cert_foreach_revoked(s, 0, NOW, collect, &w) == 42 && w.n == 2);
         CHECK(store_cert_live_for(s, "edge-2", NOW + 6, &c) == -HWID_E_NOT_FOUND);
 }
 

@@ -33,7 +33,8 @@ int cert_count(store *s, const char *identity);
 int cert_count_status(store *s, const char *identity, store_cert_status st);
 
 /* The cases, by file: test-store-contract.c, store-contract-certs.c,
- * store-contract-races.c, store-contract-audit.c, store-contract-attest.c. */
+ * store-contract-races.c, store-contract-audit.c, store-contract-attest.c,
+ * store-contract-gens.c. */
 void contract_tokens(void);
 void contract_derived_tokens(void);
 void contract_token_batches(void);
@@ -73,3 +74,8 @@ void contract_attestation_records(void);
 void contract_bindings(void);
 void contract_binding_race(void);
 void contract_migration(void);
+
+void contract_ca_generations(void);
+void contract_ca_generation_import(void);
+void contract_ca_generation_race(void);
+void contract_cert_generations(void);

@@ -199,7 +199,7 @@ static void bindings(void) {
 static void bindings_derived(void) {
         _cleanup_free_ char *path = db_path("derived.db");
         store *s = open_fresh(path);
-        char sql[256];
+        char sql[512];
 
         CHECK(commit_by(s, "3A", "mig-1", HEX_A, NULL) == 0);
         CHECK(commit_by(s, "3B", "mig-2", NULL, NULL) == 0);
@@ -209,8 +209,10 @@ static void bindings_derived(void) {
         store_free(s);
         /* What those versions held: no bindings, and an identity whose
          * TPM changed (possible then); its newest attested one is 3E. */
-        snprintf(sql, sizeof(sql), "DROP TABLE identity_bindings; UPDATE meta SET value = %d "
-                 "WHERE key = 'schema_version'", SCHEMA_BEFORE_BINDINGS);
+        snprintf(sql, sizeof(sql), "DROP TABLE identity_bindings; DROP TABLE ca_generations; "
+                 "DROP INDEX certificates_generation; DROP INDEX certificates_revoked_generation; "
+                 "ALTER TABLE certificates DROP COLUMN generation; DELETE FROM meta WHERE key = 'ca_generation_seq'; "
+                 "UPDATE meta SET value = %d WHERE key = 'schema_version'", SCHEMA_BEFORE_BINDINGS);
         CHECK(raw_exec(path, sql) == 0);
         CHECK(raw_exec(path, "INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, "
                              "not_before, not_after, status, created_at, ek_pub_sha256) VALUES ('3E', 'MIG-3', "

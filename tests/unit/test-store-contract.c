@@ -8,8 +8,9 @@
  * cases are in this file (tokens, requests, approvals),
  * store-contract-certs.c (certificates, names, revocation, the CRL, the
  * reads ahead), store-contract-races.c (races), store-contract-audit.c
- * (the audit chain and its checkpoints, migration) and
- * store-contract-attest.c (attestation, bindings).  Two store objects on one
+ * (the audit chain and its checkpoints, migration),
+ * store-contract-attest.c (attestation, bindings) and
+ * store-contract-gens.c (CA generations, each certificate's).  Two store objects on one
  * database stand for two hwidd replicas; threads race on them for what the
  * database must decide alone.  What one backend does beyond the contract is
  * tested beside it: tests/unit/test-store*.c (SQLite's file, locks, WAL,
@@ -496,6 +497,10 @@ int main(int argc, char **argv) {
         contract_bindings();
         contract_binding_race();
         contract_migration();
+        contract_ca_generations();
+        contract_ca_generation_import();
+        contract_ca_generation_race();
+        contract_cert_generations();
         for (size_t i = 0; i < n_cases; i++)
                 free(cases[i].database);
         if (pg_admin)

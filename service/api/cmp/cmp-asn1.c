@@ -325,6 +325,29 @@ int cmp_ca_certs_value(STACK_OF(X509) *certs, ASN1_TYPE **ret) {
         return sequence_value(der, len, ret);
 }
 
+/* RootCaKeyUpdateContent ::= SEQUENCE { newWithNew CMPCertificate,
+ * newWithOld [0] CMPCertificate OPTIONAL, oldWithNew [1] CMPCertificate
+ * OPTIONAL } (RFC 4210 §5.3.19.15, RFC 9480; the module's tags are
+ * EXPLICIT).  OpenSSL 3.0 has no type for it. */
+typedef struct cmp_root_update {
+        X509 *new_with_new, *new_with_old, *old_with_new;
+} cmp_root_update;
+
+ASN1_SEQUENCE(cmp_root_update) = {
+        ASN1_SIMPLE(cmp_root_update, new_with_new, X509),
+        ASN1_EXP_OPT(cmp_root_update, new_with_old, X509, 0),
+        ASN1_EXP_OPT(cmp_root_update, old_with_new, X509, 1),
+} static_ASN1_SEQUENCE_END(cmp_root_update)
+
+int cmp_root_update_value(const ca_update *u, ASN1_TYPE **ret) {
+        cmp_root_update v = { .new_with_new = u->new_with_new, .new_with_old = u->new_with_old,
+                              .old_with_new = u->old_with_new };
+        unsigned char *der = NULL;
+        int len = ASN1_item_i2d((const ASN1_VALUE *) &v, &der, ASN1_ITEM_rptr(cmp_root_update));
+
+        return sequence_value(der, len, ret);
+}
+
 static void req_template_freep(cmp_req_template **p) {
         ASN1_item_free((ASN1_VALUE *) *p, ASN1_ITEM_rptr(cmp_req_template));
 }

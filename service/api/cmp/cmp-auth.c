@@ -128,11 +128,9 @@ static int check_signature(ca_service *ca, const OSSL_CMP_MSG *msg, const cmp_vi
         if (!v->signer)
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "a signed message must carry its signer's certificate "
                                  "first in extraCerts (RFC 9483 §3.3)");
-        if (X509_verify(v->signer, X509_get0_pubkey(ca_service_ca_cert(ca))) != 1) {
-                ERR_clear_error();
+        if (!ca_service_signed(ca, v->signer))
                 return hwid_fail(HWID_E_UNAUTHENTICATED, "the message is signed with a certificate this CA did "
                                  "not issue");
-        }
         /* The signer is pinned: OpenSSL checks the signature with it, and
          * that the header's sender is its subject. */
         if (!OSSL_CMP_CTX_set1_srvCert(vctx, v->signer) || OSSL_CMP_validate_msg(vctx, msg) != 1) {

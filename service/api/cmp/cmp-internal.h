@@ -82,6 +82,8 @@ void cmp_explain_bad_pop(const uint8_t *der, size_t len);
 /* genp values (RFC 9483 §4.3): the certificates, as CaCertsValue;
  * CertReqTemplateContent for profile p.  Caller frees with ASN1_TYPE_free. */
 int cmp_ca_certs_value(STACK_OF(X509) *certs, ASN1_TYPE **ret);
+/* RootCaKeyUpdateContent of a rollover (u->new_with_new set). */
+int cmp_root_update_value(const ca_update *u, ASN1_TYPE **ret);
 int cmp_template_value(const ca_template *p, ASN1_TYPE **ret);
 
 /* ---- cmp-auth.c ---- */

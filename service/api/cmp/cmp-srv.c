@@ -161,9 +161,8 @@ static int issued_from(cmp_txn *t, const ca_result *res) {
         return t->issued ? 0 : hwid_fail_ossl(HWID_E_INTERNAL, "the issued certificate cannot be read back");
 }
 
-/* The CA certificate and its chain (RFC 9483 §4.1.1: in extraCerts). */
-static STACK_OF(X509) *ca_chain(const ca_service *ca) {
-        _cleanup_(BIO_free_allp) BIO *b = BIO_new_mem_buf(ca_service_ca_pem(ca), -1);
+static STACK_OF(X509) *pem_certs(const char *pem) {
+        _cleanup_(BIO_free_allp) BIO *b = pem ? BIO_new_mem_buf(pem, -1) : NULL;
         STACK_OF(X509) *certs = sk_X509_new_null();
         X509 *x;
 
@@ -172,6 +171,16 @@ static STACK_OF(X509) *ca_chain(const ca_service *ca) {
                         X509_free(x);
         ERR_clear_error();
         return certs;
+}
+
+/* The protection certificate's chain (RFC 9483 §4.1.1: in extraCerts):
+ * hwidd's TLS chain, its own certificate first, with the link to the
+ * other CA during a rollover (ca_service_tls_chain()), so that a client
+ * trusting either CA verifies the answers. */
+static STACK_OF(X509) *protection_chain(const ca_service *ca) {
+        _cleanup_free_ char *pem = NULL;
+
+        return ca_service_tls_chain(ca, &pem) >= 0 ? pem_certs(pem) : NULL;
 }
 
 /* A certificate issued before, given again (a replay: its answer was
@@ -220,7 +229,7 @@ static OSSL_CMP_PKISI *answer_certificate(cmp_txn *t, const ca_result *res, X509
                 return reject_error(t, r);
         t->newly_issued = res->outcome == CA_ISSUED;
         *cert_out = X509_dup(t->issued);
-        *chain_out = ca_chain(t->ca);
+        *chain_out = pem_certs(ca_service_ca_pem(t->ca));
         return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
 }
 
@@ -282,7 +291,7 @@ static OSSL_CMP_PKISI *cert_request(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *m
                 return OSSL_CMP_PKISI_dup(t->final);
         if (t->issued) { /* a poll found it issued */
                 *cert_out = X509_dup(t->issued);
-                *chain_out = ca_chain(t->ca);
+                *chain_out = pem_certs(ca_service_ca_pem(t->ca));
                 return OSSL_CMP_STATUSINFO_new(OSSL_CMP_PKISTATUS_accepted, 0, NULL);
         }
         if (t->replayed)
@@ -308,8 +317,7 @@ static OSSL_CMP_PKISI *cert_id_refusal(cmp_txn *t, const X509_NAME *issuer_name,
         char text[160];
         int r;
 
-        if (!serial || !issuer_name ||
-            X509_NAME_cmp(issuer_name, X509_get_subject_name(ca_service_ca_cert(t->ca))) != 0)
+        if (!serial || !issuer_name || !ca_service_ca_name(t->ca, issuer_name))
                 return rejection(OSSL_CMP_PKIFAILUREINFO_badCertId, "the certificate to revoke is not one of "
                                  "this CA's (its issuer is another)");
         if ((r = serial_to_hex(serial, ret_hex)) < 0)
@@ -449,21 +457,25 @@ static void client_error(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const O
 /* ---------- genm ---------- */
 
 /* One answer: the value for type, NULL value when there is none. */
-static int genp_item(cmp_txn *t, int nid, const ca_result *res, STACK_OF(OSSL_CMP_ITAV) **out) {
+static int genp_item(cmp_txn *t, int nid, const ca_result *res, const ca_update *update,
+                     STACK_OF(OSSL_CMP_ITAV) **out) {
         ASN1_TYPE *value = NULL;
         OSSL_CMP_ITAV *itav;
         int r = 0;
 
         if (nid == NID_id_it_caCerts) {
-                STACK_OF(X509) *certs = ca_chain(t->ca);
+                /* What GET /ca serves: every CA generation and the links. */
+                STACK_OF(X509) *certs = pem_certs(ca_service_ca_pem(t->ca));
                 r = certs ? cmp_ca_certs_value(certs, &value) : hwid_fail(HWID_E_NOMEM, NULL);
                 sk_X509_pop_free(certs, X509_free);
         } else if (nid == NID_id_it_certReqTemplate && res->outcome == CA_DONE) {
                 r = cmp_template_value(&res->tmpl, &value);
+        } else if (nid == NID_id_it_rootCaKeyUpdate && update->new_with_new) {
+                r = cmp_root_update_value(update, &value);
         } else if (nid != NID_id_it_rootCaKeyUpdate && nid != NID_id_it_certReqTemplate) {
                 return 0; /* not one RFC 9483 §4.3 lists: no answer */
         }
-        /* rootCaKeyUpdate: hwid's root does not roll over, so no value: no update. */
+        /* rootCaKeyUpdate without a rollover under way: no value, no update. */
         if (r < 0 || !(itav = OSSL_CMP_ITAV_create(OBJ_nid2obj(nid), value))) {
                 ASN1_TYPE_free(value);
                 return r < 0 ? r : hwid_fail(HWID_E_NOMEM, NULL);
@@ -477,7 +489,8 @@ static int genp_item(cmp_txn *t, int nid, const ca_result *res, STACK_OF(OSSL_CM
 
 /* The general messages (RFC 9483 §4.3): who asks reads as for GET /ca
  * (the TLS client certificate, if any); the template is the label's
- * profile, else the MAC token's. */
+ * profile, else the MAC token's; rootCaKeyUpdate what a rollover under
+ * way offers. */
 static int general(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const STACK_OF(OSSL_CMP_ITAV) *in,
                    STACK_OF(OSSL_CMP_ITAV) **out) {
         cmp_txn *t = OSSL_CMP_SRV_CTX_get0_custom_ctx(srv);
@@ -493,7 +506,8 @@ static int general(OSSL_CMP_SRV_CTX *srv, const OSSL_CMP_MSG *msg, const STACK_O
         }
         *out = sk_OSSL_CMP_ITAV_new_null();
         for (int i = 0; *out && i < sk_OSSL_CMP_ITAV_num(in); i++)
-                if (genp_item(t, OBJ_obj2nid(OSSL_CMP_ITAV_get0_type(sk_OSSL_CMP_ITAV_value(in, i))), &res, out) < 0)
+                if (genp_item(t, OBJ_obj2nid(OSSL_CMP_ITAV_get0_type(sk_OSSL_CMP_ITAV_value(in, i))), &res,
+                              &res.update, out) < 0)
                         break;
         ca_result_clear(&res);
         return *out != NULL;
@@ -517,7 +531,7 @@ static int quiet_log(const char *func, const char *file, int line, OSSL_CMP_seve
  * certificate's key usage, which a CA certificate rightly lacks. */
 static int setup_signing(cmp_txn *t) {
         OSSL_CMP_CTX *ctx = OSSL_CMP_SRV_CTX_get0_cmp_ctx(t->srv);
-        STACK_OF(X509) *chain = ca_chain(t->ca);
+        STACK_OF(X509) *chain = protection_chain(t->ca);
         hwid_key *key = ca_service_tls_key(t->ca);
         X509 *cert = ca_service_tls_cert(t->ca);
         hwid_key_type type;
@@ -530,7 +544,6 @@ static int setup_signing(cmp_txn *t) {
         type = hwid_key_get_type(key);
         ok = chain && OSSL_CMP_CTX_set_log_cb(ctx, quiet_log) && OSSL_CMP_CTX_set1_cert(ctx, cert) &&
              OSSL_CMP_CTX_set1_pkey(ctx, hwid_key_pkey(key)) &&
-             X509_add_cert(chain, cert, X509_ADD_FLAG_UP_REF | X509_ADD_FLAG_PREPEND) &&
              OSSL_CMP_CTX_set1_extraCertsOut(ctx, chain) &&
              OSSL_CMP_CTX_set_option(ctx, OSSL_CMP_OPT_DIGEST_ALGNID,
                                      type == HWID_KEY_EC_P384 ? NID_sha384 : NID_sha256);

@@ -180,3 +180,43 @@ int ca_self_sign(hwid_key *k, const X509_NAME *subject, int days, X509 **ret) {
         *ret = TAKE_PTR(x);
         return 0;
 }
+
+/* The earlier of a and b: a link stops where the shorter-lived of its two
+ * CAs does. */
+static const ASN1_TIME *earlier(const ASN1_TIME *a, const ASN1_TIME *b) {
+        return ASN1_TIME_compare(a, b) <= 0 ? a : b;
+}
+
+static int link_fill(X509 *x, X509 *signer_cert, X509 *subject_cert) {
+        _cleanup_(ASN1_TIME_freep) ASN1_TIME *nb = ASN1_TIME_set(NULL, time(NULL) - CA_BACKDATE);
+        const ASN1_TIME *na = earlier(X509_get0_notAfter(signer_cert), X509_get0_notAfter(subject_cert));
+
+        if (!nb)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (!X509_set_version(x, X509_VERSION_3) || !X509_set_subject_name(x, X509_get_subject_name(subject_cert)) ||
+            !X509_set_issuer_name(x, X509_get_subject_name(signer_cert)) ||
+            !X509_set_pubkey(x, X509_get0_pubkey(subject_cert)) || !X509_set1_notBefore(x, nb) ||
+            !X509_set1_notAfter(x, na))
+                return hwid_fail_ossl(HWID_E_CRYPTO, "cannot fill in a link certificate");
+        return 0;
+}
+
+int ca_link_sign(hwid_key *signer, X509 *signer_cert, X509 *subject_cert, X509 **ret) {
+        _cleanup_(X509_freep) X509 *x = X509_new();
+        int r;
+
+        if (!x)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        if (EVP_PKEY_eq(X509_get0_pubkey(signer_cert), hwid_key_public(signer)) != 1)
+                return hwid_fail(HWID_E_CONFIG, "the CA certificate does not belong to the key %s",
+                                 hwid_key_uri(signer));
+        if ((r = link_fill(x, signer_cert, subject_cert)) < 0 || (r = random_serial(x)) < 0 ||
+            (r = add_conf_ext(x, NULL, NID_basic_constraints, "critical,CA:TRUE")) < 0 ||
+            (r = add_conf_ext(x, NULL, NID_key_usage, "critical,keyCertSign,cRLSign")) < 0 ||
+            (r = add_conf_ext(x, NULL, NID_subject_key_identifier, "hash")) < 0 ||
+            (r = add_conf_ext(x, signer_cert, NID_authority_key_identifier, "keyid:always")) < 0 ||
+            (r = sign_cert(signer, x)) < 0)
+                return r;
+        *ret = TAKE_PTR(x);
+        return 0;
+}

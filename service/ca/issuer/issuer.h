@@ -77,3 +77,11 @@ void crl_builder_free(crl_builder *b);
 /* A self-signed root: CA:TRUE critical, keyCertSign|cRLSign critical, SKI,
  * AKI, random serial; validity days from now. */
 int ca_self_sign(hwid_key *k, const X509_NAME *subject, int days, X509 **ret);
+
+/* A link certificate (RFC 4210 §4.4, a rollover): subject_cert's subject
+ * and key certified by signer (whose certificate is signer_cert) as a CA
+ * (CA:TRUE, keyCertSign, cRLSign, critical), valid from now until the
+ * earlier of the two certificates' notAfter.  NewWithOld: the new CA
+ * certified by the old key; OldWithNew: the old CA by the new key. */
+int ca_link_sign(hwid_key *signer, X509 *signer_cert, X509 *subject_cert, X509 **ret);
+

@@ -47,9 +47,18 @@ typedef struct store_ops {
         int (*cert_revoke_identity)(store *s, const char *identity, int reason, int64_t now, const store_audit *audit,
                                     size_t *ret_n);
         int (*key_blocked)(store *s, const char *spki_sha256);
-        int (*cert_foreach_revoked)(store *s, int64_t now, store_revoked_fn fn, void *userdata);
+        int (*cert_foreach_revoked)(store *s, int generation, int64_t now, store_revoked_fn fn, void *userdata);
         int (*revocation_seq)(store *s, int64_t *ret);
         int (*crl_number_next)(store *s, int64_t now, int64_t *ret);
+
+        int (*ca_gen_list)(store *s, store_ca_gen **ret, size_t *ret_n);
+        int (*ca_gen_seq)(store *s, int64_t *ret);
+        int (*ca_gen_prepare)(store *s, const store_ca_gen *first, const store_ca_gen *next, bool replace,
+                              const store_audit *audit, int64_t now);
+        int (*ca_gen_import)(store *s, int generation, const store_ca_gen *g, const store_audit *audit, int64_t now);
+        int (*ca_gen_activate)(store *s, int generation, const store_audit *audit, int64_t now);
+        int (*ca_gen_retire)(store *s, int generation, const store_audit *audit, int64_t now);
+        int (*ca_gen_unexpired)(store *s, int generation, int64_t now, uint64_t *ret_n, int64_t *ret_last);
 
         /* Whether reads_fetch reads anything ahead (store_reads_ahead()). */
         bool reads_ahead;

@@ -101,8 +101,8 @@ int store_key_blocked(store *s, const char *spki_sha256) {
         return s->ops->key_blocked(s, spki_sha256);
 }
 
-int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata) {
-        return s->ops->cert_foreach_revoked(s, now, fn, userdata);
+int store_cert_foreach_revoked(store *s, int generation, int64_t now, store_revoked_fn fn, void *userdata) {
+        return s->ops->cert_foreach_revoked(s, generation, now, fn, userdata);
 }
 
 int store_revocation_seq(store *s, int64_t *ret) {
@@ -182,6 +182,35 @@ int store_binding_list(store *s, store_binding **ret, size_t *ret_n) {
 
 int store_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now) {
         return s->ops->binding_release(s, b, audit, now);
+}
+
+int store_ca_gen_list(store *s, store_ca_gen **ret, size_t *ret_n) {
+        return s->ops->ca_gen_list(s, ret, ret_n);
+}
+
+int store_ca_gen_seq(store *s, int64_t *ret) {
+        return s->ops->ca_gen_seq(s, ret);
+}
+
+int store_ca_gen_prepare(store *s, const store_ca_gen *first, const store_ca_gen *next, bool replace,
+                         const store_audit *audit, int64_t now) {
+        return s->ops->ca_gen_prepare(s, first, next, replace, audit, now);
+}
+
+int store_ca_gen_import(store *s, int generation, const store_ca_gen *g, const store_audit *audit, int64_t now) {
+        return s->ops->ca_gen_import(s, generation, g, audit, now);
+}
+
+int store_ca_gen_activate(store *s, int generation, const store_audit *audit, int64_t now) {
+        return s->ops->ca_gen_activate(s, generation, audit, now);
+}
+
+int store_ca_gen_retire(store *s, int generation, const store_audit *audit, int64_t now) {
+        return s->ops->ca_gen_retire(s, generation, audit, now);
+}
+
+int store_ca_gen_unexpired(store *s, int generation, int64_t now, uint64_t *ret_n, int64_t *ret_last) {
+        return s->ops->ca_gen_unexpired(s, generation, now, ret_n, ret_last);
 }
 
 void store_set_audit_sink(store *s, store_audit_fn fn, void *userdata, void (*free_userdata)(void *)) {

@@ -18,7 +18,7 @@
 #define CERT_COLS                                                                             \
         "serial, identity, subject, profile, spki_sha256, der, not_before, not_after, status, " \
         "revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, ek_cert_sha256, " \
-        "ek_pub_sha256, ak_name"
+        "ek_pub_sha256, ak_name, generation"
 #define EK_COLS "ek_cert_sha256, ek_pub_sha256, identity, profile, added_at"
 
 #define STORE_DNS_NAME_MAX 253
@@ -53,6 +53,16 @@ int store_cert_check(const store_cert *c);
 /* Tokens to insert, n of them (1 or more): each id, profile and number of
  * uses well-formed. */
 int store_tokens_check(const store_token *t, size_t n);
+
+/* CA generations (store.h): the columns read, the highest number, a
+ * state's stored name read back (an unknown one as retired), and a row's
+ * check before it is recorded in state. */
+#define CA_GEN_COLS \
+        "generation, state, subject, cert, chain, key_uri, new_with_old, old_with_new, prepared_at, " \
+        "activated_at, retired_at"
+#define STORE_CA_GEN_MAX 1000
+store_ca_state store_ca_state_parse(const char *s);
+int store_ca_gen_check(const store_ca_gen *g, store_ca_state state);
 
 /* The canonical form of a DNS name into out: ASCII lower case, without a
  * trailing dot; -HWID_E_INVALID if it is empty, longer than 253 or not

@@ -125,6 +125,9 @@ typedef struct store_cert {
         /* The TPM attestation the key passed, recorded with the certificate
          * when its profile's attestation is optional or required. */
         store_attestation attestation;
+        /* The CA generation that issued it (below: CA generations); 0 when
+         * committing means 1, the CA hwid ca init made. */
+        int generation;
 } store_cert;
 
 typedef struct store_audit {
@@ -371,9 +374,11 @@ int store_cert_revoke_identity(store *s, const char *identity, int reason, int64
 /* -HWID_E_KEY_BLOCKED (with the serial that blocked it) if a certificate
  * of this key (SPKI SHA-256, hex) was revoked for keyCompromise; 0 if not. */
 int store_key_blocked(store *s, const char *spki_sha256);
-/* Revoked certificates not yet expired at now, for the CRL. */
+/* Revoked certificates not yet expired at now, for the CRL of CA
+ * generation `generation` (its own certificates only; 0: every
+ * generation's). */
 typedef int (*store_revoked_fn)(const char *serial, int64_t revoked_at, int reason, void *userdata);
-int store_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
+int store_cert_foreach_revoked(store *s, int generation, int64_t now, store_revoked_fn fn, void *userdata);
 /* Bumped on every revocation: hwidd regenerates the CRL when it changes. */
 int store_revocation_seq(store *s, int64_t *ret);
 /* The number of the next CRL (RFC 5280 cRLNumber), committed before it is
@@ -382,6 +387,81 @@ int store_revocation_seq(store *s, int64_t *ret);
  * earlier versions). */
 int store_crl_number_next(store *s, int64_t now, int64_t *ret);
 void store_cert_clear(store_cert *c);
+
+/* ---- CA generations (docs/OPERATIONS.md, "Rolling the CA over") ----
+ *
+ * The CA's keys over time.  Generation 1 is the CA hwid ca init made
+ * (the configuration's ca.certificate and ca.key); a rollover prepares
+ * generation n+1 (a new key, its CA certificate and the two link
+ * certificates between it and generation n), activates it, and retires
+ * the generation before once its certificates have expired.  The table
+ * is empty until the first rollover, which records generation 1 with its
+ * own.  At most one generation is active and at most one prepared (the
+ * database holds both); every write below is one transaction with its
+ * audit record (audit may be NULL), and moves the sequence
+ * (store_ca_gen_seq()) that hwidd watches to reload them. */
+typedef enum store_ca_state {
+        CA_GEN_PREPARED, /* made, not signing yet: served, with its links, for devices to adopt */
+        CA_GEN_ACTIVE,   /* signs every new certificate, and its own CRL */
+        CA_GEN_PREVIOUS, /* signed before: still signs its CRL and is served, until retired */
+        CA_GEN_RETIRED,  /* no longer served */
+} store_ca_state;
+
+typedef struct store_ca_gen {
+        int generation;          /* 1, 2, ... */
+        store_ca_state state;
+        char *subject;           /* its CA certificate's subject, RFC 2253 */
+        /* Its CA certificate (DER); NULL for a generation prepared under an
+         * offline root until its certificate is imported.  chain: the PEM
+         * of the certificates above it (the root's), NULL: none. */
+        uint8_t *cert;
+        size_t cert_len;
+        char *chain;
+        /* Its key's URI (never a PIN: a pin-source=); NULL for generation
+         * 1, whose key is the configuration's ca.key. */
+        char *key_uri;
+        /* The link certificates (RFC 4210 §4.4), DER, NULL for generation 1
+         * and until its certificate is there: its key certified by the
+         * generation before's (NewWithOld) and that one's key certified by
+         * its own (OldWithNew). */
+        uint8_t *new_with_old, *old_with_new;
+        size_t new_with_old_len, old_with_new_len;
+        int64_t prepared_at, activated_at, retired_at; /* 0: not (yet) */
+} store_ca_gen;
+
+/* The name of a state as stored ("prepared", "active", "previous",
+ * "retired"). */
+const char *store_ca_state_name(store_ca_state st);
+/* Every recorded generation, in ascending order (none: *ret_n 0). */
+int store_ca_gen_list(store *s, store_ca_gen **ret, size_t *ret_n);
+/* Moves with every write below: hwidd reads it once a second and reloads
+ * the generations when it changed (every replica alike). */
+int store_ca_gen_seq(store *s, int64_t *ret);
+/* Records next (state CA_GEN_PREPARED, generation one above the highest)
+ * and, when the table is empty, first (generation 1, CA_GEN_ACTIVE) with
+ * it.  -HWID_E_CONFLICT if a generation is prepared already (with
+ * replace: that one is deleted first, if it was never activated) or next
+ * is not the next number; -HWID_E_INVALID for rows that are not what
+ * their state needs. */
+int store_ca_gen_prepare(store *s, const store_ca_gen *first, const store_ca_gen *next, bool replace,
+                         const store_audit *audit, int64_t now);
+/* The prepared generation `generation` that has no certificate yet gets
+ * g's: cert, chain, new_with_old and old_with_new.  -HWID_E_NOT_FOUND if
+ * it is not prepared, -HWID_E_CONFLICT if it has its certificate. */
+int store_ca_gen_import(store *s, int generation, const store_ca_gen *g, const store_audit *audit, int64_t now);
+/* The prepared generation `generation` (with its certificate) becomes
+ * the active one, the active one CA_GEN_PREVIOUS.  -HWID_E_NOT_FOUND if
+ * it is not prepared, -HWID_E_CONFLICT if it has no certificate yet. */
+int store_ca_gen_activate(store *s, int generation, const store_audit *audit, int64_t now);
+/* CA_GEN_PREVIOUS -> CA_GEN_RETIRED; -HWID_E_CONFLICT for the active or
+ * a prepared generation, -HWID_E_NOT_FOUND for none or a retired one. */
+int store_ca_gen_retire(store *s, int generation, const store_audit *audit, int64_t now);
+/* How many certificates of the generation have not expired at now
+ * (valid, superseded or revoked: each still needs its CRL), and the
+ * latest notAfter among them (0: none). */
+int store_ca_gen_unexpired(store *s, int generation, int64_t now, uint64_t *ret_n, int64_t *ret_last);
+void store_ca_gen_clear(store_ca_gen *g);
+void store_ca_gen_list_free(store_ca_gen *v, size_t n);
 
 /* ---- what an issuance reads before signing, read at once ----
  *

@@ -44,6 +44,7 @@ static int cert_from_row(PGresult *res, int row, store_cert *ret) {
         pg_copy(res, row, 16, c.attestation.ek_cert_sha256, sizeof(c.attestation.ek_cert_sha256));
         pg_copy(res, row, 17, c.attestation.ek_pub_sha256, sizeof(c.attestation.ek_pub_sha256));
         pg_copy(res, row, 18, c.attestation.ak_name, sizeof(c.attestation.ak_name));
+        c.generation = (int) pg_i64(res, row, 19);
         if (oom) {
                 store_cert_clear(&c);
                 return hwid_fail(HWID_E_NOMEM, NULL);

@@ -64,7 +64,10 @@
 #define PG_ISSUE_ONE_SQL_USING_TOKEN(USE_TOKEN) PG_ISSUE_ONE_SQL_WITH(USE_TOKEN, "")
 /* BINDING: what runs before the certificate goes in (migration 11: its
  * identity's binding to a TPM, PG_ISSUE_BINDING_SQL). */
-#define PG_ISSUE_ONE_SQL_WITH(USE_TOKEN, BINDING) \
+#define PG_ISSUE_ONE_SQL_WITH(USE_TOKEN, BINDING) PG_ISSUE_ONE_SQL_COLS(USE_TOKEN, BINDING, "", "")
+/* COLS, VALS: more columns of the certificate and their values (migration
+ * 13: the CA generation that issued it). */
+#define PG_ISSUE_ONE_SQL_COLS(USE_TOKEN, BINDING, COLS, VALS) \
         "CREATE OR REPLACE FUNCTION hwid_issue_one(m jsonb) RETURNS void LANGUAGE plpgsql\n" \
         "  SET enable_seqscan = off AS $$\n" \
         "DECLARE\n" \
@@ -128,10 +131,10 @@
         "        AND (not_after <= now_ OR do_replace);\n" \
         "    INSERT INTO certificates (serial, identity, subject, profile, spki_sha256, der, not_before, not_after,\n" \
         "        status, revoked_at, revocation_reason, request_id, created_at, role, token_id, scope, ek_cert_sha256,\n" \
-        "        ek_pub_sha256, ak_name)\n" \
+        "        ek_pub_sha256, ak_name" COLS ")\n" \
         "      VALUES (s, ident, m->>'subject', m->>'profile', m->>'spki', decode(m->>'der', 'base64'),\n" \
         "        (m->>'not_before')::bigint, (m->>'not_after')::bigint, 'valid', 0, 0, m->>'request_id', now_,\n" \
-        "        m->>'role', m->>'token', m->>'scope', m->>'ek_cert', m->>'ek_pub', m->>'ak_name')\n" \
+        "        m->>'role', m->>'token', m->>'scope', m->>'ek_cert', m->>'ek_pub', m->>'ak_name'" VALS ")\n" \
         "      ON CONFLICT DO NOTHING;\n" \
         "    EXIT WHEN FOUND;\n" \
         "    IF EXISTS (SELECT 1 FROM certificates WHERE serial = s) THEN\n" \
@@ -470,3 +473,26 @@ const char pg_binding_sql[] =
         "  FROM certificates WHERE ek_pub_sha256 IS NOT NULL\n"
         "  ORDER BY hwid_fold(identity), created_at DESC, serial DESC;\n"
         PG_ISSUE_ONE_SQL_WITH(" AND NOT (m ? 'token_later')", PG_ISSUE_BINDING_SQL);
+
+/* 12 -> 13: CA generations (store.h, SQLite's 13): the table, at most one
+ * active and one prepared generation, the sequence hwidd watches; and
+ * each certificate's generation (those from before: 1), which
+ * hwid_issue_one() records from the member's "generation". */
+const char pg_generations_sql[] =
+        "CREATE TABLE ca_generations (\n"
+        "  generation integer PRIMARY KEY CHECK (generation BETWEEN 1 AND 1000),\n"
+        "  state text NOT NULL CHECK (state IN ('prepared', 'active', 'previous', 'retired')),\n"
+        "  subject text NOT NULL CHECK (length(subject) >= 1),\n"
+        "  cert bytea CHECK (cert IS NOT NULL OR state = 'prepared'),\n"
+        "  chain text,\n"
+        "  key_uri text CHECK ((key_uri IS NULL) = (generation = 1)),\n"
+        "  new_with_old bytea, old_with_new bytea,\n"
+        "  prepared_at bigint NOT NULL, activated_at bigint, retired_at bigint);\n"
+        "CREATE UNIQUE INDEX ca_generations_one_active ON ca_generations(state) WHERE state = 'active';\n"
+        "CREATE UNIQUE INDEX ca_generations_one_prepared ON ca_generations(state) WHERE state = 'prepared';\n"
+        "INSERT INTO meta (key, value) VALUES ('ca_generation_seq', 0);\n"
+        "ALTER TABLE certificates ADD COLUMN generation integer NOT NULL DEFAULT 1 CHECK (generation >= 1);\n"
+        "CREATE INDEX certificates_generation ON certificates(generation, not_after);\n"
+        "CREATE INDEX certificates_revoked_generation ON certificates(generation, serial) WHERE status = 'revoked';\n"
+        PG_ISSUE_ONE_SQL_COLS(" AND NOT (m ? 'token_later')", PG_ISSUE_BINDING_SQL, ", generation",
+                              ", coalesce((m->>'generation')::integer, 1)");

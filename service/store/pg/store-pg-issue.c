@@ -50,6 +50,7 @@ static int cert_json(const store_issue *in, json_object *m) {
         pg_json_str(m, "ek_cert", store_opt(x->attestation.ek_cert_sha256));
         pg_json_str(m, "ek_pub", store_opt(x->attestation.ek_pub_sha256));
         pg_json_str(m, "ak_name", store_opt(x->attestation.ak_name));
+        put_i64(m, "generation", x->generation > 0 ? x->generation : 1);
         return 0;
 }
 

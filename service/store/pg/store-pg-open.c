@@ -241,6 +241,13 @@ static const store_ops pg_ops = {
         .binding_get = pg_binding_get,
         .binding_list = pg_binding_list,
         .binding_release = pg_binding_release,
+        .ca_gen_list = pg_ca_gen_list,
+        .ca_gen_seq = pg_ca_gen_seq,
+        .ca_gen_prepare = pg_ca_gen_prepare,
+        .ca_gen_import = pg_ca_gen_import,
+        .ca_gen_activate = pg_ca_gen_activate,
+        .ca_gen_retire = pg_ca_gen_retire,
+        .ca_gen_unexpired = pg_ca_gen_unexpired,
 };
 
 /* A postgresql:// or postgres:// URI (docs/HA.md). */

@@ -143,6 +143,7 @@ int pg_cert_revoke_identity(store *s, const char *identity, int reason, int64_t 
 }
 
 typedef struct revoked_q {
+        int generation;
         int64_t now;
         store_revoked_fn fn;
         void *userdata;
@@ -152,9 +153,14 @@ typedef struct revoked_q {
 static int revoked_run(pg_slot *c, void *userdata) {
         _cleanup_(PQclearp) PGresult *res = NULL;
         revoked_q *q = userdata;
-        int r = pg_exec(c, &res, "read revoked certificates",
-                        "SELECT serial, revoked_at, revocation_reason FROM certificates "
-                        "WHERE status = 'revoked' AND not_after > $1 ORDER BY serial", "I", q->now);
+        int r = q->generation > 0
+                        ? pg_exec(c, &res, "read revoked certificates",
+                                  "SELECT serial, revoked_at, revocation_reason FROM certificates "
+                                  "WHERE generation = $2 AND status = 'revoked' AND not_after > $1 ORDER BY serial",
+                                  "Ii", q->now, q->generation)
+                        : pg_exec(c, &res, "read revoked certificates",
+                                  "SELECT serial, revoked_at, revocation_reason FROM certificates "
+                                  "WHERE status = 'revoked' AND not_after > $1 ORDER BY serial", "I", q->now);
 
         for (int i = 0; r >= 0 && i < PQntuples(res); i++)
                 if ((r = q->fn(pg_val(res, i, 0), pg_i64(res, i, 1), (int) pg_i64(res, i, 2), q->userdata)) != 0)
@@ -162,8 +168,9 @@ static int revoked_run(pg_slot *c, void *userdata) {
         return r;
 }
 
-int pg_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata) {
-        return pg_read(pg_of(s), revoked_run, &(revoked_q) { .now = now, .fn = fn, .userdata = userdata });
+int pg_cert_foreach_revoked(store *s, int generation, int64_t now, store_revoked_fn fn, void *userdata) {
+        return pg_read(pg_of(s), revoked_run,
+                       &(revoked_q) { .generation = generation, .now = now, .fn = fn, .userdata = userdata });
 }
 
 static int seq_run(pg_slot *c, void *userdata) {

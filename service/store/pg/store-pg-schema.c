@@ -141,6 +141,9 @@ static const char *const migrations[] = {
         /* 11 -> 12: identities bound to the TPM that attested them
          * (SQLite's 12), recorded by hwid_issue_one() (store-pg-functions.c). */
         pg_binding_sql,
+        /* 12 -> 13: CA generations, each certificate's (SQLite's 13,
+         * store-pg-functions.c). */
+        pg_generations_sql,
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

@@ -146,7 +146,7 @@ int pg_cert_revoke(store *s, const char *serial, int reason, int64_t now, const 
 int pg_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now,
                             const store_audit *audit, size_t *ret_n);
 int pg_key_blocked(store *s, const char *spki_sha256);
-int pg_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
+int pg_cert_foreach_revoked(store *s, int generation, int64_t now, store_revoked_fn fn, void *userdata);
 int pg_revocation_seq(store *s, int64_t *ret);
 int pg_crl_number_next(store *s, int64_t now, int64_t *ret);
 int pg_audit_append(store *s, const store_audit *a);
@@ -171,6 +171,14 @@ int pg_binding_get(store *s, const char *identity, store_binding *ret);
 int pg_binding_list(store *s, store_binding **ret, size_t *ret_n);
 int pg_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now);
 int pg_reads_fetch(store *s, store_reads *rd);
+int pg_ca_gen_list(store *s, store_ca_gen **ret, size_t *ret_n);
+int pg_ca_gen_seq(store *s, int64_t *ret);
+int pg_ca_gen_prepare(store *s, const store_ca_gen *first, const store_ca_gen *next, bool replace,
+                      const store_audit *audit, int64_t now);
+int pg_ca_gen_import(store *s, int generation, const store_ca_gen *g, const store_audit *audit, int64_t now);
+int pg_ca_gen_activate(store *s, int generation, const store_audit *audit, int64_t now);
+int pg_ca_gen_retire(store *s, int generation, const store_audit *audit, int64_t now);
+int pg_ca_gen_unexpired(store *s, int generation, int64_t now, uint64_t *ret_n, int64_t *ret_last);
 
 /* ---- store-pg.c: slots, statements, transactions ---- */
 
@@ -323,6 +331,8 @@ extern const char pg_queue_sql[];
 extern const char pg_replan_sql[];
 /* Identities bound to the TPM that attested them (migration 11). */
 extern const char pg_binding_sql[];
+/* Migration 13: CA generations (store-pg-functions.c). */
+extern const char pg_generations_sql[];
 
 /* ---- store-pg-token.c (inside a transaction) ---- */
 int pg_token_consume(pg_slot *c, const char *id, int64_t now);

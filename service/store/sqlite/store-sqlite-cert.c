@@ -34,6 +34,7 @@ static int cert_from_row(sqlite3_stmt *st, store_cert *ret) {
         sqlite_col_copy(st, 14, c.token_id, sizeof(c.token_id));
         c.scope = sqlite_col_strdup(st, 15, &oom);
         sqlite_col_attestation(st, 16, &c.attestation);
+        c.generation = sqlite3_column_int(st, 19);
         if (oom) {
                 store_cert_clear(&c);
                 return hwid_fail(HWID_E_NOMEM, NULL);
@@ -123,15 +124,15 @@ static int cert_insert(sqlite_store *s, const store_cert *c, const char *request
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = sqlite_stmt(s, ST_CERT_INSERT,
                             "INSERT INTO certificates (" CERT_COLS ") "
-                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'valid', 0, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                             &st);
 
         if (r >= 0)
-                r = sqlite_bind(s, st, "tttttbIItItttttt", c->serial, c->identity, c->subject, c->profile,
+                r = sqlite_bind(s, st, "tttttbIItItttttti", c->serial, c->identity, c->subject, c->profile,
                                 c->spki_sha256, c->der, c->der_len, c->not_before, c->not_after, request_id, now,
                                 c->role[0] ? c->role : "node", token_id, c->scope,
                                 store_opt(c->attestation.ek_cert_sha256), store_opt(c->attestation.ek_pub_sha256),
-                                store_opt(c->attestation.ak_name));
+                                store_opt(c->attestation.ak_name), c->generation > 0 ? c->generation : 1);
         if (r >= 0)
                 r = sqlite_step(s, st, "insert a certificate");
         /* Never an overwrite: a serial is issued once. */
@@ -309,20 +310,25 @@ int sqlite_cert_revoke(store *base, const char *serial, int reason, int64_t now,
 /* Streams row by row from the covering index certificates_revoked: no
  * sort, nothing accumulated.  fn runs with the store locked (it must not
  * call the store); non-zero from fn stops the walk and is returned. */
-int sqlite_cert_foreach_revoked(store *base, int64_t now, store_revoked_fn fn, void *userdata) {
+int sqlite_cert_foreach_revoked(store *base, int generation, int64_t now, store_revoked_fn fn, void *userdata) {
         sqlite_store *s = sqlite_of(base);
         _cleanup_(sqlite_leavep) sqlite_store *g = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
         r = sqlite_read_enter(&s, &g);
-        if (r >= 0)
+        if (r >= 0 && generation > 0)
+                r = sqlite_stmt(s, ST_CERT_REVOKED_GEN,
+                                "SELECT serial, revoked_at, revocation_reason FROM certificates "
+                                "INDEXED BY certificates_revoked_generation "
+                                "WHERE generation = ?2 AND status = 'revoked' AND not_after > ?1 ORDER BY serial", &st);
+        else if (r >= 0)
                 r = sqlite_stmt(s, ST_CERT_REVOKED,
                                 "SELECT serial, revoked_at, revocation_reason FROM certificates "
                                 "INDEXED BY certificates_revoked "
                                 "WHERE status = 'revoked' AND not_after > ?1 ORDER BY serial", &st);
         if (r >= 0)
-                r = sqlite_bind(s, st, "I", now);
+                r = sqlite_bind(s, st, generation > 0 ? "Ii" : "I", now, generation);
         while (r >= 0 && (r = sqlite_step(s, st, "read revoked certificates")) == 1) {
                 r = fn((const char *) sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
                        sqlite3_column_int(st, 2), userdata);

@@ -202,6 +202,13 @@ static const store_ops sqlite_ops = {
         .binding_get = sqlite_binding_get,
         .binding_list = sqlite_binding_list,
         .binding_release = sqlite_binding_release,
+        .ca_gen_list = sqlite_ca_gen_list,
+        .ca_gen_seq = sqlite_ca_gen_seq,
+        .ca_gen_prepare = sqlite_ca_gen_prepare,
+        .ca_gen_import = sqlite_ca_gen_import,
+        .ca_gen_activate = sqlite_ca_gen_activate,
+        .ca_gen_retire = sqlite_ca_gen_retire,
+        .ca_gen_unexpired = sqlite_ca_gen_unexpired,
 };
 
 /* Any database string no backend before it takes: a file path. */

@@ -292,6 +292,31 @@ static const char *const migrations[] = {
         "  WHERE ek_pub_sha256 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM certificates AS newer"
         "    WHERE newer.identity = c.identity AND newer.ek_pub_sha256 IS NOT NULL"
         "    AND (newer.created_at, newer.serial) > (c.created_at, c.serial));",
+        /* 12 -> 13: CA generations (store.h, docs/OPERATIONS.md "Rolling
+         * the CA over"): the table, empty until the first rollover records
+         * generation 1 with the next; at most one active and one prepared
+         * generation.  Each certificate records the generation that issued
+         * it (those from before: 1, the only one there was), for its
+         * generation's CRL and the count of what a generation still has. */
+        "CREATE TABLE ca_generations ("
+        "  generation INTEGER PRIMARY KEY NOT NULL CHECK (generation BETWEEN 1 AND 1000),"
+        "  state TEXT NOT NULL CHECK (state IN ('prepared', 'active', 'previous', 'retired')),"
+        "  subject TEXT NOT NULL CHECK (length(subject) >= 1),"
+        "  cert BLOB CHECK (cert IS NOT NULL OR state = 'prepared'),"
+        "  chain TEXT,"
+        "  key_uri TEXT CHECK ((key_uri IS NULL) = (generation = 1)),"
+        "  new_with_old BLOB,"
+        "  old_with_new BLOB,"
+        "  prepared_at INTEGER NOT NULL,"
+        "  activated_at INTEGER,"
+        "  retired_at INTEGER) STRICT;"
+        "CREATE UNIQUE INDEX ca_generations_one_active ON ca_generations(state) WHERE state = 'active';"
+        "CREATE UNIQUE INDEX ca_generations_one_prepared ON ca_generations(state) WHERE state = 'prepared';"
+        "INSERT INTO meta (key, value) VALUES ('ca_generation_seq', 0);"
+        "ALTER TABLE certificates ADD COLUMN generation INTEGER NOT NULL DEFAULT 1 CHECK (generation >= 1);"
+        "CREATE INDEX certificates_generation ON certificates(generation, not_after);"
+        "CREATE INDEX certificates_revoked_generation"
+        "  ON certificates(generation, serial, not_after, revoked_at, revocation_reason) WHERE status = 'revoked';",
 };
 
 #define SCHEMA_VERSION ((int64_t) ELEMENTSOF(migrations))

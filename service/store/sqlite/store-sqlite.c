@@ -71,9 +71,13 @@ int sqlite_bind(sqlite_store *s, sqlite3_stmt *st, const char *fmt, ...) {
                         rc = t ? sqlite3_bind_text(st, i, t, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
                         break;
                 case 'b':
+                case 'B':
                         p = va_arg(ap, const void *);
                         n = va_arg(ap, size_t);
-                        rc = sqlite3_bind_blob64(st, i, p ? p : "", p ? n : 0, SQLITE_STATIC);
+                        if (!p && fmt[i - 1] == 'B')
+                                rc = sqlite3_bind_null(st, i);
+                        else
+                                rc = sqlite3_bind_blob64(st, i, p ? p : "", p ? n : 0, SQLITE_STATIC);
                         break;
                 case 'i':
                         rc = sqlite3_bind_int(st, i, va_arg(ap, int));

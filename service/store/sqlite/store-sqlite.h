@@ -65,6 +65,7 @@ typedef enum stmt_id {
         ST_CERT_SUPERSEDE,
         ST_CERT_REVOKE,
         ST_CERT_REVOKED,
+        ST_CERT_REVOKED_GEN,
         ST_CERT_REVOKE_IDENTITY,
         ST_CERT_REVOKE_BLOCKED,
         ST_KEY_BLOCK,
@@ -189,7 +190,7 @@ int sqlite_cert_revoke(store *s, const char *serial, int reason, int64_t now, co
 int sqlite_cert_revoke_identity(store *s, const char *identity, int reason, int64_t now,
                                 const store_audit *audit, size_t *ret_n);
 int sqlite_key_blocked(store *s, const char *spki_sha256);
-int sqlite_cert_foreach_revoked(store *s, int64_t now, store_revoked_fn fn, void *userdata);
+int sqlite_cert_foreach_revoked(store *s, int generation, int64_t now, store_revoked_fn fn, void *userdata);
 int sqlite_revocation_seq(store *s, int64_t *ret);
 int sqlite_crl_number_next(store *s, int64_t now, int64_t *ret);
 int sqlite_audit_append(store *s, const store_audit *a);
@@ -214,6 +215,14 @@ int sqlite_ek_remove(store *s, const char *key, const store_audit *audit, int64_
 int sqlite_binding_get(store *s, const char *identity, store_binding *ret);
 int sqlite_binding_list(store *s, store_binding **ret, size_t *ret_n);
 int sqlite_binding_release(store *s, const store_binding *b, const store_audit *audit, int64_t now);
+int sqlite_ca_gen_list(store *s, store_ca_gen **ret, size_t *ret_n);
+int sqlite_ca_gen_seq(store *s, int64_t *ret);
+int sqlite_ca_gen_prepare(store *s, const store_ca_gen *first, const store_ca_gen *next, bool replace,
+                          const store_audit *audit, int64_t now);
+int sqlite_ca_gen_import(store *s, int generation, const store_ca_gen *g, const store_audit *audit, int64_t now);
+int sqlite_ca_gen_activate(store *s, int generation, const store_audit *audit, int64_t now);
+int sqlite_ca_gen_retire(store *s, int generation, const store_audit *audit, int64_t now);
+int sqlite_ca_gen_unexpired(store *s, int generation, int64_t now, uint64_t *ret_n, int64_t *ret_last);
 
 /* ---- what its files share ---- */
 
@@ -278,7 +287,8 @@ static inline void stmt_resetp(sqlite3_stmt **st) {
 #define _cleanup_stmt_ _cleanup_(stmt_resetp)
 
 /* Binds parameters 1.. from a format: 't' const char * (NULL binds
- * NULL), 'b' const void * + size_t, 'i' int, 'I' int64_t. */
+ * NULL), 'b' const void * + size_t, 'B' the same or NULL (for a NULL
+ * pointer), 'i' int, 'I' int64_t. */
 int sqlite_bind(sqlite_store *s, sqlite3_stmt *st, const char *fmt, ...);
 /* 1 for a row, 0 when done, or -HWID_E_STORE naming what failed
  * (-HWID_E_INVALID for a constraint the caller did not expect). */
