@@ -134,7 +134,7 @@ ocsp_openssl() {
 }
 
 ocsp_row() {
-        local name=$1 key=$2 c line="| $1 |"
+        local key=$2 c line="| $1 |"
         for c in "${OCSP_LEVELS[@]}"; do
                 line+=" $(eval echo "\$${key}${c}_rate") ($(eval echo "\$${key}${c}_p50") / $(eval echo "\$${key}${c}_p99") ms) |"
         done

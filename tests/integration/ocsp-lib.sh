@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # variables used by the scripts sourcing this
 # ocsp-lib.sh — helpers shared by the ocsp*.sh tests: the stock `openssl
 # ocsp` client asks hwidd's responder and verifies every answer against
 # the CA certificate. Sourced after tests/lib.sh and ca-lib.sh.

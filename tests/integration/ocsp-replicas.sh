@@ -31,16 +31,17 @@ hits() {
 
 # ask_both TAG WHAT STATUS [ARGS...] — each replica says STATUS of WHAT.
 ask_both() {
-        local tag=$1 what=$2 want=$3 n
+        local tag=$1 cert=$2 want=$3 n
         shift 3
         for n in 1 2; do
-                ocsp_ask "$DEV/$tag-$n" "http://127.0.0.1:${REPLICA_HTTP[$n]}/ocsp" "$what" "$@"
-                assert_eq "$(ocsp_status "$DEV/$tag-$n")" "$want" "replica $n on $what ($tag)"
+                ocsp_ask "$DEV/$tag-$n" "http://127.0.0.1:${REPLICA_HTTP[$n]}/ocsp" "$cert" "$@"
+                assert_eq "$(ocsp_status "$DEV/$tag-$n")" "$want" "replica $n on $cert ($tag)"
         done
 }
 
 ca_setup
 sed -i 's/^  audit_only: false$/&\n  public_metrics: true/' "$CFG"
+# shellcheck disable=SC2119  # no --own: the run's cluster will do
 pg_start
 pg_use_config
 replica_start 1
