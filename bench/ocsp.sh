@@ -141,6 +141,11 @@ ocsp_row() {
         echo "$line $(for c in "${OCSP_LEVELS[@]}"; do eval echo -n "\$${key}${c}_errors"; [ "$c" = 64 ] || echo -n ", "; done) |"
 }
 
+# A note when the machine was not idle (a load average above its cores).
+ocsp_busy() {
+        awk -v l="$M_LOAD_START" -v c="$M_CORES" 'BEGIN { if (l > c) print "- The load average above the core count says other work shared the\n  machine: compare the rows of this run with each other, not with\n  another run." }'
+}
+
 ocsp_section() {
         cat <<EOF
 $OCSP_BEGIN
@@ -174,6 +179,7 @@ $(ocsp_row "openssl ocsp -index (one process, signs each, key in a file)" OO)
 - \`openssl ocsp -index\` ($(pkgver openssl)) reads index.txt at start and
   serves one request at a time (listening on every address: it has no
   option for one).
+$(ocsp_busy)
 $OCSP_END
 EOF
 }
