@@ -3,6 +3,12 @@
 #
 #   bench/run.sh [--quick] [--keep] [--out FILE] [--wait-quiet SECONDS] [--profile-only]
 #   bench/run.sh --stores [--quick] [--keep] [--stores-out FILE] [--wait-quiet SECONDS]
+#   bench/run.sh --ocsp [--quick] [--keep] [--out FILE] [--wait-quiet SECONDS]
+#
+# --ocsp measures only OCSP answers per second (bench/ocsp.sh): hwidd's
+# responder (from its cache, and signing each answer), `cfssl ocspserve`
+# and `openssl ocsp -index`, into its own section of docs/BENCHMARKS.md (or
+# FILE), which a full run keeps as it is.
 #
 # --stores measures only hwidd issuance on SQLite against replicas on one
 # PostgreSQL (bench/stores.sh): 1 and 2 replicas at 1/16/64 clients, and 1,
@@ -54,6 +60,7 @@ STORES=0
 STORES_OUT=$SRCDIR/docs/BENCHMARKS-STORES.md # read by bench/stores.sh
 export STORES_OUT
 PROFILE_ONLY=0
+OCSP=0
 
 while [ $# -gt 0 ]; do
         case "$1" in
@@ -64,6 +71,7 @@ while [ $# -gt 0 ]; do
         --wait-quiet) QUIET_WAIT=$2; shift 2 ;;
         --stores) STORES=1; shift ;;
         --stores-out) STORES_OUT=$2; shift 2 ;;
+        --ocsp) OCSP=1; shift ;;
         -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         esac
@@ -1325,6 +1333,7 @@ wait_quiet() {
 }
 
 main() {
+        local kept
         ulimit -n "$(ulimit -Hn)"
         build
         wait_quiet
@@ -1356,14 +1365,20 @@ main() {
         devices
         scale
         stop "$HWIDD_PID"
+        kept=$(ocsp_kept) # bench/run.sh --ocsp's section stays
         write_doc
+        [ -z "$kept" ] || printf '\n%s\n' "$kept" >>"$OUT"
         log "done: $OUT"
 }
 
+# shellcheck source=ocsp.sh
+source "$SRCDIR/bench/ocsp.sh"
 if [ $STORES = 1 ]; then
         # shellcheck source=stores.sh
         source "$SRCDIR/bench/stores.sh"
         stores_main
+elif [ $OCSP = 1 ]; then
+        ocsp_main
 else
         main
 fi

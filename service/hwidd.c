@@ -38,8 +38,9 @@ static void usage(FILE *f) {
                    "  -h, --help            show this help\n"
                    "      --version         show the version\n\n"
                    "Signals: SIGTERM/SIGINT finish in-flight requests and stop; SIGHUP reloads the\n"
-                   "configuration: profiles, policy, ca.crl_url, ca.crl_validity and clock_skew apply\n"
-                   "at once, the rest needs a restart (a broken file is refused and the old one stays).\n");
+                   "configuration: profiles, policy, ca.crl_url, ca.crl_validity, ca.ocsp_url,\n"
+                   "ca.ocsp_validity and clock_skew apply at once, the rest needs a restart (a broken\n"
+                   "file is refused and the old one stays).\n");
 }
 
 static int parse_args(int argc, char **argv, hwidd_args *a) {
@@ -80,15 +81,16 @@ static void reload(ca_service *ca, const char *path) {
         if (policy_audit_only(fresh->policy))
                 log_warning("AUDIT-ONLY MODE: policy denials are logged as 'would-deny' and allowed");
         config_free(ca_service_set_config(ca, fresh));
-        log_notice("policy reloaded from %s: profiles, policy, attestation, ca.crl_url, ca.crl_validity and clock_skew "
-                   "apply now; listen, http_listen, limits, tcti, database, database_connections, keys and "
+        log_notice("policy reloaded from %s: profiles, policy, attestation, ca.crl_url, ca.crl_validity, ca.ocsp_url, "
+                   "ca.ocsp_validity and clock_skew apply now; listen, http_listen, limits, tcti, database, database_connections, keys and "
                    "certificates need a restart",
                    path);
 }
 
-/* The optional plain-HTTP listener: GET /crl and GET /ca only, for relying
- * parties that fetch a CRL distribution point without TLS (RFC 5280
- * practice; OpenSSL's -crl_download speaks HTTP only). */
+/* The optional plain-HTTP listener: GET /crl, GET /ca and OCSP only, for
+ * relying parties that fetch a CRL distribution point or ask the OCSP
+ * responder without TLS (RFC 5280 and RFC 6960 practice; OpenSSL's
+ * -crl_download and nginx's ssl_ocsp speak HTTP only). */
 static int serve_plain(const hwidd_config *cfg, const http_options *tls_opts, api *doors, http_server **ret) {
         http_options o = *tls_opts;
         int r;
@@ -107,7 +109,8 @@ static int serve_plain(const hwidd_config *cfg, const http_options *tls_opts, ap
         o.workers = 4;
         if ((r = http_server_start(&o, api_handle_public, doors, ret)) < 0)
                 return r;
-        log_notice("serving GET /crl and GET /ca on http://%s (port %d)", cfg->http_listen, http_server_port(*ret));
+        log_notice("serving GET /crl and GET /ca on http://%s (port %d), and OCSP at /ocsp", cfg->http_listen,
+                   http_server_port(*ret));
         return 0;
 }
 

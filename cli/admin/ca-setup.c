@@ -38,6 +38,7 @@
         "  certificate: ca.pem\n"                                                                \
         "  %schain: ca-chain.pem\n"                                                              \
         "  %scrl_url: \"%s\"\n"                                                                  \
+        "  %socsp_url: \"%s\"\n"                                                                 \
         "  crl_validity: 7d\n"                                                                   \
         "\n"                                                                                     \
         "tls:\n"                                                                                 \
@@ -151,7 +152,7 @@ static int tls_subject(const ca_setup *s, X509_NAME **ret) {
 
 /* hwidd's own TLS certificate, issued by the CA like any other and
  * recorded in the store (as identity TLS_IDENTITY, whatever its CN). */
-static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, const char *crl_url,
+static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, const char *const urls[2],
                           issued_cert *ret) {
         _cleanup_(X509_NAME_freep) X509_NAME *name = NULL;
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *sans = NULL;
@@ -178,7 +179,7 @@ static int issue_tls_cert(const ca_setup *s, issuer *is, hwid_key *tls_key, cons
                 .subject_key = hwid_key_public(tls_key), .subject = name, .sans = sans,
                 .key_usage = KU_DIGITAL_SIGNATURE | (rsa ? KU_KEY_ENCIPHERMENT : 0),
                 .eku = EKU_SERVER_AUTH, .validity = TLS_VALIDITY, .now = (int64_t) time(NULL),
-                .backdate = TLS_BACKDATE, .crl_url = crl_url,
+                .backdate = TLS_BACKDATE, .crl_url = urls[0], .ocsp_url = urls[1],
         };
         return issuer_sign(is, &in, ret);
 }
@@ -242,10 +243,11 @@ static int cdp_host(const ca_setup *s, char *out, size_t size) {
         return 0;
 }
 
-/* The plain-HTTP listener hwidd.yaml configures and the CRL distribution
- * point naming it (http://HOST:PORT/crl); both NULL with "none". */
-static int crl_endpoint(const ca_setup *s, char **ret_listen, char **ret_url) {
-        _cleanup_free_ char *listen = NULL;
+/* The plain-HTTP listener hwidd.yaml configures, and the CRL distribution
+ * point and the OCSP responder naming it (http://HOST:PORT/crl and
+ * /ocsp); all NULL with "none". */
+static int crl_endpoint(const ca_setup *s, char **ret_listen, char *ret_urls[2]) {
+        _cleanup_free_ char *listen = NULL, *crl = NULL, *ocsp = NULL;
         const char *port;
         char host[256];
         int r;
@@ -264,10 +266,21 @@ static int crl_endpoint(const ca_setup *s, char **ret_listen, char **ret_url) {
                 return hwid_fail(HWID_E_INVALID, "--http-listen '%s' is not ADDR:PORT with a fixed port (or none)", listen);
         if ((r = cdp_host(s, host, sizeof(host))) < 0)
                 return r;
-        if (asprintf(ret_url, "http://%s:%s/crl", host, port) < 0)
+        if (asprintf(&crl, "http://%s:%s/crl", host, port) < 0)
+                crl = NULL;
+        if (asprintf(&ocsp, "http://%s:%s/ocsp", host, port) < 0)
+                ocsp = NULL;
+        if (!crl || !ocsp)
                 return hwid_fail(HWID_E_NOMEM, NULL);
         *ret_listen = TAKE_PTR(listen);
+        ret_urls[0] = TAKE_PTR(crl);
+        ret_urls[1] = TAKE_PTR(ocsp);
         return 0;
+}
+
+static void urls_free(char *(*urls)[2]) {
+        free((*urls)[0]);
+        free((*urls)[1]);
 }
 
 /* A value that cannot go into a double-quoted YAML scalar as it is. */
@@ -276,7 +289,7 @@ static bool yaml_unsafe(const char *v) {
 }
 
 static int write_config(const ca_setup *s, const char *ca_uri, const char *token_uri, const char *tls_uri,
-                        const char *http, const char *crl_url) {
+                        const char *http, const char *const urls[2]) {
         _cleanup_free_ char *path = ca_setup_path(s, "hwidd.yaml");
         _cleanup_buf_ buf b;
         char when[32];
@@ -288,14 +301,15 @@ static int write_config(const ca_setup *s, const char *ca_uri, const char *token
                 return hwid_fail(HWID_E_NOMEM, NULL);
         /* ca_setup_begin() refused these already; the URIs were re-formatted since. */
         if (yaml_unsafe(ca_uri) || yaml_unsafe(token_uri) || yaml_unsafe(tls_uri) || yaml_unsafe(http) ||
-            yaml_unsafe(crl_url))
+            yaml_unsafe(urls[0]) || yaml_unsafe(urls[1]))
                 return hwid_fail(HWID_E_INVALID, "key URIs and the listen address may not contain quotes or backslashes");
         buf_init(&b, 64 * 1024);
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
         r = buf_printf(&b, CONFIG_TEMPLATE, when, s->listen, http ? "" : "# ", http ? http : "0.0.0.0:8080",
                        s->tcti ? "" : "# ", s->tcti ? s->tcti : "swtpm:...", ca_uri, token_uri,
                        s->chain_file ? "" : "# ",
-                       crl_url ? "" : "# ", crl_url ? crl_url : "http://HOST:8080/crl", tls_uri);
+                       urls[0] ? "" : "# ", urls[0] ? urls[0] : "http://HOST:8080/crl", urls[1] ? "" : "# ",
+                       urls[1] ? urls[1] : "http://HOST:8080/ocsp", tls_uri);
         if (r < 0)
                 return r;
         return write_file_atomic(path, b.data, b.len, 0640);
@@ -305,7 +319,7 @@ static int write_config(const ca_setup *s, const char *ca_uri, const char *token
  * same token, or a key file in DIR), made if it is not there; its
  * certificate from the CA.  *ret_tls_uri: what hwidd.yaml names. */
 static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const char *ca_cfg_uri,
-                     const char *crl_url, char **ret_tls_uri, issued_cert *ret_cert) {
+                     const char *const urls[2], char **ret_tls_uri, issued_cert *ret_cert) {
         _cleanup_(hwid_key_freep) hwid_key *tls_key = NULL;
         _cleanup_(issuer_freep) issuer *is = NULL;
         _cleanup_secret_ char *uri = NULL; /* may hold the CA URI's pin-value */
@@ -325,7 +339,7 @@ static int setup_tls(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert, const c
                 return r;
         if ((r = ca_key_open_or_create(uri, s->type, &o, &tls_key, &created)) < 0 ||
             (r = issuer_new(ca_key, ca_cert, &is)) < 0 ||
-            (r = issue_tls_cert(s, is, tls_key, crl_url, ret_cert)) < 0)
+            (r = issue_tls_cert(s, is, tls_key, urls, ret_cert)) < 0)
                 return r;
         printf("%s hwidd's TLS key %s\n", created ? "created" : "using", hwid_key_uri(tls_key));
         if (s->tls_key_uri)
@@ -382,21 +396,22 @@ static int store_tls_cert(const ca_setup *s, const issued_cert *tls) {
 
 int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
         _cleanup_(issued_cert_clear) issued_cert tls = { 0 };
-        _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *token_uri = NULL, *http = NULL, *crl_url = NULL;
+        _cleanup_free_ char *tls_uri = NULL, *ca_uri = NULL, *token_uri = NULL, *http = NULL;
+        _cleanup_(urls_free) char *urls[2] = { NULL, NULL };
         _cleanup_free_ char *ca_path = ca_setup_path(s, "ca.pem");
         char pin[72];
         int r;
 
         if (!ca_path)
                 return hwid_fail(HWID_E_NOMEM, NULL);
-        if ((r = crl_endpoint(s, &http, &crl_url)) < 0 ||
+        if ((r = crl_endpoint(s, &http, urls)) < 0 ||
             (r = ca_config_uri(s, s->ca_key_uri, ca_key, "ca-key.pin", &ca_uri)) < 0 ||
-            (r = setup_tls(s, ca_key, ca_cert, ca_uri, crl_url, &tls_uri, &tls)) < 0 ||
+            (r = setup_tls(s, ca_key, ca_cert, ca_uri, (const char *const *) urls, &tls_uri, &tls)) < 0 ||
             (r = setup_token_key(s, ca_uri, &token_uri)) < 0 ||
             (r = write_tls_pem(s, &tls, ca_cert)) < 0 ||
             (r = store_tls_cert(s, &tls)) < 0 ||
             (r = write_cert_pem(ca_path, ca_cert)) < 0 ||
-            (r = write_config(s, ca_uri, token_uri, tls_uri, http, crl_url)) < 0 ||
+            (r = write_config(s, ca_uri, token_uri, tls_uri, http, (const char *const *) urls)) < 0 ||
             (r = ca_stage_commit(s->stage)) < 0 ||
             (r = spki_sha256_pin(X509_get0_pubkey(ca_cert), pin)) < 0)
                 return r;
@@ -414,7 +429,8 @@ int ca_finish(const ca_setup *s, hwid_key *ca_key, X509 *ca_cert) {
 static int check_options(const ca_setup *s) {
         _cleanup_(key_uri_freep) key_uri *u = NULL, *t = NULL;
         _cleanup_secret_ char *tls = NULL;
-        _cleanup_free_ char *http = NULL, *crl_url = NULL;
+        _cleanup_free_ char *http = NULL;
+        _cleanup_(urls_free) char *urls[2] = { NULL, NULL };
         int r;
 
         if (yaml_unsafe(s->dir) || yaml_unsafe(s->ca_key_uri) || yaml_unsafe(s->tls_key_uri) ||
@@ -426,7 +442,7 @@ static int check_options(const ca_setup *s) {
         r = s->tls_key_uri ? key_uri_parse(s->tls_key_uri, &t) : ca_tls_uri(s->ca_key_uri, s->dir, &tls);
         if (r < 0)
                 return r;
-        return crl_endpoint(s, &http, &crl_url);
+        return crl_endpoint(s, &http, urls);
 }
 
 int ca_setup_begin(ca_setup *s) {

@@ -29,6 +29,7 @@ static const route routes[] = {
         { NULL, "/.well-known/est/", true, CA_EP_EST },
         { NULL, "/v1/attest", true, CA_EP_ATTEST },
         { NULL, "/.well-known/cmp", true, CA_EP_CMP },
+        { NULL, "/ocsp", true, CA_EP_OCSP },
 };
 
 ca_endpoint metrics_endpoint_of(const char *method, const char *path) {

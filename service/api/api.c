@@ -1,6 +1,7 @@
 /* Routing of hwidd's HTTP API to its doors, and the small read-only
  * endpoints: GET /ca, GET /crl and /crl/N (a CA generation's),
- * GET /v1/identities/{name}. */
+ * GET /v1/identities/{name}.  OCSP's door (door/ocsp-door.c) is on both
+ * listeners, as the CRLs are. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "api.h"
 #include "cmp.h"
 #include "error.h"
+#include "ocsp-door.h"
 
 struct api {
         ca_service *ca;
@@ -154,7 +156,8 @@ static void route(api *a, const http_request *req, http_response *resp) {
                 api_metrics(ca, atomic_load(&a->transport), req, resp);
         else if ((arg = suffix(req, "GET", "/v1/identities/")))
                 get_identity(ca, req, arg, resp);
-        else if (!admin_route(ca, req, resp) && !api_est_route(ca, req, resp) && !cmp_route(a->cmp, req, resp))
+        else if (!admin_route(ca, req, resp) && !api_est_route(ca, req, resp) && !cmp_route(a->cmp, req, resp) &&
+                 !door_ocsp_route(ca, req, resp))
                 http_error(resp, 404, "not_found", "no such endpoint");
 }
 
@@ -167,8 +170,8 @@ static void route_public(api *a, const http_request *req, http_response *resp) {
                 get_crl(a->ca, req, gen, resp);
         else if (is(req, "GET", "/ca"))
                 get_ca(a->ca, req, resp);
-        else
-                http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl, /crl/N and /ca only");
+        else if (!door_ocsp_route(a->ca, req, resp))
+                http_error(resp, 404, "not_found", "this plain-HTTP listener serves GET /crl, /crl/N, /ca and OCSP only");
 }
 
 /* Every request is timed and counted by endpoint and outcome, and an

@@ -22,8 +22,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(api *, api_free)
 /* For the transport (hwidd.c; userdata is the api).  The HTTPS listener's
  * handler: routes every endpoint. */
 void api_handle(void *userdata, const http_request *req, http_response *resp);
-/* The handler of the plain-HTTP listener: GET /crl and GET /ca, as for
- * anyone; everything else is 404. */
+/* The handler of the plain-HTTP listener: GET /crl, GET /ca and OCSP
+ * (POST /ocsp, GET /ocsp/...), as for anyone; everything else is 404. */
 void api_handle_public(void *userdata, const http_request *req, http_response *resp);
 /* Counts a refusal the transport made before any handler ran (413, 429,
  * 431): an http_options.on_refusal for the service's listeners. */

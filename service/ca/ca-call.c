@@ -37,6 +37,9 @@ ca_outcome ca_call(ca_service *ca, const ca_request *req, ca_result *res) {
         case CA_OP_ADMIN:
                 ca_admin(ca, req, res);
                 break;
+        case CA_OP_OCSP:
+                ca_ocsp(ca, req, res);
+                break;
         default:
                 ca_refuse(ca, res, hwid_fail(HWID_E_INTERNAL, "no such operation"));
         }

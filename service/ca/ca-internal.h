@@ -63,6 +63,9 @@ struct ca_service {
         unsigned long chal_replaced, chal_refused;
         char chal_last[80];   /* the requester of the last one */
         int64_t chal_since;   /* 0: nothing to report */
+        /* The OCSP responder's cache, signing budgets and counters
+         * (ca-ocsp.c); NULL for the CA host's administrator. */
+        struct ca_ocsp_state *ocsp;
         /* Prometheus counters. */
         atomic_ulong n_issued, n_renewed, n_pending, n_denied, n_errors, n_requests;
         /* Histograms and the rest (metrics.c). */
@@ -235,6 +238,14 @@ void ca_syslog_dropped(void *userdata);
  * and what was replaced or refused summed up in one audit record a
  * minute (ca-maintain.c). */
 void ca_challenge_note(ca_service *ca, const char *requester, int r, size_t replaced, int64_t now);
+
+/* The OCSP responder (ca-ocsp.c): its state for cfg's cache and
+ * budgets, the operation, and its Prometheus series (appended to out). */
+typedef struct ca_ocsp_state ca_ocsp_state;
+int ca_ocsp_new(const hwidd_config *cfg, ca_ocsp_state **ret);
+void ca_ocsp_free(ca_ocsp_state *o);
+void ca_ocsp(ca_service *ca, const ca_request *req, ca_result *res);
+int ca_ocsp_metrics(ca_service *ca, buf *out);
 
 /* The current CRL (DER) of generation (ca_read's arg: 1 for GET /crl,
  * n for GET /crl/n), regenerated on change, appended to out;

@@ -76,6 +76,7 @@ static int sign_for(ca_service *ca, const csr_info *csr, const policy_issue *iss
                 .now = now,
                 .backdate = ca->cfg->clock_skew,
                 .crl_url = crl_url,
+                .ocsp_url = ca->cfg->ocsp_url,
         };
         if ((r = issuer_sign(gen->issuer, &in, ret)) < 0)
                 return r;

@@ -40,10 +40,13 @@ int ca_metrics(ca_service *ca, int64_t now, buf *out) {
                 .tls_not_after = ca->tls_not_after,
         };
 
+        int r;
+
         generation_sources(ca, &src);
         /* Without the store the rest is still worth showing. */
         src.have_stats = store_stats_get(ca->store, src.now, &src.stats) >= 0;
-        return metrics_render(ca->metrics, &src, out);
+        r = metrics_render(ca->metrics, &src, out);
+        return r < 0 ? r : ca_ocsp_metrics(ca, out);
 }
 
 /* GET /crl (generation 1) and GET /crl/N: N as the door gave it. */

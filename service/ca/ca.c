@@ -100,6 +100,7 @@ int ca_service_new(hwidd_config *cfg, ca_service **ret) {
         if ((r = service_alloc(cfg, &ca)) < 0 || (r = load_ca_cert(ca, cfg)) < 0 ||
             (r = hwid_key_open(cfg->ca_key, &ho, &ca->ca_key)) < 0 ||
             (r = open_token_key(ca, cfg, &ho)) < 0 ||
+            (r = ca_ocsp_new(cfg, &ca->ocsp)) < 0 ||
             (r = store_open_pooled(cfg->database, cfg->database_connections, &ca->store)) < 0 ||
             (r = ca_gens_start(ca)) < 0 ||
             (r = audit_syslog_attach(ca->store, cfg->audit_syslog ? cfg->audit_syslog_socket : NULL, "hwidd",
@@ -136,6 +137,7 @@ void ca_service_free(ca_service *ca) {
                 ca_refusals_flush(ca, (int64_t) time(NULL), true);
         refusals_free(ca->refusals);
         X509_free(ca->tls_cert);
+        ca_ocsp_free(ca->ocsp);
         free(ca->tls_pem);
         ca_gens_free(ca->gens);
         ca_crl_free(ca);

@@ -19,6 +19,7 @@
 #include "ca-admin.h"
 #include "config.h"
 #include "hsm.h"
+#include "ocsp-wire.h"
 #include "store.h"
 
 typedef struct ca_service ca_service;
@@ -102,6 +103,7 @@ typedef enum ca_endpoint {
         CA_EP_EST,
         CA_EP_ATTEST,
         CA_EP_CMP,
+        CA_EP_OCSP,
         CA_EP_OTHER,
         _CA_EP_MAX,
 } ca_endpoint;
@@ -130,6 +132,7 @@ typedef enum ca_op {
         CA_OP_READ_IDENTITY, /* GET /v1/identities/NAME (arg) */
         CA_OP_READ,          /* a read-only endpoint: what */
         CA_OP_ADMIN,         /* /v1/admin/...: admin */
+        CA_OP_OCSP,          /* POST /ocsp, GET /ocsp/...: ocsp, client; the answer's DER appended to out */
 } ca_op;
 
 typedef enum ca_door {
@@ -228,7 +231,12 @@ typedef struct ca_request {
         int64_t since;
         const ca_attest_ask *attest;  /* CA_OP_CHALLENGE */
         ca_read what;                 /* CA_OP_READ */
-        buf *out;                     /* CA_OP_READ of a CRL or metrics */
+        buf *out;                     /* CA_OP_READ of a CRL or metrics; CA_OP_OCSP */
+        /* CA_OP_OCSP: the request as ocsp-wire.h read it (NULL: the door
+         * refused it, refused says why), and the client's address, whose
+         * share of the responder's signatures it spends. */
+        const ocsp_query *ocsp;
+        const char *client;
         const ca_admin_args *admin;   /* CA_OP_ADMIN */
         /* CA_OP_ADMIN from the CA host's administrator ("admin:<login>"),
          * in process, to a service of ca_service_new_host() (any other
@@ -279,6 +287,18 @@ typedef struct ca_readiness {
         } checks[CA_READY_CHECKS];
 } ca_readiness;
 
+/* What an OCSP answer said (CA_OP_OCSP), as /metrics counts it: a
+ * certificate's status, signed; or an unsigned refusal. */
+typedef enum ca_ocsp_status {
+        CA_OCSP_GOOD,
+        CA_OCSP_REVOKED,
+        CA_OCSP_UNKNOWN,
+        CA_OCSP_UNAUTHORIZED, /* about another issuer's certificate */
+        CA_OCSP_MALFORMED,    /* the door could not read it (HTTP 400) */
+        CA_OCSP_TRYLATER,     /* over the signing budget, or the store or the key failed */
+        _CA_OCSP_MAX,
+} ca_ocsp_status;
+
 #define CA_MESSAGE_MAX 1024
 
 typedef struct ca_result {
@@ -308,6 +328,7 @@ typedef struct ca_result {
                 ca_identity id;            /* CA_OP_READ_IDENTITY */
                 attest_challenge challenge; /* CA_OP_CHALLENGE */
                 ca_admin_result admin;     /* CA_OP_ADMIN */
+                ca_ocsp_status ocsp;       /* CA_OP_OCSP */
         };
 } ca_result;
 

@@ -24,6 +24,7 @@ static const char *const endpoint_names[_CA_EP_MAX] = {
         [CA_EP_CA] = "ca",           [CA_EP_ENROLL] = "enroll",   [CA_EP_POLL] = "poll",       [CA_EP_RENEW] = "renew",
         [CA_EP_CRL] = "crl",         [CA_EP_HEALTHZ] = "healthz", [CA_EP_READYZ] = "readyz",   [CA_EP_METRICS] = "metrics",
         [CA_EP_IDENTITY] = "identity", [CA_EP_ADMIN] = "admin",   [CA_EP_EST] = "est",         [CA_EP_ATTEST] = "attest", [CA_EP_CMP] = "cmp",
+        [CA_EP_OCSP] = "ocsp",
         [CA_EP_OTHER] = "other",
 };
 

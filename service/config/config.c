@@ -30,6 +30,8 @@ static const cfg_field ca_fields[] = {
         FIELD("chain", cfg_fn_path, CFG(ca_chain)),
         FIELD("crl_url", cfg_fn_url, CFG(crl_url)),
         FIELD("crl_validity", cfg_fn_duration, CFG(crl_validity), .min = MINUTE, .max = 365 * DAY),
+        FIELD("ocsp_url", cfg_fn_url, CFG(ocsp_url)),
+        FIELD("ocsp_validity", cfg_fn_duration, CFG(ocsp_validity), .min = MINUTE, .max = 7 * DAY),
         FIELD("expiry_warning", cfg_fn_duration, CFG(ca_expiry_warning), .min = 0, .max = 36500LL * DAY),
         FIELD_END,
 };
@@ -52,6 +54,11 @@ static const cfg_field limit_fields[] = {
         FIELD("rate_per_ip", cfg_fn_rate, CFG(rate_per_ip), .min = 0, .max = 1000000),
         FIELD("rate_burst", cfg_fn_uint, CFG(rate_burst), .min = 1, .max = 1000000),
         FIELD("retry_after", cfg_fn_duration, CFG(retry_after), .min = 1, .max = DAY),
+        FIELD("ocsp_cache_entries", cfg_fn_size, CFG(ocsp_cache_entries), .min = 16, .max = 10000000),
+        FIELD("ocsp_sign_rate_per_ip", cfg_fn_rate, CFG(ocsp_sign_rate_per_ip), .min = 1, .max = 1000000),
+        FIELD("ocsp_sign_burst_per_ip", cfg_fn_uint, CFG(ocsp_sign_burst_per_ip), .min = 1, .max = 1000000),
+        FIELD("ocsp_sign_rate", cfg_fn_rate, CFG(ocsp_sign_rate), .min = 1, .max = 1000000),
+        FIELD("ocsp_sign_burst", cfg_fn_uint, CFG(ocsp_sign_burst), .min = 1, .max = 1000000),
         FIELD_END,
 };
 
@@ -143,6 +150,12 @@ static const cfg_field root_fields[] = {
 
 static void set_defaults(hwidd_config *c) {
         c->crl_validity = 7 * DAY;
+        c->ocsp_validity = 3600;
+        c->ocsp_cache_entries = 10000;
+        c->ocsp_sign_rate_per_ip = 10;
+        c->ocsp_sign_burst_per_ip = 100;
+        c->ocsp_sign_rate = 100;
+        c->ocsp_sign_burst = 500;
         c->ca_expiry_warning = 90 * DAY;
         c->max_body = 64 * 1024;
         c->max_header = 8 * 1024;
@@ -328,6 +341,7 @@ void config_free(hwidd_config *c) {
         free(c->ca_cert);
         free(c->ca_chain);
         free(c->crl_url);
+        free(c->ocsp_url);
         free(c->tls_key);
         free(c->tls_cert);
         free(c->audit_syslog_socket);

@@ -25,6 +25,8 @@ typedef struct hwidd_config {
         char *ca_chain;        /* PEM: intermediates + root above ca_cert, NULL if root */
         char *crl_url;         /* CRL distribution point put in certificates */
         int64_t crl_validity;  /* seconds until nextUpdate */
+        char *ocsp_url;        /* OCSP responder put in certificates (authorityInfoAccess) */
+        int64_t ocsp_validity; /* an OCSP answer's thisUpdate to nextUpdate, seconds, default 1 h */
         /* How long before the active CA's end hwidd warns (log, /readyz)
          * that it is to be rolled over (seconds; 0: only when it ends
          * within the longest profile validity). */
@@ -44,6 +46,14 @@ typedef struct hwidd_config {
         double rate_per_ip;    /* requests per second per client address, 0: off; default 200 */
         unsigned rate_burst;
         int64_t retry_after;   /* seconds a pending device is told to wait, default 5 */
+        /* The OCSP responder: signed answers kept (default 10000), and
+         * the signatures a client address (default 10 a second, bursts of
+         * 100) and all of them together (100, bursts of 500) may cost. */
+        size_t ocsp_cache_entries;
+        double ocsp_sign_rate_per_ip;
+        unsigned ocsp_sign_burst_per_ip;
+        double ocsp_sign_rate;
+        unsigned ocsp_sign_burst;
         /* How far clocks may disagree, seconds (default 300): issuance
          * backdates notBefore by it, and a client certificate up to this
          * far from its notBefore is accepted. */

@@ -67,6 +67,10 @@ static void example_loads(void) {
         CHECK(c->ca_chain && strstr(c->ca_chain, "docs/chain.pem"));
         CHECK_STREQ(c->crl_url, "http://ca.example.org:8080/crl");
         CHECK(c->crl_validity == 7 * 86400);
+        CHECK_STREQ(c->ocsp_url, "http://ca.example.org:8080/ocsp");
+        CHECK(c->ocsp_validity == 3600 && c->ocsp_cache_entries == 10000);
+        CHECK(c->ocsp_sign_rate_per_ip == 10 && c->ocsp_sign_burst_per_ip == 100);
+        CHECK(c->ocsp_sign_rate == 50 && c->ocsp_sign_burst == 200);
         CHECK_STREQ(c->tls_key, "tpm2:handle=0x81000002");
         CHECK(c->tls_cert && strstr(c->tls_cert, "docs/tls.pem"));
         CHECK(c->max_body == 64 * 1024 && c->max_header == 8 * 1024 && c->timeout == 30);
@@ -151,7 +155,10 @@ static void defaults(void) {
         CHECK_STREQ(c->listen, "127.0.0.1:8443");
         CHECK_STREQ(c->database, "etc/hwid/hwid.db"); /* relative to the name as given */
         CHECK_STREQ(c->ca_cert, "etc/hwid/ca.pem");
-        CHECK(c->tcti == NULL && c->ca_chain == NULL && c->crl_url == NULL);
+        CHECK(c->tcti == NULL && c->ca_chain == NULL && c->crl_url == NULL && c->ocsp_url == NULL);
+        CHECK(c->ocsp_validity == 3600 && c->ocsp_cache_entries == 10000);
+        CHECK(c->ocsp_sign_rate_per_ip == 10 && c->ocsp_sign_burst_per_ip == 100);
+        CHECK(c->ocsp_sign_rate == 100 && c->ocsp_sign_burst == 500);
         CHECK(c->crl_validity == 7 * 86400 && c->max_body == 65536 && c->max_header == 8192);
         CHECK(c->timeout == 30 && c->max_connections == 16384 && c->max_connections_per_ip == 1024);
         CHECK(c->handshake_cap == 1024 && c->handshake_timeout == 10 && c->workers == 32);
@@ -453,6 +460,13 @@ static const broken broken_files[] = {
           "not an http:// or https:// URL" },
         { "database: d\nca:\n  key: \"pkcs11:x\"\n  certificate: c\n  crl_validity: 2y\n", 5, "ca.crl_validity",
           "not a duration" },
+        { "database: d\nca:\n  key: \"pkcs11:x\"\n  certificate: c\n  ocsp_url: \"ldap://x\"\n", 5, "ca.ocsp_url",
+          "not an http:// or https:// URL" },
+        { "database: d\nca:\n  key: \"pkcs11:x\"\n  certificate: c\n  ocsp_validity: 30s\n", 5, "ca.ocsp_validity",
+          "out of range" },
+        { "limits:\n  ocsp_sign_rate_per_ip: 0\n" PROFILE, 2, "limits.ocsp_sign_rate_per_ip", "out of range" },
+        { "limits:\n  ocsp_sign_burst: 0\n" PROFILE, 2, "limits.ocsp_sign_burst", "out of range" },
+        { "limits:\n  ocsp_cache_entries: 8\n" PROFILE, 2, "limits.ocsp_cache_entries", "out of range" },
         { "database: [a, b]\n", 1, "database", "expected a single value, not a list" },
         { "- database\n", 1, "", "expected a mapping of keys to values, not a list" },
         { "", 1, NULL, "holds no configuration" },

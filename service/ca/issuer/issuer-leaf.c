@@ -151,6 +151,18 @@ static int append_profile_exts(issuer *is, buf *b, const issue_request *in) {
         return 0;
 }
 
+/* An extension naming url (none when it is NULL): the CRL distribution
+ * point, the OCSP responder (authorityInfoAccess). */
+static int append_url_ext(issuer *is, buf *b, int nid, const char *prefix, const char *url) {
+        _cleanup_free_ char *value = NULL;
+
+        if (!url)
+                return 0;
+        if (asprintf(&value, "%s%s", prefix, url) < 0)
+                return hwid_fail(HWID_E_NOMEM, NULL);
+        return append_conf_ext(is, b, nid, value);
+}
+
 /* extensions [3] EXPLICIT SEQUENCE OF Extension, in the order hwid has
  * always written them. */
 static int append_extensions(issuer *is, buf *b, const issue_request *in, const X509_PUBKEY *spki) {
@@ -160,13 +172,9 @@ static int append_extensions(issuer *is, buf *b, const issue_request *in, const 
         if ((r = append_profile_exts(is, b, in)) < 0 || (r = append_ski(b, spki)) < 0 ||
             (r = append_conf_ext(is, b, NID_authority_key_identifier, "keyid:always")) < 0)
                 return r;
-        if (in->crl_url) {
-                _cleanup_free_ char *dp = NULL;
-                if (asprintf(&dp, "URI:%s", in->crl_url) < 0)
-                        return hwid_fail(HWID_E_NOMEM, NULL);
-                if ((r = append_conf_ext(is, b, NID_crl_distribution_points, dp)) < 0)
-                        return r;
-        }
+        if ((r = append_url_ext(is, b, NID_crl_distribution_points, "URI:", in->crl_url)) < 0 ||
+            (r = append_url_ext(is, b, NID_info_access, "OCSP;URI:", in->ocsp_url)) < 0)
+                return r;
         if (in->sans && sk_GENERAL_NAME_num(in->sans) > 0 &&
             (r = append_ext(b, NID_subject_alt_name, in->sans, ASN1_ITEM_rptr(GENERAL_NAMES))) < 0)
                 return r;

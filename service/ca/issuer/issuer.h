@@ -37,6 +37,7 @@ typedef struct issue_request {
          * behind the CA's by up to that much still accepts it. */
         int64_t backdate;
         const char *crl_url;         /* CRL distribution point; NULL: none */
+        const char *ocsp_url;        /* OCSP responder (authorityInfoAccess); NULL: none */
 } issue_request;
 
 /* A signed leaf certificate and what its record needs, read off as it
@@ -51,7 +52,7 @@ typedef struct issued_cert {
 void issued_cert_clear(issued_cert *c);
 
 /* Builds, signs and returns a leaf certificate (basicConstraints CA:FALSE,
- * key usage, EKU, SKI/AKI, CRL distribution point, SANs) with a fresh
+ * key usage, EKU, SKI/AKI, CRL distribution point, OCSP responder, SANs) with a fresh
  * random 127-bit serial.  Never a CA certificate, whatever was asked.
  * Its subject is in->subject and its names in->sans, as given. */
 int issuer_sign(issuer *is, const issue_request *in, issued_cert *ret);

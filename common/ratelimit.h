@@ -1,4 +1,5 @@
-/* Per-client-address token buckets for hwidd's HTTP transport.
+/* Per-client-address token buckets: hwidd's HTTP transport, CMP's
+ * unauthenticated answers and the OCSP responder's signatures.
  *
  * A fixed-size table (no allocation after ratelimit_new), hashed with a
  * per-process random key so that a client cannot aim its addresses at one
