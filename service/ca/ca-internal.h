@@ -13,6 +13,7 @@
 #include "metrics.h"
 #include "refusals.h"
 #include "store.h"
+#include "token-memo.h"
 
 /* A generation's CRL as last made (under crl_lock). */
 typedef struct ca_crl_cache {
@@ -24,6 +25,8 @@ typedef struct ca_crl_cache {
         int64_t made_at;
 } ca_crl_cache;
 #define CA_CRL_CACHES 8
+/* Derived tokens the memo holds at once (token-memo.h): 4,096 x 80 bytes. */
+#define TOKEN_MEMO_SLOTS 4096
 
 struct ca_service {
         hwidd_config *cfg;          /* policy lives here; swapped under cfg_lock */
@@ -33,6 +36,7 @@ struct ca_service {
         /* ca.token_key: what bootstrap tokens are derived with (token.h);
          * NULL: none configured, only legacy tokens can be checked. */
         hwid_mac_key *token_key;
+        token_memo *token_memo;     /* derived tokens checked: no HMAC again (token-memo.h) */
         X509 *ca_cert;              /* ca.certificate: generation 1 */
         char *ca_chain_pem;         /* ca.chain, NULL: none */
         /* The CA's generations (ca-gens.h): the active one issues; swapped

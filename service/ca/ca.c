@@ -86,7 +86,8 @@ static int service_alloc(hwidd_config *cfg, ca_service **ret) {
         pthread_mutex_init(&ca->chal_lock, NULL);
         pthread_mutex_init(&ca->ready_lock, NULL);
         ca->cfg = cfg;
-        if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0)
+        if ((r = metrics_new(&ca->metrics)) < 0 || (r = refusals_new(&ca->refusals)) < 0 ||
+            (r = token_memo_new(TOKEN_MEMO_SLOTS, &ca->token_memo)) < 0)
                 return r;
         *ret = TAKE_PTR(ca);
         return 0;
@@ -144,6 +145,7 @@ void ca_service_free(ca_service *ca) {
         store_free(ca->store);
         hwid_key_free(ca->ca_key);
         hwid_mac_key_free(ca->token_key);
+        token_memo_free(ca->token_memo);
         X509_free(ca->ca_cert);
         free(ca->ca_chain_pem);
         metrics_free(ca->metrics);
@@ -234,9 +236,27 @@ static int token_admit(int64_t now, ca_auth *ret) {
         return 0;
 }
 
-/* An unknown id costs nothing of the HSM/TPM; a known one exactly one
- * HMAC (a derived token) or a SHA-256 (legacy).  A wrong secret gets the
- * answer an unknown id gets. */
+/* A derived token's secret: by the memo when it knows the token, else
+ * one HMAC in the device, remembered when it matched. */
+static int verify_token(ca_service *ca, const store_token *t, const char *secret) {
+        int r;
+
+        switch (token_memo_check(ca->token_memo, t, secret)) {
+        case TOKEN_MEMO_MATCH:
+                return 0;
+        case TOKEN_MEMO_MISMATCH:
+                return hwid_fail(HWID_E_TOKEN_INVALID, "wrong bootstrap token secret");
+        case TOKEN_MEMO_UNKNOWN:
+                break;
+        }
+        if ((r = token_verify(ca->token_key, t, secret)) == 0)
+                token_memo_remember(ca->token_memo, t, secret);
+        return r;
+}
+
+/* An unknown id costs nothing of the HSM/TPM; a known one at most one
+ * HMAC (a derived token the memo does not know) or a SHA-256 (legacy).  A
+ * wrong secret gets the answer an unknown id gets. */
 int ca_auth_token(ca_service *ca, const char *presented, bool bearer, int64_t now, ca_auth *ret) {
         _cleanup_secret_ char *secret = NULL;
         char id[TOKEN_ID_LEN + 1];
@@ -247,7 +267,7 @@ int ca_auth_token(ca_service *ca, const char *presented, bool bearer, int64_t no
         snprintf(ret->actor, sizeof(ret->actor), "token:%s", id);
         r = store_reads_token_get(ca->store, ret->reads, id, &ret->token);
         if (r == 0)
-                r = token_verify(ca->token_key, &ret->token, secret);
+                r = verify_token(ca, &ret->token, secret);
         if (r == -HWID_E_NOT_FOUND || r == -HWID_E_TOKEN_INVALID)
                 return hwid_fail(HWID_E_TOKEN_INVALID, "unknown bootstrap token");
         if (r < 0)

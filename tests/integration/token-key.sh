@@ -14,9 +14,11 @@
 #     unknown id is (401);
 #   - the store (SQLite file and WAL, or a pg_dump) holds neither the
 #     secret, nor its SHA-256 (raw or hex): only the token's nonce;
-#   - an unknown token id costs the HSM nothing; a known one exactly one
-#     HMAC per request, over the native API and EST alike; a legacy token
-#     none;
+#   - an unknown token id costs the HSM nothing; a known one one HMAC the
+#     first time its secret is checked, over the native API or EST, and
+#     none after that (hwidd remembers a salted hash of it in memory,
+#     service/ca/token-memo.h), a wrong secret of it included (refused);
+#     after a restart one HMAC again; a legacy token none;
 #   - a legacy token (its row as hwid stored one before: SHA-256 of the
 #     secret) still enrolls, and is refused as expired once it has expired;
 #   - the row of a token copied into another CA's store (that CA has its own
@@ -191,20 +193,39 @@ test_enroll_and_store() {
 }
 
 test_hmac_cost() {
-        local id=${TOK%%.*}
+        local tok id secret last
+        tok=$(token_new --uses 5)
+        id=${tok%%.*}
         count_hmacs
         enroll cost-unknown "zz9zz9.$(random_secret)"
         expect_error 401 bad_token "$DEV/cost-unknown" "unknown bootstrap token"
         assert_eq "$(hmacs)" 0 "HMACs for an unknown token id"
         enroll cost-wrong "$id.$(random_secret)"
         expect_error 401 bad_token "$DEV/cost-wrong"
-        assert_eq "$(hmacs)" 1 "HMACs for a known id with a wrong secret"
-        enroll cost-native "$TOK"
+        assert_eq "$(hmacs)" 1 "HMACs for a known id with a wrong secret, never checked before"
+        enroll cost-native "$tok"
         expect_status 201 "$DEV/cost-native"
-        assert_eq "$(hmacs)" 2 "HMACs for an enrollment over the native API"
-        est_enroll cost-est "$TOK"
+        assert_eq "$(hmacs)" 2 "HMACs for the token's first enrollment (over the native API)"
+        est_enroll cost-est "$tok"
         expect_est_cert "$DEV/cost-est" cost-est
-        assert_eq "$(hmacs)" 3 "HMACs for an enrollment over EST"
+        enroll cost-again "$tok"
+        expect_status 201 "$DEV/cost-again"
+        assert_eq "$(hmacs)" 2 "HMACs for the same token again, over EST and the native API (remembered)"
+        secret=${tok#*.}
+        last=x
+        [ "${secret: -1}" != x ] || last=y
+        enroll cost-wrong-again "$id.${secret:0:23}$last"
+        expect_error 401 bad_token "$DEV/cost-wrong-again" "unknown bootstrap token"
+        assert_eq "$(hmacs)" 2 "HMACs for a wrong secret (its last character) of a remembered token"
+        # A hwidd restarted has forgotten: one HMAC, then none again.
+        hwidd_stop
+        hwidd_start
+        count_hmacs
+        enroll cost-restart "$tok"
+        expect_status 201 "$DEV/cost-restart"
+        enroll cost-restart-2 "$tok"
+        expect_status 201 "$DEV/cost-restart-2"
+        assert_eq "$(hmacs)" 1 "HMACs for two enrollments with the token after a restart"
 }
 
 test_legacy() {
