@@ -235,7 +235,7 @@ EOF
 # run NAME PREFIX SECONDS — one load run against NAME's hwidd (CNs
 # PREFIX-<i>); RUN_OUT is load's line, RUN_CPU hwidd's µs per issuance.
 run() {
-        local name=$1 prefix=$2 secs=$3 t0 n cap=$(($3 * 3000))
+        local name=$1 prefix=$2 secs=$3 t0 n cap=$(($3 * 6000))
         t0=$(cpu_ticks "${PID[$name]}")
         RUN_OUT=$(HWID_TOKEN=$(cat "${DIR[$name]}/token") "$LOAD" --mode hwid --url "${URL[$name]}" \
                 --cacert "${DIR[$name]}/ca/ca.pem" --connections "$CLIENTS" --requests "$cap" \
