@@ -138,6 +138,7 @@ _lib_on_exit() {
                 _lib_dump_logs
         fi
         _lib_kill_tracked
+        [ "${_LIB_FAKETIME_USED:-0}" = 0 ] || _lib_faketime_sweep
         _lib_port_release
         if [ "${KEEP_TMP:-0}" = 1 ]; then
                 echo "$TEST_NAME: kept $T" >&2
@@ -364,6 +365,24 @@ _lib_faketime() {
         lib=$(compgen -G '/usr/lib/*/faketime/libfaketimeMT.so.1' | head -n 1) ||
                 missing_hardware "libfaketime (package faketime)"
         _LIB_FAKETIME=(env "LD_PRELOAD=$lib" FAKETIME_DONT_FAKE_MONOTONIC=1)
+        _LIB_FAKETIME_USED=1
+        _lib_faketime_sweep
+}
+
+# _lib_faketime_sweep — libfaketime (0.9.10) makes a semaphore and a shared
+# memory object named by its process's PID (/dev/shm/sem.faketime_sem_PID,
+# /dev/shm/faketime_shm_PID) and removes them only when that process exits
+# normally. One killed leaves them behind, and a later process given the
+# same PID then dies at its start ("shm_open failed: File exists"). Removes
+# those whose process is gone; a live one's are left alone.
+_lib_faketime_sweep() {
+        local f pid
+        for f in /dev/shm/faketime_shm_* /dev/shm/sem.faketime_sem_*; do
+                [ -e "$f" ] || continue
+                pid=${f##*_}
+                [[ $pid =~ ^[0-9]+$ ]] || continue
+                kill -0 "$pid" 2>/dev/null || rm -f "$f"
+        done
 }
 
 # wrong_clock OFFSET — sets WRONG_CLOCK to the words that run a command with

@@ -17,7 +17,10 @@
 #     sensitiveDataOrigin as the TPM reports it; tokens are made while
 #     hwidd is stopped (the TPM serves one program at a time) and enroll;
 #     the store keeps only their nonce; an unknown token id costs the TPM
-#     no command, a known one exactly one TPM2_HMAC (swtpm's command log);
+#     no command, a token the first time it is checked one TPM2_HMAC, and
+#     after that none, for a wrong secret of it too (hwidd remembers it:
+#     service/ca/token-memo.h), while a wrong secret of a token never
+#     checked costs one (swtpm's command log);
 #   - a token key at a persistent handle (hwid ca token-key --key
 #     tpm2:handle=...) works as well: tokens made with it enroll;
 #   - `hwid token create` works while hwidd runs (the swtpm TCTI connects
@@ -74,16 +77,21 @@ hmacs_since() {
         commands_since 0 "$1" | grep -cx HMAC || true
 }
 
-# What a token costs the TPM: nothing for an unknown id, one HMAC else.
+# What a token costs the TPM: nothing for an unknown id, one HMAC for a
+# token never checked, none for one checked before (TOK, remembered).
 test_token_costs() {
-        local mark
+        local mark fresh
+        fresh=$(token_new)
         mark=$(log_lines 0)
         enroll tpm-unknown "zz9zz9.$(openssl rand -hex 12)"
         expect_error 401 bad_token "$DEV/tpm-unknown" "unknown bootstrap token"
         assert_eq "$(hmacs_since "$mark")" 0 "TPM2_HMAC commands for an unknown token id"
-        enroll tpm-wrong "${TOK%%.*}.$(openssl rand -hex 12)"
+        enroll tpm-wrong "${fresh%%.*}.$(openssl rand -hex 12)"
         expect_error 401 bad_token "$DEV/tpm-wrong" "unknown bootstrap token"
-        assert_eq "$(hmacs_since "$mark")" 1 "TPM2_HMAC commands for a known id with a wrong secret"
+        assert_eq "$(hmacs_since "$mark")" 1 "TPM2_HMAC commands for a known id never checked, a wrong secret"
+        enroll tpm-wrong-known "${TOK%%.*}.$(openssl rand -hex 12)"
+        expect_error 401 bad_token "$DEV/tpm-wrong-known" "unknown bootstrap token"
+        assert_eq "$(hmacs_since "$mark")" 1 "TPM2_HMAC commands for a wrong secret of a token checked before"
 }
 
 # Beside hwidd, a token is made and enrolls; a TPM another program holds
@@ -113,7 +121,7 @@ test_enroll_several() {
         done
         assert_eq "$(openssl x509 -in "$DEV/tpm-dev-1.pem" -noout -ext subjectAltName | tail -n 1 | tr -d ' ')" \
                 DNS:tpm-dev-1 "SAN"
-        assert_eq "$(hmacs_since "$mark")" 5 "TPM2_HMAC commands for 5 enrollments"
+        assert_eq "$(hmacs_since "$mark")" 1 "TPM2_HMAC commands for 5 enrollments with one token (remembered)"
         assert_eq "$(store_sql "SELECT length(nonce) FROM tokens WHERE id = '${TOK%%.*}' AND secret_hash IS NULL")" 32 \
                 "what the store keeps of the token"
 }

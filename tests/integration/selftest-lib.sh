@@ -267,6 +267,34 @@ test_swtpm() {
         [ ! -e "$tdir" ] || fail "watchdog did not remove $tdir"
 }
 
+# libfaketime's semaphore and shared memory, left behind by a process
+# killed on the test clock, are swept once their process is gone; a live
+# one's stay (a later process given the dead one's PID would otherwise die
+# at its start: "shm_open failed: File exists").
+test_faketime_sweep() {
+        local live dead
+        test_clock
+        "${CLOCK[@]}" sleep 60 &
+        live=$!
+        "${CLOCK[@]}" sleep 60 &
+        dead=$!
+        for _ in $(seq 50); do
+                [ -e "/dev/shm/faketime_shm_$live" ] && [ -e "/dev/shm/faketime_shm_$dead" ] && break
+                sleep 0.1
+        done
+        [ -e "/dev/shm/faketime_shm_$dead" ] || fail "libfaketime made no shared memory for pid $dead"
+        kill -KILL "$dead"
+        wait "$dead" 2>/dev/null || true
+        [ -e "/dev/shm/faketime_shm_$dead" ] || fail "a killed process's shared memory went by itself"
+        _lib_faketime_sweep
+        [ ! -e "/dev/shm/faketime_shm_$dead" ] || fail "the sweep left a dead process's shared memory"
+        [ ! -e "/dev/shm/sem.faketime_sem_$dead" ] || fail "the sweep left a dead process's semaphore"
+        [ -e "/dev/shm/faketime_shm_$live" ] || fail "the sweep took a live process's shared memory"
+        kill -TERM "$live"
+        wait "$live" 2>/dev/null || true
+        _lib_faketime_sweep
+}
+
 test_no_private_keys() {
         mkdir -p "$T/keys"
         printf -- '-----BEGIN TSS2 PRIVATE KEY-----\nAA==\n-----END TSS2 PRIVATE KEY-----\n' \
@@ -293,4 +321,5 @@ test_port_range
 test_softhsm
 test_swtpm
 test_no_private_keys
+test_faketime_sweep
 echo "selftest-lib: all checks passed"

@@ -224,6 +224,7 @@ void contract_race_mixed_batch(void) {
 typedef struct key_racer {
         store *s;
         int i, ok, blocked, tries;
+        int other;      /* an attempt's answer that was neither (0: none) */
         const char *key;
 } key_racer;
 
@@ -242,6 +243,10 @@ static void key_attempt(key_racer *x, int j) {
         r = store_cert_commit(x->s, &(store_issue) { .cert = &c }, NOW);
         x->ok += r == 0;
         x->blocked += r == -HWID_E_KEY_BLOCKED;
+        if (r < 0 && r != -HWID_E_KEY_BLOCKED && !x->other) {
+                x->other = r;
+                fprintf(stderr, "key race: racer %d's attempt %d: %s\n", x->i, j, hwid_strerror(r));
+        }
         if (r == 0)
                 atomic_fetch_add(&key_issued, 1);
 }
