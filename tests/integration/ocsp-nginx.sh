@@ -17,45 +17,23 @@ source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/policy-lib.sh"
 # shellcheck source=ops-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/ops-lib.sh"
+# shellcheck source=nginx-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/nginx-lib.sh"
 
 require_tools nginx
 
 # nginx_start — nginx on NGINX_PORT: TLS with a server certificate of its
 # own, client certificates from ca.pem, checked by OCSP only.
 nginx_start() {
-        NGINX_PORT=$(free_port)
-        mkdir -p "$T/nginx/logs"
+        mkdir -p "$T/nginx"
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/nginx/server.key" \
                 -subj /CN=localhost -days 2 -out "$T/nginx/server.pem" 2>/dev/null || fail "openssl req -x509"
-        cat >"$T/nginx/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 1;
-pid $T/nginx/nginx.pid;
-error_log $T/nginx/logs/error.log info;
-events { worker_connections 64; }
-http {
-    access_log $T/nginx/logs/access.log;
-    client_body_temp_path $T/nginx/body;
-    proxy_temp_path $T/nginx/proxy;
-    fastcgi_temp_path $T/nginx/fastcgi;
-    uwsgi_temp_path $T/nginx/uwsgi;
-    scgi_temp_path $T/nginx/scgi;
-    server {
-        listen 127.0.0.1:$NGINX_PORT ssl;
-        ssl_certificate $T/nginx/server.pem;
+        nginx_run "        ssl_certificate $T/nginx/server.pem;
         ssl_certificate_key $T/nginx/server.key;
         ssl_client_certificate $CA_DIR/ca.pem;
         ssl_verify_client on;
         ssl_ocsp on;
-        location / { return 200 "hello \$ssl_client_s_dn\n"; }
-    }
-}
-EOF
-        start_bg "$T/nginx.log" nginx -p "$T/nginx" -c "$T/nginx/nginx.conf"
-        NGINX_PID=$BG_PID
-        track_log "$T/nginx/logs/error.log"
-        wait_for_port "$NGINX_PORT" 20 "$NGINX_PID"
+        location / { return 200 \"hello \$ssl_client_s_dn\\n\"; }"
 }
 
 # nginx_get NAME — curl to nginx with device NAME's key and certificate;

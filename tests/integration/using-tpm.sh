@@ -19,6 +19,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=device-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device-lib.sh"
+# shellcheck source=nginx-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/nginx-lib.sh"
 
 require_tools tpm2_getcap tpm2-abrmd dbus-daemon mosquitto mosquitto_pub nginx curl
 device_ca <<'EOF'
@@ -59,41 +61,16 @@ tpm() {
 }
 
 # --- nginx: client certificates from hwid's CA, checked against the CRL -----
-NGINX_PORT=$(free_port)
-mkdir -p "$T/nginx/logs"
-cat >"$T/nginx/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 1;
-pid $T/nginx/nginx.pid;
-error_log $T/nginx/logs/error.log info;
-events { worker_connections 64; }
-http {
-    access_log $T/nginx/logs/access.log;
-    client_body_temp_path $T/nginx/body;
-    proxy_temp_path $T/nginx/proxy;
-    fastcgi_temp_path $T/nginx/fastcgi;
-    uwsgi_temp_path $T/nginx/uwsgi;
-    scgi_temp_path $T/nginx/scgi;
-    server {
-        listen 127.0.0.1:$NGINX_PORT ssl;
-        # TLS 1.3: nginx 1.22 offers only up to 1.2 unless told, and over 1.2 a
-        # client with the tpm2 provider preferred offers no NIST curve
-        # (docs/USING.md): "no shared cipher".
-        ssl_protocols TLSv1.2 TLSv1.3;
+# TLS 1.3: nginx 1.22 offers only up to 1.2 unless told, and over 1.2 a
+# client with the tpm2 provider preferred offers no NIST curve
+# (docs/USING.md): "no shared cipher".
+nginx_run "        ssl_protocols TLSv1.2 TLSv1.3;
         ssl_certificate $DEV/server.pem;
         ssl_certificate_key $DEV/server.key;
         ssl_client_certificate $CA_DIR/ca.pem;
         ssl_verify_client on;
         ssl_crl $T/crl.pem;
-        location / { return 200 "hello \$ssl_client_s_dn\n"; }
-    }
-}
-EOF
-start_bg "$T/nginx.log" nginx -p "$T/nginx" -c "$T/nginx/nginx.conf"
-NGINX_PID=$BG_PID
-track_log "$T/nginx/logs/error.log"
-wait_for_port "$NGINX_PORT" 20 "$NGINX_PID"
+        location / { return 200 \"hello \$ssl_client_s_dn\\n\"; }"
 
 # --- mosquitto: the same, for MQTT over TLS ----------------------------------
 MQTT_PORT=$(free_port)
