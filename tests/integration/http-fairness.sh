@@ -122,7 +122,7 @@ for ((i = 0; i < 300; i++)); do
 done
 sleep 3 # silent for 2 s: stalled
 out=$(probes 10 127.0.0.100 /probe)
-assert_eq "${out%%:*}" 0 "probes from a new address not answered 200 (64 stalled addresses, ${out#*:})"
+assert_eq "${out%%:*}" 0 "probes from a new address not answered 200 (64 stalled addresses, ${out#*:}; server: $(stat .))"
 [ "$(stat '.evicted.stalled')" -ge 10 ] || fail "no stalled request gave way: $(stat .)"
 stop_peer "$flood"
 stop_server
