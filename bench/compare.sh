@@ -85,6 +85,8 @@ WORKTREES=()  # git worktrees to remove at exit
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 2; }
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
+source "$SRCDIR/bench/bench-lib.sh"
 
 cleanup() {
         local rc=$? pid i alive wt
@@ -188,35 +190,14 @@ setup() {
         local name=$1 sha=$2 d=$W/$1 b=$BUILDS/build-$2 port cfg
         local -x SOFTHSM2_CONF=$d/softhsm/softhsm2.conf
         log "$name (${sha:0:10}): CA in SoftHSM2 (its own hwid ca init), hwidd"
-        mkdir -p "$d/softhsm/tokens"
-        printf 'directories.tokendir = %s/softhsm/tokens\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n' \
-                "$d" >"$SOFTHSM2_CONF"
-        (umask 077; head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$d/pin")
-        # softhsm2-util takes PINs only on its command line: a throwaway token.
-        softhsm2-util --init-token --free --label ca --pin "$(cat "$d/pin")" --so-pin "$(cat "$d/pin")" >/dev/null
+        bench_softhsm_token "$d"
         port=$(free_port)
         "$b/cli/hwid" ca init --key "pkcs11:token=ca;object=ca-key?pin-source=file:$d/pin" \
                 --subject "/CN=hwid bench CA $name" --dir "$d/ca" \
                 --listen "127.0.0.1:$port" --http-listen "127.0.0.1:$(free_port)" >"$d/ca-init.log" 2>&1 ||
                 { cat "$d/ca-init.log" >&2; die "$name: hwid ca init"; }
         cfg=$d/ca/hwidd.yaml
-        # As bench/run.sh: renewal open at once, the per-address limits
-        # lifted (all the load comes from 127.0.0.1), a "rotate" profile.
-        sed -i 's/window: 0.3333/window: 1.0/; s/^  rate_per_ip: 200$/  rate_per_ip: 0/;
-                s/^  max_connections_per_ip: 1024$/  max_connections_per_ip: 16384/' "$cfg"
-        grep -q '^  rate_per_ip: 0$' "$cfg" || die "could not lift rate_per_ip in $cfg"
-        cat >>"$cfg" <<EOF
-  rotate:
-    validity: 30d
-    key_types: [ec-p256]
-    extended_key_usage: [clientAuth]
-    subject:
-      allowed_rdns: [CN]
-    approval: auto
-    renewal:
-      window: 1.0
-      rotate_key: true
-EOF
+        bench_tune_config "$cfg"
         (umask 077; "$b/cli/hwid" token create --config "$cfg" --uses 1000000 --ttl 2d |
                 awk '/^token:/ { print $2 }' >"$d/token")
         [ -s "$d/token" ] || die "$name: no bootstrap token"

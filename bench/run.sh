@@ -230,40 +230,14 @@ machine() {
 
 setup_ca() {
         log "CA: SoftHSM2 token, hwid ca init"
-        mkdir -p "$W/softhsm/tokens"
-        printf 'directories.tokendir = %s/softhsm/tokens\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n' \
-                "$W" >"$W/softhsm/softhsm2.conf"
-        export SOFTHSM2_CONF=$W/softhsm/softhsm2.conf
-        (umask 077; head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/pin")
-        # softhsm2-util takes PINs only on its command line: a throwaway token.
-        softhsm2-util --init-token --free --label ca --pin "$(cat "$W/pin")" --so-pin "$(cat "$W/pin")" >/dev/null
+        bench_softhsm_token "$W"
         PORT=$(free_port)
         URL=https://127.0.0.1:$PORT
         CA_KEY="pkcs11:token=ca;object=ca-key?pin-source=file:$W/pin"
         "$HWID" ca init --key "$CA_KEY" --subject "/CN=hwid bench CA" --dir "$W/ca" \
                 --listen "127.0.0.1:$PORT" --http-listen "127.0.0.1:$(free_port)" >"$W/ca-init.log"
         CFG=$W/ca/hwidd.yaml
-        # Renewal is open at once (window 1.0) so that renew can be counted;
-        # "rotate" also asks for a new key.  The load comes from one address
-        # (127.0.0.1), thousands of requests a second on up to 1,024
-        # connections: the per-address limits, which a real fleet's many
-        # addresses never meet, are lifted.  Nothing else differs from what
-        # hwid ca init writes.
-        sed -i 's/window: 0.3333/window: 1.0/; s/^  rate_per_ip: 200$/  rate_per_ip: 0/;
-                s/^  max_connections_per_ip: 1024$/  max_connections_per_ip: 16384/' "$CFG"
-        grep -q '^  rate_per_ip: 0$' "$CFG" || die "could not lift rate_per_ip in $CFG"
-        cat >>"$CFG" <<EOF
-  rotate:
-    validity: 30d
-    key_types: [ec-p256]
-    extended_key_usage: [clientAuth]
-    subject:
-      allowed_rdns: [CN]
-    approval: auto
-    renewal:
-      window: 1.0
-      rotate_key: true
-EOF
+        bench_tune_config "$CFG"
         new_token
         CA_PIN=$("$HWID" ca hash "$W/ca/ca.pem")
 }
@@ -1371,6 +1345,8 @@ main() {
         log "done: $OUT"
 }
 
+# shellcheck source=bench-lib.sh
+source "$SRCDIR/bench/bench-lib.sh"
 # shellcheck source=ocsp.sh
 source "$SRCDIR/bench/ocsp.sh"
 if [ $STORES = 1 ]; then
