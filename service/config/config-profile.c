@@ -106,11 +106,17 @@ static const char *check_value(const char *s) {
 }
 
 static const char *check_dns_pattern(const char *s) {
+        const char *why;
+
         if (strlen(s) > PATTERN_MAX)
                 return "is longer than 255 bytes";
         for (const char *p = s; *p; p++)
                 if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.*?\\{}", *p))
                         return "may hold letters, digits, '-', '.', the globs * and ?, \\* and {cn} only";
+        /* A fixed name is checked now as issuance would check it (an IP
+         * address is no DNS name), not at the first request it fails. */
+        if (!strpbrk(s, "*?{\\") && (why = policy_dns_name_problem(s, strlen(s))))
+                return why;
         return placeholders_problem(s, true);
 }
 
