@@ -1,6 +1,6 @@
 /* Readiness (GET /readyz), proven: the store commits a write, the CA key
  * and the TLS key each sign (and the signature verifies with the public
- * key).  The verdict is kept for a second, so that however often it is
+ * key), the token key (if any) makes an HMAC.  The verdict is kept for a second, so that however often it is
  * asked the HSM makes at most one test signature per key per second. */
 #include <string.h>
 #include <time.h>
@@ -67,6 +67,17 @@ static int ca_key_probe(ca_service *ca, int64_t now) {
         return sign_probe(ca_active(ca)->key, now);
 }
 
+/* The token key (ca.token_key) makes an HMAC: without it no derived
+ * bootstrap token can be checked.  None configured: nothing to prove
+ * (legacy tokens need none). */
+static int token_key_probe(ca_service *ca, int64_t now) {
+        uint8_t mac[HWID_MAC_LEN];
+        char msg[64];
+        int n = snprintf(msg, sizeof(msg), "hwid readiness probe %lld", (long long) now);
+
+        return ca->token_key ? hwid_mac_key_hmac_sha256(ca->token_key, msg, (size_t) n, mac) : 0;
+}
+
 /* Runs every check. */
 static void evaluate(ca_service *ca, int64_t now, ca_readiness *ret) {
         const ca_gen *a = ca_active(ca);
@@ -79,6 +90,7 @@ static void evaluate(ca_service *ca, int64_t now, ca_readiness *ret) {
         ok &= check(ret, 1, "ca_key", ca_key_probe(ca, now));
         ok &= check(ret, 2, "tls_key", ca->tls_key ? sign_probe(ca->tls_key, now)
                                                    : hwid_fail(HWID_E_NOT_READY, "no TLS key yet"));
+        ok &= check(ret, 3, "token_key", token_key_probe(ca, now));
         ret->ok = ok;
         if (!ok)
                 log_warning("%s", ret->summary);

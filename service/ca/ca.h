@@ -273,7 +273,7 @@ typedef struct ca_identity {
         const char *attestation; /* "none", "optional", "required" */
 } ca_identity;
 
-#define CA_READY_CHECKS 3
+#define CA_READY_CHECKS 4
 /* GET /readyz: each check, and the verdict. */
 typedef struct ca_readiness {
         bool ok;

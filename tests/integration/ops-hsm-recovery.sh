@@ -5,7 +5,8 @@
 # is on token 'ca', hwidd's TLS key on token 'tls'. Proves:
 #   - while the CA token is gone, enrollment answers 503 hsm_unavailable
 #     (never a certificate), spends no token use and stores nothing;
-#     /readyz answers 503 naming ca_key (store and tls_key still pass);
+#     /readyz answers 503 naming ca_key and token_key, both on that token
+#     (store and tls_key still pass);
 #     what needs no signature (GET /ca) still works;
 #   - once the directory is back, the same hwidd (same PID) reopens the
 #     token, logs in again, finds the CA key and the token key (the HMAC
@@ -76,7 +77,7 @@ ready "$T/r1"
 expect_status 503 "$T/r1"
 assert_eq "$(json_get "$T/r1.body" .error)" not_ready "/readyz error"
 assert_contains "$(json_get "$T/r1.body" .message)" "ca_key" "/readyz message"
-assert_eq "$(json_get "$T/r1.body" .failed)" '["ca_key"]' "/readyz names what failed"
+assert_eq "$(json_get "$T/r1.body" .failed)" '["ca_key","token_key"]' "/readyz names what failed (both keys are on token 'ca')"
 assert_eq "$(check_of "$T/r1" ca_key)" false "/readyz ca_key"
 assert_eq "$(check_of "$T/r1" tls_key)" true "/readyz tls_key"
 assert_eq "$(check_of "$T/r1" store)" true "/readyz store"

@@ -19,6 +19,8 @@
 #     none after that (hwidd remembers a salted hash of it in memory,
 #     service/ca/token-memo.h), a wrong secret of it included (refused);
 #     after a restart one HMAC again; a legacy token none;
+#   - /readyz checks the token key (an HMAC): 503 naming token_key while
+#     it fails, 200 again once it works;
 #   - a legacy token (its row as hwid stored one before: SHA-256 of the
 #     secret) still enrolls, and is refused as expired once it has expired;
 #   - the row of a token copied into another CA's store (that CA has its own
@@ -228,6 +230,29 @@ test_hmac_cost() {
         assert_eq "$(hmacs)" 1 "HMACs for two enrollments with the token after a restart"
 }
 
+# /readyz proves the token key by an HMAC: one that fails makes it 503
+# naming token_key (the CA key's check, same token, still passing), and it
+# is ready again once the key works.
+test_readyz() {
+        local i
+        echo "fail 0x30 100000 ca-key-tokens" >"$HWID_SHIM_CONTROL.new"
+        mv "$HWID_SHIM_CONTROL.new" "$HWID_SHIM_CONTROL"
+        sleep 1.1 # the verdict is kept for a second
+        http "$T/r1" GET /readyz
+        assert_eq "$CODE" 503 "/readyz while the token key fails"
+        assert_eq "$(json_get "$T/r1.body" .checks.token_key.ok)" false "/readyz's token_key check"
+        assert_eq "$(json_get "$T/r1.body" .checks.ca_key.ok)" true "/readyz's ca_key check, the token key failing"
+        echo "fail 0x30 0" >"$HWID_SHIM_CONTROL.new"
+        mv "$HWID_SHIM_CONTROL.new" "$HWID_SHIM_CONTROL"
+        for ((i = 0; i < 50; i++)); do
+                sleep 0.2
+                http "$T/r2" GET /readyz
+                [ "$CODE" = 200 ] && break
+        done
+        assert_eq "$CODE" 200 "/readyz once the token key works again ($(cat "$T/r2.body"))"
+        assert_eq "$(json_get "$T/r2.body" .checks.token_key.ok)" true "/readyz's token_key check, working"
+}
+
 test_legacy() {
         local secret
         secret=$(random_secret)
@@ -334,6 +359,7 @@ test_key_made_by_ca_init
 hwidd_start
 test_enroll_and_store
 test_hmac_cost
+test_readyz
 test_legacy
 setup_ca_b
 test_row_copied_to_other_ca
