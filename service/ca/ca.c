@@ -241,14 +241,13 @@ static int token_admit(int64_t now, ca_auth *ret) {
 static int verify_token(ca_service *ca, const store_token *t, const char *secret) {
         int r;
 
-        switch (token_memo_check(ca->token_memo, t, secret)) {
-        case TOKEN_MEMO_MATCH:
-                return 0;
-        case TOKEN_MEMO_MISMATCH:
-                return hwid_fail(HWID_E_TOKEN_INVALID, "wrong bootstrap token secret");
-        case TOKEN_MEMO_UNKNOWN:
-                break;
-        }
+        token_memo_verdict v = token_memo_check(ca->token_memo, t, secret);
+
+        metrics_event_count(ca->metrics, !t->derived            ? EVENT_TOKEN_HASH
+                                         : v == TOKEN_MEMO_UNKNOWN ? EVENT_TOKEN_DEVICE
+                                                                   : EVENT_TOKEN_MEMORY);
+        if (v != TOKEN_MEMO_UNKNOWN)
+                return v == TOKEN_MEMO_MATCH ? 0 : hwid_fail(HWID_E_TOKEN_INVALID, "wrong bootstrap token secret");
         if ((r = token_verify(ca->token_key, t, secret)) == 0)
                 token_memo_remember(ca->token_memo, t, secret);
         return r;
@@ -291,8 +290,10 @@ int ca_token_secret(ca_service *ca, const char *token_id, char **ret_secret) {
         store_token tok = { 0 };
         int r = store_token_get(ca->store, token_id, &tok);
 
-        if (r >= 0)
+        if (r >= 0) {
+                metrics_event_count(ca->metrics, tok.derived ? EVENT_TOKEN_DEVICE : EVENT_TOKEN_HASH);
                 r = token_shared_secret(ca->token_key, &tok, ret_secret);
+        }
         store_token_clear(&tok);
         return r;
 }

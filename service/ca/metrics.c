@@ -225,6 +225,9 @@ static int render_events(metrics *m, buf *out) {
                 [EVENT_PBM_REFUSED] = { "hwid_cmp_pbm_total", "result=\"refused\"" },
                 [EVENT_REPLAY_AUDITED] = { "hwid_enroll_replays_total", "audited=\"true\"" },
                 [EVENT_REPLAY_UNAUDITED] = { "hwid_enroll_replays_total", "audited=\"false\"" },
+                [EVENT_TOKEN_DEVICE] = { "hwid_token_checks_total", "by=\"device\"" },
+                [EVENT_TOKEN_MEMORY] = { "hwid_token_checks_total", "by=\"memory\"" },
+                [EVENT_TOKEN_HASH] = { "hwid_token_checks_total", "by=\"hash\"" },
         };
         int r = prom_header(out, "hwid_cmp_pbm_total", "counter", "CMP PasswordBasedMacs computed, or refused before "
                        "any computing (parameters outside the allow-list, no such token).");
@@ -234,6 +237,10 @@ static int render_events(metrics *m, buf *out) {
                         r = prom_header(out, "hwid_enroll_replays_total", "counter", "Enrollments answered with the "
                                    "certificate they got before: audited, or counted only (one record per "
                                    "certificate and hour).");
+                if (r >= 0 && i == EVENT_TOKEN_DEVICE)
+                        r = prom_header(out, "hwid_token_checks_total", "counter", "Bootstrap token secrets checked: "
+                                   "by an HMAC with the token key in the HSM/TPM (device), from memory for a token "
+                                   "checked before (memory), by a SHA-256 for a legacy token (hash).");
                 if (r >= 0)
                         r = buf_printf(out, "%s{%s} %llu\n", ev[i].name, ev[i].label,
                                        (unsigned long long) atomic_load_explicit(&m->events[i],

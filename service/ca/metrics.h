@@ -52,12 +52,16 @@ void metrics_challenge_count(metrics *m, metrics_challenge what, unsigned long n
  * computed to check a message, or refused before any computing
  * (parameters outside the allow-list, no such token); enrollments
  * answered as replays (ca-enroll.c): audited, or counted only (one record
- * per certificate and hour). */
+ * per certificate and hour); how bootstrap tokens' secrets were checked
+ * (ca.c). */
 typedef enum metrics_event {
         EVENT_PBM_COMPUTED,
         EVENT_PBM_REFUSED,
         EVENT_REPLAY_AUDITED,
         EVENT_REPLAY_UNAUDITED,
+        EVENT_TOKEN_DEVICE,  /* a bootstrap token's secret: an HMAC in the HSM/TPM */
+        EVENT_TOKEN_MEMORY,  /* ... checked before: from memory (token-memo.h) */
+        EVENT_TOKEN_HASH,    /* ... a legacy token's: a SHA-256 */
         _EVENT_MAX,
 } metrics_event;
 void metrics_event_count(metrics *m, metrics_event e);

@@ -18,7 +18,8 @@
 #     first time its secret is checked, over the native API or EST, and
 #     none after that (hwidd remembers a salted hash of it in memory,
 #     service/ca/token-memo.h), a wrong secret of it included (refused);
-#     after a restart one HMAC again; a legacy token none;
+#     after a restart one HMAC again; a legacy token none; /metrics counts
+#     the checks by device and from memory (hwid_token_checks_total);
 #   - /readyz checks the token key (an HMAC): 503 naming token_key while
 #     it fails, 200 again once it works;
 #   - a legacy token (its row as hwid stored one before: SHA-256 of the
@@ -36,6 +37,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/ca-lib.sh"
 # shellcheck source=est-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/est-lib.sh"
+# shellcheck source=ops-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ops-lib.sh"
 
 require_tools pkcs11-tool python3
 : "${HWID_P11_SHIM:=$BUILDDIR/tests/p11-fault-shim.so}"
@@ -199,6 +202,7 @@ test_hmac_cost() {
         tok=$(token_new --uses 5)
         id=${tok%%.*}
         count_hmacs
+        scrape "$T/cost-m0"
         enroll cost-unknown "zz9zz9.$(random_secret)"
         expect_error 401 bad_token "$DEV/cost-unknown" "unknown bootstrap token"
         assert_eq "$(hmacs)" 0 "HMACs for an unknown token id"
@@ -219,6 +223,11 @@ test_hmac_cost() {
         enroll cost-wrong-again "$id.${secret:0:23}$last"
         expect_error 401 bad_token "$DEV/cost-wrong-again" "unknown bootstrap token"
         assert_eq "$(hmacs)" 2 "HMACs for a wrong secret (its last character) of a remembered token"
+        scrape "$T/cost-m1"
+        assert_eq "$(metric_delta "$T/cost-m0" "$T/cost-m1" 'hwid_token_checks_total{by="device"}')" 2 \
+                "token checks by the device in /metrics"
+        assert_eq "$(metric_delta "$T/cost-m0" "$T/cost-m1" 'hwid_token_checks_total{by="memory"}')" 3 \
+                "token checks from memory in /metrics"
         # A hwidd restarted has forgotten: one HMAC, then none again.
         hwidd_stop
         hwidd_start
@@ -356,6 +365,7 @@ PORTS[A]=$PORT
 PG_DBS[A]=${PG_DB:-}
 PG_URIS[A]=${PG_URI:-}
 test_key_made_by_ca_init
+public_metrics
 hwidd_start
 test_enroll_and_store
 test_hmac_cost
