@@ -82,6 +82,23 @@ static bool hash_known(int nid) {
         return nid == NID_sha1 || nid == NID_sha256 || nid == NID_sha384 || nid == NID_sha512;
 }
 
+/* The certID's hash algorithm has no parameters, or NULL (RFC 5754 §2):
+ * else one serial would have endless certIDs, each a cache entry. */
+static bool hash_params_plain(OCSP_CERTID *id) {
+        _cleanup_(OPENSSL_freep) unsigned char *der = NULL;
+        const unsigned char *p;
+        X509_ALGOR *alg = NULL;
+        long len;
+        int n = i2d_OCSP_CERTID(id, &der), tag, class, type = -1;
+
+        p = der;
+        if (n > 0 && !(ASN1_get_object(&p, &len, &tag, &class, n) & 0x80) &&
+            (alg = d2i_X509_ALGOR(NULL, &p, len)))
+                X509_ALGOR_get0(NULL, &type, NULL, alg);
+        X509_ALGOR_free(alg);
+        return type == V_ASN1_UNDEF || type == V_ASN1_NULL;
+}
+
 /* The one certID: a hash hwidd computes, hashes of its length, a serial
  * that is a certificate's (positive, at most 20 octets). */
 static int read_certid(ocsp_query *q) {
@@ -101,6 +118,8 @@ static int read_certid(ocsp_query *q) {
         q->hash_nid = OBJ_obj2nid(md);
         if (!hash_known(q->hash_nid))
                 return malformed("the certID's hash algorithm is not SHA-1, SHA-256, SHA-384 or SHA-512");
+        if (!hash_params_plain(id))
+                return malformed("the certID's hash algorithm has parameters other than NULL");
         size = EVP_MD_get_size(EVP_get_digestbynid(q->hash_nid));
         if (ASN1_STRING_length(name_hash) != size || ASN1_STRING_length(key_hash) != size)
                 return malformed("the certID's hashes are not as long as its hash algorithm's");

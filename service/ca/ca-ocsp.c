@@ -11,7 +11,7 @@
  * cached answer is served while it is valid; else the answer is the
  * unsigned tryLater, which costs nothing.  A flood of random serials
  * thus costs the flooding address its own budget, and nobody else's
- * cached answers. */
+ * cached answers (an `unknown` is never cached). */
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +137,9 @@ static int certid_key(const ocsp_query *q, uint8_t key[OCSP_CACHE_KEY_MAX], size
 
 /* Signs a (the certificate's status) for q now with generation gen's
  * key, its nonce echoed if it has one, into out; kept in the cache when
- * it has none. */
+ * it has none and is about a certificate issued: an `unknown` is not
+ * kept, so that random serials never push out the answers relying
+ * parties poll. */
 static int sign_now(ca_service *ca, const ca_gen *gen, const ca_request *req, ocsp_answer *a, const uint8_t *key,
                     size_t key_len) {
         const ocsp_query *q = req->ocsp;
@@ -151,7 +153,7 @@ static int sign_now(ca_service *ca, const ca_gen *gen, const ca_request *req, oc
         if ((r = issuer_ocsp_sign(gen->issuer, q, a, &der, &len)) < 0)
                 return r;
         atomic_fetch_add(&ca->ocsp->signatures, 1);
-        if (!a->echo_nonce && (r = ocsp_cache_put(ca->ocsp->cache, key, key_len, a, der, len)) < 0)
+        if (!a->echo_nonce && a->status != OCSP_CERT_UNKNOWN && (r = ocsp_cache_put(ca->ocsp->cache, key, key_len, a, der, len)) < 0)
                 return r;
         return buf_append(req->out, der, len);
 }

@@ -25,7 +25,9 @@
 #     unsigned tryLater; right after it, a nonce from that address is
 #     answered from the cache without the nonce, a serial not cached gets
 #     tryLater, and another address still gets a signed `good` with its
-#     nonce.
+#     nonce; the cache holds 16 answers, and the flood's `unknown`s push
+#     none of them out: a poll of dev-3 without a nonce from a third
+#     address is still a cache hit.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=ca-lib.sh
@@ -227,6 +229,13 @@ test_flood() {
         assert_eq "$(ocsp_nonce_status "$DEV/f-other" "$DEV/f-other.req")" good "another address after the flood"
         scrape "$DEV/f2"
         assert_eq "$(metric_delta "$DEV/f1" "$DEV/f2" hwid_ocsp_signatures_total)" 1 "signatures after the flood"
+        # A relying party polling dev-3 (kept since test_get) still gets the kept answer.
+        ocsp_request "$DEV/f-poll.req" "$DEV/dev-3.pem" -no_nonce
+        ocsp_post "$DEV/f-poll" "$PLAIN" "$DEV/f-poll.req" --interface 127.0.0.3
+        check_body "$DEV/f-poll" "$DEV/dev-3.pem"
+        scrape "$DEV/f3"
+        assert_eq "$(metric_delta "$DEV/f2" "$DEV/f3" hwid_ocsp_signatures_total)" 0 "signatures of a poll after the flood"
+        assert_eq "$(metric_delta "$DEV/f2" "$DEV/f3" hwid_ocsp_cache_hits_total)" 1 "cache hits of a poll after the flood"
 }
 
 other_of() { sed -n 's/.* other \([0-9]*\)$/\1/p' <<<"$1"; }
@@ -236,7 +245,7 @@ test_clock
 ca_setup
 public_metrics
 sed -i 's/^  crl_validity: .*/&\n  ocsp_validity: 2m/' "$CFG"
-ocsp_config "ocsp_sign_rate_per_ip: $RATE" "ocsp_sign_burst_per_ip: $BURST"
+ocsp_config "ocsp_sign_rate_per_ip: $RATE" "ocsp_sign_burst_per_ip: $BURST" "ocsp_cache_entries: 16"
 PLAIN=http://127.0.0.1:$HTTP_PORT/ocsp
 hwidd_start
 wait_for_port "$HTTP_PORT" 10 "$HWIDD_PID"

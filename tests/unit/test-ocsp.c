@@ -130,6 +130,28 @@ static void test_parse(ca *a, ca *b) {
         }
 }
 
+/* A certID whose SHA-1 has parameters other than NULL (an empty OCTET
+ * STRING in NULL's place) is refused; the same with NULL is read. */
+static void refused_params(ca *a) {
+        static const uint8_t sha1_null[] = { 0x2B, 0x0E, 0x03, 0x02, 0x1A, 0x05, 0x00 };
+        size_t len = 0;
+        uint8_t *der = make_request(&(req_spec) { .md = EVP_sha1(), .serial = "01" }, a->cert, &len), *at = NULL;
+        ocsp_query q = { 0 };
+
+        for (size_t i = 0; der && i + sizeof(sha1_null) <= len && !at; i++)
+                if (memcmp(der + i, sha1_null, sizeof(sha1_null)) == 0)
+                        at = der + i;
+        CHECK(at != NULL);
+        if (at) {
+                CHECK(ocsp_query_parse(der, len, &q) == 0);
+                ocsp_query_clear(&q);
+                at[5] = 0x04;
+                CHECK(ocsp_query_parse(der, len, &q) == -HWID_E_INVALID);
+                CHECK_CONTAINS(hwid_strerror(-HWID_E_INVALID), "parameters");
+        }
+        OPENSSL_free(der);
+}
+
 static void test_refused(ca *a) {
         static const uint8_t junk[] = { 0x30, 0x03, 0x02, 0x01, 0x01 };
         uint8_t *der, big[OCSP_REQUEST_MAX + 1] = { 0x30 };
@@ -160,6 +182,7 @@ static void test_refused(ca *a) {
                 free(ber);
         }
         OPENSSL_free(der);
+        refused_params(a);
 }
 
 static void test_get(ca *a) {
