@@ -8,7 +8,8 @@
  * In memory only, never at rest, and no secret there either: an entry is
  * the id, the nonce and HMAC-SHA256(salt, secret), the salt random for
  * each process.  A table of a fixed number of slots, a token's slot
- * chosen by its id and nonce: a token checked later takes the slot of an
+ * chosen by its nonce (random, so tokens spread evenly), the entry
+ * matched on id and nonce: a token checked later takes the slot of an
  * earlier one, which then costs one HMAC in the device again.  Safe to
  * use from any thread. */
 #pragma once
