@@ -116,44 +116,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# kv FIELD LINE — the value of FIELD=... in a key=value line.
-kv() {
-        awk -v k="$1" '{ for (i = 1; i <= NF; i++) { n = index($i, "="); if (substr($i, 1, n - 1) == k) { print substr($i, n + 1); exit } } }' <<<"$2"
-}
 
-# calc EXPR — floating point arithmetic (awk), printed with up to 2 decimals.
-calc() { awk "BEGIN { v = $1; printf (v == int(v) ? \"%d\" : \"%.2f\"), v }"; }
 
 # median NUMBER... — the middle one (the mean of the middle two).
 median() {
         printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-free_port() {
-        local p i base=${HWID_TEST_PORT_BASE:-22000} count=${HWID_TEST_PORT_COUNT:-10000}
-        for ((i = 0; i < 200; i++)); do
-                p=$((base + (RANDOM * 32768 + RANDOM) % count))
-                ss -Hltn "sport = :$p" | grep -q . && continue
-                grep -qx "$p" "$W/.ports" 2>/dev/null && continue
-                echo "$p" >>"$W/.ports"
-                echo "$p"
-                return 0
-        done
-        die "no free port"
-}
 
-wait_port() {
-        local port=$1 pid=$2 i
-        for ((i = 0; i < 200; i++)); do
-                ss -Hltn "sport = :$port" | grep -q . && return 0
-                kill -0 "$pid" 2>/dev/null || die "process $pid died before listening on $port (see $W)"
-                sleep 0.05
-        done
-        die "nothing listens on port $port"
-}
 
-loadavg() { cut -d' ' -f1 /proc/loadavg; }
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # --- build -------------------------------------------------------------------------
 

@@ -100,6 +100,8 @@ SWTPM_DIRS=()            # swtpm-start directories to stop at exit
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
+# shellcheck source=bench-lib.sh
+source "$SRCDIR/bench/bench-lib.sh"
 
 cleanup() {
         local rc=$? pid i
@@ -139,28 +141,8 @@ res() {
         printf -v "$1" '%s' "$2"
 }
 
-# kv FIELD LINE — the value of FIELD=... in a key=value line.
-kv() {
-        awk -v k="$1" '{ for (i = 1; i <= NF; i++) { n = index($i, "="); if (substr($i, 1, n - 1) == k) { print substr($i, n + 1); exit } } }' <<<"$2"
-}
 
-# calc EXPR — floating point arithmetic (awk), printed with up to 2 decimals.
-calc() { awk "BEGIN { v = $1; printf (v == int(v) ? \"%d\" : \"%.2f\"), v }"; }
 
-# Ports in HWID_TEST_PORT_BASE's range when it is set (as the tests do),
-# else 22000-31999.
-free_port() {
-        local p i base=${HWID_TEST_PORT_BASE:-22000} count=${HWID_TEST_PORT_COUNT:-10000}
-        for ((i = 0; i < 200; i++)); do
-                p=$((base + (RANDOM * 32768 + RANDOM) % count))
-                ss -Hltn "sport = :$p" | grep -q . && continue
-                grep -qx "$p" "$W/.ports" 2>/dev/null && continue
-                echo "$p" >>"$W/.ports"
-                echo "$p"
-                return 0
-        done
-        die "no free port"
-}
 
 # bg NAME CMD... — start CMD in the background (output in $W/NAME.log); BG_PID.
 bg() {
@@ -177,18 +159,8 @@ stop() {
         wait "$1" 2>/dev/null || true
 }
 
-wait_port() {
-        local port=$1 pid=$2 i
-        for ((i = 0; i < 200; i++)); do
-                ss -Hltn "sport = :$port" | grep -q . && return 0
-                kill -0 "$pid" 2>/dev/null || die "process $pid died before listening on $port (see $W)"
-                sleep 0.05
-        done
-        die "nothing listens on port $port"
-}
 
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
-loadavg() { cut -d' ' -f1 /proc/loadavg; }
 now_ns() { date +%s%N; }
 
 HWID=$BUILD/cli/hwid
@@ -291,8 +263,6 @@ ceilings() {
 
 # --- 3. issuance load: hwidd, cfssl, openssl ca --------------------------------------
 
-# cpu_ticks PID — user + system CPU time of PID so far, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # load_run PREFIX KEY MODE URL CACERT CONNS [EXTRA...] — LOAD_REPS runs of the
 # same load (each with CNs of its own) against the server whose PID is
@@ -1345,8 +1315,6 @@ main() {
         log "done: $OUT"
 }
 
-# shellcheck source=bench-lib.sh
-source "$SRCDIR/bench/bench-lib.sh"
 # shellcheck source=ocsp.sh
 source "$SRCDIR/bench/ocsp.sh"
 if [ $STORES = 1 ]; then
