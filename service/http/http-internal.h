@@ -163,6 +163,14 @@ typedef struct http_budget {
 #define HTTP_ADDR_KEY_MAX 16
 bool http_addr_key(const struct sockaddr *sa, socklen_t len, uint8_t key[HTTP_ADDR_KEY_MAX], size_t *ret_len);
 
+/* A server's options (http-options.c): refused with a clear reason when
+ * inconsistent or unset; the guard's budget they make (each share
+ * defaulting to a sixteenth of max_connections, at least 16); the I/O
+ * threads (the CPUs, 2 to 16). */
+int http_options_check(const http_options *o);
+void http_options_budget(const http_options *o, bool tls, http_budget *ret);
+unsigned http_options_io_threads(const http_options *o);
+
 int64_t http_now_ms(void);
 int http_guard_new(const http_budget *b, http_guard **ret);
 /* Only once every connection is freed (the MHD daemon is stopped). */

@@ -490,55 +490,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* --- start and stop ------------------------------------------------------------ */
 
-static int check_options(const http_options *o) {
-        if (!o || (o->tls_key && !o->tls_cert_pem))
-                return hwid_fail(HWID_E_CONFIG, "the HTTPS server needs a TLS key and certificate");
-        if (!o->tls_key && (o->tls_cert_pem || o->client_ca_pem))
-                return hwid_fail(HWID_E_CONFIG, "a plain HTTP server has no certificates");
-        if (o->max_body == 0 || o->max_header < 256 || o->timeout == 0 || o->max_connections == 0)
-                return hwid_fail(HWID_E_CONFIG, "HTTP limits must be set (max_body > 0, max_header >= 256, "
-                                                "timeout > 0, max_connections > 0)");
-        if (o->max_header > (64u << 20) || o->max_body > SIZE_MAX / 2)
-                return hwid_fail(HWID_E_CONFIG, "HTTP limits are too large");
-        if (o->tls_key &&
-            (!MHD_is_feature_supported(MHD_FEATURE_TLS) || !MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK)))
-                return hwid_fail(HWID_E_CONFIG, "libmicrohttpd was built without TLS certificate callbacks");
-        return 0;
-}
-
-/* What a share of max_connections defaults to: a sixteenth, at least 16. */
-static unsigned share(unsigned set, unsigned max) {
-        unsigned n = set ? set : max / 16;
-
-        if (!set && n < 16)
-                n = 16;
-        return n > max ? max : n;
-}
-
-static void budget_of(const http_options *o, bool tls, http_budget *ret) {
-        unsigned hs = o->handshake_timeout ? o->handshake_timeout : 10;
-
-        *ret = (http_budget) {
-                .max_connections = o->max_connections,
-                /* Evicted connections hold their socket until their I/O
-                 * thread closes them: room for those. */
-                .slack = o->max_connections / 64 > 64 ? o->max_connections / 64 : 64,
-                .per_address = share(o->max_connections_per_ip, o->max_connections),
-                .handshake_cap = share(o->handshake_cap, o->max_connections),
-                .handshake_timeout = hs < o->timeout ? hs : o->timeout,
-                .timeout = o->timeout,
-                .rate = o->rate_per_ip,
-                .burst = o->rate_burst,
-                .tls = tls,
-        };
-}
-
-static unsigned io_threads(const http_options *o) {
-        long n = o->io_threads ? (long) o->io_threads : sysconf(_SC_NPROCESSORS_ONLN);
-
-        return n < 2 ? 2 : n > 16 ? 16 : (unsigned) n;
-}
-
 static int start_daemon(http_server *srv, const http_options *o, const http_budget *b) {
         /* epoll on a few I/O threads; handlers on the workers (suspend,
          * resume).  The guard enforces max_connections and the shares;
@@ -550,7 +501,7 @@ static int start_daemon(http_server *srv, const http_options *o, const http_budg
                 flags, 0, on_accept, srv, on_access, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket) srv->listen_fd,
-                MHD_OPTION_THREAD_POOL_SIZE, io_threads(o),
+                MHD_OPTION_THREAD_POOL_SIZE, http_options_io_threads(o),
                 MHD_OPTION_CONNECTION_LIMIT, b->max_connections + b->slack,
                 MHD_OPTION_CONNECTION_TIMEOUT, o->timeout,
                 /* Room for a header block of max_header bytes and
@@ -585,7 +536,7 @@ static int make_parts(http_server *srv, const http_options *o) {
                 r = http_tls_new(o->tls_key, o->tls_cert_pem, o->client_ca_pem, &srv->tls);
         if (r >= 0 && o->rate_per_ip > 0)
                 r = ratelimit_new(o->rate_per_ip, o->rate_burst, 0, &srv->rl);
-        budget_of(o, srv->tls, &b);
+        http_options_budget(o, srv->tls, &b);
         if (r >= 0) /* connections: a bucket of their own (http-guard.c) */
                 r = http_guard_new(&b, &srv->guard);
         if (r >= 0)
@@ -603,7 +554,7 @@ int http_server_start(const http_options *o, http_handler handler, void *userdat
         http_server *srv;
         int r;
 
-        if ((r = check_options(o)) < 0)
+        if ((r = http_options_check(o)) < 0)
                 return r;
         if (!handler)
                 return hwid_fail(HWID_E_INTERNAL, "no HTTP request handler");
