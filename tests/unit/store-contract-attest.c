@@ -11,38 +11,15 @@
 #include "error.h"
 #include "store-contract.h"
 
-#define HEX_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-#define HEX_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-#define HEX_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
-#define HEX_D "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
-
 #define RACERS 16
 
-#define CHECK_REFUSED(expr, code, part)                                                        \
-        do {                                                                                  \
-                int _r = (expr);                                                              \
-                CHECK(_r == -(code));                                                         \
-                if (_r == -(code))                                                            \
-                        CHECK_CONTAINS(hwid_strerror(_r), part);                              \
-        } while (0)
-
-static uint8_t ak_bytes[] = { 1, 2, 3 }, ek_bytes[] = { 0x30, 0x01, 0x00 };
-
-static store_challenge challenge(char c, int64_t expires_at) {
-        store_challenge ch = { .ak_public = ak_bytes, .ak_public_len = sizeof(ak_bytes), .ek_cert = ek_bytes,
-                               .ek_cert_len = sizeof(ek_bytes), .expires_at = expires_at };
-
-        memset(ch.id, c, 32);
-        memset(ch.secret_sha256, c, sizeof(ch.secret_sha256));
-        memset(ch.nonce, c + 1, sizeof(ch.nonce));
-        return ch;
-}
 
 /* ---- challenges ---- */
 
 void contract_challenges(void) {
         _cleanup_(store_freep) store *s = case_open("challenges"), *s2 = case_again("challenges");
-        store_challenge a = challenge('a', NOW + 60), b = challenge('b', NOW + 10), c = challenge('c', NOW + 60);
+        store_challenge a = fixture_challenge('a', NOW + 60), b = fixture_challenge('b', NOW + 10),
+                        c = fixture_challenge('c', NOW + 60);
         store_challenge got = { 0 }, bad;
 
         CHECK(store_challenge_put(s, &a, NOW, 2, 0, NULL) == 0);
@@ -55,16 +32,18 @@ void contract_challenges(void) {
         CHECK(store_challenge_take(s2, a.id, &got) == 0);
         CHECK(memcmp(got.id, a.id, 33) == 0 && got.expires_at == a.expires_at);
         CHECK(memcmp(got.secret_sha256, a.secret_sha256, 32) == 0 && memcmp(got.nonce, a.nonce, 32) == 0);
-        CHECK(got.ak_public_len == sizeof(ak_bytes) && memcmp(got.ak_public, ak_bytes, sizeof(ak_bytes)) == 0);
-        CHECK(got.ek_cert_len == sizeof(ek_bytes) && memcmp(got.ek_cert, ek_bytes, sizeof(ek_bytes)) == 0);
+        CHECK(got.ak_public_len == sizeof(fixture_ak_bytes) &&
+              memcmp(got.ak_public, fixture_ak_bytes, sizeof(fixture_ak_bytes)) == 0);
+        CHECK(got.ek_cert_len == sizeof(fixture_ek_bytes) &&
+              memcmp(got.ek_cert, fixture_ek_bytes, sizeof(fixture_ek_bytes)) == 0);
         store_challenge_clear(&got);
         CHECK_REFUSED(store_challenge_take(s, a.id, &got), HWID_E_NOT_FOUND, "no attestation challenge");
         CHECK_REFUSED(store_challenge_take(s, b.id, &got), HWID_E_NOT_FOUND, "no attestation challenge");
         /* Malformed: refused before the database. */
         CHECK_REFUSED(store_challenge_take(s, "ABC", &got), HWID_E_NOT_FOUND, "no such");
-        bad = challenge('A', NOW + 60);
+        bad = fixture_challenge('A', NOW + 60);
         CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9, 0, NULL), HWID_E_INVALID, "bad id");
-        bad = challenge('d', NOW + 60);
+        bad = fixture_challenge('d', NOW + 60);
         bad.ak_public_len = 0;
         CHECK_REFUSED(store_challenge_put(s, &bad, NOW, 9, 0, NULL), HWID_E_INVALID, "AK");
         /* Expired or not, a challenge is taken once; the caller checks the time. */
@@ -77,8 +56,9 @@ void contract_challenges(void) {
  * together still refuses. */
 void contract_requester_bound(void) {
         _cleanup_(store_freep) store *s = case_open("requester-bound"), *s2 = case_again("requester-bound");
-        store_challenge x1 = challenge('1', NOW + 60), x2 = challenge('2', NOW + 60), x3 = challenge('3', NOW + 60),
-                        y = challenge('4', NOW + 60), z = challenge('5', NOW + 60), got = { 0 };
+        store_challenge x1 = fixture_challenge('1', NOW + 60), x2 = fixture_challenge('2', NOW + 60),
+                        x3 = fixture_challenge('3', NOW + 60), y = fixture_challenge('4', NOW + 60),
+                        z = fixture_challenge('5', NOW + 60), got = { 0 };
         size_t replaced = 9;
 
         x1.requester = x2.requester = x3.requester = "token:aaaaaa";

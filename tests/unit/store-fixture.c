@@ -305,3 +305,16 @@ int fixture_end(const char *name) {
                 fprintf(stderr, "databases kept in %s\n", dir);
         return check_done(name);
 }
+
+uint8_t fixture_ak_bytes[3] = { 1, 2, 3 }, fixture_ek_bytes[3] = { 0x30, 0x01, 0x00 };
+
+store_challenge fixture_challenge(char c, int64_t expires_at) {
+        store_challenge ch = { .ak_public = fixture_ak_bytes, .ak_public_len = sizeof(fixture_ak_bytes),
+                               .ek_cert = fixture_ek_bytes, .ek_cert_len = sizeof(fixture_ek_bytes),
+                               .expires_at = expires_at };
+
+        memset(ch.id, c, 32);
+        memset(ch.secret_sha256, c, sizeof(ch.secret_sha256));
+        memset(ch.nonce, c + 1, sizeof(ch.nonce));
+        return ch;
+}

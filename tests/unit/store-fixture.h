@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "check.h"
+#include "error.h"
 #include "store.h"
 
 #define NOW ((int64_t) 1700000000)
@@ -21,6 +23,27 @@ extern char dir[];
 
 static const uint8_t der[] = { 0x30, 0x03, 0x02, 0x01, 0x01 };
 static const char spki[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/* Hashes (lower-case hex SHA-256s) of four EKs, certificates or keys. */
+#define HEX_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define HEX_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define HEX_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+#define HEX_D "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+
+/* expr is refused with code, its message containing part. */
+#define CHECK_REFUSED(expr, code, part)                                                        \
+        do {                                                                                  \
+                int _r = (expr);                                                              \
+                CHECK(_r == -(code));                                                         \
+                if (_r == -(code))                                                            \
+                        CHECK_CONTAINS(hwid_strerror(_r), part);                              \
+        } while (0)
+
+/* The AK and EK every fixture_challenge() names. */
+extern uint8_t fixture_ak_bytes[3], fixture_ek_bytes[3];
+/* A challenge whose id, secret hash and nonce are filled with c (the
+ * nonce with c + 1), expiring at expires_at. */
+store_challenge fixture_challenge(char c, int64_t expires_at);
 
 /* Creates dir (mkdtemp); false if it cannot. */
 bool fixture_begin(void);

@@ -16,36 +16,12 @@
 
 char dir[] = "/tmp/hwid-test-store-attest-XXXXXX";
 
-#define HEX_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-#define HEX_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-#define HEX_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
-#define HEX_D "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
-
-#define CHECK_REFUSED(expr, code, part)                                                        \
-        do {                                                                                  \
-                int _r = (expr);                                                              \
-                CHECK(_r == -(code));                                                         \
-                if (_r == -(code))                                                            \
-                        CHECK_CONTAINS(hwid_strerror(_r), part);                              \
-        } while (0)
-
-static uint8_t ak_bytes[] = { 1, 2, 3 }, ek_bytes[] = { 0x30, 0x01, 0x00 };
-
-static store_challenge challenge(char c, int64_t expires_at) {
-        store_challenge ch = { .ak_public = ak_bytes, .ak_public_len = sizeof(ak_bytes), .ek_cert = ek_bytes,
-                               .ek_cert_len = sizeof(ek_bytes), .expires_at = expires_at };
-
-        memset(ch.id, c, 32);
-        memset(ch.secret_sha256, c, sizeof(ch.secret_sha256));
-        memset(ch.nonce, c + 1, sizeof(ch.nonce));
-        return ch;
-}
 
 /* The database itself refuses a secret of the wrong size. */
 static void challenges(void) {
         _cleanup_free_ char *path = db_path("challenges.db");
         _cleanup_(store_freep) store *s = open_fresh(path);
-        store_challenge a = challenge('a', NOW + 60);
+        store_challenge a = fixture_challenge('a', NOW + 60);
 
         CHECK(store_challenge_put(s, &a, NOW, 2, 0, NULL) == 0);
         CHECK(raw_int(path, "SELECT count(*) FROM attest_challenges") == 1);
